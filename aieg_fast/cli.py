@@ -1,0 +1,151 @@
+"""Command line: ``aieg-fast explain``, ``aieg-fast verify``, ``aieg-fast methods``, ``aieg-fast info``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import List, Optional
+
+__all__ = ["main"]
+
+
+def _parse_option(s: str):
+    if "=" not in s:
+        raise argparse.ArgumentTypeError(f"--option must be NAME=VALUE, got {s!r}")
+    k, v = s.split("=", 1)
+    try:
+        val = json.loads(v)
+    except json.JSONDecodeError:
+        val = v
+    return k, val
+
+
+def _load(model: Optional[str]):
+    from .attribution import load_model
+
+    return load_model(model)
+
+
+def cmd_explain(args) -> int:
+    from .samples import SENTIMENT_LABELS, SENTIMENT_TEMPLATE, sst2_sample
+
+    text = args.text
+    if text is None:
+        if args.task != "sentiment":
+            print("error: TEXT is required (or use --task sentiment to explain a shipped SST-2 sentence)", file=sys.stderr)
+            return 2
+        text = sst2_sample()[0][0]
+    ex = _load(args.model)
+    options = dict(args.option or [])
+    template = args.template
+    target = args.target
+    if args.task == "sentiment":
+        template = template or SENTIMENT_TEMPLATE
+        probs = ex.label_probs(text, SENTIMENT_LABELS, template)
+        label = int(probs[1] >= probs[0])
+        names = ("negative", "positive")
+        print(f"text: {text.strip()}")
+        print(
+            f"predicted sentiment: {names[label]}  "
+            f"(p(positive) = {probs[1]:.3f}, p(negative) = {probs[0]:.3f}, renormalised over the two label words)"
+        )
+        if target is None:
+            target = SENTIMENT_LABELS[label]
+    if target is not None and isinstance(target, str) and target.lstrip("-").isdigit() and args.target_is_id:
+        target = int(target)
+    res = ex.attribute(
+        text,
+        method=args.method,
+        target=target,
+        n_steps=args.n_steps,
+        internal_batch_size=args.internal_batch_size,
+        template=template,
+        backend=args.backend,
+        progress=not args.no_progress,
+        **options,
+    )
+    res.show(words=not args.tokens)
+    print(f"backend: {res.backend}   time: {res.timing.get('total', 0):.2f} s")
+    if args.json:
+        res.save(args.json)
+        print(f"wrote {args.json}")
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as fh:
+            fh.write("<!doctype html><meta charset='utf-8'>" + res.to_html())
+        print(f"wrote {args.html}")
+    return 0
+
+
+def cmd_methods(args) -> int:
+    from .attribution import _METHOD_DOCS
+
+    for name, doc in _METHOD_DOCS.items():
+        print(f"{name:32s} {doc}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    import torch
+
+    from . import __version__
+    from ._ext import build_info
+
+    print(json.dumps({"aieg_fast": __version__, "torch": torch.__version__, "extension": build_info()}, indent=1, default=str))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from .verify import verify
+
+    return verify(model=args.model, methods=args.methods, n_steps=args.n_steps, texts=args.texts)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .attribution import list_methods
+
+    p = argparse.ArgumentParser(prog="aieg-fast", description="Token attributions for decoder-only LLMs.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    e = sub.add_parser("explain", help="explain the model's next token (or label) for a text")
+    e.add_argument("text", nargs="?", help="input text (default with --task sentiment: a shipped SST-2 sentence)")
+    e.add_argument("--model", default=None, help="hub id or local directory (default: embedded SmolLM2-135M-Instruct)")
+    e.add_argument("--method", default="aieg", choices=list_methods())
+    e.add_argument("--target", default=None, help="target token (single token, e.g. ' positive'); default: the prediction")
+    e.add_argument("--target-is-id", action="store_true", help="read --target as a token id / class index")
+    e.add_argument("--n-steps", type=int, default=50)
+    e.add_argument("--internal-batch-size", type=int, default=None)
+    e.add_argument("--template", default=None, help="prompt template with {text}; template tokens are held fixed")
+    e.add_argument("--task", choices=["sentiment"], default=None, help="preset: sentiment prompt, label words ' positive'/' negative'")
+    e.add_argument("--backend", choices=["auto", "ext", "reference"], default="auto")
+    e.add_argument("--option", action="append", type=_parse_option, metavar="NAME=VALUE", help="method option, e.g. --option ef_mode=none")
+    e.add_argument("--tokens", action="store_true", help="show tokens instead of words")
+    e.add_argument("--json", metavar="FILE", help="write the result as JSON")
+    e.add_argument("--html", metavar="FILE", help="write an HTML heatmap")
+    e.add_argument("--no-progress", action="store_true")
+    e.set_defaults(fn=cmd_explain)
+
+    v = sub.add_parser("verify", help="run every method with the reference kernels and the extension; compare")
+    v.add_argument("--model", default=None)
+    v.add_argument("--methods", default=None, help="comma-separated (default: all)")
+    v.add_argument("--n-steps", type=int, default=20)
+    v.add_argument("--texts", nargs="*", default=None)
+    v.set_defaults(fn=cmd_verify)
+
+    m = sub.add_parser("methods", help="list attribution methods")
+    m.set_defaults(fn=cmd_methods)
+    i = sub.add_parser("info", help="versions and extension build")
+    i.set_defaults(fn=cmd_info)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (ValueError, TypeError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""Pure-PyTorch reference of every aieg_fast op.
+
+This module is the executable specification of the kernels in ``csrc/``: the C++ and CUDA
+kernels are transcribed from these functions, the attribution methods fall back to them when the
+extension is missing, and the tests use them as the oracle. Each op has the same name here, in
+``csrc/`` (``cpu/<op>_cpu.cpp``, ``cuda/<op>_kernel.cu``) and in :mod:`aieg_fast.ops`.
+
+Equations refer to ``specs/aieg.md`` (a reconstruction of the unpublished AIEG paper; section
+numbers are given as "§x") and to IDG (Walker et al., AAAI 2024).
+
+Non-finite inputs have a defined result, documented per op (never silent garbage).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "interpolate_path",
+    "adaptive_alphas",
+    "uniform_alphas",
+    "emphasis_factors",
+    "integrate_gradients",
+    "attention_gradient_product",
+    "posnorm",
+    "EF_MODES",
+    "EF_SIGNS",
+    "EF_NORMS",
+    "ALLOC_MODES",
+    "POSNORM_MODES",
+    "AGP_REDUCES",
+    "INTEGRATE_REDUCES",
+]
+
+EF_MODES = ("fd", "autograd", "none")
+EF_SIGNS = ("abs", "signed", "relu", "minmax")
+EF_NORMS = ("l1", "none")
+ALLOC_MODES = ("abs", "idg_minmax")
+POSNORM_MODES = ("minmax", "relu_max", "abs_sum", "none")
+AGP_REDUCES = ("product_of_means", "mean_of_products", "attention")
+INTEGRATE_REDUCES = ("sum", "none")
+
+
+def _check_choice(name: str, value: str, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+def _acc_dtype(t: Tensor) -> torch.dtype:
+    """Accumulation dtype: float64 stays float64, everything else accumulates in float32."""
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+# --------------------------------------------------------------------------------------------
+# interpolate_path
+# --------------------------------------------------------------------------------------------
+def interpolate_path(
+    input_embeds: Tensor,
+    baseline_embeds: Tensor,
+    alphas: Tensor,
+    fixed_mask: Optional[Tensor] = None,
+) -> Tensor:
+    """Points on the straight-line path γ(α) = E′ + α (E − E′) (spec §6.3).
+
+    Args:
+        input_embeds (Tensor[L, d]): token embeddings E of the input.
+        baseline_embeds (Tensor[L, d]): baseline embeddings E′ (same dtype and device).
+        alphas (Tensor[m]): path positions in [0, 1] (any float dtype; cast to the embeddings').
+        fixed_mask (Tensor[L] of bool, optional): positions held fixed; they copy ``input_embeds``
+            for every α (BOS, template and other special tokens).
+
+    Returns:
+        Tensor[m, L, d] in the embeddings' dtype. Computed as ``E′ + α·(E − E′)`` in the
+        accumulation dtype (fp32, or fp64 for fp64 inputs), so α = 0 gives E′ and α = 1 gives E
+        up to one rounding. NaN/inf in the inputs propagate elementwise.
+    """
+    acc = _acc_dtype(input_embeds)
+    e = input_embeds.to(acc)
+    b = baseline_embeds.to(acc)
+    a = alphas.to(device=e.device, dtype=acc)
+    out = b.unsqueeze(0) + a.view(-1, 1, 1) * (e - b).unsqueeze(0)
+    if fixed_mask is not None:
+        out = torch.where(fixed_mask.to(torch.bool).view(1, -1, 1), e.unsqueeze(0), out)
+    return out.to(input_embeds.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling grids
+# --------------------------------------------------------------------------------------------
+def uniform_alphas(n_steps: int, dtype=torch.float32, device=None) -> Tuple[Tensor, Tensor]:
+    """The uniform AIEG/IDG grid (spec §6.4, ``adaptive=False``).
+
+    Returns:
+        (alphas Tensor[M], widths Tensor[M]): α_m = (m − 1)/(M − 1), δ_m = 1/(M − 1).
+    """
+    if n_steps < 2:
+        raise ValueError(f"n_steps must be >= 2, got {n_steps}")
+    alphas = torch.linspace(0.0, 1.0, n_steps, dtype=dtype, device=device)
+    widths = torch.full((n_steps,), 1.0 / (n_steps - 1), dtype=dtype, device=device)
+    return alphas, widths
+
+
+def adaptive_alphas(
+    pilot_logits: Tensor, n_steps: int, alloc: str = "abs", idg_compat_quirk: bool = False
+) -> Tuple[Tensor, Tensor]:
+    """IDG adaptive sampling: allocate ``n_steps`` samples where the pilot logit moves (spec §3.2, §6.4).
+
+    The pilot logits f̃_j are taken at α̃_j = j/(N − 1), j = 0…N − 1. Slopes s̃_0 = 0,
+    s̃_j = (f̃_j − f̃_{j−1})(N − 1). Bin j ≥ 1 covers [α̃_{j−1}, α̃_j] (width h = 1/(N − 1)).
+
+    * ``alloc="abs"`` (default, reconstruction §6.4): π_j ∝ |s̃_j|, π_0 = 0.
+    * ``alloc="idg_minmax"`` (official IDG): ŝ = (s̃ − min s̃)/(max s̃ − min s̃), ŝ_0 := 0, π = ŝ/Σŝ.
+
+    Integer allocation (IDG): n_j = ⌊M π_j⌋; the R = M − Σn_j leftover samples go one each to the
+    empty bins j ≥ 1 with the largest M π_j (ties to the lower index); if R exceeds the number of
+    empty bins (never seen in practice), the rest go to the bins with the largest fractional part
+    of M π_j, then round-robin from bin 1. Placement: bin j gets n_j left-endpoint samples
+    α̃_{j−1} + k·h/n_j with width δ = h/n_j (the *intended* mapping). With
+    ``idg_compat_quirk=True`` the official code's placement is reproduced: empty bins do not
+    advance the start offset, so later bins shift toward 0.
+
+    Degenerate cases: N < 2, all slopes equal (π undefined), or any non-finite pilot logit →
+    the uniform grid of :func:`uniform_alphas`.
+
+    Args:
+        pilot_logits (Tensor[N]): target logit along the pilot grid.
+        n_steps (int): M ≥ 2, the number of main samples.
+
+    Returns:
+        (alphas Tensor[M], widths Tensor[M]) on ``pilot_logits``' device, in fp32 (fp64 for an
+        fp64 pilot); alphas are sorted ascending in [0, 1) and Σ widths = (number of
+        non-empty bins)·h ≤ 1 (= 1 when every bin gets a sample; specs/aieg.md §6.13.7 says
+        "= 1", which does not hold when flat bins get none). The allocation is
+        computed in fp64 on the CPU (it is O(N + M) scalar work).
+    """
+    _check_choice("alloc", alloc, ALLOC_MODES)
+    if n_steps < 2:
+        raise ValueError(f"n_steps must be >= 2, got {n_steps}")
+    out_dtype = _acc_dtype(pilot_logits)
+    device = pilot_logits.device
+    f = pilot_logits.detach().to(device="cpu", dtype=torch.float64).reshape(-1)
+    N = f.numel()
+    M = int(n_steps)
+    if N < 2 or not bool(torch.isfinite(f).all()):
+        return uniform_alphas(M, dtype=out_dtype, device=device)
+    s = torch.zeros(N, dtype=torch.float64)
+    s[1:] = (f[1:] - f[:-1]) * (N - 1)
+    if alloc == "abs":
+        shat = s.abs()
+    else:
+        lo, hi = s.min(), s.max()
+        if not bool(hi > lo):
+            return uniform_alphas(M, dtype=out_dtype, device=device)
+        shat = (s - lo) / (hi - lo)
+    shat[0] = 0.0
+    total = shat.sum()
+    if not bool(total > 0):
+        return uniform_alphas(M, dtype=out_dtype, device=device)
+    pi = shat / total
+    mp = M * pi
+    n = torch.floor(mp).to(torch.int64)
+    n[0] = 0
+    R = M - int(n.sum())
+    if R > 0:
+        empty = [j for j in range(1, N) if int(n[j]) == 0]
+        # largest M*pi first, ties to the lower index (stable sort on the negated key)
+        empty.sort(key=lambda j: (-float(mp[j]), j))
+        for j in empty[:R]:
+            n[j] = 1
+        R -= min(R, len(empty))
+        if R > 0:
+            frac = mp - torch.floor(mp)
+            order = sorted(range(1, N), key=lambda j: (-float(frac[j]), j))
+            k = 0
+            while R > 0:
+                n[order[k % len(order)]] += 1
+                R -= 1
+                k += 1
+    h = 1.0 / (N - 1)
+    alphas, widths = [], []
+    start_bin = 1  # quirk: the offset only advances on non-empty bins
+    for j in range(1, N):
+        nj = int(n[j])
+        if nj == 0:
+            continue
+        left = (start_bin - 1) * h if idg_compat_quirk else (j - 1) * h
+        start_bin += 1
+        for k in range(nj):
+            alphas.append(left + k * h / nj)
+            widths.append(h / nj)
+    a = torch.tensor(alphas, dtype=torch.float64)
+    w = torch.tensor(widths, dtype=torch.float64)
+    a, order = torch.sort(a, stable=True)
+    w = w[order]
+    return a.to(device=device, dtype=out_dtype), w.to(device=device, dtype=out_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# emphasis_factors
+# --------------------------------------------------------------------------------------------
+def emphasis_factors(
+    path_logits: Tensor,
+    alphas: Tensor,
+    widths: Tensor,
+    mode: str = "fd",
+    sign: str = "abs",
+    norm: str = "l1",
+) -> Tensor:
+    """Emphasis factors EF_m from logit jumps along the path (spec §6.5, IDG §3.1).
+
+    Raw weights (``mode="fd"``, the default): w_1 = 0 and
+    w_m = r_m·δ_m with r_m = (f_m − f_{m−1}) / (α_m − α_{m−1}) (r_m = 0 where α_m = α_{m−1}),
+    i.e. the logit increment since the previous sample. ``mode="autograd"``: ``path_logits``
+    holds the slopes r_m = G_m·Δ already (IDG's original code) and w_m = r_m·δ_m.
+    ``mode="none"``: w_m = δ_m (plain IG weights on the same grid; ``sign`` is ignored).
+
+    Sign (``sign``): ``"abs"`` |w| (default; keeps IG's sign convention, §6.5), ``"signed"`` w
+    (IDG semantics), ``"relu"`` max(w, 0), ``"minmax"`` (w − min w)/(max w − min w) with EF_1 := 0.
+
+    Normalisation (``norm``): ``"l1"`` w / Σ|w| (Σ EF = 1 for the non-negative signs), ``"none"``
+    w / M (IDG's raw weights with its 1/M mean).
+
+    Degenerate cases: with ``norm="l1"``, if Σ|w| = 0 (flat logit, no rising interval for
+    ``relu``, constant ``minmax``) every EF is 1/M, which reduces to IG on the grid. If any
+    input value is NaN or ±inf, every EF is NaN.
+
+    Args:
+        path_logits (Tensor[M]): target logit f_m = F(γ(α_m)) (or slopes, for ``"autograd"``).
+        alphas (Tensor[M]): sorted path positions.
+        widths (Tensor[M]): sub-step widths δ_m.
+
+    Returns:
+        Tensor[M] in the accumulation dtype (fp64 for fp64 logits, else fp32).
+    """
+    _check_choice("mode", mode, EF_MODES)
+    _check_choice("sign", sign, EF_SIGNS)
+    _check_choice("norm", norm, EF_NORMS)
+    acc = _acc_dtype(path_logits)
+    f = path_logits.to(acc).reshape(-1)
+    a = alphas.to(device=f.device, dtype=acc).reshape(-1)
+    d = widths.to(device=f.device, dtype=acc).reshape(-1)
+    M = f.numel()
+    if a.numel() != M or d.numel() != M:
+        raise ValueError(
+            f"path_logits, alphas and widths must have the same length, got {M}, {a.numel()}, {d.numel()}"
+        )
+    if M == 0:
+        return f.new_zeros(0)
+    if not bool(torch.isfinite(f).all() & torch.isfinite(a).all() & torch.isfinite(d).all()):
+        return torch.full((M,), float("nan"), dtype=acc, device=f.device)
+    if mode == "none":
+        w = d.clone()
+    else:
+        if mode == "fd":
+            r = torch.zeros_like(f)
+            da = a[1:] - a[:-1]
+            df = f[1:] - f[:-1]
+            r[1:] = torch.where(da != 0, df / torch.where(da != 0, da, torch.ones_like(da)), torch.zeros_like(df))
+        else:  # autograd: the slopes are given
+            r = f.clone()
+            r[0] = 0.0
+        w = r * d
+        if sign == "abs":
+            w = w.abs()
+        elif sign == "relu":
+            w = w.clamp_min(0)
+        elif sign == "minmax":
+            lo, hi = w.min(), w.max()
+            w = (w - lo) / (hi - lo) if bool(hi > lo) else torch.zeros_like(w)
+            w[0] = 0.0
+    if norm == "none":
+        return w / M
+    total = w.abs().sum()
+    if not bool(total > 0):
+        return torch.full((M,), 1.0 / M, dtype=acc, device=f.device)
+    return w / total
+
+
+# --------------------------------------------------------------------------------------------
+# integrate_gradients
+# --------------------------------------------------------------------------------------------
+def integrate_gradients(grads: Tensor, weights: Tensor, delta: Tensor, reduce: str = "sum") -> Tensor:
+    """Weighted path integral Δ ⊙ Σ_m w_m G_m, reduced over the embedding dimension (spec §6.6).
+
+    ieg_{i,d} = Δ_{i,d} · Σ_m w_m · G_{m,i,d}; ``reduce="sum"`` returns ieg_i = Σ_d ieg_{i,d}
+    (DIG, captum), ``reduce="none"`` the [L, d] array. The op is linear in ``grads``, so chunks
+    of the path can be integrated separately and their results added.
+
+    Args:
+        grads (Tensor[m, L, d]): gradients ∇F at the path points (any float dtype).
+        weights (Tensor[m]): per-step weights (IG quadrature weights, or EF).
+        delta (Tensor[L, d]): Δ = E − E′.
+
+    Returns:
+        Tensor[L] (or Tensor[L, d]) in the accumulation dtype (fp32; fp64 for fp64 grads).
+        NaN/inf propagate as in the arithmetic. ``m = 0`` gives zeros.
+    """
+    _check_choice("reduce", reduce, INTEGRATE_REDUCES)
+    acc = _acc_dtype(grads)
+    g = grads.to(acc)
+    w = weights.to(device=g.device, dtype=acc)
+    dl = delta.to(device=g.device, dtype=acc)
+    s = torch.einsum("m,mld->ld", w, g) if g.shape[0] > 0 else torch.zeros(dl.shape, dtype=acc, device=g.device)
+    out = dl * s
+    return out.sum(-1) if reduce == "sum" else out
+
+
+# --------------------------------------------------------------------------------------------
+# attention_gradient_product
+# --------------------------------------------------------------------------------------------
+def attention_gradient_product(
+    attn: Tensor,
+    grad: Optional[Tensor] = None,
+    weights: Optional[Tensor] = None,
+    reduce: str = "product_of_means",
+) -> Tensor:
+    """Scaled attention α∇α and head-mean attention, weighted over a batch of path steps (spec §4).
+
+    * ``"product_of_means"`` (Chrysostomou & Aletras): Σ_b w_b · mean_h A_b · mean_h ∂A_b;
+    * ``"mean_of_products"``: Σ_b w_b · mean_h (A_b ⊙ ∂A_b);
+    * ``"attention"``: Σ_b w_b · mean_h A_b (``grad`` is ignored and may be None).
+
+    Args:
+        attn (Tensor[B, H, Q, K]): post-softmax attention probabilities.
+        grad (Tensor[B, H, Q, K], optional): ∂F/∂attn; required unless ``reduce="attention"``.
+        weights (Tensor[B], optional): per-batch weights (EF along the path); default all ones.
+
+    Returns:
+        Tensor[Q, K] in the accumulation dtype. Pass ``attn[:, :, -1:]`` for the last query row.
+        NaN/inf propagate as in the arithmetic.
+    """
+    _check_choice("reduce", reduce, AGP_REDUCES)
+    acc = _acc_dtype(attn)
+    A = attn.to(acc)
+    B = A.shape[0]
+    w = torch.ones(B, dtype=acc, device=A.device) if weights is None else weights.to(device=A.device, dtype=acc)
+    if reduce == "attention":
+        per_b = A.mean(1)
+    else:
+        if grad is None:
+            raise ValueError(f"grad is required for reduce={reduce!r}, got None")
+        G = grad.to(device=A.device, dtype=acc)
+        per_b = A.mean(1) * G.mean(1) if reduce == "product_of_means" else (A * G).mean(1)
+    return torch.einsum("b,bqk->qk", w, per_b)
+
+
+# --------------------------------------------------------------------------------------------
+# posnorm
+# --------------------------------------------------------------------------------------------
+def posnorm(scores: Tensor, valid_mask: Optional[Tensor] = None, mode: str = "minmax") -> Tensor:
+    """PosNorm: normalise token scores over the attributable positions (spec §6.8).
+
+    Over the valid set P of each row (last dimension):
+
+    * ``"minmax"`` (default): p_i = (s_i − min_P s)/(max_P s − min_P s); if |P| = 1 or
+      max = min, p_i = 1;
+    * ``"relu_max"``: p_i = max(s_i, 0)/max_P s; if max_P s ≤ 0, p_i = 0;
+    * ``"abs_sum"``: p_i = |s_i| / Σ_P |s|; if the sum is 0, p_i = 1/|P|;
+    * ``"none"``: p_i = s_i.
+
+    Invalid positions get 0. A row with no valid position is all 0. A row with a NaN or ±inf
+    among its valid scores gets NaN at every valid position (the row is undefined).
+
+    Args:
+        scores (Tensor[..., L]): token scores.
+        valid_mask (Tensor[..., L] of bool, optional): attributable positions; default all.
+
+    Returns:
+        Tensor[..., L] in the accumulation dtype (fp32; fp64 for fp64 scores).
+    """
+    _check_choice("mode", mode, POSNORM_MODES)
+    acc = _acc_dtype(scores)
+    s = scores.to(acc)
+    valid = torch.ones_like(s, dtype=torch.bool) if valid_mask is None else valid_mask.to(torch.bool).expand_as(s)
+    zero = torch.zeros_like(s)
+    nonfinite_row = (~torch.isfinite(s) & valid).any(-1, keepdim=True)
+    s_clean = torch.where(valid & torch.isfinite(s), s, zero)
+    count = valid.sum(-1, keepdim=True)
+    if mode == "none":
+        out = s_clean
+    elif mode == "minmax":
+        inf = torch.full_like(s, float("inf"))
+        lo = torch.where(valid, s_clean, inf).amin(-1, keepdim=True)
+        hi = torch.where(valid, s_clean, -inf).amax(-1, keepdim=True)
+        rng = hi - lo
+        safe = torch.where(rng > 0, rng, torch.ones_like(rng))
+        out = torch.where(rng > 0, (s_clean - lo) / safe, torch.ones_like(s))
+    elif mode == "relu_max":
+        hi = torch.where(valid, s_clean, torch.full_like(s, -float("inf"))).amax(-1, keepdim=True)
+        safe = torch.where(hi > 0, hi, torch.ones_like(hi))
+        out = torch.where(hi > 0, s_clean.clamp_min(0) / safe, zero)
+    else:  # abs_sum
+        tot = s_clean.abs().sum(-1, keepdim=True)
+        safe = torch.where(tot > 0, tot, torch.ones_like(tot))
+        uniform = 1.0 / count.clamp_min(1).to(acc)
+        out = torch.where(tot > 0, s_clean.abs() / safe, uniform.expand_as(s))
+    out = torch.where(valid, out, zero)
+    out = torch.where(nonfinite_row & valid, torch.full_like(out, float("nan")), out)
+    return out

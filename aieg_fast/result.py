@@ -1,0 +1,284 @@
+"""The result of one attribution: tokens, scores and everything needed to reproduce them."""
+from __future__ import annotations
+
+import html as _html
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import torch
+
+__all__ = ["Attribution", "load_attribution", "aggregate_words"]
+
+_WORD_MARKERS = ("Ġ", "▁", "Ċ", " ", "\n", "\t")
+
+
+def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = None, reduce: str = "sum"):
+    """Group sub-word tokens into words and aggregate their scores.
+
+    A new word starts at a token whose raw form begins with a word marker — byte-level BPE
+    ``"Ġ"`` (space) / ``"Ċ"`` (newline), SentencePiece ``"▁"``, or a literal space — and at
+    every special token and the token after one. Source: reconstruction (the AIEG paper reports
+    word-level scores without a rule), see specs/aieg.md §6.1.
+
+    Args:
+        tokens (List[str]): raw token strings (``tokenizer.convert_ids_to_tokens``).
+        scores (Tensor[L] or list): token scores; NaN entries are skipped in the aggregate.
+        special (List[bool], optional): special-token flags.
+        reduce: ``"sum"`` (default), ``"mean"`` or ``"max"``.
+
+    Returns:
+        (words: List[str], word_scores: List[float], token_to_word: List[int]).
+
+    Raises:
+        ValueError: unknown ``reduce`` or length mismatch.
+    """
+    if reduce not in ("sum", "mean", "max"):
+        raise ValueError(f"reduce must be 'sum', 'mean' or 'max', got {reduce!r}")
+    vals = [float(x) for x in (scores.tolist() if torch.is_tensor(scores) else scores)]
+    if len(vals) != len(tokens):
+        raise ValueError(f"scores has {len(vals)} entries but tokens has {len(tokens)}")
+    special = special or [False] * len(tokens)
+    groups: List[List[int]] = []
+    for i, tok in enumerate(tokens):
+        starts = (
+            i == 0
+            or special[i]
+            or special[i - 1]
+            or tok.startswith(_WORD_MARKERS)
+        )
+        if starts:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    words, wscores, tok2word = [], [], [0] * len(tokens)
+    for g_idx, g in enumerate(groups):
+        text = "".join(tokens[i] for i in g)
+        for m in _WORD_MARKERS:
+            text = text.replace(m, " " if m in ("Ġ", "▁", " ") else ("\\n" if m in ("Ċ", "\n") else " "))
+        words.append(text.strip() or text)
+        vs = [vals[i] for i in g if not math.isnan(vals[i])]
+        if not vs:
+            wscores.append(float("nan"))
+        elif reduce == "sum":
+            wscores.append(sum(vs))
+        elif reduce == "mean":
+            wscores.append(sum(vs) / len(vs))
+        else:
+            wscores.append(max(vs))
+        for i in g:
+            tok2word[i] = g_idx
+    return words, wscores, tok2word
+
+
+def _rgb(v: float, vmax: float):
+    """Red for positive, blue for negative, white at 0."""
+    if math.isnan(v) or vmax <= 0:
+        return (255, 255, 255)
+    t = max(-1.0, min(1.0, v / vmax))
+    if t >= 0:
+        return (255, int(255 * (1 - t)), int(255 * (1 - t)))
+    return (int(255 * (1 + t)), int(255 * (1 + t)), 255)
+
+
+@dataclass
+class Attribution:
+    """Token attribution for one input (or one row per generated token).
+
+    Attributes:
+        tokens (List[str]): display text of each input token (length L).
+        token_ids (List[int]): the token ids (length L).
+        scores (Tensor[L]): one score per token (float32, CPU). Positions held fixed (special,
+            template, padding) hold 0 for gradient methods; ``attributable`` marks the others.
+        method (str): method name (see :func:`aieg_fast.list_methods`).
+        target (dict): ``{"kind": "token"|"class", "id": int, "text": str, ...}``.
+        options (dict): every option the method ran with (defaults filled in).
+        model (str): model name or path.
+        backend (dict): op name → ``"ext"`` or ``"reference"`` for every op used.
+        timing (dict): seconds per phase and ``total``.
+        attributable (List[bool]): positions that were attributed (not held fixed).
+        raw_tokens (List[str]): raw token strings (with ``Ġ``/``▁`` markers) for word grouping.
+        special (List[bool]): special-token flags.
+        info (dict): method-specific extras (``F_input``, ``F_baseline``, ``convergence_delta``,
+            components); JSON-serialisable.
+    """
+
+    tokens: List[str]
+    token_ids: List[int]
+    scores: torch.Tensor
+    method: str
+    target: Dict[str, Any]
+    options: Dict[str, Any] = field(default_factory=dict)
+    model: str = ""
+    backend: Dict[str, str] = field(default_factory=dict)
+    timing: Dict[str, float] = field(default_factory=dict)
+    attributable: List[bool] = field(default_factory=list)
+    raw_tokens: List[str] = field(default_factory=list)
+    special: List[bool] = field(default_factory=list)
+    info: Dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.scores = torch.as_tensor(self.scores, dtype=torch.float32).detach().cpu()
+        L = len(self.tokens)
+        if len(self.token_ids) != L:
+            raise ValueError(f"token_ids has {len(self.token_ids)} entries but tokens has {L}")
+        if self.scores.shape[-1] != L:
+            raise ValueError(f"scores has shape {tuple(self.scores.shape)} but there are {L} tokens")
+        if not self.attributable:
+            self.attributable = [True] * L
+        if not self.raw_tokens:
+            self.raw_tokens = list(self.tokens)
+        if not self.special:
+            self.special = [False] * L
+
+    # ------------------------------------------------------------------ views
+    def words(self, reduce: str = "sum"):
+        """Word-level view: (words, word_scores) using :func:`aggregate_words` on the attributable tokens."""
+        scores = self.scores.clone()
+        mask = torch.tensor(self.attributable, dtype=torch.bool)
+        scores[~mask] = float("nan")
+        words, ws, _ = aggregate_words(self.raw_tokens, scores, self.special, reduce)
+        return words, ws
+
+    def top_tokens(self, k: int = 5):
+        """The k attributable tokens with the largest scores, as (token, score) pairs."""
+        idx = [i for i in range(len(self.tokens)) if self.attributable[i]]
+        idx.sort(key=lambda i: -float(self.scores[i]))
+        return [(self.tokens[i], float(self.scores[i])) for i in idx[:k]]
+
+    # ------------------------------------------------------------------ display
+    def show(self, file=None, words: bool = True, width: int = 100) -> None:
+        """Print a terminal heatmap (red = drives the target, blue = against it) and a score table."""
+        file = file or sys.stdout
+        color = hasattr(file, "isatty") and file.isatty()
+        if words:
+            labels, vals = self.words()
+        else:
+            labels = [t for t, a in zip(self.tokens, self.attributable) if a]
+            vals = [float(s) for s, a in zip(self.scores, self.attributable) if a]
+            labels, vals = labels, vals
+        finite = [abs(v) for v in vals if not math.isnan(v)]
+        vmax = max(finite) if finite else 0.0
+        tgt = self.target.get("text", self.target.get("id"))
+        print(f"method: {self.method}   target: {tgt!r}   model: {self.model}", file=file)
+        line, out = "", []
+        for lab, v in zip(labels, vals):
+            if math.isnan(v):
+                continue
+            if color:
+                r, g, b = _rgb(v, vmax)
+                piece = f"\x1b[48;2;{r};{g};{b}m\x1b[38;2;0;0;0m{lab}\x1b[0m "
+            else:
+                piece = f"{lab}[{v / vmax if vmax else 0:+.2f}] "
+            if len(line) + len(lab) + 8 > width and line:
+                out.append(line)
+                line = ""
+            line += piece
+        out.append(line)
+        print("\n".join(out), file=file)
+        bar_w = 30
+        for lab, v in zip(labels, vals):
+            if math.isnan(v):
+                continue
+            n = int(round(bar_w * abs(v) / vmax)) if vmax else 0
+            bar = ("█" * n).ljust(bar_w)
+            print(f"  {lab[:18]:>18} {v:+.4f} {'+' if v >= 0 else '-'}{bar}", file=file)
+
+    def to_html(self, words: bool = True) -> str:
+        """A self-contained HTML snippet with the heatmap (background colour per word or token)."""
+        labels, vals = self.words() if words else (self.tokens, [float(s) for s in self.scores])
+        finite = [abs(v) for v in vals if not math.isnan(v)]
+        vmax = max(finite) if finite else 0.0
+        spans = []
+        for lab, v in zip(labels, vals):
+            r, g, b = _rgb(v, vmax)
+            title = "fixed" if math.isnan(v) else f"{v:.4g}"
+            spans.append(
+                f'<span title="{title}" style="background: rgb({r},{g},{b}); padding: 1px 2px; '
+                f'margin: 1px; border-radius: 3px">{_html.escape(lab)}</span>'
+            )
+        tgt = _html.escape(str(self.target.get("text", self.target.get("id"))))
+        return (
+            f'<div class="aieg-fast"><p><b>{_html.escape(self.method)}</b> — target {tgt} — '
+            f"{_html.escape(self.model)}</p><p>{' '.join(spans)}</p></div>"
+        )
+
+    # ------------------------------------------------------------------ serialisation
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-serialisable dict (scores as a list; NaN written as null)."""
+        def clean(x):
+            if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+                return None
+            if isinstance(x, list):
+                return [clean(v) for v in x]
+            if isinstance(x, dict):
+                return {k: clean(v) for k, v in x.items()}
+            if torch.is_tensor(x):
+                return clean(x.tolist())
+            return x
+
+        words, wscores = self.words()
+        return clean(
+            {
+                "tokens": self.tokens,
+                "token_ids": self.token_ids,
+                "scores": self.scores.tolist(),
+                "method": self.method,
+                "target": self.target,
+                "options": self.options,
+                "model": self.model,
+                "backend": self.backend,
+                "timing": self.timing,
+                "attributable": self.attributable,
+                "raw_tokens": self.raw_tokens,
+                "special": self.special,
+                "words": words,
+                "word_scores": wscores,
+                "info": self.info,
+            }
+        )
+
+    def save(self, path) -> None:
+        """Write :meth:`to_dict` as JSON to ``path``."""
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(self.to_dict(), fh, ensure_ascii=False, indent=1)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Attribution":
+        scores = torch.tensor([float("nan") if v is None else v for v in _flatten_rows(d["scores"])], dtype=torch.float32)
+        if d["scores"] and isinstance(d["scores"][0], list):
+            scores = scores.view(len(d["scores"]), -1)
+        return cls(
+            tokens=d["tokens"],
+            token_ids=d["token_ids"],
+            scores=scores,
+            method=d["method"],
+            target=d["target"],
+            options=d.get("options", {}),
+            model=d.get("model", ""),
+            backend=d.get("backend", {}),
+            timing=d.get("timing", {}),
+            attributable=d.get("attributable", []),
+            raw_tokens=d.get("raw_tokens", []),
+            special=d.get("special", []),
+            info=d.get("info", {}),
+        )
+
+    @classmethod
+    def load(cls, path) -> "Attribution":
+        """Read a result written by :meth:`save`."""
+        with open(path, encoding="utf-8") as fh:
+            return cls.from_dict(json.load(fh))
+
+
+def _flatten_rows(x):
+    if x and isinstance(x[0], list):
+        return [v for row in x for v in row]
+    return x
+
+
+def load_attribution(path) -> Attribution:
+    """Read an :class:`Attribution` saved with :meth:`Attribution.save`."""
+    return Attribution.load(path)

@@ -1,0 +1,27 @@
+"""Small real data shipped with the package (see aieg_fast/data/README.md for the source)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Tuple
+
+__all__ = ["sst2_sample", "SENTIMENT_TEMPLATE", "SENTIMENT_LABELS"]
+
+_DIR = Path(__file__).with_name("data")
+
+#: Zero-shot sentiment prompt for a causal LM; ``{text}`` is the attributed span.
+SENTIMENT_TEMPLATE = "Review: {text}\nIs this review positive or negative? Answer:"
+#: Label words (single tokens for GPT-2 and SmolLM2 tokenizers), index = SST-2 label.
+SENTIMENT_LABELS = (" negative", " positive")
+
+
+def sst2_sample() -> List[Tuple[str, int]]:
+    """The 24 SST-2 dev sentences shipped with the package, as (sentence, label) pairs."""
+    rows = []
+    with open(_DIR / "sst2_dev_sample.tsv", encoding="utf-8") as fh:
+        next(fh)
+        for line in fh:
+            line = line.rstrip("\n")
+            if line:
+                s, l = line.rsplit("\t", 1)
+                rows.append((s, int(l)))
+    return rows

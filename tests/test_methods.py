@@ -1,0 +1,368 @@
+"""End-to-end tests of the attribution methods on tiny random-weight GPT-2 and LLaMA models."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import aieg_fast
+from aieg_fast import reference as R
+
+TEXT = "the movie is good and the actors are great"
+SHORT = "the film was bad"
+
+
+def _model_state(ex):
+    m = ex.model
+    hooks = sum(len(mod._forward_hooks) + len(mod._forward_pre_hooks) for mod in m.modules())
+    return (
+        [p.requires_grad for p in m.parameters()],
+        m.training,
+        m.config._attn_implementation,
+        hooks,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# IG completeness and the reductions of specs/aieg.md §6.13
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("integration", ["trapezoid", "gausslegendre"])
+def test_ig_completeness(tiny, integration):
+    res = tiny.attribute(TEXT, method="integrated_gradients", n_steps=256, internal_batch_size=128, integration=integration)
+    diff = res.info["F_input"] - res.info["F_baseline"]
+    assert abs(diff) > 1e-3  # the check is meaningful
+    assert abs(float(res.scores.sum()) - diff) <= 0.01 * abs(diff)
+    assert abs(res.info["convergence_delta"]) <= 0.01 * abs(diff)
+
+
+def test_aieg_reduces_to_ig(tiny):
+    """§6.13.1: EF off, attention 1, PosNorm off, uniform grid → IG with the same grid."""
+    ig = tiny.attribute(TEXT, method="integrated_gradients", n_steps=16, integration="uniform")
+    a = tiny.attribute(TEXT, method="aieg", n_steps=16, adaptive=False, ef_mode="none", attn_layers="none", posnorm="none")
+    torch.testing.assert_close(a.scores, ig.scores, atol=1e-5, rtol=1e-4)
+
+
+def test_idg_matches_rederived_formula(tiny_gpt2):
+    """§6.13.2: IDG = Δ ⊙ (1/M) Σ_m G_m r_m δ_m on the grid the method chose."""
+    ex = tiny_gpt2
+    res = ex.attribute(TEXT, method="integrated_decision_gradients", n_steps=12)
+    alphas = torch.tensor(res.info["alphas"])
+    ids, fixed = ex.encode(TEXT)
+    b = ex._batch([(ids, fixed)], [res.target["id"]])
+    E, Eb = b.embeds[0], b.baseline[0]
+    rows = torch.zeros(len(alphas), dtype=torch.long)
+    X = (Eb + alphas.view(-1, 1, 1) * (E - Eb)).requires_grad_(True)
+    f = ex._F(b, rows, X, "logit")
+    (G,) = torch.autograd.grad(f.sum(), X)
+    f = f.detach()
+    r = torch.zeros_like(f)
+    r[1:] = (f[1:] - f[:-1]) / (alphas[1:] - alphas[:-1])
+    a_chk, widths = R.adaptive_alphas(torch.tensor(res.info["pilot_logits"]), 12, "idg_minmax")
+    torch.testing.assert_close(a_chk.float(), alphas.float())
+    w = torch.tensor(res.info["weights"])
+    torch.testing.assert_close(w, (r * widths.float() / len(alphas)), atol=1e-5, rtol=1e-3)
+    expected = ((E - Eb) * torch.einsum("m,mld->ld", w, G)).sum(-1)
+    torch.testing.assert_close(res.scores, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_linear_model_identities():
+    """§6.13.3: F = <W, Z>: abs-L1 EF gives IEG = Δ ⊙ W = IG for either sign; signed gives sign·IG."""
+    torch.manual_seed(0)
+    L, d, M = 5, 7, 20
+    W = torch.randn(L, d, dtype=torch.float64)
+    for flip in (1.0, -1.0):
+        E = torch.randn(L, d, dtype=torch.float64)
+        Eb = torch.randn(L, d, dtype=torch.float64)
+        delta = E - Eb
+        if torch.sign((W * delta).sum()) != flip:
+            delta = -delta
+            E = Eb + delta
+        pilot = torch.tensor([float((W * (Eb + a * delta)).sum()) for a in torch.linspace(0, 1, M)], dtype=torch.float64)
+        alphas, widths = R.adaptive_alphas(pilot, M)
+        assert torch.allclose(widths.sum(), torch.tensor(1.0, dtype=torch.float64))
+        f = torch.stack([(W * (Eb + a * delta)).sum() for a in alphas])
+        G = W.expand(M, L, d)
+        ig = (delta * W).sum(-1)
+        ef = R.emphasis_factors(f, alphas, widths, "fd", "abs", "l1")
+        torch.testing.assert_close(ef.sum(), torch.tensor(1.0, dtype=torch.float64))
+        torch.testing.assert_close(R.integrate_gradients(G, ef, delta), ig)
+        ef_s = R.emphasis_factors(f, alphas, widths, "fd", "signed", "l1")
+        torch.testing.assert_close(R.integrate_gradients(G, ef_s, delta), flip * ig)
+
+
+def test_saturation_filter():
+    """§6.13.4: a sigmoidal logit along the path; gradient noise on the flat part gets EF ≈ 0."""
+    torch.manual_seed(1)
+    M, N, L, d = 50, 50, 3, 4
+    F = lambda a: torch.sigmoid(30 * (a - 0.3)) * 5.0  # noqa: E731
+    pilot = F(torch.linspace(0, 1, N, dtype=torch.float64))
+    alphas, widths = R.adaptive_alphas(pilot, M)
+    in_transition = ((alphas > 0.1) & (alphas < 0.5)).sum()
+    assert in_transition >= 30  # samples concentrate where the logit moves
+    # on the uniform grid, so that the flat part is sampled
+    alphas, widths = R.uniform_alphas(M, dtype=torch.float64)
+    f = F(alphas)
+    ef = R.emphasis_factors(f, alphas, widths)
+    flat = alphas > 0.7
+    assert int(flat.sum()) >= 10
+    assert float(ef[flat].sum()) < 1e-3
+    delta = torch.ones(L, d, dtype=torch.float64)
+    G = torch.ones(M, L, d, dtype=torch.float64)
+    noisy = G.clone()
+    noisy[flat] += 1e4 * torch.randn(int(flat.sum()), L, d, dtype=torch.float64)
+    ieg_clean = R.integrate_gradients(G, ef, delta)
+    ieg_noisy = R.integrate_gradients(noisy, ef, delta)
+    assert torch.allclose(ieg_clean, ieg_noisy, rtol=0.05, atol=0.05 * float(ieg_clean.abs().max()))
+    w_ig = torch.full((M,), 1.0 / M, dtype=torch.float64)
+    assert (R.integrate_gradients(noisy, w_ig, delta) - R.integrate_gradients(G, w_ig, delta)).abs().max() > 10
+
+
+@pytest.mark.parametrize("alloc", ["abs", "idg_minmax"])
+@pytest.mark.parametrize("quirk", [False, True])
+def test_idg_allocation(alloc, quirk):
+    """§6.13.7: counts sum to M, α sorted in [0, 1]; δ covers the sampled bins exactly.
+
+    The spec says "δ sums to 1"; that holds only when every pilot bin receives a sample. Bins
+    left empty by the allocation (flat logit) are not covered, so Σδ = (#non-empty bins)·h.
+    """
+    torch.manual_seed(2)
+    for N, M in [(50, 50), (10, 37), (25, 5), (2, 2)]:
+        pilot = torch.randn(N).cumsum(0)
+        a, w = R.adaptive_alphas(pilot, M, alloc, quirk)
+        assert a.numel() == M and w.numel() == M
+        assert torch.all(a[1:] >= a[:-1]) and float(a.min()) >= 0 and float(a.max()) <= 1
+        if torch.allclose(a, torch.linspace(0, 1, M)):  # degenerate pilot: uniform fallback grid
+            continue
+        h = 1.0 / (N - 1)
+        bins = torch.unique(torch.floor(a.double() / h + 1e-3))  # tolerance for fp32 α
+        assert abs(float(w.sum()) - len(bins) * h) < 1e-5
+        assert float(w.sum()) <= 1.0 + 1e-6
+
+
+def test_scale_invariance_and_attention_monotonicity():
+    """§6.13.5: scaling F by c > 0 leaves EF and PosNorm unchanged; larger attention, larger score."""
+    torch.manual_seed(3)
+    f = torch.randn(20).cumsum(0)
+    a, w = R.adaptive_alphas(f, 20)
+    torch.testing.assert_close(R.emphasis_factors(3.5 * f, a, w), R.emphasis_factors(f, a, w))
+    s = torch.randn(9)
+    torch.testing.assert_close(R.posnorm(7.0 * s), R.posnorm(s))
+    p = R.posnorm(s)
+    attn = torch.rand(9)
+    hi = attn.clone()
+    hi[4] += 0.5
+    assert (p * hi)[4] >= (p * attn)[4]
+
+
+def test_fixed_positions_score_zero(tiny_llama):
+    res = tiny_llama.attribute(TEXT, method="aieg", n_steps=8)
+    assert res.special[0] and not res.attributable[0]  # BOS is held fixed
+    assert float(res.scores[0]) == 0.0
+    assert torch.all(res.scores >= 0)
+
+
+# ------------------------------------------------------------------------------------------
+# batches with padding
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+@pytest.mark.parametrize("method", ["integrated_gradients", "aieg", "integrated_decision_gradients", "saliency", "input_x_gradient", "attention", "scaled_attention"])
+def test_batch_equals_single(tiny, method, padding_side):
+    texts = [TEXT, SHORT]
+    single = [tiny.attribute(t, method=method, n_steps=8) for t in texts]
+    batch = tiny.attribute(texts, method=method, n_steps=8, padding_side=padding_side)
+    for s, b in zip(single, batch):
+        assert s.token_ids == b.token_ids and s.target == b.target
+        torch.testing.assert_close(b.scores, s.scores, atol=2e-5, rtol=1e-3)
+
+
+# ------------------------------------------------------------------------------------------
+# targets, classifier head, attention implementations
+# ------------------------------------------------------------------------------------------
+def test_target_token_and_id(tiny_gpt2):
+    tid = tiny_gpt2.tokenizer.encode(" good")
+    assert len(tid) == 1
+    a = tiny_gpt2.attribute(TEXT, method="saliency", target=" good")
+    b = tiny_gpt2.attribute(TEXT, method="saliency", target=tid[0])
+    assert a.target["id"] == b.target["id"] == tid[0]
+    torch.testing.assert_close(a.scores, b.scores)
+    c = tiny_gpt2.attribute(TEXT, method="saliency")
+    with torch.no_grad():
+        pred = int(tiny_gpt2.model(torch.tensor([c.token_ids])).logits[0, -1].argmax())
+    assert c.target["id"] == pred
+
+
+def test_classifier_head(tiny_gpt2_clf):
+    ex = tiny_gpt2_clf
+    res = ex.attribute(TEXT, method="integrated_gradients", n_steps=64, target=1)
+    assert res.target["kind"] == "class" and res.target["id"] == 1
+    with torch.no_grad():
+        logits = ex.model(torch.tensor([res.token_ids])).logits[0]
+    assert abs(res.info["F_input"] - float(logits[1])) < 1e-4
+    diff = res.info["F_input"] - res.info["F_baseline"]
+    assert abs(float(res.scores.sum()) - diff) <= 0.02 * abs(diff) + 1e-6
+    with pytest.raises(ValueError, match="class index"):
+        ex.attribute(TEXT, method="saliency", target=5)
+
+
+@pytest.mark.parametrize("method", ["attention", "scaled_attention", "aieg"])
+def test_attention_implementation_independent(method):
+    from conftest import make_tiny_llama
+
+    results = []
+    for impl in ("eager", "sdpa"):
+        m, t = make_tiny_llama(seed=5)
+        m.set_attn_implementation(impl)
+        ex = aieg_fast.load_model(m, t)
+        results.append(ex.attribute(TEXT, method=method, n_steps=8).scores)
+        assert m.config._attn_implementation == impl  # restored
+    torch.testing.assert_close(results[0], results[1], atol=1e-5, rtol=1e-4)
+    assert torch.isfinite(results[0]).all() and results[0].abs().sum() > 0
+
+
+def test_gqa_attention_matches_model(tiny_llama):
+    """The captured attention row is the model's own (grouped-query) attention output."""
+    ex = tiny_llama
+    assert ex.adapter.n_kv_heads < ex.adapter.n_heads
+    res = ex.attribute(TEXT, method="attention")
+    m = ex.model
+    m.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            out = m(torch.tensor([res.token_ids]), output_attentions=True)
+    finally:
+        m.set_attn_implementation("sdpa")
+    row = out.attentions[-1][0, :, -1].mean(0)
+    mask = torch.tensor(res.attributable)
+    torch.testing.assert_close(res.scores[mask], row[mask], atol=1e-6, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------
+# words, results, options
+# ------------------------------------------------------------------------------------------
+def test_word_aggregation_markers():
+    toks = ["<s>", "▁the", "▁mov", "ie", "▁is", "Ġgre", "at", "!"]
+    words, ws, t2w = aieg_fast.aggregate_words(toks, [0, 1, 2, 3, 4, 5, 6, 7], special=[True] + [False] * 7)
+    assert words == ["<s>", "the", "movie", "is", "great!"]
+    assert ws == [0, 1, 5, 4, 18]
+    assert t2w == [0, 1, 2, 2, 3, 4, 4, 4]
+
+
+def test_result_roundtrip(tmp_path, tiny_gpt2):
+    res = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=8)
+    p = tmp_path / "r.json"
+    res.save(p)
+    d = json.loads(p.read_text())
+    assert len(d["tokens"]) == len(d["token_ids"]) == len(d["scores"])
+    assert d["method"] == "aieg" and d["backend"] and d["model"]
+    back = aieg_fast.load_attribution(p)
+    torch.testing.assert_close(back.scores, res.scores)
+    assert back.tokens == res.tokens and back.target == res.target
+    html = res.to_html()
+    assert html.count("<span") == len(res.words()[0])
+
+
+def test_every_result_records_backend(tiny_gpt2):
+    for meth in ("aieg", "integrated_gradients"):
+        for backend in ("reference", "auto"):
+            res = tiny_gpt2.attribute(TEXT, method=meth, n_steps=6, backend=backend)
+            assert set(res.backend.values()) <= {"ext", "reference"}
+            if backend == "reference":
+                assert set(res.backend.values()) == {"reference"}
+            assert "integrate_gradients" in res.backend
+
+
+def test_reference_and_ext_backends_agree(tiny_gpt2):
+    if not aieg_fast.HAS_EXT:
+        pytest.skip("extension not built")
+    for meth in ("aieg", "integrated_decision_gradients", "integrated_gradients"):
+        a = tiny_gpt2.attribute(TEXT, method=meth, n_steps=10, backend="reference")
+        b = tiny_gpt2.attribute(TEXT, method=meth, n_steps=10, backend="ext")
+        torch.testing.assert_close(a.scores, b.scores, atol=1e-5, rtol=1e-4)
+
+
+def test_ablation_switches_change_result(tiny_gpt2):
+    full = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=10)
+    for opts in ({"ef_mode": "none"}, {"attn_layers": "none"}, {"posnorm": "none"}, {"attn_layers": "rollout"}, {"attn_source": "path"}, {"ef_mode": "autograd"}):
+        r = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=10, **opts)
+        assert torch.isfinite(r.scores).all()
+        assert not torch.allclose(r.scores, full.scores), opts
+    with pytest.raises(ValueError, match="unknown option|unexpected keyword|got an unexpected"):
+        tiny_gpt2.attribute(TEXT, method="aieg", n_steps=4, not_an_option=1)
+
+
+def test_internal_batch_size_does_not_change_result(tiny_gpt2):
+    a = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=12, internal_batch_size=1)
+    b = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=12, internal_batch_size=64)
+    torch.testing.assert_close(a.scores, b.scores, atol=1e-6, rtol=1e-5)
+    c = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=12, max_memory="1MB")
+    torch.testing.assert_close(a.scores, c.scores, atol=1e-6, rtol=1e-5)
+
+
+def test_template_positions_are_fixed(tiny_gpt2):
+    res = tiny_gpt2.attribute("good film", method="integrated_gradients", n_steps=8, template="review : {text} . it was")
+    text_tokens = [t for t, a in zip(res.tokens, res.attributable) if a]
+    assert "".join(text_tokens).strip() == "good film"
+    assert all(float(s) == 0 for s, a in zip(res.scores, res.attributable) if not a)
+
+
+# ------------------------------------------------------------------------------------------
+# bad input: clear errors, model left as it was
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(text=""), "text is empty"),
+        (dict(text="   "), "text is empty"),
+        (dict(text=" ".join(["good"] * 200)), r"tokens long, but the model accepts at most 64"),
+        (dict(text=TEXT, method="nope"), r"method must be one of \['integrated_gradients'"),
+        (dict(text=TEXT, target="unflinchingly marvellous"), r"is not a single token: it tokenizes as"),
+        (dict(text=TEXT, n_steps=1), r"n_steps must be an int >= 2, got 1"),
+        (dict(text=TEXT, n_steps=0, method="aieg"), r"n_steps must be an int >= 2, got 0"),
+        (dict(text=TEXT, method="aieg", ef_mode="bogus"), r"ef_mode must be one of"),
+    ],
+)
+def test_bad_input(tiny, kwargs, match):
+    before = _model_state(tiny)
+    with pytest.raises(ValueError, match=match):
+        tiny.attribute(**kwargs)
+    assert _model_state(tiny) == before
+
+
+def test_model_restored_after_exception_mid_run(tiny_gpt2, monkeypatch):
+    ex = tiny_gpt2
+    ex.model.train()
+    params = list(ex.model.parameters())
+    params[0].requires_grad_(True)
+    before = _model_state(ex)
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(aieg_fast.ops, "integrate_gradients", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        ex.attribute(TEXT, method="aieg", n_steps=4)
+    assert _model_state(ex) == before
+    ex.model.eval()
+
+
+def test_unsupported_architecture():
+    from transformers import BertConfig, BertForMaskedLM
+
+    m = BertForMaskedLM(BertConfig(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=50))
+    with pytest.raises(ValueError, match=r"not supported; supported: GPT2LMHeadModel"):
+        aieg_fast.load_model(m, tokenizer=object())
+
+
+def test_list_methods():
+    names = aieg_fast.list_methods()
+    for n in ("aieg", "integrated_gradients", "integrated_decision_gradients", "saliency", "input_x_gradient", "attention", "scaled_attention"):
+        assert n in names
+
+
+def test_parse_memory():
+    assert aieg_fast.parse_memory("4GB") == 4_000_000_000
+    assert aieg_fast.parse_memory("512MiB") == 512 * 1024**2
+    with pytest.raises(ValueError, match="max_memory"):
+        aieg_fast.parse_memory("lots")
