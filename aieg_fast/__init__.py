@@ -10,6 +10,7 @@ Quick start::
 from . import ops, reference
 from ._ext import HAS_EXT, WITH_CUDA, build_info
 from .attribution import METHODS, Explainer, list_methods, load_model, parse_memory, quadrature
+from .generation import attribute_generation
 from .models import DEFAULT_MODEL, SUPPORTED_ARCHITECTURES
 from .result import Attribution, aggregate_words, load_attribution
 
@@ -24,6 +25,7 @@ __all__ = [
     "SUPPORTED_ARCHITECTURES",
     "WITH_CUDA",
     "aggregate_words",
+    "attribute_generation",
     "build_info",
     "list_methods",
     "load_attribution",

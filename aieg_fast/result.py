@@ -90,8 +90,11 @@ class Attribution:
     Attributes:
         tokens (List[str]): display text of each input token (length L).
         token_ids (List[int]): the token ids (length L).
-        scores (Tensor[L]): one score per token (float32, CPU). Positions held fixed (special,
-            template, padding) hold 0 for gradient methods; ``attributable`` marks the others.
+        scores (Tensor[L] or Tensor[T, L]): one score per token (float32, CPU). Positions held
+            fixed (special, template, padding) hold 0 for gradient methods; ``attributable``
+            marks the others. For a generation (:meth:`Explainer.attribute_generation`) one
+            row per generated token, NaN where a token was not attributed for that row (not
+            visible yet or held fixed); ``attributable[i]`` = column i is attributed in some row.
         method (str): method name (see :func:`aieg_fast.list_methods`).
         target (dict): ``{"kind": "token"|"class", "id": int, "text": str, ...}``.
         options (dict): every option the method ran with (defaults filled in).
@@ -124,7 +127,7 @@ class Attribution:
         L = len(self.tokens)
         if len(self.token_ids) != L:
             raise ValueError(f"token_ids has {len(self.token_ids)} entries but tokens has {L}")
-        if self.scores.shape[-1] != L:
+        if self.scores.dim() not in (1, 2) or self.scores.shape[-1] != L:
             raise ValueError(f"scores has shape {tuple(self.scores.shape)} but there are {L} tokens")
         if not self.attributable:
             self.attributable = [True] * L
@@ -134,25 +137,58 @@ class Attribution:
             self.special = [False] * L
 
     # ------------------------------------------------------------------ views
+    @property
+    def is_generation(self) -> bool:
+        """True for a per-generation-step result (2-D ``scores``, one row per generated token)."""
+        return self.scores.dim() == 2
+
     def words(self, reduce: str = "sum"):
-        """Word-level view: (words, word_scores) using :func:`aggregate_words` on the attributable tokens."""
+        """Word-level view: (words, word_scores) using :func:`aggregate_words` on the attributable tokens.
+
+        For a 2-D result ``word_scores`` is a list of rows (one per generated token), NaN for
+        words with no attributed token in that row.
+        """
         scores = self.scores.clone()
         mask = torch.tensor(self.attributable, dtype=torch.bool)
-        scores[~mask] = float("nan")
-        words, ws, _ = aggregate_words(self.raw_tokens, scores, self.special, reduce)
-        return words, ws
+        scores[..., ~mask] = float("nan")
+        if scores.dim() == 1:
+            words, ws, _ = aggregate_words(self.raw_tokens, scores, self.special, reduce)
+            return words, ws
+        rows = []
+        words: List[str] = []
+        for r in scores:
+            words, ws, _ = aggregate_words(self.raw_tokens, r, self.special, reduce)
+            rows.append(ws)
+        return words, rows
 
-    def top_tokens(self, k: int = 5):
-        """The k attributable tokens with the largest scores, as (token, score) pairs."""
-        idx = [i for i in range(len(self.tokens)) if self.attributable[i]]
-        idx.sort(key=lambda i: -float(self.scores[i]))
-        return [(self.tokens[i], float(self.scores[i])) for i in idx[:k]]
+    def top_tokens(self, k: int = 5, row: Optional[int] = None):
+        """The k attributable tokens with the largest scores, as (token, score) pairs.
+
+        For a 2-D result: the pairs of generation step ``row``, or (``row=None``) a list with
+        the pairs of every row; NaN cells are skipped.
+        """
+        if self.scores.dim() == 2:
+            if row is None:
+                return [self.top_tokens(k, r) for r in range(self.scores.shape[0])]
+            vals = self.scores[row]
+        else:
+            vals = self.scores
+        idx = [i for i in range(len(self.tokens)) if self.attributable[i] and not math.isnan(float(vals[i]))]
+        idx.sort(key=lambda i: -float(vals[i]))
+        return [(self.tokens[i], float(vals[i])) for i in idx[:k]]
 
     # ------------------------------------------------------------------ display
-    def show(self, file=None, words: bool = True, width: int = 100) -> None:
-        """Print a terminal heatmap (red = drives the target, blue = against it) and a score table."""
+    def show(self, file=None, words: bool = True, width: int = 100, top_k: int = 5) -> None:
+        """Print a terminal heatmap (red = drives the target, blue = against it) and a score table.
+
+        A 2-D (generation) result prints one line per generated token: the token, then the
+        ``top_k`` prefix words (or tokens) with their scores, coloured per row on a terminal.
+        """
         file = file or sys.stdout
         color = hasattr(file, "isatty") and file.isatty()
+        if self.scores.dim() == 2:
+            self._show_generation(file, words, top_k, color)
+            return
         if words:
             labels, vals = self.words()
         else:
@@ -186,8 +222,91 @@ class Attribution:
             bar = ("█" * n).ljust(bar_w)
             print(f"  {lab[:18]:>18} {v:+.4f} {'+' if v >= 0 else '-'}{bar}", file=file)
 
+    def _row_labels(self, words: bool):
+        """(labels, rows of values, first token index of each label) for a 2-D result."""
+        if words:
+            labels, rows = self.words()
+            _, _, t2w = aggregate_words(self.raw_tokens, [0.0] * len(self.tokens), self.special)
+            first = [t2w.index(w) for w in range(len(labels))]
+        else:
+            mask = torch.tensor(self.attributable, dtype=torch.bool)
+            sc = self.scores.clone()
+            sc[:, ~mask] = float("nan")
+            labels, rows, first = list(self.tokens), sc.tolist(), list(range(len(self.tokens)))
+        return labels, rows, first
+
+    def _show_generation(self, file, words: bool, top_k: int, color: bool) -> None:
+        labels, rows, _ = self._row_labels(words)
+        gen_ids = self.info.get("generated_ids") or []
+        T = len(rows)
+        Lp = self.info.get("prompt_length", len(self.tokens) - T)
+        gen_tokens = self.tokens[Lp:]
+        prompt = self.info.get("prompt", "".join(self.tokens[:Lp]))
+        gen_text = self.info.get("generated_text", "".join(gen_tokens))
+        how = "teacher forced" if self.info.get("teacher_forced") else "greedy"
+        print(f"method: {self.method}   generation: {T} tokens ({how})   model: {self.model}", file=file)
+        print(f"prompt:    {prompt!r}", file=file)
+        print(f"generated: {gen_text!r}", file=file)
+        print(f"per step: the generated token, then the {top_k} prefix {'words' if words else 'tokens'} with the largest |score|", file=file)
+
+        def piece(lab, v, vmax):
+            lab = lab.replace("\n", "\\n")
+            if color:
+                r, g, b = _rgb(v, vmax)
+                return f"\x1b[48;2;{r};{g};{b}m\x1b[38;2;0;0;0m{lab}\x1b[0m {v:+.3g}"
+            return f"{lab} {v:+.3g}"
+
+        def line(head, vals):
+            finite = [(i, v) for i, v in enumerate(vals) if not math.isnan(v)]
+            vmax = max((abs(v) for _, v in finite), default=0.0)
+            finite.sort(key=lambda p: -abs(p[1]))
+            body = " | ".join(piece(labels[i][:16], v, vmax) for i, v in finite[:top_k])
+            return head + (body or "(no attributed token)")
+
+        for t in range(T):
+            tok = gen_tokens[t] if t < len(gen_tokens) else str(gen_ids[t] if t < len(gen_ids) else "?")
+            print(line(f"  {t + 1:>3} {tok!r:<14.14} <- ", rows[t]), file=file)
+        if T > 1:
+            mean = []
+            for j in range(len(labels)):
+                col = [r[j] for r in rows if not math.isnan(r[j])]
+                mean.append(sum(col) / len(col) if col else float("nan"))
+            print(line(f"  {'mean over steps':<18} <- ", mean), file=file)
+
+    def _generation_html(self, words: bool) -> str:
+        labels, rows, first = self._row_labels(words)
+        T = len(rows)
+        Lp = self.info.get("prompt_length", len(self.tokens) - T)
+        gen_tokens = self.tokens[Lp:]
+        trs = []
+        for t in range(T):
+            finite = [abs(v) for v in rows[t] if not math.isnan(v)]
+            vmax = max(finite) if finite else 0.0
+            spans = []
+            for lab, v, f0 in zip(labels, rows[t], first):
+                if f0 >= Lp + t:  # not visible at this step
+                    continue
+                r, g, b = _rgb(v, vmax)
+                title = "fixed" if math.isnan(v) else f"{v:.4g}"
+                spans.append(
+                    f'<span title="{title}" style="background: rgb({r},{g},{b}); padding: 1px 2px; '
+                    f'margin: 1px; border-radius: 3px">{_html.escape(lab)}</span>'
+                )
+            tok = _html.escape(gen_tokens[t] if t < len(gen_tokens) else "")
+            trs.append(f"<tr><td><b>{tok}</b></td><td>{' '.join(spans)}</td></tr>")
+        gen = _html.escape(str(self.info.get("generated_text", "".join(gen_tokens))))
+        return (
+            f'<div class="aieg-fast"><p><b>{_html.escape(self.method)}</b> — generation {gen} — '
+            f"{_html.escape(self.model)}</p><table>{''.join(trs)}</table></div>"
+        )
+
     def to_html(self, words: bool = True) -> str:
-        """A self-contained HTML snippet with the heatmap (background colour per word or token)."""
+        """A self-contained HTML snippet with the heatmap (background colour per word or token).
+
+        A 2-D (generation) result gives a table with one row per generated token.
+        """
+        if self.scores.dim() == 2:
+            return self._generation_html(words)
         labels, vals = self.words() if words else (self.tokens, [float(s) for s in self.scores])
         finite = [abs(v) for v in vals if not math.isnan(v)]
         vmax = max(finite) if finite else 0.0

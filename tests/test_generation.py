@@ -1,0 +1,270 @@
+"""Per-generation-step attribution (Explainer.attribute_generation) on the tiny GPT-2 and LLaMA models."""
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import pytest
+import torch
+
+import aieg_fast
+
+PROMPT = "the movie is good"
+CONT = " and the actors are great"  # teacher-forced continuation; tokenizes cleanly on both tiny tokenizers
+N_STEPS = 6
+
+
+def _model_state(ex):
+    m = ex.model
+    hooks = sum(len(mod._forward_hooks) + len(mod._forward_pre_hooks) for mod in m.modules())
+    return (
+        [p.requires_grad for p in m.parameters()],
+        m.training,
+        m.config._attn_implementation,
+        hooks,
+    )
+
+
+def _cont_ids(ex, text=CONT):
+    return ex.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def _prefix_texts(ex, text=CONT):
+    """text[:end of token t-1] for t = 0..T-1: the generated text that precedes target y_t."""
+    enc = ex.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ends = [e for _, e in enc["offset_mapping"]]
+    return [""] + [text[: ends[t - 1]] for t in range(1, len(ends))]
+
+
+# ------------------------------------------------------------------------------------------
+# shape and NaN masking
+# ------------------------------------------------------------------------------------------
+def test_shape_and_nan_masking(tiny):
+    ex = tiny
+    gen = _cont_ids(ex)
+    T = len(gen)
+    assert T >= 3
+    res = ex.attribute_generation(PROMPT, generated_text=CONT, method="integrated_gradients", n_steps=N_STEPS)
+    p_ids, p_fixed = ex.encode(PROMPT)
+    Lp = len(p_ids)
+    assert res.scores.shape == (T, Lp + T)
+    assert res.token_ids == p_ids + gen
+    assert len(res.tokens) == Lp + T
+    assert res.info["prompt_length"] == Lp and res.info["generated_ids"] == gen
+    # default (captum): only the prompt's attributable tokens get scores, in every row
+    expect = torch.tensor([not f for f in p_fixed] + [False] * T)
+    for t in range(T):
+        assert torch.equal(torch.isfinite(res.scores[t]), expect), t
+    assert res.attributable == expect.tolist()
+    # interpolate_generated: generated token j is scored in rows t > j, NaN for rows t <= j
+    res2 = ex.attribute_generation(PROMPT, generated_text=CONT, method="integrated_gradients", n_steps=N_STEPS, interpolate_generated=True)
+    assert res2.scores.shape == (T, Lp + T)
+    for t in range(T):
+        for j in range(T):
+            assert math.isfinite(float(res2.scores[t, Lp + j])) == (j < t), (t, j)
+        torch.testing.assert_close(torch.isfinite(res2.scores[t, :Lp]), expect[:Lp])
+    assert res2.attributable == expect[:Lp].tolist() + [True] * (T - 1) + [False]
+
+
+# ------------------------------------------------------------------------------------------
+# every method: row t == attribute(prompt ⊕ y_<t, target=y_t)
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("interpolate_generated", [False, True])
+@pytest.mark.parametrize("method", aieg_fast.list_methods())
+def test_rows_equal_attribute_on_prefix(tiny, method, interpolate_generated):
+    ex = tiny
+    gen = _cont_ids(ex)[:3]
+    text = ex.tokenizer.decode(gen)
+    prefixes = _prefix_texts(ex, CONT)[:3]
+    res = ex.attribute_generation(PROMPT, generated_text=gen, method=method, n_steps=N_STEPS, interpolate_generated=interpolate_generated)
+    p_ids, _ = ex.encode(PROMPT)
+    Lp = len(p_ids)
+    assert res.info["generated_ids"] == gen and text
+    for t, y in enumerate(gen):
+        if interpolate_generated:
+            single = ex.attribute(PROMPT + prefixes[t], method=method, target=y, n_steps=N_STEPS)
+        else:
+            # template tokens are held fixed: the generated prefix sits in the template
+            single = ex.attribute(PROMPT, method=method, target=y, n_steps=N_STEPS, template="{text}" + prefixes[t])
+        assert single.token_ids == p_ids + gen[:t]  # same ids, so the comparison is exact
+        n = Lp + t
+        row = res.scores[t]
+        assert torch.isnan(row[n:]).all()
+        attr = torch.tensor(single.attributable)
+        assert torch.equal(torch.isfinite(row[:n]), attr)
+        torch.testing.assert_close(row[:n][attr], single.scores[attr], atol=1e-5, rtol=1e-4)
+        assert res.info["steps"][t]["target"]["id"] == y
+
+
+def test_template_prompt(tiny_gpt2):
+    ex = tiny_gpt2
+    template = "review : {text} . it was"
+    res = ex.attribute_generation("good film", generated_text=CONT, method="saliency", template=template)
+    ids, fixed = ex.encode("good film", template)
+    assert res.token_ids[: len(ids)] == ids
+    finite = torch.isfinite(res.scores).any(0)[: len(ids)].tolist()
+    assert finite == [not f for f in fixed]
+    text_tokens = [t for t, a in zip(res.tokens, res.attributable) if a]
+    assert "".join(text_tokens).strip() == "good film"
+
+
+# ------------------------------------------------------------------------------------------
+# teacher forcing and greedy decoding
+# ------------------------------------------------------------------------------------------
+def test_teacher_forcing_uses_exact_ids(tiny):
+    ex = tiny
+    gen = _cont_ids(ex)
+    res = ex.attribute_generation(PROMPT, generated_text=CONT, method="attention")
+    assert res.info["generated_ids"] == gen
+    assert res.info["generated_text"] == CONT and res.info["teacher_forced"] is True
+    assert res.token_ids[res.info["prompt_length"] :] == gen
+    assert res.scores.shape[0] == len(gen)
+    # a list of ids is used as is, even one no text tokenizes to
+    ids = [gen[1], gen[0], gen[0]]
+    res2 = ex.attribute_generation(PROMPT, generated_text=ids, method="attention")
+    assert res2.info["generated_ids"] == ids
+
+
+def _greedy_by_hand(ex, ids, n):
+    """Full forward and argmax per step (no KV cache); stops after EOS like model.generate."""
+    ids = list(ids)
+    out = []
+    eos = ex.model.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [eos])
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = int(ex.model(torch.tensor([ids])).logits[0, -1].argmax())
+            out.append(nxt)
+            ids.append(nxt)
+            if nxt in eos:
+                break
+    return out
+
+
+def test_greedy_equals_model_generate(tiny):
+    ex = tiny
+    n = 5
+    before = _model_state(ex)
+    res = ex.attribute_generation(PROMPT, max_new_tokens=n, method="attention")
+    assert _model_state(ex) == before
+    p_ids, _ = ex.encode(PROMPT)
+    with torch.no_grad():
+        out = ex.model.generate(
+            torch.tensor([p_ids]), attention_mask=torch.ones(1, len(p_ids), dtype=torch.long),
+            max_new_tokens=n, do_sample=False, pad_token_id=ex.tokenizer.pad_token_id or ex.tokenizer.eos_token_id,
+        )
+    gen = out[0, len(p_ids) :].tolist()
+    assert res.info["generated_ids"] == gen == _greedy_by_hand(ex, p_ids, n)
+    assert res.info["teacher_forced"] is False
+    assert res.scores.shape == (len(gen), len(p_ids) + len(gen))
+    assert [s["target"]["id"] for s in res.info["steps"]] == gen
+
+
+# ------------------------------------------------------------------------------------------
+# result: JSON round trip, views, display
+# ------------------------------------------------------------------------------------------
+def test_json_roundtrip_and_display(tmp_path, tiny_llama):
+    ex = tiny_llama
+    res = ex.attribute_generation(PROMPT, generated_text=CONT, method="aieg", n_steps=N_STEPS, interpolate_generated=True)
+    T = res.scores.shape[0]
+    p = tmp_path / "gen.json"
+    res.save(p)
+    d = json.loads(p.read_text())
+    assert len(d["scores"]) == T and all(len(r) == len(d["tokens"]) for r in d["scores"])
+    assert d["scores"][0][-1] is None  # NaN written as null
+    assert len(d["word_scores"]) == T and all(len(r) == len(d["words"]) for r in d["word_scores"])
+    back = aieg_fast.load_attribution(p)
+    assert back.scores.shape == res.scores.shape
+    torch.testing.assert_close(back.scores, res.scores, equal_nan=True)
+    assert back.info["generated_ids"] == res.info["generated_ids"]
+    assert back.attributable == res.attributable and back.token_ids == res.token_ids
+    # views
+    words, rows = res.words()
+    assert len(rows) == T and all(len(r) == len(words) for r in rows)
+    tops = res.top_tokens(3)
+    assert len(tops) == T and all(len(tp) <= 3 for tp in tops)
+    assert all(not math.isnan(v) for tp in tops for _, v in tp)
+    # terminal heatmap: one line per generated token
+    for use_words in (True, False):
+        buf = io.StringIO()
+        res.show(file=buf, words=use_words)
+        out = buf.getvalue()
+        step_lines = [l for l in out.splitlines() if "<-" in l and "mean over steps" not in l]
+        assert len(step_lines) == T, out
+        assert "nan" not in out
+    html = res.to_html()
+    assert html.count("<tr>") == T
+    # 1-D results keep their shape and views
+    one = ex.attribute(PROMPT, method="saliency")
+    assert one.scores.dim() == 1 and not one.is_generation and res.is_generation
+    assert isinstance(one.words()[1][0], float)
+
+
+# ------------------------------------------------------------------------------------------
+# bad input: clear errors, model unchanged
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(prompt=PROMPT, max_new_tokens=0), r"max_new_tokens must be an int >= 1, got 0"),
+        (dict(prompt=PROMPT, max_new_tokens=-3), r"max_new_tokens must be an int >= 1, got -3"),
+        (dict(prompt=PROMPT, max_new_tokens=2.5), r"max_new_tokens must be an int >= 1"),
+        (dict(prompt=""), r"text is empty"),
+        (dict(prompt="   "), r"text is empty"),
+        (dict(prompt=PROMPT, generated_text=""), r"generated_text is empty"),
+        (dict(prompt=PROMPT, generated_text=[]), r"generated_text is an empty list"),
+        (dict(prompt=PROMPT, max_new_tokens=200), r"exceed the model's 64 positions"),
+        (dict(prompt=PROMPT, method="nope"), r"method must be one of"),
+        (dict(prompt=PROMPT, n_steps=1), r"n_steps must be an int >= 2, got 1"),
+        (dict(prompt=PROMPT, method="aieg", ef_mode="bogus"), r"ef_mode must be one of"),
+        (dict(prompt=PROMPT, bogus_option=1), r"unknown option"),
+    ],
+)
+def test_bad_input(tiny, kwargs, match):
+    before = _model_state(tiny)
+    with pytest.raises(ValueError, match=match):
+        tiny.attribute_generation(**kwargs)
+    assert _model_state(tiny) == before
+
+
+def test_classifier_is_rejected(tiny_gpt2_clf):
+    before = _model_state(tiny_gpt2_clf)
+    with pytest.raises(ValueError, match="causal language model"):
+        tiny_gpt2_clf.attribute_generation(PROMPT)
+    assert _model_state(tiny_gpt2_clf) == before
+
+
+def test_model_restored_after_generation(tiny_gpt2):
+    ex = tiny_gpt2
+    ex.model.train()
+    params = list(ex.model.parameters())
+    params[0].requires_grad_(True)
+    before = _model_state(ex)
+    try:
+        ex.attribute_generation(PROMPT, max_new_tokens=2, method="aieg", n_steps=4)
+        assert _model_state(ex) == before
+    finally:
+        params[0].requires_grad_(False)
+        ex.model.eval()
+
+
+# ------------------------------------------------------------------------------------------
+# command line
+# ------------------------------------------------------------------------------------------
+def test_cli_generate(tmp_path, capsys):
+    from conftest import make_tiny_llama
+
+    from aieg_fast.cli import main
+
+    m, t = make_tiny_llama()
+    m.save_pretrained(tmp_path / "m")
+    t.save_pretrained(tmp_path / "m")
+    out_json = tmp_path / "g.json"
+    rc = main(["explain", PROMPT, "--model", str(tmp_path / "m"), "--generate", "3", "--method", "saliency", "--no-progress", "--json", str(out_json)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "generation: 3 tokens (greedy)" in out
+    assert len([l for l in out.splitlines() if "<-" in l and "mean over steps" not in l]) == 3
+    assert aieg_fast.load_attribution(out_json).scores.shape[0] == 3
+    assert main(["explain", PROMPT, "--generate", "3", "--target", " good"]) == 2
