@@ -452,6 +452,67 @@ class Explainer:
             acc[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=backend).to(torch.float32)
         return [_reduce_tokens(a, reduce) for a in acc]
 
+    def _integrate_emphasized(self, batch, alphas, widths, chunk, target_fn, ef_mode, ef_sign, ef_norm, reduce, backend, used, progress=None):
+        """Σ_m EF_m G_m ⊙ Δ in one gradient pass, the EF computed as the path logits arrive.
+
+        The raw weight of step m needs only f_{m−1} and f_m (spec §6.5), and the L1
+        normalisation is one global divisor, so the chunks are integrated with raw weights and
+        divided at the end. This saves the forward-only pass over the main grid that
+        :func:`_emphasis` needs. The raw weights come from ``ops.emphasis_factors`` on the chunk
+        with the previous step prepended (``norm="none"`` returns w/M', undone here). Supports
+        ``ef_mode`` fd / none and ``ef_sign`` abs / signed / relu (``minmax`` needs the global
+        min and max and goes through :func:`_emphasis`).
+
+        Returns:
+            (ieg list of Tensor[L], ef list of Tensor[M], path logits list of Tensor[M])
+        """
+        B, L = batch.ids.shape
+        d = batch.embeds.shape[-1]
+        inner = "sum" if reduce == "sum" else "none"
+        shape = (L,) if inner == "sum" else (L, d)
+        U = [torch.zeros(shape, dtype=torch.float32, device=self.device) for _ in range(B)]
+        V = [torch.zeros(shape, dtype=torch.float32, device=self.device) for _ in range(B)]
+        raw = [torch.zeros(a.numel(), dtype=torch.float32, device=self.device) for a in alphas]
+        path = [torch.zeros(a.numel(), dtype=torch.float32, device=self.device) for a in alphas]
+        delta = batch.delta
+        for b, ms, f, g in self._path_chunks(batch, alphas, chunk, True, target_fn, backend, used, progress):
+            path[b][ms] = f
+            idx = torch.tensor(ms, device=self.device)
+            if ms[0] > 0:  # prepend the previous step so its increment is known
+                idx = torch.cat([idx[:1] - 1, idx])
+                fx = torch.cat([path[b][ms[0] - 1 : ms[0]], f])
+            else:
+                fx = f
+            used["emphasis_factors"] = ops.resolve_backend(backend, fx)
+            w = ops.emphasis_factors(fx, alphas[b][idx], widths[b][idx], ef_mode, ef_sign, "none", backend=backend).float() * idx.numel()
+            w = w[idx.numel() - len(ms):]
+            raw[b][ms] = w
+            used["integrate_gradients"] = ops.resolve_backend(backend, g)
+            U[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=backend).float()
+            if ef_norm == "l1":
+                M = alphas[b].numel()
+                V[b] += ops.integrate_gradients(g, torch.full((len(ms),), 1.0 / M, device=self.device), delta[b], inner, backend=backend).float()
+        ieg, efs = [], []
+        for b in range(B):
+            M = alphas[b].numel()
+            if not bool(torch.isfinite(path[b]).all()):  # the op's rule: non-finite logits → NaN EF
+                efs.append(torch.full((M,), float("nan"), device=self.device))
+                ieg.append(torch.full(shape[:1], float("nan"), device=self.device))
+                continue
+            if ef_norm == "none":
+                efs.append(raw[b] / M)
+                acc = U[b] / M
+            else:
+                tot = raw[b].abs().sum()
+                if bool(tot > 0):
+                    efs.append(raw[b] / tot)
+                    acc = U[b] / tot
+                else:  # flat logit: EF = 1/M (IG on the grid)
+                    efs.append(torch.full((M,), 1.0 / M, device=self.device))
+                    acc = V[b]
+            ieg.append(_reduce_tokens(acc, reduce))
+        return ieg, efs, path
+
     def _path_logits(self, batch, alphas, chunk, target_fn, backend, used, progress=None):
         out = [torch.empty(a.numel(), dtype=torch.float32, device=self.device) for a in alphas]
         for b, ms, f, _ in self._path_chunks(batch, alphas, chunk, False, target_fn, backend, used, progress):
@@ -820,7 +881,8 @@ def integrated_decision_gradients(
         idg_compat_quirk (bool): reproduce the official placement quirk (§3.2 step 4).
         token_reduction: ``"sum"``, ``"l2"`` or ``"sum_abs"``.
 
-    Cost: N forwards (pilot) + M forwards (path logits) + M forward/backward passes.
+    Cost: N forwards (pilot) + M forward/backward passes; the weights are computed from the
+    path logits as the chunks arrive (:meth:`Explainer._integrate_emphasized`).
     """
     _choice("alloc", alloc, ("abs", "idg_minmax"))
     _choice("token_reduction", token_reduction, TOKEN_REDUCTIONS)
@@ -831,9 +893,8 @@ def integrated_decision_gradients(
         ref = _common(ex, batch, timing, target_fn)
         chunk = ex._chunk_size(batch.ids.shape[1], internal_batch_size, max_memory)
         alphas, widths, pilot = _grid(ex, batch, n_steps, n_pilot, adaptive, alloc, idg_compat_quirk, chunk, target_fn, backend, used, timing, progress)
-        efs, path = _emphasis(ex, batch, alphas, widths, chunk, target_fn, "fd", "signed", "none", backend, used, timing, progress)
         t = time.perf_counter()
-        scores = ex._integrate(batch, alphas, efs, chunk, target_fn, token_reduction, backend, used, progress)
+        scores, efs, path = ex._integrate_emphasized(batch, alphas, widths, chunk, target_fn, "fd", "signed", "none", token_reduction, backend, used, progress)
         timing["path"] = time.perf_counter() - t
     info = _ig_info(batch, ref, scores)
     info["alphas"] = [a.tolist() for a in alphas]
@@ -916,6 +977,7 @@ def aieg(
     posnorm_stage: str = "ieg",
     final_norm: str = "none",
     token_reduction: str = "sum",
+    stream_ef: bool = True,
 ):
     """AIEG_i = PosNorm(ieg)_i · a_i over attributable tokens; 0 elsewhere (specs/aieg.md §6, §9).
 
@@ -933,6 +995,11 @@ def aieg(
     * PosNorm (§6.8): min-max over attributable tokens before × attention (``posnorm`` minmax /
       relu_max / abs_sum / none; ``posnorm_stage="final"`` applies it to ieg·a instead).
     * ``final_norm`` (§6.9): none / sum / l2.
+    * ``stream_ef`` (engineering): compute the EF from the path logits of the gradient pass as
+      it goes (default). False runs a forward-only pass over the grid first and then the
+      gradient pass (same result, one more forward per step); ``ef_sign="minmax"`` always does.
+
+    Cost: N pilot forwards + M forward/backward passes (+ one forward for the attention).
 
     Ablations (§6.12): ``ef_mode="none"`` (no EF), ``attn_layers="none"`` (no attention),
     ``posnorm="none"`` (no PosNorm). With all three and ``adaptive=False`` AIEG equals
@@ -968,9 +1035,11 @@ def aieg(
         t = time.perf_counter()
         if ef_mode == "autograd":
             ieg, efs, path = _aieg_autograd_ef(ex, batch, alphas, widths, chunk, target_fn, ef_sign, ef_norm, backend, used, progress)
-        else:
+        elif ef_sign == "minmax" or not stream_ef:
             efs, path = _emphasis(ex, batch, alphas, widths, chunk, target_fn, ef_mode, ef_sign, ef_norm, backend, used, timing, progress)
             ieg = ex._integrate(batch, alphas, efs, chunk, target_fn, token_reduction, backend, used, progress)
+        else:
+            ieg, efs, path = ex._integrate_emphasized(batch, alphas, widths, chunk, target_fn, ef_mode, ef_sign, ef_norm, token_reduction, backend, used, progress)
         timing["path"] = time.perf_counter() - t
         valid = ~batch.fixed
         if use_attn:

@@ -366,3 +366,13 @@ def test_parse_memory():
     assert aieg_fast.parse_memory("512MiB") == 512 * 1024**2
     with pytest.raises(ValueError, match="max_memory"):
         aieg_fast.parse_memory("lots")
+
+
+@pytest.mark.parametrize("opts", [{}, {"ef_sign": "signed"}, {"ef_sign": "relu"}, {"ef_norm": "none"}, {"ef_mode": "none"}, {"adaptive": False}])
+def test_streamed_emphasis_equals_two_pass(tiny, opts):
+    """The EF computed while the gradients stream in equals the EF of a separate logits pass."""
+    a = tiny.attribute(TEXT, method="aieg", n_steps=10, internal_batch_size=3, **opts)
+    b = tiny.attribute(TEXT, method="aieg", n_steps=10, internal_batch_size=3, stream_ef=False, **opts)
+    torch.testing.assert_close(torch.tensor(a.info["ef"]), torch.tensor(b.info["ef"]), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(torch.tensor(a.info["ieg"]), torch.tensor(b.info["ieg"]), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(a.scores, b.scores, atol=1e-6, rtol=1e-5)
