@@ -191,6 +191,9 @@ class _Batch:
     targets: Tensor  # [B]
     lengths: List[int]
     offsets: List[int]  # where each example's tokens start inside the padded row
+    # pilot logits at linspace(0, 1, N) per example, when a caller computed them already
+    # (generation shares one pilot pass over the full sequence between all steps)
+    pilot_logits: Optional[List[Tensor]] = None
 
     @property
     def B(self):
@@ -818,8 +821,11 @@ def _grid(ex, batch, n_steps, n_pilot, adaptive, alloc, idg_compat_quirk, chunk,
         a, w = uniform_alphas(n_steps, device=ex.device)
         return [a] * batch.B, [w] * batch.B, None
     t = time.perf_counter()
-    pa = torch.linspace(0, 1, n_pilot, device=ex.device)
-    pilot = ex._path_logits(batch, [pa] * batch.B, chunk, target_fn, backend, used, progress)
+    if batch.pilot_logits is not None and all(p.numel() == n_pilot for p in batch.pilot_logits):
+        pilot = batch.pilot_logits
+    else:
+        pa = torch.linspace(0, 1, n_pilot, device=ex.device)
+        pilot = ex._path_logits(batch, [pa] * batch.B, chunk, target_fn, backend, used, progress)
     alphas, widths = [], []
     for b in range(batch.B):
         used["adaptive_alphas"] = ops.resolve_backend(backend, pilot[b])

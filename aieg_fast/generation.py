@@ -5,9 +5,25 @@ forcing), row t explains the target y_t with the context c_t = p ⊕ y_<t (captu
 Only the prompt is interpolated; the generated positions y_<t are held fixed, like template and
 special tokens, unless ``interpolate_generated=True`` (CAGE), which attributes them as well.
 
-All T contexts go into one right-padded batch (example t = c_t with target y_t), and the chosen
-method runs once on it, so the path points of every step are batched together. Each row is
-therefore the same as ``Explainer.attribute`` on its own prefix.
+Shared computation (default, ``shared=True``). Causal masking makes position q_t = |c_t| − 1 of
+one forward pass over the whole sequence p ⊕ y_<T see exactly c_t, so one teacher-forced
+forward serves every step:
+
+* ``saliency``, ``input_x_gradient``: one forward, per-step input gradients from one batched
+  vector-Jacobian product (``torch.autograd.grad(..., is_grads_batched=True)``);
+* ``attention``: one forward; row q_t of the captured attention is step t's row;
+* ``scaled_attention``: one forward, the attention gradient of every step from one batched VJP
+  that only runs back to the captured layers;
+* ``integrated_gradients``: each interpolation point is one forward over the full sequence
+  (interpolating the prompt, holding generated tokens fixed — or interpolating them too, which
+  for step t touches only y_<t), giving the path logits of every step; one batched VJP per
+  chunk gives every step's gradients;
+* ``aieg``, ``integrated_decision_gradients``: one shared pilot pass over the full sequence gives
+  every step's pilot logits; each step then has its own adaptive grid, so the main pass runs on a
+  right-padded batch of the T contexts (all path points batched together).
+
+Other methods (and ``shared=False``) run on the batch of the T contexts. Each row equals
+``Explainer.attribute`` on its own prefix (tested).
 
 :func:`attribute_generation` is attached to :class:`~aieg_fast.attribution.Explainer` as the
 method ``Explainer.attribute_generation``.
@@ -19,7 +35,23 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
-from .attribution import METHODS, TARGET_FNS, Explainer, _check_options, _choice, list_methods, method_options
+from . import ops
+from .attribution import (
+    INTEGRATION_RULES,
+    METHODS,
+    TARGET_FNS,
+    TOKEN_REDUCTIONS,
+    Explainer,
+    _AttentionCapture,
+    _attention_layers,
+    _check_options,
+    _choice,
+    _model_prepared,
+    _reduce_tokens,
+    list_methods,
+    method_options,
+    quadrature,
+)
 from .result import Attribution
 
 __all__ = ["attribute_generation"]
@@ -71,6 +103,170 @@ def _given_ids(ex: Explainer, generated_text) -> List[int]:
     raise TypeError(f"generated_text must be a str, a list of token ids or None, got {type(generated_text).__name__}")
 
 
+# ============================================================================================
+# shared computation over one teacher-forced sequence
+# ============================================================================================
+def _seq_F(ex: Explainer, X: torch.Tensor, q: torch.Tensor, y: torch.Tensor, target_fn: str) -> torch.Tensor:
+    """F of every step for each sequence in X: Tensor[c, T] (step t reads position q[t], target y[t])."""
+    c, L, _ = X.shape
+    mask = torch.ones(c, L, dtype=torch.long, device=X.device)
+    pos = torch.arange(L, device=X.device).expand(c, L)
+    h = ex.adapter.base(inputs_embeds=X, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state[:, q]
+    T = q.numel()
+    return ex.adapter.target_scores(h.reshape(c * T, -1), y.repeat(c), target_fn).float().view(c, T)
+
+
+def _rows_vjp(F: torch.Tensor, inputs, T: int):
+    """Per-step gradients of Σ_c F[c, t] with respect to ``inputs``: each Tensor[T, *input.shape]."""
+    go = torch.zeros((T,) + tuple(F.shape), device=F.device, dtype=F.dtype)
+    idx = torch.arange(T, device=F.device)
+    go[idx, :, idx] = 1.0
+    return torch.autograd.grad(F, inputs, grad_outputs=go, is_grads_batched=True)
+
+
+def _shared_gradient(ex, seq, q, y, target_fn, times_input: bool, token_reduction: str):
+    X = seq.embeds.clone().requires_grad_(True)
+    with torch.enable_grad():
+        F = _seq_F(ex, X, q, y, target_fn)
+        (G,) = _rows_vjp(F, X, q.numel())
+    G = G[:, 0].float()
+    if times_input:
+        G = G * seq.embeds[0].float()
+    return _reduce_tokens(G, token_reduction), {"F_input": F[0].detach().tolist()}
+
+
+def _shared_saliency(ex, seq, q, y, *, target_fn, token_reduction="l2", **_):
+    _choice("token_reduction", token_reduction, ("l2", "sum_abs"))
+    rows, info = _shared_gradient(ex, seq, q, y, target_fn, False, token_reduction)
+    return rows, {"token_reduction": token_reduction}, info
+
+
+def _shared_input_x_gradient(ex, seq, q, y, *, target_fn, token_reduction="sum", **_):
+    _choice("token_reduction", token_reduction, TOKEN_REDUCTIONS)
+    rows, info = _shared_gradient(ex, seq, q, y, target_fn, True, token_reduction)
+    return rows, {"token_reduction": token_reduction}, info
+
+
+def _shared_attention(ex, seq, q, y, *, target_fn, backend, used, attn_layers="last", attn_heads="mean", **_):
+    _choice("attn_heads", attn_heads, ("mean", "max"))
+    layers = _attention_layers(ex, attn_layers)
+    cap = _AttentionCapture(ex.adapter, layers, full=True)
+    try:
+        with _model_prepared(ex.model, eager=True), torch.no_grad():
+            F = _seq_F(ex, seq.embeds, q, y, target_fn)
+            attn = cap.pop()
+    finally:
+        cap.close()
+    if attn_layers == "rollout":
+        L = seq.ids.shape[1]
+        eye = torch.eye(L, device=ex.device)
+        roll = eye.clone()
+        for l in layers:
+            A = attn[l][0].float()
+            A = A.amax(0) if attn_heads == "max" else A.mean(0)
+            roll = (0.5 * A + 0.5 * eye) @ roll
+        rows = roll[q]
+    else:
+        per = []
+        for l in layers:
+            A = attn[l][:, :, q, :]  # [1, H, T, L]
+            if attn_heads == "max":
+                per.append(A[0].float().amax(0))
+            else:
+                used["attention_gradient_product"] = ops.resolve_backend(backend, A)
+                per.append(ops.attention_gradient_product(A, None, None, "attention", backend=backend).float())
+        rows = torch.stack(per).mean(0)
+    return rows, {"attn_layers": attn_layers, "attn_heads": attn_heads}, {"F_input": F[0].tolist()}
+
+
+def _shared_scaled_attention(ex, seq, q, y, *, target_fn, backend, used, attn_layers="last", reduce="product_of_means", **_):
+    _choice("reduce", reduce, ("product_of_means", "mean_of_products"))
+    if attn_layers == "rollout":
+        raise ValueError("scaled_attention supports attn_layers 'last', 'all' or a list, got 'rollout'")
+    layers = _attention_layers(ex, attn_layers)
+    T = q.numel()
+    cap = _AttentionCapture(ex.adapter, layers, full=True, keep_graph=True)
+    try:
+        with _model_prepared(ex.model, eager=True), torch.enable_grad():
+            X = seq.embeds.clone().requires_grad_(True)
+            F = _seq_F(ex, X, q, y, target_fn)
+            attn = cap.pop()
+            mats = [attn[l] for l in layers]
+            grads = _rows_vjp(F, mats, T)  # each [T, 1, H, L, L]; backward stops at the captured layers
+    finally:
+        cap.close()
+    t_idx = torch.arange(T, device=ex.device)
+    per = []
+    for A, G in zip(mats, grads):
+        A_rows = A.detach()[:, :, q, :]  # [1, H, T, L]
+        G_rows = G[t_idx, 0][:, :, :, :].permute(1, 0, 2, 3)[:, t_idx, q, :].unsqueeze(0)  # [1, H, T, L]
+        used["attention_gradient_product"] = ops.resolve_backend(backend, A_rows)
+        per.append(ops.attention_gradient_product(A_rows, G_rows, None, reduce, backend=backend).float())
+    return torch.stack(per).mean(0), {"attn_layers": attn_layers, "reduce": reduce}, {"F_input": F[0].detach().tolist()}
+
+
+def _shared_integrated_gradients(ex, seq, q, y, *, target_fn, backend, used, n_steps, chunk, progress, integration="trapezoid", token_reduction="sum", **_):
+    _choice("integration", integration, INTEGRATION_RULES)
+    _choice("token_reduction", token_reduction, TOKEN_REDUCTIONS)
+    T = q.numel()
+    L, d = seq.embeds.shape[1:]
+    a, w = quadrature(integration, n_steps, torch.float32)
+    a, w = a.to(ex.device), w.to(ex.device)
+    inner = "sum" if token_reduction == "sum" else "none"
+    acc = torch.zeros((T, L) if inner == "sum" else (T, L, d), device=ex.device)
+    E, Eb, fixed = seq.embeds[0], seq.baseline[0], seq.fixed[0]
+    delta = E - Eb
+    with _model_prepared(ex.model):
+        with torch.no_grad():
+            ends = _seq_F(ex, torch.stack([E, Eb]), q, y, target_fn)
+        for s in range(0, n_steps, chunk):
+            e = min(s + chunk, n_steps)
+            used["interpolate_path"] = ops.resolve_backend(backend, E)
+            X = ops.interpolate_path(E, Eb, a[s:e], fixed, backend=backend).requires_grad_(True)
+            with torch.enable_grad():
+                F = _seq_F(ex, X, q, y, target_fn)
+                (G,) = _rows_vjp(F, X, T)  # [T, c, L, d]
+            used["integrate_gradients"] = ops.resolve_backend(backend, G)
+            for t in range(T):
+                acc[t] += ops.integrate_gradients(G[t], w[s:e], delta, inner, backend=backend).float()
+            if progress is not None:
+                progress.update(e - s)
+    rows = acc if inner == "sum" else _reduce_tokens(acc, token_reduction)
+    d_in = ends[0] - ends[1]
+    info = {
+        "F_input": ends[0].tolist(),
+        "F_baseline": ends[1].tolist(),
+        "convergence_delta": [float(rows[t, : int(q[t]) + 1].sum() - d_in[t]) for t in range(T)],
+    }
+    return rows, {"integration": integration, "token_reduction": token_reduction, "internal_batch_size": chunk}, info
+
+
+def _shared_pilot(ex, seq, q, y, *, target_fn, backend, used, n_pilot, chunk, progress):
+    """Pilot logits of every step from N forwards over the full sequence: list of Tensor[N]."""
+    pa = torch.linspace(0, 1, n_pilot, device=ex.device)
+    E, Eb, fixed = seq.embeds[0], seq.baseline[0], seq.fixed[0]
+    out = []
+    with _model_prepared(ex.model), torch.no_grad():
+        for s in range(0, n_pilot, chunk):
+            e = min(s + chunk, n_pilot)
+            used["interpolate_path"] = ops.resolve_backend(backend, E)
+            out.append(_seq_F(ex, ops.interpolate_path(E, Eb, pa[s:e], fixed, backend=backend), q, y, target_fn))
+            if progress is not None:
+                progress.update(e - s)
+    P = torch.cat(out, 0)  # [N, T]
+    return [P[:, t].contiguous() for t in range(P.shape[1])]
+
+
+_SHARED = {
+    "saliency": _shared_saliency,
+    "input_x_gradient": _shared_input_x_gradient,
+    "attention": _shared_attention,
+    "scaled_attention": _shared_scaled_attention,
+    "integrated_gradients": _shared_integrated_gradients,
+}
+_SHARED_PILOT = ("aieg", "integrated_decision_gradients")
+
+
 def attribute_generation(
     self: Explainer,
     prompt: str,
@@ -86,6 +282,7 @@ def attribute_generation(
     *,
     target_fn: str = "logit",
     max_memory=None,
+    shared: bool = True,
     **options,
 ) -> Attribution:
     """Explain each token of a generated continuation of ``prompt`` (specs/aieg.md §6.11).
@@ -114,6 +311,9 @@ def attribute_generation(
         progress (bool): progress bar over the path points.
         target_fn: ``"logit"`` (default), ``"logprob"`` or ``"prob"`` of each y_t.
         max_memory: memory budget for the automatic ``internal_batch_size``.
+        shared (bool): share one teacher-forced forward over the whole sequence between the
+            steps where the method allows it (module docstring); False runs the method on the
+            batch of the T contexts. Both give the same rows.
         **options: method options, as for :meth:`Explainer.attribute`.
 
     Returns:
@@ -169,9 +369,9 @@ def attribute_generation(
     T = len(gen_ids)
     gen_fixed = [(not interpolate_generated) or (i in ex.special_ids) for i in gen_ids]
 
-    # ---- one batch: example t is prompt ⊕ y_<t with target y_t
+    # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
     encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
-    batch = ex._batch(encoded, list(gen_ids), "right")
+    full_ids, full_fixed = encoded[-1]
     used: Dict[str, str] = {}
     bar = None
     try:
@@ -179,19 +379,43 @@ def attribute_generation(
             from tqdm.auto import tqdm
 
             bar = tqdm(desc=f"{method} ({T} steps)", unit="pt", leave=False)
-        out = METHODS[method](
-            ex,
-            batch,
-            n_steps=n_steps,
-            internal_batch_size=internal_batch_size,
-            max_memory=max_memory,
-            target_fn=target_fn,
-            backend=backend,
-            used=used,
-            timing=timing,
-            progress=bar,
-            **options,
-        )
+        if shared and (method in _SHARED or method in _SHARED_PILOT):
+            seq = ex._batch([(full_ids, full_fixed)], [None], "right")
+            q = torch.arange(Lp - 1, Lp - 1 + T, device=ex.device)
+            y = torch.tensor(gen_ids, dtype=torch.long, device=ex.device)
+            L_full = len(full_ids)
+            chunk = ex._chunk_size(L_full, internal_batch_size, max_memory)
+        if shared and method in _SHARED:
+            t = time.perf_counter()
+            with _model_prepared(ex.model):
+                rows, opts, row_info = _SHARED[method](
+                    ex, seq, q, y, target_fn=target_fn, backend=backend, used=used, n_steps=n_steps,
+                    chunk=chunk, progress=bar, **options,
+                )
+            timing["shared"] = time.perf_counter() - t
+            out = {"scores": list(rows), "options": opts, "info": row_info}
+        else:
+            batch = ex._batch(encoded, list(gen_ids), "right")
+            if shared and method in _SHARED_PILOT and options.get("adaptive", True):
+                n_pilot = options.get("n_pilot") or n_steps
+                if isinstance(n_pilot, bool) or not isinstance(n_pilot, int) or n_pilot < 2:
+                    raise ValueError(f"n_pilot must be an int >= 2, got {n_pilot!r}")
+                t = time.perf_counter()
+                batch.pilot_logits = _shared_pilot(ex, seq, q, y, target_fn=target_fn, backend=backend, used=used, n_pilot=n_pilot, chunk=chunk, progress=bar)
+                timing["shared_pilot"] = time.perf_counter() - t
+            out = METHODS[method](
+                ex,
+                batch,
+                n_steps=n_steps,
+                internal_batch_size=internal_batch_size,
+                max_memory=max_memory,
+                target_fn=target_fn,
+                backend=backend,
+                used=used,
+                timing=timing,
+                progress=bar,
+                **options,
+            )
     finally:
         if bar is not None:
             bar.close()
@@ -204,7 +428,7 @@ def attribute_generation(
     for t in range(T):
         n = Lp + t  # right padding: example t starts at offset 0
         row = out["scores"][t][:n].detach().float().cpu()
-        fixed = batch.fixed[t, :n].cpu()
+        fixed = torch.tensor(full_fixed[:n], dtype=torch.bool)
         scores[t, :n] = torch.where(fixed, torch.full_like(row, float("nan")), row)
         for i, f in enumerate(fixed.tolist()):
             if not f:
@@ -242,6 +466,7 @@ def attribute_generation(
             template=template,
             interpolate_generated=bool(interpolate_generated),
             max_new_tokens=None if teacher_forced else max_new_tokens,
+            shared=bool(shared),
         ),
         model=ex.name,
         backend=dict(used) or {"all": "reference"},
