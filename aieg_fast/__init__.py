@@ -11,6 +11,7 @@ from . import ops, reference
 from ._ext import HAS_EXT, WITH_CUDA, build_info
 from .attribution import METHODS, Explainer, list_methods, load_model, parse_memory, quadrature
 from .generation import attribute_generation
+from . import grad_ellm as _grad_ellm  # registers the method
 from .models import DEFAULT_MODEL, SUPPORTED_ARCHITECTURES
 from .result import Attribution, aggregate_words, load_attribution
 

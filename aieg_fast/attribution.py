@@ -442,18 +442,21 @@ class Explainer:
             if progress is not None:
                 progress.update(len(sel))
 
-    def _integrate(self, batch, alphas, weights, chunk, target_fn, reduce, backend, used, progress=None):
-        """Σ_m w_m G_m ⊙ Δ per example (token-reduced), path logits along the way."""
+    def _integrate(self, batch, alphas, weights, chunk, target_fn, reduce, backend, used, progress=None, return_logits=False):
+        """Σ_m w_m G_m ⊙ Δ per example (token-reduced); with ``return_logits`` also the path logits."""
         B, L = batch.ids.shape
         d = batch.embeds.shape[-1]
         inner = "sum" if reduce == "sum" else "none"
         acc = [torch.zeros((L,) if inner == "sum" else (L, d), dtype=torch.float32, device=self.device) for _ in range(B)]
         delta = batch.delta
+        path = [torch.zeros(a.numel(), dtype=torch.float32, device=self.device) for a in alphas]
         for b, ms, f, g in self._path_chunks(batch, alphas, chunk, True, target_fn, backend, used, progress):
+            path[b][ms] = f
             used["integrate_gradients"] = ops.resolve_backend(backend, g)
             w = weights[b][ms].to(torch.float32)
             acc[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=backend).to(torch.float32)
-        return [_reduce_tokens(a, reduce) for a in acc]
+        scores = [_reduce_tokens(a, reduce) for a in acc]
+        return (scores, path) if return_logits else scores
 
     def _integrate_emphasized(self, batch, alphas, widths, chunk, target_fn, ef_mode, ef_sign, ef_norm, reduce, backend, used, progress=None):
         """Σ_m EF_m G_m ⊙ Δ in one gradient pass, the EF computed as the path logits arrive.
@@ -522,18 +525,19 @@ class Explainer:
             out[b][ms] = f
         return out
 
-    def _reference_forward(self, batch: _Batch, target_fn: str, attn_layers=None, full=False):
-        """One no-grad forward on [inputs; baselines]: prediction, F(x), F(x′) and attention at α = 1."""
+    def _reference_forward(self, batch: _Batch, target_fn: str, attn_layers=None, full=False, baseline: bool = True):
+        """One no-grad forward on the inputs (and the baselines when ``baseline``): prediction,
+        F(x), F(x′) and the attention at α = 1."""
         B = batch.B
         rows = torch.arange(B, device=self.device)
+        r2 = torch.cat([rows, rows]) if baseline else rows
         cap = None
         if attn_layers:
             cap = _AttentionCapture(self.adapter, attn_layers, full=full)
-            cap.last_index = torch.cat([batch.last_index, batch.last_index])
+            cap.last_index = batch.last_index[r2]
         try:
             with torch.no_grad():
-                X = torch.cat([batch.embeds, batch.baseline], 0)
-                r2 = torch.cat([rows, rows])
+                X = torch.cat([batch.embeds, batch.baseline], 0) if baseline else batch.embeds
                 h = self._hidden(batch, r2, X)
                 logits = self.adapter.full_logits(h[:B]).float()
                 pred = logits.argmax(-1)
@@ -547,7 +551,15 @@ class Explainer:
             if cap is not None:
                 cap.close()
         probs = torch.softmax(logits, -1)
-        return {"F_input": F[:B], "F_baseline": F[B:], "pred": pred, "probs": probs, "attn": attn}
+        return {"F_input": F[:B], "F_baseline": F[B:] if baseline else None, "pred": pred, "probs": probs, "attn": attn}
+
+    def _fill_targets(self, batch: _Batch, hidden: Tensor) -> None:
+        """Set missing targets (−1) to the model's prediction from final hidden states [B, D]."""
+        missing = batch.targets < 0
+        if bool(missing.any()):
+            with torch.no_grad():
+                pred = self.adapter.full_logits(hidden.detach()).argmax(-1)
+            batch.targets = torch.where(missing, pred, batch.targets)
 
     # ------------------------------------------------------------------ public API
     def attribute(
@@ -753,22 +765,31 @@ def _check_options(method: str, options: Dict[str, Any], allowed: Sequence[str])
         raise ValueError(f"unknown option(s) {unknown} for method {method!r}; allowed: {sorted(allowed)}")
 
 
-def _common(ex: Explainer, batch: _Batch, timing, target_fn, attn_layers=None, full=False):
+def _common(ex: Explainer, batch: _Batch, timing, target_fn, attn_layers=None, full=False, baseline: bool = True):
     t = time.perf_counter()
-    ref = ex._reference_forward(batch, target_fn, attn_layers, full)
+    ref = ex._reference_forward(batch, target_fn, attn_layers, full, baseline)
     timing["reference_forward"] = time.perf_counter() - t
     return ref
 
 
-def _ig_info(batch, ref, scores):
-    d_in = ref["F_input"] - ref["F_baseline"]
-    info = {
-        "F_input": ref["F_input"].tolist(),
-        "F_baseline": ref["F_baseline"].tolist(),
+def _ig_info(batch, F_input, F_baseline, scores):
+    """F(x), F(x′) and the completeness delta Σ_i s_i − (F(x) − F(x′)) per example."""
+    d_in = F_input - F_baseline
+    return {
+        "F_input": F_input.tolist(),
+        "F_baseline": F_baseline.tolist(),
         "convergence_delta": [float(scores[b].sum() - d_in[b]) for b in range(batch.B)],
-        "target_prob": [float(ref["probs"][b, batch.targets[b]]) for b in range(batch.B)],
     }
-    return info
+
+
+def _ensure_targets(ex: Explainer, batch: _Batch, timing) -> None:
+    """One no-grad forward on the inputs, only when some target is missing (the prediction)."""
+    if bool((batch.targets < 0).any()):
+        t = time.perf_counter()
+        with torch.no_grad():
+            rows = torch.arange(batch.B, device=ex.device)
+            ex._fill_targets(batch, ex._hidden(batch, rows, batch.embeds))
+        timing["predict"] = time.perf_counter() - t
 
 
 @register_method("integrated_gradients", "Integrated Gradients on token embeddings (Sundararajan et al. 2017)")
@@ -800,18 +821,24 @@ def integrated_gradients(
     _choice("integration", integration, INTEGRATION_RULES)
     _choice("token_reduction", token_reduction, TOKEN_REDUCTIONS)
     with _model_prepared(ex.model):
-        ref = _common(ex, batch, timing, target_fn)
+        _ensure_targets(ex, batch, timing)
         a, w = quadrature(integration, n_steps, torch.float32)
         alphas = [a.to(ex.device)] * batch.B
         weights = [w.to(ex.device)] * batch.B
         chunk = ex._chunk_size(batch.ids.shape[1], internal_batch_size, max_memory)
         t = time.perf_counter()
-        scores = ex._integrate(batch, alphas, weights, chunk, target_fn, token_reduction, backend, used, progress)
+        scores, path = ex._integrate(batch, alphas, weights, chunk, target_fn, token_reduction, backend, used, progress, return_logits=True)
         timing["path"] = time.perf_counter() - t
+        if integration in ("trapezoid", "uniform"):  # the grid holds α = 0 and α = 1
+            F_in = torch.stack([p[-1] for p in path])
+            F_base = torch.stack([p[0] for p in path])
+        else:
+            ref = _common(ex, batch, timing, target_fn)
+            F_in, F_base = ref["F_input"], ref["F_baseline"]
     return {
         "scores": scores,
         "options": {"integration": integration, "token_reduction": token_reduction, "internal_batch_size": chunk, "ref_token_id": ex.ref_token_id},
-        "info": _ig_info(batch, ref, scores),
+        "info": _ig_info(batch, F_in, F_base, scores),
     }
 
 
@@ -896,13 +923,14 @@ def integrated_decision_gradients(
     if isinstance(n_pilot, bool) or not isinstance(n_pilot, int) or n_pilot < 2:
         raise ValueError(f"n_pilot must be an int >= 2, got {n_pilot!r}")
     with _model_prepared(ex.model):
-        ref = _common(ex, batch, timing, target_fn)
+        _ensure_targets(ex, batch, timing)
         chunk = ex._chunk_size(batch.ids.shape[1], internal_batch_size, max_memory)
         alphas, widths, pilot = _grid(ex, batch, n_steps, n_pilot, adaptive, alloc, idg_compat_quirk, chunk, target_fn, backend, used, timing, progress)
         t = time.perf_counter()
         scores, efs, path = ex._integrate_emphasized(batch, alphas, widths, chunk, target_fn, "fd", "signed", "none", token_reduction, backend, used, progress)
         timing["path"] = time.perf_counter() - t
-    info = _ig_info(batch, ref, scores)
+    ends = pilot if pilot is not None else path  # both grids hold α = 0 and α = 1
+    info = _ig_info(batch, torch.stack([e[-1] for e in ends]), torch.stack([e[0] for e in ends]), scores)
     info["alphas"] = [a.tolist() for a in alphas]
     info["weights"] = [e.tolist() for e in efs]
     info["pilot_logits"] = [p.tolist() for p in pilot] if pilot is not None else None
@@ -1035,7 +1063,10 @@ def aieg(
         raise ValueError(f"n_pilot must be an int >= 2, got {n_pilot!r}")
     B, L = batch.ids.shape
     with _model_prepared(ex.model, eager=use_attn):
-        ref = _common(ex, batch, timing, target_fn, layers if (use_attn and attn_source == "input") else None, full=attn_layers == "rollout")
+        if use_attn and attn_source == "input":  # one forward at α = 1 for the attention (and the prediction)
+            ref = _common(ex, batch, timing, target_fn, layers, full=attn_layers == "rollout", baseline=False)
+        else:
+            _ensure_targets(ex, batch, timing)
         chunk = ex._chunk_size(L, internal_batch_size, max_memory)
         alphas, widths, pilot = _grid(ex, batch, n_steps, n_pilot, adaptive, alloc, idg_compat_quirk, chunk, target_fn, backend, used, timing, progress)
         t = time.perf_counter()
@@ -1076,8 +1107,14 @@ def aieg(
             scores = scores / scores.sum(-1, keepdim=True).abs().clamp_min(1e-30)
         elif final_norm == "l2":
             scores = scores / scores.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-    info = _ig_info(batch, ref, ieg_t)
-    info.pop("convergence_delta")
+    ends = pilot if pilot is not None else path  # both grids hold α = 0 and α = 1
+    if ends is None:
+        with _model_prepared(ex.model):
+            r = _common(ex, batch, timing, target_fn)
+        F_in, F_base = r["F_input"], r["F_baseline"]
+    else:
+        F_in, F_base = torch.stack([e[-1] for e in ends]), torch.stack([e[0] for e in ends])
+    info = {"F_input": F_in.tolist(), "F_baseline": F_base.tolist()}
     info.update(
         {
             "ieg": [ieg_t[b].tolist() for b in range(B)],
@@ -1145,10 +1182,14 @@ def _path_attention(ex, batch, alphas, efs, layers, attn_heads, chunk, target_fn
 
 
 def _gradient_at_input(ex: Explainer, batch: _Batch, target_fn: str):
+    """∂F/∂E at the input from one forward and one backward; missing targets are filled from the
+    same forward (no separate prediction pass). Returns (grad [B, L, d], F [B])."""
     X = batch.embeds.clone().requires_grad_(True)
     rows = torch.arange(batch.B, device=ex.device)
     with torch.enable_grad():
-        f = ex._F(batch, rows, X, target_fn)
+        h = ex._hidden(batch, rows, X)
+        ex._fill_targets(batch, h)
+        f = ex.adapter.target_scores(h, batch.targets, target_fn).float()
         (g,) = torch.autograd.grad(f.sum(), X)
     return g, f.detach()
 
@@ -1158,13 +1199,12 @@ def saliency(ex, batch, *, n_steps, internal_batch_size, max_memory, target_fn, 
     """Saliency_i = ‖∂F/∂e_i‖₂ (``token_reduction="l2"``, default) or Σ_d |∂F/∂e_{i,d}| (``"sum_abs"``)."""
     _choice("token_reduction", token_reduction, ("l2", "sum_abs"))
     with _model_prepared(ex.model):
-        ref = _common(ex, batch, timing, target_fn)
         t = time.perf_counter()
-        g, _ = _gradient_at_input(ex, batch, target_fn)
+        g, F_in = _gradient_at_input(ex, batch, target_fn)
         timing["gradient"] = time.perf_counter() - t
     s = _reduce_tokens(g.float(), token_reduction)
     s = torch.where(batch.fixed, torch.zeros_like(s), s)
-    return {"scores": list(s), "options": {"token_reduction": token_reduction}, "info": {"F_input": ref["F_input"].tolist()}}
+    return {"scores": list(s), "options": {"token_reduction": token_reduction}, "info": {"F_input": F_in.tolist()}}
 
 
 @register_method("input_x_gradient", "Input x gradient (Shrikumar et al. 2016), summed over the embedding")
@@ -1172,13 +1212,12 @@ def input_x_gradient(ex, batch, *, n_steps, internal_batch_size, max_memory, tar
     """InputXGradient_i = Σ_d e_{i,d} ∂F/∂e_{i,d} (signed; ``token_reduction`` sum / l2 / sum_abs)."""
     _choice("token_reduction", token_reduction, TOKEN_REDUCTIONS)
     with _model_prepared(ex.model):
-        ref = _common(ex, batch, timing, target_fn)
         t = time.perf_counter()
-        g, _ = _gradient_at_input(ex, batch, target_fn)
+        g, F_in = _gradient_at_input(ex, batch, target_fn)
         timing["gradient"] = time.perf_counter() - t
     s = _reduce_tokens(g.float() * batch.embeds.float(), token_reduction)
     s = torch.where(batch.fixed, torch.zeros_like(s), s)
-    return {"scores": list(s), "options": {"token_reduction": token_reduction}, "info": {"F_input": ref["F_input"].tolist()}}
+    return {"scores": list(s), "options": {"token_reduction": token_reduction}, "info": {"F_input": F_in.tolist()}}
 
 
 @register_method("attention", "Attention of the predicting position (last layer, mean over layers, or rollout)")
@@ -1192,7 +1231,7 @@ def attention(ex, batch, *, n_steps, internal_batch_size, max_memory, target_fn,
     _choice("attn_heads", attn_heads, ("mean", "max"))
     layers = _attention_layers(ex, attn_layers)
     with _model_prepared(ex.model, eager=True):
-        ref = _common(ex, batch, timing, target_fn, layers, full=attn_layers == "rollout")
+        ref = _common(ex, batch, timing, target_fn, layers, full=attn_layers == "rollout", baseline=False)
         a = _attention_rows(ex, batch, ref["attn"], attn_layers, attn_heads, backend, used)
     a = torch.where(batch.fixed, torch.zeros_like(a), a)
     return {"scores": list(a), "options": {"attn_layers": attn_layers, "attn_heads": attn_heads}, "info": {"F_input": ref["F_input"].tolist()}}
@@ -1211,13 +1250,14 @@ def scaled_attention(ex, batch, *, n_steps, internal_batch_size, max_memory, tar
     layers = _attention_layers(ex, attn_layers)
     B = batch.B
     with _model_prepared(ex.model, eager=True):
-        ref = _common(ex, batch, timing, target_fn)
         cap = _AttentionCapture(ex.adapter, layers, full=True, keep_graph=True)
         try:
             rows = torch.arange(B, device=ex.device)
             with torch.enable_grad():
                 X = batch.embeds.clone().requires_grad_(True)
-                f = ex._F(batch, rows, X, target_fn)
+                h = ex._hidden(batch, rows, X)
+                ex._fill_targets(batch, h)
+                f = ex.adapter.target_scores(h, batch.targets, target_fn).float()
                 attn = cap.pop()
                 mats = [attn[l] for l in layers]
                 grads = torch.autograd.grad(f.sum(), mats)
@@ -1235,4 +1275,4 @@ def scaled_attention(ex, batch, *, n_steps, internal_batch_size, max_memory, tar
         per_layer.append(torch.stack(out))
     s = torch.stack(per_layer).mean(0)
     s = torch.where(batch.fixed, torch.zeros_like(s), s)
-    return {"scores": list(s), "options": {"attn_layers": attn_layers, "reduce": reduce}, "info": {"F_input": ref["F_input"].tolist()}}
+    return {"scores": list(s), "options": {"attn_layers": attn_layers, "reduce": reduce}, "info": {"F_input": f.detach().tolist()}}

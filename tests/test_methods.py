@@ -221,9 +221,14 @@ def test_attention_implementation_independent(method):
     assert torch.isfinite(results[0]).all() and results[0].abs().sum() > 0
 
 
-def test_gqa_attention_matches_model(tiny_llama):
-    """The captured attention row is the model's own (grouped-query) attention output."""
-    ex = tiny_llama
+def test_gqa_attention_matches_model():
+    """The captured attention row is the model's own (grouped-query) attention output.
+
+    Uses its own model: transformers installs lasting recording hooks on ``output_attentions=True``.
+    """
+    from conftest import make_tiny_llama
+
+    ex = aieg_fast.load_model(*make_tiny_llama())
     assert ex.adapter.n_kv_heads < ex.adapter.n_heads
     res = ex.attribute(TEXT, method="attention")
     m = ex.model
