@@ -14,6 +14,7 @@ forward serves every step:
 * ``attention``: one forward; row q_t of the captured attention is step t's row;
 * ``scaled_attention``: one forward, the attention gradient of every step from one batched VJP
   that only runs back to the captured layers;
+* ``grad_ellm``: one forward capturing q/k/v of the top layers; one batched VJP back to them;
 * ``integrated_gradients``: each interpolation point is one forward over the full sequence
   (interpolating the prompt, holding generated tokens fixed — or interpolating them too, which
   for step t touches only y_<t), giving the path logits of every step; one batched VJP per
@@ -257,7 +258,15 @@ def _shared_pilot(ex, seq, q, y, *, target_fn, backend, used, n_pilot, chunk, pr
     return [P[:, t].contiguous() for t in range(P.shape[1])]
 
 
+def _shared_grad_ellm(ex, seq, q, y, *, target_fn, progress, **options):
+    from .grad_ellm import grad_ellm_shared
+
+    options.pop("backend", None), options.pop("used", None), options.pop("n_steps", None), options.pop("chunk", None)
+    return grad_ellm_shared(ex, seq, q, y, target_fn=target_fn, progress=progress, **options)
+
+
 _SHARED = {
+    "grad_ellm": _shared_grad_ellm,
     "saliency": _shared_saliency,
     "input_x_gradient": _shared_input_x_gradient,
     "attention": _shared_attention,

@@ -388,29 +388,7 @@ def grad_ellm(
     t1 = time.perf_counter()
     pos = torch.arange(L, device=dev)
     valid = batch.attention_mask.bool() & (pos.unsqueeze(0) <= li.unsqueeze(1))
-    total = torch.zeros(B, L, dtype=torch.float32, device=dev)
-    per_layer = []
-    for l, G in zip(layers, grads):
-        ql, kl, vl = q[l].float(), k[l].float(), v[l].float()
-        if use_rope:
-            cos, sin = pe[l]
-            ql = apply_rope(ql, cos.float(), sin.float(), H)
-            kl = apply_rope(kl, cos.float(), sin.float(), Hkv)
-        kx = expand_kv(kl, H, Hkv, p["kv_expansion"])
-        vx = expand_kv(vl, H, Hkv, p["kv_expansion"])
-        qt = ql[rows, li]  # [B, D]
-        g = G[rows, li].float()  # [B, D]
-        lam = spatial_weights(qt, kx, valid, p["lambda_mode"], H, float(getattr(ad.attn_modules[l], "scaling", 1.0)))
-        if lam.dim() == 3:  # per head: [B, H, L]
-            gv = (vx.reshape(B, L, H, -1) * g.reshape(B, 1, H, -1)).sum(-1)  # [B, L, H]
-            s = (lam.transpose(1, 2) * gv).sum(-1)
-        else:
-            s = lam * (vx * g.unsqueeze(1)).sum(-1)
-        s = torch.where(valid, s, torch.zeros_like(s))
-        per_layer.append(s)
-        total = total + (s.clamp_min(0) if p["relu"] == "per_layer" else s)
-    if p["relu"] == "after_sum":
-        total = total.clamp_min(0)
+    total, per_layer = _score(ad, p, layers, q, k, v, pe, [G[rows, li] for G in grads], rows, li, valid, use_rope)
     scores = torch.where(batch.fixed | ~valid, torch.zeros_like(total), total)
     timing["scoring"] = time.perf_counter() - t1
     if progress is not None:
@@ -424,3 +402,92 @@ def grad_ellm(
     }
     opts = dict(p, preset=preset, layers=layers)
     return {"scores": list(scores), "options": opts, "info": info}
+
+
+def _score(ad, p, layers, q, k, v, pe, g_rows, src, li, valid, use_rope):
+    """Grad-ELLM scores of R rows from captured projections (spec §5.1 step 5).
+
+    Row r reads the captured sequence ``src[r]`` (q/k/v Tensor[S, L, ·]), its predicting
+    position ``li[r]`` and gradient ``g_rows[ℓ][r]`` Tensor[D_A]; ``valid`` Tensor[R, L].
+    Returns (total Tensor[R, L], per-layer scores before the ReLU).
+    """
+    H, Hkv = ad.n_heads, ad.n_kv_heads
+    R, L = valid.shape
+    total = torch.zeros(R, L, dtype=torch.float32, device=valid.device)
+    per_layer = []
+    for l, G in zip(layers, g_rows):
+        ql, kl, vl = q[l].float(), k[l].float(), v[l].float()
+        if use_rope:
+            cos, sin = pe[l]
+            ql = apply_rope(ql, cos.float(), sin.float(), H)
+            kl = apply_rope(kl, cos.float(), sin.float(), Hkv)
+        kx = expand_kv(kl, H, Hkv, p["kv_expansion"])[src]
+        vx = expand_kv(vl, H, Hkv, p["kv_expansion"])[src]
+        qt = ql[src, li]  # [R, D]
+        g = G.float()  # [R, D]
+        lam = spatial_weights(qt, kx, valid, p["lambda_mode"], H, float(getattr(ad.attn_modules[l], "scaling", 1.0)))
+        if lam.dim() == 3:  # per head: [R, H, L]
+            gv = (vx.reshape(R, L, H, -1) * g.reshape(R, 1, H, -1)).sum(-1)  # [R, L, H]
+            s = (lam.transpose(1, 2) * gv).sum(-1)
+        else:
+            s = lam * (vx * g.unsqueeze(1)).sum(-1)
+        s = torch.where(valid, s, torch.zeros_like(s))
+        per_layer.append(s)
+        total = total + (s.clamp_min(0) if p["relu"] == "per_layer" else s)
+    if p["relu"] == "after_sum":
+        total = total.clamp_min(0)
+    return total, per_layer
+
+
+def grad_ellm_shared(ex, seq, qpos: Tensor, y: Tensor, *, target_fn, progress=None, preset="paper_v1", n_layers=None,
+                     lambda_mode=None, grad_source=None, kv_expansion=None, relu=None, rope=None, **_):
+    """Grad-ELLM of every generation step from ONE forward over the whole sequence.
+
+    ``seq`` is a one-row batch (prompt ⊕ y_<T); step t predicts ``y[t]`` at position
+    ``qpos[t]``. Causal masking makes position qpos[t] see exactly its prefix, so the captured
+    q/k/v serve every step; the per-step gradients ∂F_t/∂A^(ℓ) come from one batched
+    vector-Jacobian product that runs back only through the top layers. Equal to
+    :func:`grad_ellm` on each prefix (tested). Returns (rows Tensor[T, L], options, info).
+    """
+    from .generation import _rows_vjp
+
+    p = _resolve(ex, preset, n_layers, lambda_mode, grad_source, kv_expansion, relu, rope)
+    ad = ex.adapter
+    N = ad.n_layers
+    layers = list(range(N - p["n_layers"], N))
+    head_dim = int(ad.attn_modules[layers[0]].head_dim)
+    if p["grad_source"] == "post_o" and ad.n_heads * head_dim != ad.hidden_size:
+        raise ValueError(
+            f"grad_source='post_o' pairs hidden-size gradient channels with value channels; this model has "
+            f"query width {ad.n_heads * head_dim} != hidden size {ad.hidden_size}; use grad_source='pre_o'"
+        )
+    use_rope = p["rope"] and ad.model_type != "gpt2"
+    T = qpos.numel()
+    L = seq.ids.shape[1]
+    dev = seq.ids.device
+    with _model_prepared(ex.model):
+        cap = _Capture(ad, layers, p["grad_source"], use_rope)
+        try:
+            with torch.enable_grad():
+                out = ad.base(inputs_embeds=seq.embeds, attention_mask=seq.attention_mask, position_ids=seq.position_ids, use_cache=False)
+                h = out.last_hidden_state[0, qpos]  # [T, D]
+                F = ad.target_scores(h, y, target_fn).float().view(1, T)
+                As = [cap.A[l] for l in layers]
+                grads = _rows_vjp(F, As, T)  # each [T, 1, L, D_A]
+            q = {l: cap.q[l] for l in layers}
+            k = {l: cap.k[l] for l in layers}
+            v = {l: cap.v[l] for l in layers}
+            pe = dict(cap.pe)
+        finally:
+            cap.close()
+            cap.A.clear()
+    t_idx = torch.arange(T, device=dev)
+    g_rows = [G[t_idx, 0, qpos] for G in grads]
+    pos = torch.arange(L, device=dev)
+    valid = pos.unsqueeze(0) <= qpos.unsqueeze(1)
+    src = torch.zeros(T, dtype=torch.long, device=dev)
+    total, per_layer = _score(ad, p, layers, q, k, v, pe, g_rows, src, qpos, valid, use_rope)
+    if progress is not None:
+        progress.update(T)
+    info = {"F_input": F[0].detach().tolist()}
+    return total, dict(p, preset=preset, layers=layers), info

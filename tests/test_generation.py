@@ -270,11 +270,19 @@ def test_cli_generate(tmp_path, capsys):
     assert main(["explain", PROMPT, "--generate", "3", "--target", " good"]) == 2
 
 
-@pytest.mark.parametrize("method", ["integrated_gradients", "saliency", "input_x_gradient", "attention", "scaled_attention", "aieg"])
+@pytest.mark.parametrize("method", ["integrated_gradients", "saliency", "input_x_gradient", "attention", "scaled_attention", "aieg", "grad_ellm"])
 def test_shared_path_equals_context_batch(tiny_llama, method):
     """The shared teacher-forced forward gives the same rows as the batch of T contexts."""
     kw = dict(generated_text=" the movie is good", method=method, n_steps=6)
     a = tiny_llama.attribute_generation("a positive review", shared=True, **kw)
     b = tiny_llama.attribute_generation("a positive review", shared=False, **kw)
     assert a.token_ids == b.token_ids
+    torch.testing.assert_close(a.scores, b.scores, atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+@pytest.mark.parametrize("preset", ["paper_v1", "corrected"])
+def test_shared_grad_ellm_two_layers(tiny_llama, preset):
+    kw = dict(generated_text=" the movie is good", method="grad_ellm", preset=preset, n_layers=2)
+    a = tiny_llama.attribute_generation("a positive review", shared=True, **kw)
+    b = tiny_llama.attribute_generation("a positive review", shared=False, **kw)
     torch.testing.assert_close(a.scores, b.scores, atol=1e-5, rtol=1e-4, equal_nan=True)
