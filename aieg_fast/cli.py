@@ -29,6 +29,9 @@ def _load(model: Optional[str]):
 def cmd_explain(args) -> int:
     from .samples import SENTIMENT_LABELS, SENTIMENT_TEMPLATE, sst2_sample
 
+    if args.generate is not None and (args.task is not None or args.target is not None):
+        print("error: --generate explains the generated tokens; it cannot be combined with --task or --target", file=sys.stderr)
+        return 2
     text = args.text
     if text is None:
         if args.task != "sentiment":
@@ -53,17 +56,30 @@ def cmd_explain(args) -> int:
             target = SENTIMENT_LABELS[label]
     if target is not None and isinstance(target, str) and target.lstrip("-").isdigit() and args.target_is_id:
         target = int(target)
-    res = ex.attribute(
-        text,
-        method=args.method,
-        target=target,
-        n_steps=args.n_steps,
-        internal_batch_size=args.internal_batch_size,
-        template=template,
-        backend=args.backend,
-        progress=not args.no_progress,
-        **options,
-    )
+    if args.generate is not None:
+        res = ex.attribute_generation(
+            text,
+            max_new_tokens=args.generate,
+            method=args.method,
+            n_steps=args.n_steps,
+            internal_batch_size=args.internal_batch_size,
+            template=template,
+            backend=args.backend,
+            progress=not args.no_progress,
+            **options,
+        )
+    else:
+        res = ex.attribute(
+            text,
+            method=args.method,
+            target=target,
+            n_steps=args.n_steps,
+            internal_batch_size=args.internal_batch_size,
+            template=template,
+            backend=args.backend,
+            progress=not args.no_progress,
+            **options,
+        )
     res.show(words=not args.tokens)
     print(f"backend: {res.backend}   time: {res.timing.get('total', 0):.2f} s")
     if args.json:
@@ -100,6 +116,23 @@ def cmd_verify(args) -> int:
     return verify(model=args.model, methods=args.methods, n_steps=args.n_steps, texts=args.texts)
 
 
+def cmd_evaluate(args) -> int:
+    from .evaluate import evaluate
+
+    try:
+        res = evaluate(
+            model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, max_tokens=args.max_tokens,
+            out_dir=args.out, seed=args.seed, topk=args.topk, n_steps=args.n_steps, n_samples=args.n_samples,
+            prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
+        )
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(res["summary_md"])
+    print(f"computed {res['computed']} example(s), {res['skipped']} already done; results in {res['out_dir']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .attribution import list_methods
 
@@ -122,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="FILE", help="write the result as JSON")
     e.add_argument("--html", metavar="FILE", help="write an HTML heatmap")
     e.add_argument("--no-progress", action="store_true")
+    e.add_argument("--generate", type=int, default=None, metavar="N", help="generate N tokens greedily and explain each one (per-step heatmap)")
     e.set_defaults(fn=cmd_explain)
 
     v = sub.add_parser("verify", help="run every method with the reference kernels and the extension; compare")
@@ -135,6 +169,21 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(fn=cmd_methods)
     i = sub.add_parser("info", help="versions and extension build")
     i.set_defaults(fn=cmd_info)
+    ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a sentiment dataset")
+    ev.add_argument("--model", default=None, help="hub id or local directory (default: embedded SmolLM2-135M-Instruct)")
+    ev.add_argument("--dataset", default="sst2-sample", choices=["sst2-sample", "sst2-dev", "sst2-test", "imdb"])
+    ev.add_argument("--methods", default="aieg,integrated_gradients,random", help="comma-separated methods; 'random' is the control")
+    ev.add_argument("--n", type=int, default=20, help="number of examples (the first N)")
+    ev.add_argument("--max-tokens", type=int, default=None, help="truncate texts to this many tokens (e.g. 50, 200, 400)")
+    ev.add_argument("--out", default="faithfulness_out", help="output folder; rerun with the same folder to resume")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--n-steps", type=int, default=20)
+    ev.add_argument("--topk", type=float, default=0.2, help="fraction of attributable tokens for log-odds / comp / suff")
+    ev.add_argument("--n-samples", type=int, default=4, help="Bernoulli draws per soft-metric point")
+    ev.add_argument("--prob-space", choices=["vocab", "labels"], default="vocab")
+    ev.add_argument("--data-dir", default=None, help="folder with sst2_dev.tsv etc. (default: $AIEG_FAST_DATA or ../shared/data)")
+    ev.add_argument("--no-progress", action="store_true")
+    ev.set_defaults(fn=cmd_evaluate)
     return p
 
 
