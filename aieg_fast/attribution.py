@@ -111,20 +111,22 @@ def quadrature(rule: str, n_steps: int, dtype=torch.float64):
 @contextlib.contextmanager
 def _model_prepared(model, eager: bool = False):
     """Eval mode, parameters frozen, optionally eager attention; everything restored on exit."""
-    flags = [(p, p.requires_grad) for p in model.parameters()]
+    trainable = [p for p in model.parameters() if p.requires_grad]  # only these change
     was_training = model.training
     old_impl = getattr(model.config, "_attn_implementation", None)
     try:
-        for p, _ in flags:
+        for p in trainable:
             p.requires_grad_(False)
-        model.eval()
+        if was_training:
+            model.eval()
         if eager and old_impl not in (None, "eager"):
             model.set_attn_implementation("eager")
         yield
     finally:
-        for p, rg in flags:
-            p.requires_grad_(rg)
-        model.train(was_training)
+        for p in trainable:
+            p.requires_grad_(True)
+        if was_training:
+            model.train(True)
         if eager and old_impl not in (None, "eager") and model.config._attn_implementation != old_impl:
             model.set_attn_implementation(old_impl)
 
@@ -396,13 +398,16 @@ class Explainer:
         """Estimated autograd memory of one interpolation point of length L (bytes).
 
         Estimate: per layer, about 16 activations of width ``hidden`` per token (attention
-        projections, norms, MLP with its 4x-wide intermediate) plus the L×L attention
-        probabilities of every head, in the parameter dtype, and the embeddings' gradient.
+        projections, norms, MLP with its 4x-wide intermediate), plus the L×L attention
+        probabilities of every head when the model runs eager attention (SDPA kernels do not
+        keep them), in the parameter dtype, and the embeddings' gradient.
         Used by the automatic ``internal_batch_size`` (``max_memory``).
         """
         a = self.adapter
         esize = a.embeddings.weight.element_size()
-        per_layer = L * a.hidden_size * 16 + a.n_heads * L * L * 2
+        per_layer = L * a.hidden_size * 16
+        if getattr(self.model.config, "_attn_implementation", None) == "eager":
+            per_layer += a.n_heads * L * L * 2  # eager attention keeps the probabilities for the backward
         return int(esize * (a.n_layers * per_layer + 4 * L * a.hidden_size)) + 1
 
     def _path_chunks(self, batch, alphas: List[Tensor], chunk: int, need_grad: bool, target_fn: str, backend, used, progress=None):
@@ -1062,9 +1067,12 @@ def aieg(
     if isinstance(n_pilot, bool) or not isinstance(n_pilot, int) or n_pilot < 2:
         raise ValueError(f"n_pilot must be an int >= 2, got {n_pilot!r}")
     B, L = batch.ids.shape
-    with _model_prepared(ex.model, eager=use_attn):
+    # eager attention (which keeps L×L probabilities per head for the backward) only around the
+    # forwards that capture attention; the pilot and gradient passes use the model's own kernel
+    with _model_prepared(ex.model):
         if use_attn and attn_source == "input":  # one forward at α = 1 for the attention (and the prediction)
-            ref = _common(ex, batch, timing, target_fn, layers, full=attn_layers == "rollout", baseline=False)
+            with _model_prepared(ex.model, eager=True):
+                ref = _common(ex, batch, timing, target_fn, layers, full=attn_layers == "rollout", baseline=False)
         else:
             _ensure_targets(ex, batch, timing)
         chunk = ex._chunk_size(L, internal_batch_size, max_memory)
@@ -1083,7 +1091,8 @@ def aieg(
             if attn_source == "input":
                 a = _attention_rows(ex, batch, ref["attn"], attn_layers, attn_heads, backend, used)
             else:
-                a = _path_attention(ex, batch, alphas, efs, layers, attn_heads, chunk, target_fn, backend, used)
+                with _model_prepared(ex.model, eager=True):
+                    a = _path_attention(ex, batch, alphas, efs, layers, attn_heads, chunk, target_fn, backend, used)
             if attn_exclude_first:
                 a = a.clone()
                 first = torch.tensor(batch.offsets, device=ex.device)
