@@ -381,3 +381,27 @@ def test_streamed_emphasis_equals_two_pass(tiny, opts):
     torch.testing.assert_close(torch.tensor(a.info["ef"]), torch.tensor(b.info["ef"]), atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(torch.tensor(a.info["ieg"]), torch.tensor(b.info["ieg"]), atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(a.scores, b.scores, atol=1e-6, rtol=1e-5)
+
+
+def test_works_without_extension(tmp_path):
+    """With the compiled extension unavailable the package imports, runs on the reference and says so."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['aieg_fast._C'] = None\n"  # makes `from . import _C` fail
+        "sys.path.insert(0, 'tests')\n"
+        "import aieg_fast, torch\n"
+        "from conftest import make_tiny_gpt2\n"
+        "assert not aieg_fast.HAS_EXT and aieg_fast.build_info()['ext_error']\n"
+        "ex = aieg_fast.load_model(*make_tiny_gpt2())\n"
+        "r = ex.attribute('the movie is good', method='aieg', n_steps=6)\n"
+        "assert set(r.backend.values()) == {'reference'}, r.backend\n"
+        "assert torch.isfinite(r.scores).all()\n"
+        "print('ok')\n"
+    )
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
