@@ -122,8 +122,8 @@ def adaptive_alphas(
     ``idg_compat_quirk=True`` the official code's placement is reproduced: empty bins do not
     advance the start offset, so later bins shift toward 0.
 
-    Degenerate cases: N < 2, all slopes equal (π undefined), or any non-finite pilot logit →
-    the uniform grid of :func:`uniform_alphas`.
+    Degenerate cases: N < 2, all slopes equal (π undefined), any non-finite pilot logit, or
+    slopes that overflow to ±inf → the uniform grid of :func:`uniform_alphas`.
 
     Args:
         pilot_logits (Tensor[N]): target logit along the pilot grid.
@@ -160,6 +160,8 @@ def adaptive_alphas(
     if not bool(total > 0):
         return uniform_alphas(M, dtype=out_dtype, device=device)
     pi = shat / total
+    if not bool(torch.isfinite(pi).all()):  # slopes overflowed (finite logits near ±1e308)
+        return uniform_alphas(M, dtype=out_dtype, device=device)
     mp = M * pi
     n = torch.floor(mp).to(torch.int64)
     n[0] = 0
@@ -374,6 +376,8 @@ def posnorm(scores: Tensor, valid_mask: Optional[Tensor] = None, mode: str = "mi
     _check_choice("mode", mode, POSNORM_MODES)
     acc = _acc_dtype(scores)
     s = scores.to(acc)
+    if s.shape[-1] == 0:  # no position at all: nothing to normalise
+        return s.clone()
     valid = torch.ones_like(s, dtype=torch.bool) if valid_mask is None else valid_mask.to(torch.bool).expand_as(s)
     zero = torch.zeros_like(s)
     nonfinite_row = (~torch.isfinite(s) & valid).any(-1, keepdim=True)

@@ -1,0 +1,53 @@
+"""Loads the compiled extension ``aieg_fast._C`` if it is there. Never raises.
+
+Importing ``_C`` registers the ``torch.ops.aieg_fast.*`` operators. When the extension is missing
+or fails to load (not built, built against another torch, ...), ``HAS_EXT`` is False,
+``EXT_ERROR`` says why, and :mod:`aieg_fast.ops` falls back to :mod:`aieg_fast.reference`.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import torch
+
+__all__ = ["HAS_EXT", "WITH_CUDA", "EXT_ERROR", "CPU_OPS", "CUDA_OPS", "build_info", "has_kernel"]
+
+_C: Any = None
+EXT_ERROR: Optional[str] = None
+try:
+    from . import _C  # noqa: F811  (registers the operators as a side effect)
+except Exception as exc:  # ImportError, OSError (undefined symbol), anything else: never raise
+    _C = None
+    EXT_ERROR = f"{type(exc).__name__}: {exc}"
+
+HAS_EXT: bool = _C is not None
+WITH_CUDA: bool = bool(getattr(_C, "with_cuda", False))
+CPU_OPS = frozenset(getattr(_C, "ops", ()))
+CUDA_OPS = frozenset(getattr(_C, "cuda_ops", ()))
+
+
+def has_kernel(op: str, device_type: str) -> bool:
+    """Whether the loaded extension has a kernel for ``op`` on ``device_type`` ("cpu" or "cuda")."""
+    if not HAS_EXT:
+        return False
+    if device_type == "cpu":
+        return op in CPU_OPS
+    if device_type == "cuda":
+        return WITH_CUDA and op in CUDA_OPS
+    return False
+
+
+def build_info() -> Dict[str, Any]:
+    """How the extension was built (or why it is missing), as a plain dict."""
+    info: Dict[str, Any] = {
+        "has_ext": HAS_EXT,
+        "ext_error": EXT_ERROR,
+        "with_cuda": WITH_CUDA,
+        "cpu_ops": sorted(CPU_OPS),
+        "cuda_ops": sorted(CUDA_OPS),
+        "torch_runtime": torch.__version__,
+    }
+    if _C is not None:
+        for key in ("__version__", "torch_version", "cuda_arch_list", "compiler", "openmp"):
+            info[key.strip("_")] = getattr(_C, key, None)
+    return info

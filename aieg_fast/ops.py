@@ -1,0 +1,417 @@
+"""Typed wrappers over the compiled aieg_fast kernels, with the pure-PyTorch reference as fallback.
+
+Each wrapper has the signature of the function of the same name in :mod:`aieg_fast.reference`
+plus a keyword ``backend``:
+
+* ``"auto"`` (default): the extension when it is loaded and has a kernel for the inputs' device
+  (CPU always; CUDA only in a CUDA build) and no input needs a gradient, else the reference;
+* ``"ext"``: the extension, or RuntimeError saying why it is unavailable;
+* ``"reference"``: :mod:`aieg_fast.reference`.
+
+Wrappers return only the tensor(s), like the reference; callers that want to record which backend
+ran call :func:`resolve_backend` with the same arguments. Arguments are checked here, before
+dispatch, so both backends raise the same ValueError/TypeError for bad input. The kernels are
+inference-only (no autograd formula is registered); ``"auto"`` therefore picks the reference
+when grad mode is on and an input requires grad.
+
+The compiled operators are also reachable directly as ``torch.ops.aieg_fast.<op>``; their fake
+(meta) kernels are registered below so that ``torch.compile`` and ``torch.library.opcheck`` work.
+"""
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import reference
+from ._ext import CPU_OPS, CUDA_OPS, EXT_ERROR, HAS_EXT, WITH_CUDA
+
+__all__ = [
+    "BACKENDS",
+    "resolve_backend",
+    "interpolate_path",
+    "adaptive_alphas",
+    "emphasis_factors",
+    "integrate_gradients",
+    "attention_gradient_product",
+    "posnorm",
+]
+
+BACKENDS = ("auto", "ext", "reference")
+_KERNEL_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+# --------------------------------------------------------------------------------------------
+# Backend selection
+# --------------------------------------------------------------------------------------------
+def _unavailable_reason(device_type: str, op: Optional[str]) -> Optional[str]:
+    """Why the extension cannot run ``op`` on ``device_type``, or None when it can."""
+    if not HAS_EXT:
+        return f"the compiled extension aieg_fast._C is not available ({EXT_ERROR})"
+    if device_type == "cpu":
+        if op is not None and op not in CPU_OPS:
+            return f"this build of aieg_fast._C has no CPU kernel for {op}"
+        return None
+    if device_type == "cuda":
+        if not WITH_CUDA:
+            return "aieg_fast._C was built without CUDA (rebuild with AIEG_FAST_CUDA=1 on a CUDA machine)"
+        if op is not None and op not in CUDA_OPS:
+            return f"this build of aieg_fast._C has no CUDA kernel for {op}"
+        return None
+    return f"aieg_fast._C has kernels for cpu and cuda tensors only, got device type {device_type!r}"
+
+
+def resolve_backend(backend: str, *tensors: Optional[Tensor], op: Optional[str] = None) -> str:
+    """The backend ("ext" or "reference") that a wrapper called with these tensors runs.
+
+    Args:
+        backend: "auto", "ext" or "reference".
+        *tensors: the op's tensor arguments (None entries are ignored); the first one sets the device.
+        op: optional op name, to also check that this build has a kernel for it.
+
+    Raises:
+        ValueError: unknown ``backend``.
+        RuntimeError: ``backend="ext"`` while the extension cannot run (the message says why).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+    if backend == "reference":
+        return "reference"
+    present = [t for t in tensors if isinstance(t, Tensor)]
+    device_type = present[0].device.type if present else "cpu"
+    reason = _unavailable_reason(device_type, op)
+    if backend == "ext":
+        if reason is not None:
+            raise RuntimeError(f"backend='ext' requested{' for ' + op if op else ''} but {reason}")
+        return "ext"
+    if reason is not None:
+        return "reference"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in present):
+        return "reference"  # the kernels have no autograd formula
+    return "ext"
+
+
+# --------------------------------------------------------------------------------------------
+# Argument checks (identical for both backends)
+# --------------------------------------------------------------------------------------------
+def _check_choice(name: str, value, choices) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+def _check_tensor(x, name: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} should be a torch.Tensor, got {type(x).__name__}")
+
+
+def _check_float(x, name: str) -> None:
+    """Tensors the kernels read in their own dtype: float32, float64, float16 or bfloat16."""
+    _check_tensor(x, name)
+    if x.dtype not in _KERNEL_DTYPES:
+        raise TypeError(f"{name} should be a float32, float64, float16 or bfloat16 tensor, got dtype {x.dtype}")
+
+
+def _check_real(x, name: str) -> None:
+    """Tensors that are cast to the accumulation dtype first: any real (non-complex, non-bool) dtype."""
+    _check_tensor(x, name)
+    if x.is_complex() or x.dtype == torch.bool:
+        raise TypeError(f"{name} should be a real-valued tensor, got dtype {x.dtype}")
+
+
+def _check_shape(ok: bool, name: str, expected: str, x: Tensor) -> None:
+    if not ok:
+        raise ValueError(f"{name} should have shape {expected}, got shape {list(x.shape)}")
+
+
+def _broadcastable(small: Tensor, shape) -> bool:
+    """Whether ``small.expand(shape)`` works."""
+    if small.dim() > len(shape):
+        return False
+    return all(s == 1 or s == b for s, b in zip(reversed(small.shape), reversed(tuple(shape))))
+
+
+def _on(x: Optional[Tensor], device: torch.device) -> Optional[Tensor]:
+    return None if x is None else x.to(device)
+
+
+def _acc(t: Tensor) -> torch.dtype:
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+# --------------------------------------------------------------------------------------------
+# Wrappers
+# --------------------------------------------------------------------------------------------
+def interpolate_path(
+    input_embeds: Tensor,
+    baseline_embeds: Tensor,
+    alphas: Tensor,
+    fixed_mask: Optional[Tensor] = None,
+    *,
+    backend: str = "auto",
+) -> Tensor:
+    """Points on the straight-line path γ(α) = E′ + α (E − E′) (see :func:`reference.interpolate_path`).
+
+    Args:
+        input_embeds (Tensor[L, d]): embeddings E (float32/float64/float16/bfloat16).
+        baseline_embeds (Tensor[L, d]): baseline embeddings E′ (cast to the accumulation dtype
+            if its dtype differs from ``input_embeds``').
+        alphas (Tensor[m]): path positions (any shape with m elements; any real dtype).
+        fixed_mask (Tensor[L] of bool, optional): positions that copy ``input_embeds``.
+        backend: "auto", "ext" or "reference".
+
+    Returns:
+        Tensor[m, L, d] in ``input_embeds``' dtype.
+    """
+    _check_float(input_embeds, "input_embeds")
+    _check_real(baseline_embeds, "baseline_embeds")
+    _check_real(alphas, "alphas")
+    _check_shape(input_embeds.dim() == 2, "input_embeds", "[L, d]", input_embeds)
+    L, d = input_embeds.shape
+    _check_shape(tuple(baseline_embeds.shape) == (L, d), "baseline_embeds", f"[{L}, {d}] (like input_embeds)",
+                 baseline_embeds)
+    dev = input_embeds.device
+    baseline_embeds, alphas = baseline_embeds.to(dev), alphas.to(dev).reshape(-1)
+    if fixed_mask is not None:
+        _check_tensor(fixed_mask, "fixed_mask")
+        _check_shape(fixed_mask.numel() == L, "fixed_mask", f"[{L}]", fixed_mask)
+        fixed_mask = fixed_mask.to(dev).reshape(-1)
+    used = resolve_backend(backend, input_embeds, baseline_embeds, alphas, fixed_mask, op="interpolate_path")
+    if used == "reference":
+        return reference.interpolate_path(input_embeds, baseline_embeds, alphas, fixed_mask)
+    return torch.ops.aieg_fast.interpolate_path.default(input_embeds, baseline_embeds, alphas, fixed_mask)
+
+
+def adaptive_alphas(
+    pilot_logits: Tensor,
+    n_steps: int,
+    alloc: str = "abs",
+    idg_compat_quirk: bool = False,
+    *,
+    backend: str = "auto",
+) -> Tuple[Tensor, Tensor]:
+    """IDG adaptive sampling grid (see :func:`reference.adaptive_alphas`).
+
+    The allocation is O(N + M) scalar work and runs on the host for every backend and device
+    (the N pilot values are copied to the host, as in the reference).
+
+    Args:
+        pilot_logits (Tensor[N]): target logit along the pilot grid (any shape with N elements).
+        n_steps (int): M ≥ 2.
+        alloc: "abs" or "idg_minmax".
+        idg_compat_quirk: reproduce the official IDG placement quirk.
+        backend: "auto", "ext" or "reference".
+
+    Returns:
+        (alphas Tensor[M], widths Tensor[M]) on ``pilot_logits``' device, float32 (float64 for a
+        float64 pilot).
+    """
+    _check_choice("alloc", alloc, reference.ALLOC_MODES)
+    _check_real(pilot_logits, "pilot_logits")
+    if isinstance(n_steps, bool) or not isinstance(n_steps, Integral):
+        raise TypeError(f"n_steps should be an int, got {type(n_steps).__name__}")
+    if n_steps < 2:
+        raise ValueError(f"n_steps must be >= 2, got {n_steps}")
+    pilot = pilot_logits.detach().reshape(-1)
+    if resolve_backend(backend, pilot, op="adaptive_alphas") == "reference":
+        return reference.adaptive_alphas(pilot, int(n_steps), alloc, bool(idg_compat_quirk))
+    return torch.ops.aieg_fast.adaptive_alphas.default(pilot, int(n_steps), alloc, bool(idg_compat_quirk))
+
+
+def emphasis_factors(
+    path_logits: Tensor,
+    alphas: Tensor,
+    widths: Tensor,
+    mode: str = "fd",
+    sign: str = "abs",
+    norm: str = "l1",
+    *,
+    backend: str = "auto",
+) -> Tensor:
+    """Emphasis factors EF_m from logit jumps along the path (see :func:`reference.emphasis_factors`).
+
+    Args:
+        path_logits (Tensor[M]): target logit at each path point (slopes for ``mode="autograd"``).
+        alphas (Tensor[M]): sorted path positions.
+        widths (Tensor[M]): sub-step widths.
+        mode: "fd", "autograd" or "none".
+        sign: "abs", "signed", "relu" or "minmax".
+        norm: "l1" or "none".
+        backend: "auto", "ext" or "reference".
+
+    Returns:
+        Tensor[M], float32 (float64 for float64 logits).
+    """
+    _check_choice("mode", mode, reference.EF_MODES)
+    _check_choice("sign", sign, reference.EF_SIGNS)
+    _check_choice("norm", norm, reference.EF_NORMS)
+    for x, name in ((path_logits, "path_logits"), (alphas, "alphas"), (widths, "widths")):
+        _check_real(x, name)
+    M = path_logits.numel()
+    if alphas.numel() != M or widths.numel() != M:
+        raise ValueError(
+            f"path_logits, alphas and widths must have the same length, got {M}, {alphas.numel()}, {widths.numel()}"
+        )
+    dev = path_logits.device
+    f, a, w = path_logits.reshape(-1), alphas.to(dev).reshape(-1), widths.to(dev).reshape(-1)
+    if resolve_backend(backend, f, a, w, op="emphasis_factors") == "reference":
+        return reference.emphasis_factors(f, a, w, mode, sign, norm)
+    return torch.ops.aieg_fast.emphasis_factors.default(f, a, w, mode, sign, norm)
+
+
+def integrate_gradients(
+    grads: Tensor,
+    weights: Tensor,
+    delta: Tensor,
+    reduce: str = "sum",
+    *,
+    backend: str = "auto",
+) -> Tensor:
+    """Fused path integral Δ ⊙ Σ_m w_m G_m, reduced over d (see :func:`reference.integrate_gradients`).
+
+    The kernel reads ``grads`` once, in its own dtype, with fp32 accumulation (fp64 for fp64).
+    Non-contiguous ``grads`` are read through their strides when the last dimension is
+    contiguous, otherwise copied once.
+
+    Args:
+        grads (Tensor[m, L, d]): gradients at the path points.
+        weights (Tensor[m]): per-step weights.
+        delta (Tensor[L, d]): Δ = E − E′ (or anything broadcastable to [L, d]).
+        reduce: "sum" (Tensor[L]) or "none" (Tensor[L, d]).
+        backend: "auto", "ext" or "reference".
+
+    Returns:
+        Tensor[L] or Tensor[L, d], float32 (float64 for float64 grads).
+    """
+    _check_choice("reduce", reduce, reference.INTEGRATE_REDUCES)
+    _check_float(grads, "grads")
+    _check_real(weights, "weights")
+    _check_real(delta, "delta")
+    _check_shape(grads.dim() == 3, "grads", "[m, L, d]", grads)
+    m, L, d = grads.shape
+    _check_shape(weights.dim() == 1 and weights.shape[0] == m, "weights", f"[{m}] (m of grads)", weights)
+    _check_shape(delta.dim() <= 2 and _broadcastable(delta, (L, d)), "delta", f"[{L}, {d}] (L, d of grads)", delta)
+    dev = grads.device
+    weights, delta = weights.to(dev), delta.to(dev).expand(L, d)
+    if resolve_backend(backend, grads, weights, delta, op="integrate_gradients") == "reference":
+        return reference.integrate_gradients(grads, weights, delta, reduce)
+    return torch.ops.aieg_fast.integrate_gradients.default(grads, weights, delta, reduce)
+
+
+def attention_gradient_product(
+    attn: Tensor,
+    grad: Optional[Tensor] = None,
+    weights: Optional[Tensor] = None,
+    reduce: str = "product_of_means",
+    *,
+    backend: str = "auto",
+) -> Tensor:
+    """Scaled attention α∇α / head-mean attention over a batch (see :func:`reference.attention_gradient_product`).
+
+    Args:
+        attn (Tensor[B, H, Q, K]): attention probabilities (``attn[:, :, -1:]`` for the last
+            query row is read through its strides, without a copy).
+        grad (Tensor[B, H, Q, K], optional): ∂F/∂attn; required unless ``reduce="attention"``
+            (then it is ignored).
+        weights (Tensor[B], optional): per-batch weights; default all ones.
+        reduce: "product_of_means", "mean_of_products" or "attention".
+        backend: "auto", "ext" or "reference".
+
+    Returns:
+        Tensor[Q, K], float32 (float64 for float64 attn).
+    """
+    _check_choice("reduce", reduce, reference.AGP_REDUCES)
+    _check_float(attn, "attn")
+    _check_shape(attn.dim() == 4, "attn", "[B, H, Q, K]", attn)
+    B = attn.shape[0]
+    dev = attn.device
+    if reduce == "attention":
+        grad = None
+    else:
+        if grad is None:
+            raise ValueError(f"grad is required for reduce={reduce!r}, got None")
+        _check_real(grad, "grad")
+        _check_shape(grad.shape == attn.shape, "grad", f"{list(attn.shape)} (like attn)", grad)
+        grad = grad.to(dev)
+    if weights is not None:
+        _check_real(weights, "weights")
+        _check_shape(weights.dim() == 1 and weights.shape[0] == B, "weights", f"[{B}] (B of attn)", weights)
+        weights = weights.to(dev)
+    if resolve_backend(backend, attn, grad, weights, op="attention_gradient_product") == "reference":
+        return reference.attention_gradient_product(attn, grad, weights, reduce)
+    return torch.ops.aieg_fast.attention_gradient_product.default(attn, grad, weights, reduce)
+
+
+def posnorm(
+    scores: Tensor,
+    valid_mask: Optional[Tensor] = None,
+    mode: str = "minmax",
+    *,
+    backend: str = "auto",
+) -> Tensor:
+    """PosNorm over the attributable positions of each row (see :func:`reference.posnorm`).
+
+    Args:
+        scores (Tensor[..., L]): token scores.
+        valid_mask (Tensor[..., L] of bool, optional): attributable positions, broadcastable to
+            ``scores``; default all.
+        mode: "minmax", "relu_max", "abs_sum" or "none".
+        backend: "auto", "ext" or "reference".
+
+    Returns:
+        Tensor[..., L], float32 (float64 for float64 scores). For L = 0 both backends return the
+        empty result (``reference.posnorm`` itself raises IndexError there for "minmax" and
+        "relu_max").
+    """
+    _check_choice("mode", mode, reference.POSNORM_MODES)
+    _check_float(scores, "scores")
+    _check_shape(scores.dim() >= 1, "scores", "[..., L]", scores)
+    if valid_mask is not None:
+        _check_tensor(valid_mask, "valid_mask")
+        _check_shape(_broadcastable(valid_mask, scores.shape), "valid_mask",
+                     f"broadcastable to {list(scores.shape)} (scores)", valid_mask)
+        valid_mask = valid_mask.to(scores.device)
+    if resolve_backend(backend, scores, valid_mask, op="posnorm") == "reference":
+        if scores.shape[-1] == 0:
+            return scores.new_zeros(scores.shape, dtype=_acc(scores))
+        return reference.posnorm(scores, valid_mask, mode)
+    return torch.ops.aieg_fast.posnorm.default(scores, valid_mask, mode)
+
+
+# --------------------------------------------------------------------------------------------
+# Fake (meta) kernels: output metadata only, for torch.compile / export / opcheck
+# --------------------------------------------------------------------------------------------
+if HAS_EXT:
+
+    @torch.library.register_fake("aieg_fast::interpolate_path")
+    def _interpolate_path_fake(input_embeds, baseline_embeds, alphas, fixed_mask=None):
+        torch._check(input_embeds.dim() == 2, lambda: "input_embeds should be [L, d]")
+        torch._check(alphas.dim() == 1, lambda: "alphas should be [m]")
+        L, d = input_embeds.shape
+        return input_embeds.new_empty((alphas.shape[0], L, d))
+
+    @torch.library.register_fake("aieg_fast::adaptive_alphas")
+    def _adaptive_alphas_fake(pilot_logits, n_steps, alloc="abs", idg_compat_quirk=False):
+        torch._check(n_steps >= 2, lambda: f"n_steps must be >= 2, got {n_steps}")
+        acc = _acc(pilot_logits)
+        return pilot_logits.new_empty((n_steps,), dtype=acc), pilot_logits.new_empty((n_steps,), dtype=acc)
+
+    @torch.library.register_fake("aieg_fast::emphasis_factors")
+    def _emphasis_factors_fake(path_logits, alphas, widths, mode="fd", sign="abs", norm="l1"):
+        return path_logits.new_empty((path_logits.numel(),), dtype=_acc(path_logits))
+
+    @torch.library.register_fake("aieg_fast::integrate_gradients")
+    def _integrate_gradients_fake(grads, weights, delta, reduce="sum"):
+        torch._check(grads.dim() == 3, lambda: "grads should be [m, L, d]")
+        _, L, d = grads.shape
+        return grads.new_empty((L,) if reduce == "sum" else (L, d), dtype=_acc(grads))
+
+    @torch.library.register_fake("aieg_fast::attention_gradient_product")
+    def _attention_gradient_product_fake(attn, grad=None, weights=None, reduce="product_of_means"):
+        torch._check(attn.dim() == 4, lambda: "attn should be [B, H, Q, K]")
+        return attn.new_empty((attn.shape[2], attn.shape[3]), dtype=_acc(attn))
+
+    @torch.library.register_fake("aieg_fast::posnorm")
+    def _posnorm_fake(scores, valid_mask=None, mode="minmax"):
+        return scores.new_empty(scores.shape, dtype=_acc(scores))

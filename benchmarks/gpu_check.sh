@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# GPU check of the aieg_fast kernels, prepared for a CUDA machine (H200: python3 with torch
+# 2.11+cu130, pytest, hypothesis, ninja, nvcc 13.0; nothing is installed by this script).
+#
+#   bash benchmarks/gpu_check.sh            # from anywhere; logs to $OUT (if set) or ./gpu_check_logs
+#
+# Steps (each under its own timeout, about 8 minutes in all):
+#   1. environment      nvidia-smi, torch / CUDA versions
+#   2. build            AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 python3 setup.py build_ext --inplace
+#   3. tests            pytest tests/test_ops.py (CPU and CUDA parametrisations; CUDA ones are marked `cuda`)
+#   4. bench            benchmarks/bench_ops.py --device cuda (ext vs reference per op)
+#   5. d2d copy         device-to-device copy bandwidth of the card, for comparison with the bench GB/s
+# A failed step does not stop the later ones that can still run; the exit status is non-zero if
+# any step failed. A short summary table is printed last.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+LOG=${OUT:-$ROOT/gpu_check_logs}
+mkdir -p "$LOG"
+PY=${PYTHON:-python3}
+ARCH=${TORCH_CUDA_ARCH_LIST:-9.0}
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+T0=$(date +%s)
+
+declare -a SUMMARY=()
+FAILED=0
+
+# run_step NAME TIMEOUT_S CMD... : runs CMD with a timeout, logs to $LOG/NAME.log, records the result.
+run_step() {
+  local name=$1 limit=$2 start rc
+  shift 2
+  start=$(date +%s)
+  echo "== $name (timeout ${limit}s): $*" | tee -a "$LOG/summary.txt"
+  set +e
+  timeout --kill-after=15 "$limit" "$@" >"$LOG/$name.log" 2>&1
+  rc=$?
+  set -e
+  tail -n 25 "$LOG/$name.log"
+  if [ "$rc" -ne 0 ]; then
+    FAILED=1
+    if [ "$rc" -eq 124 ]; then echo "!! $name timed out after ${limit}s"; fi
+  fi
+  SUMMARY+=("$(printf '%-12s rc=%-4s %5ss' "$name" "$rc" "$(($(date +%s) - start))")")
+  return 0
+}
+
+last_rc() { [[ ${SUMMARY[-1]} =~ rc=0[[:space:]] ]]; }
+
+# 1. environment
+run_step env 60 bash -c "nvidia-smi || true; nvcc --version || true; $PY -c '
+import sys, torch
+print(\"python\", sys.version.split()[0], \"torch\", torch.__version__, \"cuda\", torch.version.cuda)
+print(\"device\", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+print(\"cpu threads\", torch.get_num_threads())
+'"
+
+# 2. build (in place, CUDA for sm_90 only)
+rm -f "$ROOT"/aieg_fast/_C*.so
+run_step build 240 env AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST="$ARCH" MAX_JOBS="${MAX_JOBS:-16}" \
+  "$PY" setup.py build_ext --inplace
+BUILD_OK=0
+if last_rc; then
+  run_step load 60 "$PY" -c "
+from aieg_fast import _ext
+info = _ext.build_info()
+print(info)
+assert _ext.HAS_EXT, info['ext_error']
+assert _ext.WITH_CUDA, 'built without CUDA'
+missing = {'interpolate_path', 'adaptive_alphas', 'emphasis_factors', 'integrate_gradients',
+           'attention_gradient_product', 'posnorm'} - set(info['cuda_ops'])
+assert not missing, f'no CUDA kernel for {sorted(missing)}'
+"
+  last_rc && BUILD_OK=1
+fi
+
+# 3. tests (CPU and CUDA parametrisations of the op tests; -rs lists the skip reasons)
+if [ "$BUILD_OK" -eq 1 ]; then
+  run_step tests 150 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_ops.py
+  run_step tests_cuda 90 "$PY" -m pytest -q -rs -p no:cacheprovider -m cuda tests/test_ops.py
+else
+  echo "!! skipping tests and bench: the extension did not build/load (see $LOG/build.log)"
+fi
+
+# 4. benchmark on CUDA
+if [ "$BUILD_OK" -eq 1 ]; then
+  run_step bench 120 "$PY" benchmarks/bench_ops.py --device cuda --dtypes float32,bfloat16 \
+    --min-run-time 0.05 --max-gb 40
+fi
+
+# 5. device-to-device copy bandwidth (read + write bytes / time), with CUDA events
+run_step d2d_copy 60 "$PY" -c "
+import torch
+n = 1 << 30  # 1 GiB
+x = torch.empty(n, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+torch.cuda.synchronize()
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+reps = 20
+start.record()
+for _ in range(reps): y.copy_(x)
+end.record(); torch.cuda.synchronize()
+t = start.elapsed_time(end) / 1e3 / reps
+print(f'd2d copy 1 GiB: {t * 1e3:.3f} ms, {2 * n / t / 1e9:.1f} GB/s (read + write)')
+"
+
+# Summary
+{
+  echo
+  echo "==================== gpu_check summary ($(($(date +%s) - T0))s, logs in $LOG) ===================="
+  printf '%s\n' "${SUMMARY[@]}"
+  [ -f "$LOG/tests.log" ] && echo "tests:      $(grep -E '(passed|failed|error)' "$LOG/tests.log" | tail -n 1)"
+  [ -f "$LOG/tests_cuda.log" ] && echo "tests_cuda: $(grep -E '(passed|failed|error|deselected)' "$LOG/tests_cuda.log" | tail -n 1)"
+  grep -h 'd2d copy' "$LOG/d2d_copy.log" 2>/dev/null || true
+  if [ -f "$LOG/bench.log" ]; then
+    grep -h '^# cuda' "$LOG/bench.log" || true
+    echo "| op | device | dtype | shape | ext ms | ref ms | ext GB/s | ref GB/s | ref/ext |"
+    grep -h '| cuda |' "$LOG/bench.log" || true
+  fi
+  echo "overall: $([ "$FAILED" -eq 0 ] && echo OK || echo FAILED)"
+} | tee -a "$LOG/summary.txt"
+exit "$FAILED"
