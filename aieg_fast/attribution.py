@@ -566,6 +566,22 @@ class Explainer:
                 pred = self.adapter.full_logits(hidden.detach()).argmax(-1)
             batch.targets = torch.where(missing, pred, batch.targets)
 
+    def _run_method(self, method, batch, n_steps, internal_batch_size, max_memory, target_fn, backend, used, timing, progress, options):
+        """Call the registered method ``method`` on ``batch`` (the one place methods are invoked)."""
+        return METHODS[method](
+            self,
+            batch,
+            n_steps=n_steps,
+            internal_batch_size=internal_batch_size,
+            max_memory=max_memory,
+            target_fn=target_fn,
+            backend=backend,
+            used=used,
+            timing=timing,
+            progress=progress,
+            **options,
+        )
+
     # ------------------------------------------------------------------ public API
     def attribute(
         self,
@@ -629,29 +645,12 @@ class Explainer:
         encoded = [self.encode(t, template) for t in texts]
         tinfo = [self.resolve_target(t) for t in targets]
         batch = self._batch(encoded, [ti["id"] for ti in tinfo], padding_side)
-        fn = METHODS[method]
         _check_options(method, options, method_options(method))
         used: Dict[str, str] = {}
         timing: Dict[str, float] = {}
-        bar = None
+        bar = _progress_bar(progress, method)
         try:
-            if progress:
-                from tqdm.auto import tqdm
-
-                bar = tqdm(desc=method, unit="pt", leave=False)
-            out = fn(
-                self,
-                batch,
-                n_steps=n_steps,
-                internal_batch_size=internal_batch_size,
-                max_memory=max_memory,
-                target_fn=target_fn,
-                backend=backend,
-                used=used,
-                timing=timing,
-                progress=bar,
-                **options,
-            )
+            out = self._run_method(method, batch, n_steps, internal_batch_size, max_memory, target_fn, backend, used, timing, bar, options)
         finally:
             if bar is not None:
                 bar.close()
@@ -715,6 +714,15 @@ class Explainer:
             ref = self._reference_forward(batch, "logit")
         p = ref["probs"][0, tids]
         return (p / p.sum()).tolist()
+
+
+def _progress_bar(enabled: bool, desc: str):
+    """A tqdm progress bar over path points, or None."""
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(desc=desc, unit="pt", leave=False)
 
 
 def _reduce_tokens(x: Tensor, reduce: str) -> Tensor:

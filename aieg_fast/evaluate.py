@@ -87,20 +87,16 @@ def load_dataset(name: str, data_dir=None) -> List[Tuple[str, int]]:
             f"dataset {name!r} needs {DATASETS[name]} in {folder}, which is missing; pass --data-dir DIR "
             f"(or set AIEG_FAST_DATA) to the folder holding the evaluation data, or use --dataset sst2-sample"
         )
+    if path.suffix != ".jsonl":
+        from .samples import read_sst2_tsv
+
+        return read_sst2_tsv(path)
     rows = []
     with open(path, encoding="utf-8") as fh:
-        if path.suffix == ".jsonl":
-            for line in fh:
-                if line.strip():
-                    r = json.loads(line)
-                    rows.append((r["text"], int(r["label"])))
-        else:
-            next(fh)
-            for line in fh:
-                line = line.rstrip("\n")
-                if line:
-                    s, l = line.rsplit("\t", 1)
-                    rows.append((s, int(l)))
+        for line in fh:
+            if line.strip():
+                r = json.loads(line)
+                rows.append((r["text"], int(r["label"])))
     return rows
 
 

@@ -48,6 +48,7 @@ from .attribution import (
     _check_options,
     _choice,
     _model_prepared,
+    _progress_bar,
     _reduce_tokens,
     list_methods,
     method_options,
@@ -382,12 +383,8 @@ def attribute_generation(
     encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
     full_ids, full_fixed = encoded[-1]
     used: Dict[str, str] = {}
-    bar = None
+    bar = _progress_bar(progress, f"{method} ({T} steps)")
     try:
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(desc=f"{method} ({T} steps)", unit="pt", leave=False)
         if shared and (method in _SHARED or method in _SHARED_PILOT):
             seq = ex._batch([(full_ids, full_fixed)], [None], "right")
             q = torch.arange(Lp - 1, Lp - 1 + T, device=ex.device)
@@ -412,19 +409,7 @@ def attribute_generation(
                 t = time.perf_counter()
                 batch.pilot_logits = _shared_pilot(ex, seq, q, y, target_fn=target_fn, backend=backend, used=used, n_pilot=n_pilot, chunk=chunk, progress=bar)
                 timing["shared_pilot"] = time.perf_counter() - t
-            out = METHODS[method](
-                ex,
-                batch,
-                n_steps=n_steps,
-                internal_batch_size=internal_batch_size,
-                max_memory=max_memory,
-                target_fn=target_fn,
-                backend=backend,
-                used=used,
-                timing=timing,
-                progress=bar,
-                **options,
-            )
+            out = ex._run_method(method, batch, n_steps, internal_batch_size, max_memory, target_fn, backend, used, timing, bar, options)
     finally:
         if bar is not None:
             bar.close()

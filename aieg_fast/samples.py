@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Tuple
 
-__all__ = ["sst2_sample", "SENTIMENT_TEMPLATE", "SENTIMENT_LABELS"]
+__all__ = ["sst2_sample", "read_sst2_tsv", "SENTIMENT_TEMPLATE", "SENTIMENT_LABELS"]
 
 _DIR = Path(__file__).with_name("data")
 
@@ -14,10 +14,13 @@ SENTIMENT_TEMPLATE = "Review: {text}\nIs this review positive or negative? Answe
 SENTIMENT_LABELS = (" negative", " positive")
 
 
-def sst2_sample() -> List[Tuple[str, int]]:
-    """The 24 SST-2 dev sentences shipped with the package, as (sentence, label) pairs."""
+def read_sst2_tsv(path) -> List[Tuple[str, int]]:
+    """(sentence, label) pairs of a GLUE-style ``sentence<TAB>label`` file with a header line.
+
+    The files are unquoted, so each line is split on its last TAB.
+    """
     rows = []
-    with open(_DIR / "sst2_dev_sample.tsv", encoding="utf-8") as fh:
+    with open(path, encoding="utf-8") as fh:
         next(fh)
         for line in fh:
             line = line.rstrip("\n")
@@ -25,3 +28,8 @@ def sst2_sample() -> List[Tuple[str, int]]:
                 s, l = line.rsplit("\t", 1)
                 rows.append((s, int(l)))
     return rows
+
+
+def sst2_sample() -> List[Tuple[str, int]]:
+    """The 24 SST-2 dev sentences shipped with the package, as (sentence, label) pairs."""
+    return read_sst2_tsv(_DIR / "sst2_dev_sample.tsv")
