@@ -37,6 +37,8 @@ from aieg_fast.samples import sst2_sample
 
 PROMPT_TOKENS = 64
 NEW_TOKENS = 16
+#: options that match the peer's settings (Inseq's integrated_gradients uses Gauss-Legendre points)
+METHOD_OPTIONS = {"integrated_gradients": {"integration": "gausslegendre"}}
 
 
 def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -80,8 +82,8 @@ def run_inseq(model, tok, prompt, gen_text, method, n_steps, ibs):
 
     m = inseq.load_model(model, method, tokenizer=tok)
     kw = dict(generated_texts=prompt + gen_text, attributed_fn="logit", show_progress=False, skip_special_tokens=False)
-    if method == "integrated_gradients":
-        kw.update(n_steps=n_steps, internal_batch_size=ibs, method="riemann_trapezoid")
+    if method == "integrated_gradients":  # Inseq's (Captum's) default rule, Gauss-Legendre, as ours below
+        kw.update(n_steps=n_steps, internal_batch_size=ibs)
     out = m.attribute(prompt, **kw)
     a = out.sequence_attributions[0].target_attributions  # [L_total, T, (d)]
     if a.dim() == 3:
@@ -132,11 +134,12 @@ def main(argv=None):
             continue
         ns = args.n_steps
         ibs = args.internal_batch_size
-        sh = timed(lambda: ex.attribute_generation(prompt, generated_text=gen_ids, method=method, n_steps=ns, internal_batch_size=ibs), args.runs)
+        opts = METHOD_OPTIONS.get(method, {})
+        sh = timed(lambda: ex.attribute_generation(prompt, generated_text=gen_ids, method=method, n_steps=ns, internal_batch_size=ibs, **opts), args.runs)
         ours = sh[3].scores[:, :Lp]
         line = {"method": method, "shared": sh[0], "shared_range": (sh[1], sh[2])}
         if not args.no_per_step:
-            ps = timed(lambda: per_step(ex, prompt, gen_ids, method, ns, ibs, {}), args.runs)
+            ps = timed(lambda: per_step(ex, prompt, gen_ids, method, ns, ibs, opts), args.runs)
             line["per_step"] = ps[0]
             mask = torch.isfinite(ours)
             line["max_abs_diff_per_step"] = float((ours[mask] - ps[3][mask]).abs().max())
