@@ -37,8 +37,9 @@ from aieg_fast.samples import sst2_sample
 
 PROMPT_TOKENS = 64
 NEW_TOKENS = 16
-#: options that match the peer's settings (Inseq's integrated_gradients uses Gauss-Legendre points)
-METHOD_OPTIONS = {"integrated_gradients": {"integration": "gausslegendre"}}
+#: options that match Inseq's settings: its integrated_gradients uses Gauss-Legendre points and
+#: interpolates the whole prefix, generated tokens included (its baseline is set to our reference token)
+METHOD_OPTIONS = {"integrated_gradients": {"integration": "gausslegendre", "interpolate_generated": True}}
 
 
 def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -65,10 +66,12 @@ def make_prompt(ex) -> str:
 
 def per_step(ex, prompt, gen_ids, method, n_steps, ibs, options):
     """Our own loop: the method on each prefix alone (batch of one)."""
+    options = dict(options)
+    interp = options.pop("interpolate_generated", False)
     prompt_ids, prompt_fixed = ex.encode(prompt)
     rows = []
     for t, y in enumerate(gen_ids):
-        batch = ex._batch([(prompt_ids + gen_ids[:t], prompt_fixed + [True] * t)], [y])
+        batch = ex._batch([(prompt_ids + gen_ids[:t], prompt_fixed + [not interp] * t)], [y])
         out = METHODS[method](
             ex, batch, n_steps=n_steps, internal_batch_size=ibs, max_memory=None, target_fn="logit",
             backend="auto", used={}, timing={}, progress=None, **options,
@@ -77,9 +80,14 @@ def per_step(ex, prompt, gen_ids, method, n_steps, ibs, options):
     return torch.stack(rows)
 
 
-def run_inseq(model, tok, prompt, gen_text, method, n_steps, ibs):
+def run_inseq(model, tok, prompt, gen_text, method, n_steps, ibs, ref_token_id):
     import inseq
 
+    from bench_peers import _copy_tokenizer
+
+    if tok.unk_token_id != ref_token_id:  # Inseq's IG baseline is the UNK token: make it our reference token
+        tok = _copy_tokenizer(tok)
+        tok.unk_token = tok.convert_ids_to_tokens(ref_token_id)
     m = inseq.load_model(model, method, tokenizer=tok)
     kw = dict(generated_texts=prompt + gen_text, attributed_fn="logit", show_progress=False, skip_special_tokens=False)
     if method == "integrated_gradients":  # Inseq's (Captum's) default rule, Gauss-Legendre, as ours below
@@ -148,7 +156,7 @@ def main(argv=None):
             if method == "attention":
                 model.set_attn_implementation("eager")
             try:
-                iq = timed(lambda: run_inseq(model, ex.tokenizer, prompt, gen_text, method, ns, ibs), args.runs)
+                iq = timed(lambda: run_inseq(model, ex.tokenizer, prompt, gen_text, method, ns, ibs, ex.ref_token_id), args.runs)
             finally:
                 if method == "attention":
                     model.set_attn_implementation("sdpa")
