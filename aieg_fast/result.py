@@ -194,7 +194,9 @@ class Attribution:
         else:
             labels = [t for t, a in zip(self.tokens, self.attributable) if a]
             vals = [float(s) for s, a in zip(self.scores, self.attributable) if a]
-            labels, vals = labels, vals
+        # a whitespace-only word (e.g. a trailing space token) has nothing to show
+        shown = [(lab, v) for lab, v in zip(labels, vals) if lab.strip()]
+        labels, vals = [lab for lab, _ in shown], [v for _, v in shown]
         finite = [abs(v) for v in vals if not math.isnan(v)]
         vmax = max(finite) if finite else 0.0
         tgt = self.target.get("text", self.target.get("id"))
