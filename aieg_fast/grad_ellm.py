@@ -344,19 +344,9 @@ def grad_ellm(
         ValueError: an unknown option value, n_layers out of range, per-head λ with post_o,
             post_o with query width ≠ hidden size.
     """
-    p = _resolve(ex, preset, n_layers, lambda_mode, grad_source, kv_expansion, relu, rope)
+    p, layers, use_rope = _settings(ex, preset, n_layers, lambda_mode, grad_source, kv_expansion, relu, rope)
     ad = ex.adapter
-    N = ad.n_layers
-    layers = list(range(N - p["n_layers"], N))
     H, Hkv = ad.n_heads, ad.n_kv_heads
-    attn0 = ad.attn_modules[layers[0]]
-    head_dim = int(attn0.head_dim)
-    if p["grad_source"] == "post_o" and H * head_dim != ad.hidden_size:
-        raise ValueError(
-            f"grad_source='post_o' pairs hidden-size gradient channels with value channels; this model has "
-            f"query width {H * head_dim} != hidden size {ad.hidden_size}; use grad_source='pre_o'"
-        )
-    use_rope = p["rope"] and ad.model_type != "gpt2"
     B, L = batch.ids.shape
     dev = batch.ids.device
     rows = torch.arange(B, device=dev)
@@ -439,6 +429,21 @@ def _score(ad, p, layers, q, k, v, pe, g_rows, src, li, valid, use_rope):
     return total, per_layer
 
 
+def _settings(ex, preset, n_layers, lambda_mode, grad_source, kv_expansion, relu, rope):
+    """Resolved options, the 0-based top layers, and whether RoPE is applied; checks post_o."""
+    p = _resolve(ex, preset, n_layers, lambda_mode, grad_source, kv_expansion, relu, rope)
+    ad = ex.adapter
+    N = ad.n_layers
+    layers = list(range(N - p["n_layers"], N))
+    head_dim = int(ad.attn_modules[layers[0]].head_dim)
+    if p["grad_source"] == "post_o" and ad.n_heads * head_dim != ad.hidden_size:
+        raise ValueError(
+            f"grad_source='post_o' pairs hidden-size gradient channels with value channels; this model has "
+            f"query width {ad.n_heads * head_dim} != hidden size {ad.hidden_size}; use grad_source='pre_o'"
+        )
+    return p, layers, p["rope"] and ad.model_type != "gpt2"
+
+
 def grad_ellm_shared(ex, seq, qpos: Tensor, y: Tensor, *, target_fn, progress=None, preset="paper_v1", n_layers=None,
                      lambda_mode=None, grad_source=None, kv_expansion=None, relu=None, rope=None, **_):
     """Grad-ELLM of every generation step from ONE forward over the whole sequence.
@@ -451,17 +456,8 @@ def grad_ellm_shared(ex, seq, qpos: Tensor, y: Tensor, *, target_fn, progress=No
     """
     from .generation import _rows_vjp
 
-    p = _resolve(ex, preset, n_layers, lambda_mode, grad_source, kv_expansion, relu, rope)
+    p, layers, use_rope = _settings(ex, preset, n_layers, lambda_mode, grad_source, kv_expansion, relu, rope)
     ad = ex.adapter
-    N = ad.n_layers
-    layers = list(range(N - p["n_layers"], N))
-    head_dim = int(ad.attn_modules[layers[0]].head_dim)
-    if p["grad_source"] == "post_o" and ad.n_heads * head_dim != ad.hidden_size:
-        raise ValueError(
-            f"grad_source='post_o' pairs hidden-size gradient channels with value channels; this model has "
-            f"query width {ad.n_heads * head_dim} != hidden size {ad.hidden_size}; use grad_source='pre_o'"
-        )
-    use_rope = p["rope"] and ad.model_type != "gpt2"
     T = qpos.numel()
     L = seq.ids.shape[1]
     dev = seq.ids.device

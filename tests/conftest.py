@@ -75,6 +75,14 @@ def make_tiny_llama(seed: int = 0):
     return model, tok
 
 
+def model_state(ex):
+    """What an attribution call must leave unchanged: requires_grad flags, training mode,
+    attention implementation and the number of hooks on the model."""
+    m = ex.model
+    hooks = sum(len(mod._forward_hooks) + len(mod._forward_pre_hooks) for mod in m.modules())
+    return ([p.requires_grad for p in m.parameters()], m.training, m.config._attn_implementation, hooks)
+
+
 @pytest.fixture(scope="session")
 def tiny_gpt2():
     import aieg_fast

@@ -9,21 +9,12 @@ import pytest
 import torch
 
 import aieg_fast
+from conftest import model_state as _model_state
 
 PROMPT = "the movie is good"
 CONT = " and the actors are great"  # teacher-forced continuation; tokenizes cleanly on both tiny tokenizers
 N_STEPS = 6
 
-
-def _model_state(ex):
-    m = ex.model
-    hooks = sum(len(mod._forward_hooks) + len(mod._forward_pre_hooks) for mod in m.modules())
-    return (
-        [p.requires_grad for p in m.parameters()],
-        m.training,
-        m.config._attn_implementation,
-        hooks,
-    )
 
 
 def _cont_ids(ex, text=CONT):

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import aieg_fast
+from conftest import model_state as _model_state
 from aieg_fast import grad_ellm as GE
 
 TEXT = "the movie is good and the actors are great"
@@ -15,11 +16,6 @@ PROMPT = "the movie is good"
 CONT = " and the actors are great"
 PRESETS = ["paper_v1", "corrected"]
 
-
-def _model_state(ex):
-    m = ex.model
-    hooks = sum(len(mod._forward_hooks) + len(mod._forward_pre_hooks) for mod in m.modules())
-    return ([p.requires_grad for p in m.parameters()], m.training, m.config._attn_implementation, hooks)
 
 
 def _no_param_grads(ex):

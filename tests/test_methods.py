@@ -8,21 +8,12 @@ import pytest
 import torch
 
 import aieg_fast
+from conftest import model_state as _model_state
 from aieg_fast import reference as R
 
 TEXT = "the movie is good and the actors are great"
 SHORT = "the film was bad"
 
-
-def _model_state(ex):
-    m = ex.model
-    hooks = sum(len(mod._forward_hooks) + len(mod._forward_pre_hooks) for mod in m.modules())
-    return (
-        [p.requires_grad for p in m.parameters()],
-        m.training,
-        m.config._attn_implementation,
-        hooks,
-    )
 
 
 # ------------------------------------------------------------------------------------------
