@@ -123,7 +123,8 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         dtype: parameter dtype (default float32).
 
     Raises:
-        ValueError: a model object without a tokenizer, or an unsupported architecture.
+        ValueError: a model object without a tokenizer, an unsupported architecture, or a name
+            that is neither a local model directory nor loadable from the hub.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
@@ -135,7 +136,14 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         return m, tok, name
     if isinstance(model, (str, Path)):
         name = str(model)
-        config = AutoConfig.from_pretrained(name)
+        try:
+            config = AutoConfig.from_pretrained(name)
+        except (OSError, ValueError) as err:
+            where = "a local directory without a loadable config" if Path(name).is_dir() else "not a local directory"
+            raise ValueError(
+                f"model must be a hub id or a local model directory; {name!r} is {where} and could not "
+                f"be loaded from the hub ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+            ) from err
         _check_architecture(config)
         archs = list(getattr(config, "architectures", None) or [])
         cls = AutoModelForSequenceClassification if any("SequenceClassification" in a for a in archs) else AutoModelForCausalLM

@@ -396,3 +396,8 @@ def test_works_without_extension(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_missing_model_path(tmp_path):
+    with pytest.raises(ValueError, match=r"hub id or a local model directory; .* is a local directory without a loadable config"):
+        aieg_fast.load_model(str(tmp_path))
