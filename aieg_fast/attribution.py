@@ -635,6 +635,10 @@ class Explainer:
         _choice("backend", backend, ("auto", "ext", "reference"))
         _choice("padding_side", padding_side, ("left", "right"))
         single = isinstance(text, str)
+        if not single and not (isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text)):
+            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__}")
+        if template is not None and not isinstance(template, str):
+            raise TypeError(f"template must be a str with '{{text}}' or None, got {type(template).__name__}")
         texts = [text] if single else list(text)
         if not texts:
             raise ValueError("text is an empty list")
@@ -680,7 +684,7 @@ class Explainer:
                     target=tgt,
                     options=dict(out.get("options", {}), n_steps=n_steps, target_fn=target_fn, template=template),
                     model=self.name,
-                    backend=dict(used) or {"all": "reference"},
+                    backend=dict(used),
                     timing=dict(timing),
                     attributable=[not f for f in fixed],
                     raw_tokens=self.tokenizer.convert_ids_to_tokens(ids),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import List, Optional
 
@@ -38,6 +39,10 @@ def cmd_explain(args) -> int:
             print("error: TEXT is required (or use --task sentiment to explain a shipped SST-2 sentence)", file=sys.stderr)
             return 2
         text = sst2_sample()[0][0]
+    for flag, path in (("--json", args.json), ("--html", args.html)):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            print(f"error: {flag} {path!r}: the folder {os.path.dirname(os.path.abspath(path))!r} does not exist", file=sys.stderr)
+            return 2
     ex = _load(args.model)
     options = dict(args.option or [])
     template = args.template
@@ -81,7 +86,7 @@ def cmd_explain(args) -> int:
             **options,
         )
     res.show(words=not args.tokens)
-    print(f"backend: {res.backend}   time: {res.timing.get('total', 0):.2f} s")
+    print(f"backend: {res.backend or 'no kernel op used'}   time: {res.timing.get('total', 0):.2f} s")
     if args.json:
         res.save(args.json)
         print(f"wrote {args.json}")
@@ -191,7 +196,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (ValueError, TypeError, RuntimeError) as err:
+    except (ValueError, TypeError, RuntimeError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -463,7 +463,7 @@ def attribute_generation(
             shared=bool(shared),
         ),
         model=ex.name,
-        backend=dict(used) or {"all": "reference"},
+        backend=dict(used),
         timing=timing,
         attributable=col_attributed,
         raw_tokens=ex.tokenizer.convert_ids_to_tokens(ids),

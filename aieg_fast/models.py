@@ -155,6 +155,10 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         else:
             tok = tokenizer
         return m, tok, name
+    if not hasattr(model, "config") or not hasattr(model, "get_input_embeddings"):
+        raise TypeError(
+            f"model must be None, a hub id or local directory (str or Path), or a transformers model, got {type(model).__name__}"
+        )
     if tokenizer is None:
         raise ValueError(f"tokenizer is required when model is a model object, got model={type(model).__name__} and tokenizer=None")
     tok = AutoTokenizer.from_pretrained(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer

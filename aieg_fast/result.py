@@ -99,7 +99,8 @@ class Attribution:
         target (dict): ``{"kind": "token"|"class", "id": int, "text": str, ...}``.
         options (dict): every option the method ran with (defaults filled in).
         model (str): model name or path.
-        backend (dict): op name → ``"ext"`` or ``"reference"`` for every op used.
+        backend (dict): op name → ``"ext"`` or ``"reference"`` for every kernel op used (empty
+            when the method uses none).
         timing (dict): seconds per phase and ``total``.
         attributable (List[bool]): positions that were attributed (not held fixed).
         raw_tokens (List[str]): raw token strings (with ``Ġ``/``▁`` markers) for word grouping.

@@ -401,3 +401,24 @@ def test_works_without_extension(tmp_path):
 def test_missing_model_path(tmp_path):
     with pytest.raises(ValueError, match=r"hub id or a local model directory; .* is a local directory without a loadable config"):
         aieg_fast.load_model(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda ex: ex.attribute(123), r"text must be a str or a list of str, got int"),
+        (lambda ex: ex.attribute(b"hello"), r"text must be a str or a list of str, got bytes"),
+        (lambda ex: ex.attribute(TEXT, template=5), r"template must be a str .* got int"),
+        (lambda ex: ex.attribute(TEXT, target=3.5), r"target must be a token string, a token id or None, got float"),
+    ],
+)
+def test_wrong_types(tiny_gpt2, call, match):
+    before = _model_state(tiny_gpt2)
+    with pytest.raises(TypeError, match=match):
+        call(tiny_gpt2)
+    assert _model_state(tiny_gpt2) == before
+
+
+def test_load_model_wrong_type():
+    with pytest.raises(TypeError, match=r"model must be None, a hub id or local directory .* got int"):
+        aieg_fast.load_model(123)
