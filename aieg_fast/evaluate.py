@@ -225,7 +225,11 @@ def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[
         f"prob_space = {config['prob_space']}.",
         "",
         "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better. "
-        f"`*` / `**`: paired test against {REFERENCE_METHOD} p < 0.05 / p < 0.01 ({', '.join(tests) or 'no test'}).",
+        + (
+            f"`*` / `**`: paired test against {REFERENCE_METHOD} p < 0.05 / p < 0.01 ({', '.join(tests) or 'no test'})."
+            if REFERENCE_METHOD in methods
+            else f"No paired tests: {REFERENCE_METHOD} is not among the methods."
+        ),
         "",
         "| method | " + " | ".join(f"{m} {'↑' if METRICS[m] == 'higher' else '↓'}" for m in metrics) + " |",
         "|---|" + "---|" * len(metrics),
@@ -242,9 +246,10 @@ def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[
                 star = "**" if r["p_vs_ig"] < 0.01 else ("*" if r["p_vs_ig"] < 0.05 else "")
             cells.append(f"{_fmt(r['mean'])}{star} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    lines += ["", f"p-values of the paired test against {REFERENCE_METHOD}:", "",
-              "| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
-    for m in methods:
+    if REFERENCE_METHOD in methods:
+        lines += ["", f"p-values of the paired test against {REFERENCE_METHOD}:", "",
+                  "| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    for m in methods if REFERENCE_METHOD in methods else []:
         if m == REFERENCE_METHOD:
             continue
         lines.append(f"| {m} | " + " | ".join(_fmt(by[(m, k)]["p_vs_ig"]) if (m, k) in by else "–" for k in metrics) + " |")
