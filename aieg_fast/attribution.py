@@ -20,7 +20,6 @@ Methods (``list_methods()``):
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 import time
 from dataclasses import dataclass
@@ -49,6 +48,22 @@ FINAL_NORMS = ("none", "sum", "l2")
 def _choice(name: str, value, choices) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    """Raise ValueError unless ``value`` is an int (not bool) ≥ ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def _check_call(method: str, n_steps, target_fn: str, backend: str, options: Dict[str, Any]) -> None:
+    """The argument checks shared by ``attribute`` and ``attribute_generation``."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list_methods()}, got {method!r}")
+    _check_int("n_steps", n_steps, 2)
+    _choice("target_fn", target_fn, TARGET_FNS)
+    _choice("backend", backend, ("auto", "ext", "reference"))
+    _check_options(method, options, method_options(method))
 
 
 def parse_memory(value) -> int:
@@ -627,12 +642,7 @@ class Explainer:
             ValueError: empty text, too many tokens, unknown method, a target that is not a
                 single token, n_steps < 2, an unknown option. The model is left as it was.
         """
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {list_methods()}, got {method!r}")
-        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 2:
-            raise ValueError(f"n_steps must be an int >= 2, got {n_steps!r}")
-        _choice("target_fn", target_fn, TARGET_FNS)
-        _choice("backend", backend, ("auto", "ext", "reference"))
+        _check_call(method, n_steps, target_fn, backend, options)
         _choice("padding_side", padding_side, ("left", "right"))
         single = isinstance(text, str)
         if not single and not (isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text)):
@@ -649,7 +659,6 @@ class Explainer:
         encoded = [self.encode(t, template) for t in texts]
         tinfo = [self.resolve_target(t) for t in targets]
         batch = self._batch(encoded, [ti["id"] for ti in tinfo], padding_side)
-        _check_options(method, options, method_options(method))
         used: Dict[str, str] = {}
         timing: Dict[str, float] = {}
         bar = _progress_bar(progress, method)
@@ -937,8 +946,7 @@ def integrated_decision_gradients(
     _choice("alloc", alloc, ("abs", "idg_minmax"))
     _choice("token_reduction", token_reduction, TOKEN_REDUCTIONS)
     n_pilot = n_steps if n_pilot is None else n_pilot
-    if isinstance(n_pilot, bool) or not isinstance(n_pilot, int) or n_pilot < 2:
-        raise ValueError(f"n_pilot must be an int >= 2, got {n_pilot!r}")
+    _check_int("n_pilot", n_pilot, 2)
     with _model_prepared(ex.model):
         _ensure_targets(ex, batch, timing)
         chunk = ex._chunk_size(batch.ids.shape[1], internal_batch_size, max_memory)
@@ -1076,8 +1084,7 @@ def aieg(
     if attn_source == "path" and attn_layers == "rollout":
         raise ValueError("attn_source='path' does not support attn_layers='rollout'")
     n_pilot = n_steps if n_pilot is None else n_pilot
-    if isinstance(n_pilot, bool) or not isinstance(n_pilot, int) or n_pilot < 2:
-        raise ValueError(f"n_pilot must be an int >= 2, got {n_pilot!r}")
+    _check_int("n_pilot", n_pilot, 2)
     B, L = batch.ids.shape
     # eager attention (which keeps L×L probabilities per head for the backward) only around the
     # forwards that capture attention; the pilot and gradient passes use the model's own kernel

@@ -39,19 +39,16 @@ import torch
 from . import ops
 from .attribution import (
     INTEGRATION_RULES,
-    METHODS,
-    TARGET_FNS,
     TOKEN_REDUCTIONS,
     Explainer,
     _AttentionCapture,
+    _check_call,
+    _check_int,
     _attention_layers,
-    _check_options,
     _choice,
     _model_prepared,
     _progress_bar,
     _reduce_tokens,
-    list_methods,
-    method_options,
     quadrature,
 )
 from .result import Attribution
@@ -347,15 +344,8 @@ def attribute_generation(
     # ---- validation first: nothing below touches the model until everything is checked
     if ex.adapter.kind != "causal_lm":
         raise ValueError("attribute_generation needs a causal language model, not a classification head")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {list_methods()}, got {method!r}")
-    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 2:
-        raise ValueError(f"n_steps must be an int >= 2, got {n_steps!r}")
-    _choice("target_fn", target_fn, TARGET_FNS)
-    _choice("backend", backend, ("auto", "ext", "reference"))
-    _check_options(method, options, method_options(method))
+    _check_int("max_new_tokens", max_new_tokens, 1)
+    _check_call(method, n_steps, target_fn, backend, options)
     prompt_ids, prompt_fixed = ex.encode(prompt, template)
     Lp = len(prompt_ids)
     limit = ex.adapter.max_positions
@@ -404,8 +394,7 @@ def attribute_generation(
             batch = ex._batch(encoded, list(gen_ids), "right")
             if shared and method in _SHARED_PILOT and options.get("adaptive", True):
                 n_pilot = options.get("n_pilot") or n_steps
-                if isinstance(n_pilot, bool) or not isinstance(n_pilot, int) or n_pilot < 2:
-                    raise ValueError(f"n_pilot must be an int >= 2, got {n_pilot!r}")
+                _check_int("n_pilot", n_pilot, 2)
                 t = time.perf_counter()
                 batch.pilot_logits = _shared_pilot(ex, seq, q, y, target_fn=target_fn, backend=backend, used=used, n_pilot=n_pilot, chunk=chunk, progress=bar)
                 timing["shared_pilot"] = time.perf_counter() - t

@@ -231,6 +231,11 @@ class _Capture:
 
         return hook
 
+    def projections(self, layers):
+        """The captured q, k, v (per layer) and RoPE tables, as dicts keyed by layer."""
+        return ({l: self.q[l] for l in layers}, {l: self.k[l] for l in layers},
+                {l: self.v[l] for l in layers}, dict(self.pe))
+
     def close(self):
         for h in self.handles:
             h.remove()
@@ -346,7 +351,6 @@ def grad_ellm(
     """
     p, layers, use_rope = _settings(ex, preset, n_layers, lambda_mode, grad_source, kv_expansion, relu, rope)
     ad = ex.adapter
-    H, Hkv = ad.n_heads, ad.n_kv_heads
     B, L = batch.ids.shape
     dev = batch.ids.device
     rows = torch.arange(B, device=dev)
@@ -366,10 +370,7 @@ def grad_ellm(
                 F = ad.target_scores(h, batch.targets, target_fn).float()
                 As = [cap.A[l] for l in layers]
                 grads = torch.autograd.grad(F.sum(), As)
-            q = {l: cap.q[l] for l in layers}
-            k = {l: cap.k[l] for l in layers}
-            v = {l: cap.v[l] for l in layers}
-            pe = dict(cap.pe)
+            q, k, v, pe = cap.projections(layers)
         finally:
             cap.close()
             cap.A.clear()
@@ -470,10 +471,7 @@ def grad_ellm_shared(ex, seq, qpos: Tensor, y: Tensor, *, target_fn, progress=No
                 F = ad.target_scores(h, y, target_fn).float().view(1, T)
                 As = [cap.A[l] for l in layers]
                 grads = _rows_vjp(F, As, T)  # each [T, 1, L, D_A]
-            q = {l: cap.q[l] for l in layers}
-            k = {l: cap.k[l] for l in layers}
-            v = {l: cap.v[l] for l in layers}
-            pe = dict(cap.pe)
+            q, k, v, pe = cap.projections(layers)
         finally:
             cap.close()
             cap.A.clear()

@@ -12,7 +12,6 @@ Non-finite inputs have a defined result, documented per op (never silent garbage
 """
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import torch
