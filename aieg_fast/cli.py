@@ -21,6 +21,13 @@ def _parse_option(s: str):
     return k, val
 
 
+def _parse_fractions(s: str):
+    try:
+        return [float(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated fractions, got {s!r}") from None
+
+
 def _load(model: Optional[str]):
     from .attribution import load_model
 
@@ -129,12 +136,31 @@ def cmd_evaluate(args) -> int:
             model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, max_tokens=args.max_tokens,
             out_dir=args.out, seed=args.seed, topk=args.topk, n_steps=args.n_steps, n_samples=args.n_samples,
             prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
+            topk_sweep=args.topk_sweep, start=args.start, metrics=args.metrics, **({"pis": args.pis} if args.pis else {}),
         )
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(res["summary_md"])
     print(f"computed {res['computed']} example(s), {res['skipped']} already done; results in {res['out_dir']}")
+    return 0
+
+
+def cmd_train_nano(args) -> int:
+    from .nano import train_nano
+
+    try:
+        res = train_nano(args.train_file, args.dev_file, data_dir=args.data_dir, out_dir=args.out, epochs=args.epochs,
+                         batch_size=args.batch_size, lr=args.lr, max_train=args.max_train, seed=args.seed,
+                         progress=not args.no_progress)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for h in res["history"]:
+        print(f"epoch {h['epoch']}: train loss {h['train_loss']:.4f}, train accuracy {h['train_accuracy']:.4f}, "
+              f"dev accuracy {h['dev_accuracy']:.4f}")
+    print(f"GPT-nano ({res['n_params']:,} parameters) trained on {res['n_train']:,} rows in {res['seconds']:.0f} s; "
+          f"SST-2 dev accuracy {res['dev_accuracy']:.4f}; saved to {res['out_dir']} (load it with --model gpt-nano)")
     return 0
 
 
@@ -177,18 +203,39 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a sentiment dataset")
     ev.add_argument("--model", default=None, help="hub id or local directory (default: embedded SmolLM2-135M-Instruct)")
     ev.add_argument("--dataset", default="sst2-sample", choices=["sst2-sample", "sst2-dev", "sst2-test", "imdb"])
-    ev.add_argument("--methods", default="aieg,integrated_gradients,random", help="comma-separated methods; 'random' is the control")
+    ev.add_argument("--methods", default="aieg,integrated_gradients,random", help="comma-separated methods, each optionally with options as name:option=value[:option=value] "
+                    "(e.g. aieg:ef_mode=none); 'random' is the control")
     ev.add_argument("--n", type=int, default=20, help="number of examples (the first N)")
     ev.add_argument("--max-tokens", type=int, default=None, help="truncate texts to this many tokens (e.g. 50, 200, 400)")
     ev.add_argument("--out", default="faithfulness_out", help="output folder; rerun with the same folder to resume")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--n-steps", type=int, default=20)
     ev.add_argument("--topk", type=float, default=0.2, help="fraction of attributable tokens for log-odds / comp / suff")
+    ev.add_argument("--topk-sweep", type=_parse_fractions, default=None, metavar="K1,K2,...",
+                    help="also report the hard metrics at these top-k fractions, e.g. 0.05,0.1,0.2,0.3")
+    ev.add_argument("--start", type=int, default=0, help="skip the first START examples (shards of one run)")
+    ev.add_argument("--metrics", choices=["all", "hard"], default="all",
+                    help="'hard': log-odds / comprehensiveness / sufficiency only (skips the soft metrics)")
+    ev.add_argument("--pis", type=_parse_fractions, default=None, metavar="P1,P2,...",
+                    help="π grid of the π-Soft curves (default 0.1,0.2,...,0.9)")
     ev.add_argument("--n-samples", type=int, default=4, help="Bernoulli draws per soft-metric point")
     ev.add_argument("--prob-space", choices=["vocab", "labels"], default="vocab")
     ev.add_argument("--data-dir", default=None, help="folder with sst2_dev.tsv etc. (default: $AIEG_FAST_DATA or ../shared/data)")
     ev.add_argument("--no-progress", action="store_true")
     ev.set_defaults(fn=cmd_evaluate)
+
+    tn = sub.add_parser("train-nano", help="train GPT-nano (3 layers, 3 heads, 48 dims) on SST-2 train; saves to the cache")
+    tn.add_argument("--data-dir", default=None, help="folder with sst2_train.tsv and sst2_dev.tsv (default: $AIEG_FAST_DATA or ../shared/data)")
+    tn.add_argument("--train-file", default=None)
+    tn.add_argument("--dev-file", default=None)
+    tn.add_argument("--out", default=None, help="output folder (default: <cache>/gpt-nano-sst2, loaded by --model gpt-nano)")
+    tn.add_argument("--epochs", type=int, default=2)
+    tn.add_argument("--batch-size", type=int, default=64)
+    tn.add_argument("--lr", type=float, default=2e-3)
+    tn.add_argument("--max-train", type=int, default=None, help="use only the first N training rows")
+    tn.add_argument("--seed", type=int, default=0)
+    tn.add_argument("--no-progress", action="store_true")
+    tn.set_defaults(fn=cmd_train_nano)
     return p
 
 

@@ -53,6 +53,44 @@ METRICS = {
 }
 CONTROLS = ("random",)  # methods that are controls, not attribution methods
 REFERENCE_METHOD = "integrated_gradients"
+#: default top-k fractions of the k sweep (specs/aieg.md §7: 5 / 10 / 20 / 30 %).
+TOPK_SWEEP = (0.05, 0.10, 0.20, 0.30)
+
+
+def parse_method_spec(spec: str) -> Tuple[str, dict]:
+    """Split a method spec ``name[:option=value[:option=value ...]]`` into (name, options).
+
+    Values are read as JSON when they parse (``n_pilot=10``, ``adaptive=false``), else kept as
+    strings (``ef_mode=none``). Example: ``aieg:ef_mode=none`` is AIEG without the emphasis
+    factor; the spec string is the method's name in the records and tables.
+
+    Raises:
+        ValueError: an option without ``=``, an empty name.
+    """
+    parts = [p.strip() for p in str(spec).split(":")]
+    name, opts = parts[0], {}
+    if not name:
+        raise ValueError(f"methods has an empty method name in {spec!r}")
+    for part in parts[1:]:
+        if "=" not in part:
+            raise ValueError(f"methods: option {part!r} of {spec!r} must be NAME=VALUE")
+        k, v = part.split("=", 1)
+        try:
+            opts[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            opts[k.strip()] = v.strip()
+    return name, opts
+
+
+def _json_safe(x):
+    """Replace NaN / inf floats by None so that records.jsonl is strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
 
 
 # ============================================================================================
@@ -200,6 +238,38 @@ def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0) ->
     return rows
 
 
+def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence[float], seed: int = 0) -> List[dict]:
+    """Rows (method, k, metric, n, mean, CI) of the top-k sweep stored in the records."""
+    rows = []
+    for m in methods:
+        for k in ks:
+            key = f"{k:g}"
+            for metric in ("log_odds", "comprehensiveness", "sufficiency"):
+                vals = [r["methods"].get(m, {}).get("topk_sweep", {}).get(key, {}).get(metric) for r in records]
+                vals = [v for v in vals if v is not None and math.isfinite(v)]
+                lo, hi = bootstrap_ci(vals, seed=seed)
+                rows.append({"method": m, "topk": k, "metric": metric, "n": len(vals),
+                             "mean": float(np.mean(vals)) if vals else float("nan"), "ci_low": lo, "ci_high": hi})
+    return rows
+
+
+def _sweep_lines(out: Path, rows: List[dict], ks: Sequence[float]) -> List[str]:
+    with open(out / "summary_topk.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    by = {(r["method"], r["topk"], r["metric"]): r for r in rows}
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    lines = ["", "Top-k sweep (mean [95 % bootstrap CI]; k = fraction of the attributable tokens):"]
+    for metric in ("log_odds", "comprehensiveness", "sufficiency"):
+        arrow = "↑" if METRICS[metric] == "higher" else "↓"
+        lines += ["", f"| {metric} {arrow} | " + " | ".join(f"k = {k:g}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+        for m in methods:
+            cells = [by[(m, k, metric)] for k in ks]
+            lines.append(f"| {m} | " + " | ".join(f"{_fmt(c['mean'])} [{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}]" for c in cells) + " |")
+    return lines
+
+
 def _fmt(v, nd=3):
     return "nan" if v is None or not math.isfinite(v) else f"{v:.{nd}f}"
 
@@ -209,8 +279,9 @@ def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[
         w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
         w.writeheader()
         w.writerows(rows)
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    metrics = list(METRICS)
+    # metrics / methods with no value at all (e.g. the soft metrics with metrics="hard") are left out
+    metrics = [k for k in METRICS if any(r["metric"] == k and r["n"] > 0 for r in rows)] or list(METRICS)
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["n"] > 0 or r["method"] != "uniform"))
     by = {(r["method"], r["metric"]): r for r in rows}
     n = len(records)
     acc = np.mean([r["pred_label"] == r["label"] for r in records]) if records else float("nan")
@@ -253,6 +324,10 @@ def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[
         if m == REFERENCE_METHOD:
             continue
         lines.append(f"| {m} | " + " | ".join(_fmt(by[(m, k)]["p_vs_ig"]) if (m, k) in by else "–" for k in metrics) + " |")
+    ks = config.get("topk_sweep")
+    if ks:
+        real = [m for m in methods if m != "uniform"]
+        lines += _sweep_lines(out, summarise_topk(records, real, ks, config["seed"]), ks)
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text, encoding="utf-8")
     return text
@@ -304,14 +379,17 @@ def evaluate(
     seed: int = 0,
     topk: float = 0.20,
     *,
+    topk_sweep: Optional[Sequence[float]] = None,
+    metrics: str = "all",
+    start: int = 0,
     n_steps: int = 20,
     n_samples: int = 4,
     pis: Sequence[float] = M.DEFAULT_PI_GRID,
     prob_space: str = "vocab",
     normalise: str = "minmax",
     data_dir=None,
-    template: str = SENTIMENT_TEMPLATE,
-    labels: Optional[Sequence[str]] = None,
+    template: Optional[str] = None,
+    labels: Optional[Sequence[Union[str, int]]] = None,
     internal_batch_size: Optional[int] = None,
     method_options: Optional[Dict[str, dict]] = None,
     progress: bool = True,
@@ -323,18 +401,31 @@ def evaluate(
         model: an :class:`~aieg_fast.attribution.Explainer`, a model id / folder, or None
             (embedded SmolLM2-135M-Instruct).
         dataset: ``sst2-sample``, ``sst2-dev``, ``sst2-test`` or ``imdb``.
-        methods: attribution method names (a list or a comma-separated string); ``random`` is
-            the random-scores control. The ``uniform`` π-Soft control is always computed.
+        methods: attribution method specs (a list or a comma-separated string): a method name,
+            optionally with options as ``name:option=value[:option=value]`` (e.g.
+            ``aieg:ef_mode=none`` for the ablation without emphasis factor; see
+            :func:`parse_method_spec`); ``random`` is the random-scores control. The ``uniform``
+            π-Soft control is always computed.
         n: number of examples (the first n of the dataset).
+        start: compute only examples ``start … n-1`` (the summary covers those found in the
+            records); shards of one run can go to separate folders and their ``records.jsonl``
+            files be concatenated into one folder with the same ``config.json``.
         max_tokens: truncate each text to this many tokens (AIEG's 50 / 200 / 400 buckets).
         out_dir: output folder (records, summary, plot); reused to resume.
         seed: seed of the random control, the soft-metric draws and the bootstrap.
         topk: fraction of attributable tokens for the hard metrics (default 0.20).
+        topk_sweep: extra top-k fractions for log-odds / comprehensiveness / sufficiency (e.g.
+            :data:`TOPK_SWEEP` = 5 / 10 / 20 / 30 %), reported in a second table; None: none.
+        metrics: ``"all"`` (default) or ``"hard"``: log-odds, comprehensiveness and sufficiency
+            only (the AIEG paper's metrics), skipping the Soft-NC/NS and π-Soft forwards, which
+            cost about 10× more on long inputs.
         n_steps: path steps of the path methods. n_samples: Bernoulli draws K per soft point.
         pis: π grid. prob_space: ``"vocab"`` or ``"labels"`` (softmax over the label words).
         normalise: score normalisation of Soft-NC / NS. data_dir: evaluation data folder.
         template, labels: prompt and label words (single tokens or token ids; index = dataset
-            label; default :data:`~aieg_fast.samples.SENTIMENT_LABELS`).
+            label). Defaults: for a causal LM :data:`~aieg_fast.samples.SENTIMENT_TEMPLATE` and
+            :data:`~aieg_fast.samples.SENTIMENT_LABELS`; for a classification head no template
+            and the class indices 0 (negative), 1 (positive).
         method_options: per-method options, e.g. ``{"aieg": {"ef_mode": "none"}}``.
 
     Returns:
@@ -352,16 +443,25 @@ def evaluate(
     methods = list(dict.fromkeys(methods))
     if not methods:
         raise ValueError("methods must name at least one method")
-    bad = [m for m in methods if m not in list_methods() and m not in CONTROLS]
+    specs = {m: parse_method_spec(m) for m in methods}
+    bad = [m for m in methods if specs[m][0] not in list_methods() and m not in CONTROLS]
     if bad:
         raise ValueError(f"methods has unknown name(s) {bad}; choose from {list_methods() + list(CONTROLS)}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
+    if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
+        raise ValueError(f"start must be an int in [0, n), got {start!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an int, got {seed!r}")
     M._check_topk(topk)
+    if metrics not in ("all", "hard"):
+        raise ValueError(f"metrics must be 'all' or 'hard', got {metrics!r}")
+    if topk_sweep is not None:
+        if isinstance(topk_sweep, (int, float)):
+            topk_sweep = [topk_sweep]
+        topk_sweep = [M._check_topk(k) for k in topk_sweep] or None
     M._check_positive_int("n_samples", n_samples)
     pis = M._check_pis(pis)
     if prob_space not in M.PROB_SPACES:
@@ -369,9 +469,14 @@ def evaluate(
     if normalise not in M.NORMALISATIONS:
         raise ValueError(f"normalise must be one of {list(M.NORMALISATIONS)}, got {normalise!r}")
     method_options = dict(method_options or {})
-    labels = list(SENTIMENT_LABELS if labels is None else labels)
     data = load_dataset(dataset, data_dir)[:n]
     ex = model if isinstance(model, Explainer) else load_model(model)
+    classifier = ex.adapter.kind == "classifier"
+    if labels is None:
+        labels = [0, 1] if classifier else list(SENTIMENT_LABELS)
+    labels = list(labels)
+    if template is None and not classifier:
+        template = SENTIMENT_TEMPLATE
     label_ids = [ex.resolve_target(l)["id"] for l in labels]
 
     out = Path(out_dir)
@@ -381,10 +486,14 @@ def evaluate(
         "topk": topk, "n_steps": n_steps, "n_samples": n_samples, "pis": pis, "prob_space": prob_space,
         "normalise": normalise, "template": template, "labels": list(labels), "method_options": method_options,
     }
+    if metrics != "all":  # only when not the default, so folders written before the option resume
+        config["metrics"] = metrics
+    if topk_sweep:  # only when asked, so folders written before the sweep existed still resume
+        config["topk_sweep"] = list(topk_sweep)
     cfg_path = out / "config.json"
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text(encoding="utf-8"))
-        diff = sorted(k for k in config if old.get(k) != config[k])
+        diff = sorted(k for k in set(config) | set(old) if old.get(k) != config.get(k))
         if diff:
             raise ValueError(f"out_dir {str(out)!r} holds results with other settings ({', '.join(diff)}); use another out_dir")
     else:
@@ -394,12 +503,14 @@ def evaluate(
 
     todo = []
     for i, (text, label) in enumerate(data):
+        if i < start:
+            continue
         eid = f"{dataset}:{i}"
         have = done.get(eid, {}).get("methods", {})
         missing = [m for m in methods if m not in have]
         if missing:
             todo.append((i, eid, text, label, missing))
-    skipped = len(data) - len(todo)
+    skipped = len(data) - start - len(todo)
 
     bar = None
     if progress:
@@ -411,9 +522,10 @@ def evaluate(
         for i, eid, text, label, missing in todo:
             rec = _one_example(ex, eid, i, text, label, missing, max_tokens, template, labels, label_ids, seed, topk,
                                n_steps, n_samples, pis, prob_space, normalise, internal_batch_size, method_options,
-                               need_controls="uniform" not in done.get(eid, {}).get("controls", {}))
+                               need_controls="uniform" not in done.get(eid, {}).get("controls", {}),
+                               specs=specs, topk_sweep=topk_sweep, hard_only=metrics == "hard")
             with open(rec_path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(rec) + "\n")
+                fh.write(json.dumps(_json_safe(rec), allow_nan=False) + "\n")
                 fh.flush()
             computed += 1
             if bar is not None:
@@ -427,12 +539,13 @@ def evaluate(
     records = [allrec[e] for e in ids if e in allrec]
     rows = summarise(records, methods, seed)
     md = _write_summary(out, rows, config, records)
-    png = _plot(out, records, methods, pis) if plot else None
+    png = _plot(out, records, methods, pis) if plot and metrics == "all" else None
     return {"rows": rows, "summary_md": md, "computed": computed, "skipped": skipped, "out_dir": str(out), "plot": str(png) if png else None}
 
 
 def _one_example(ex, eid, index, text, label, methods, max_tokens, template, labels, label_ids, seed, topk, n_steps,
-                 n_samples, pis, prob_space, normalise, internal_batch_size, method_options, need_controls) -> dict:
+                 n_samples, pis, prob_space, normalise, internal_batch_size, method_options, need_controls,
+                 specs=None, topk_sweep=None, hard_only=False) -> dict:
     text = _truncate(ex, text, max_tokens)
     probs = ex.label_probs(text, labels, template)
     pred = int(np.argmax(probs))
@@ -444,9 +557,10 @@ def _one_example(ex, eid, index, text, label, methods, max_tokens, template, lab
     real = [m for m in methods if m not in CONTROLS]
     attrs = {}
     for m in real:
+        name, opts = (specs or {}).get(m) or parse_method_spec(m)
         t0 = time.perf_counter()
-        a = ex.attribute(text, method=m, target=target, template=template, n_steps=n_steps,
-                         internal_batch_size=internal_batch_size, **method_options.get(m, {}))
+        a = ex.attribute(text, method=name, target=target, template=template, n_steps=n_steps,
+                         internal_batch_size=internal_batch_size, **{**method_options.get(name, {}), **opts})
         attrs[m] = (a, time.perf_counter() - t0)
         base = base or a
     if base is None:  # only controls asked: a cheap attribution supplies input and target
@@ -460,12 +574,22 @@ def _one_example(ex, eid, index, text, label, methods, max_tokens, template, lab
     for m in methods:
         a, t_attr = attrs[m]
         t0 = time.perf_counter()
-        r = M.evaluate_attribution(ex, a, topk=topk, n_samples=n_samples, pis=pis, normalise=normalise, ctx=ctx)
+        if hard_only:
+            r = M._flat(M.hard_metrics(ex, a, topk, ctx=ctx), None, {"degenerate": ctx.degenerate})
+        else:
+            r = M.evaluate_attribution(ex, a, topk=topk, n_samples=n_samples, pis=pis, normalise=normalise, ctx=ctx)
+        if topk_sweep:
+            hard = {"log_odds", "comprehensiveness", "sufficiency", "k"}
+            r["topk_sweep"] = {
+                f"{k:g}": {key: h[key] for key in hard}
+                for k in topk_sweep
+                for h in [{key: r[key] for key in hard} if k == topk else M.hard_metrics(ex, a, k, ctx=ctx)]
+            }
         r["time_attribution_s"] = t_attr
         r["time_metrics_s"] = time.perf_counter() - t0
         r["scores"] = [float(x) for x in a.scores.tolist()]
         rec["methods"][m] = r
-    if need_controls:
+    if need_controls and not hard_only:
         ps = M.pi_soft(ex, base, pis=pis, n_samples=n_samples, uniform=True, ctx=ctx)
         rec["controls"]["uniform"] = M._flat(None, None, ps)
     return rec

@@ -117,8 +117,9 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     """Resolve ``model`` to (model, tokenizer, name).
 
     Args:
-        model: None (the embedded default), a hub id or local directory (str / Path), or a
-            ``transformers`` model object (then ``tokenizer`` is required).
+        model: None (the embedded default), ``"gpt-nano"`` (the GPT-nano trained by
+            ``aieg-fast train-nano``, see :mod:`aieg_fast.nano`), a hub id or local directory
+            (str / Path), or a ``transformers`` model object (then ``tokenizer`` is required).
         tokenizer: a tokenizer object, a hub id / directory, or None (loaded with the model).
         dtype: parameter dtype (default float32).
 
@@ -134,6 +135,19 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         if tokenizer is not None:
             tok = tokenizer if not isinstance(tokenizer, (str, Path)) else AutoTokenizer.from_pretrained(tokenizer)
         return m, tok, name
+    if isinstance(model, str) and model == "gpt-nano":
+        from .nano import nano_path
+
+        path = nano_path()
+        if not (path / "config.json").exists():
+            raise ValueError(
+                f"model 'gpt-nano' is not trained yet (nothing in {path}); run `aieg-fast train-nano` first"
+            )
+        m = AutoModelForSequenceClassification.from_pretrained(path, dtype=dtype)
+        tok = AutoTokenizer.from_pretrained(path) if tokenizer is None else tokenizer
+        if isinstance(tok, (str, Path)):
+            tok = AutoTokenizer.from_pretrained(tok)
+        return m, tok, "gpt-nano"
     if isinstance(model, (str, Path)):
         name = str(model)
         try:
@@ -221,14 +235,25 @@ class ModelAdapter:
         self.num_labels = getattr(cfg, "num_labels", None) if self.kind == "classifier" else None
 
     def hidden_last(self, inputs_embeds, attention_mask, position_ids, last_index):
-        """Final hidden state at ``last_index`` of each row: Tensor[B, hidden]."""
+        """Final hidden state at ``last_index`` of each row: Tensor[B, hidden].
+
+        Unpadded rows with positions 0…L-1 (the common single-prompt case) go through the model
+        without an explicit mask, so attention takes its causal fast path (no mask tensor built
+        per call); the result is the same.
+        """
+        B, L = inputs_embeds.shape[:2]
+        plain = bool(attention_mask.all()) and torch.equal(
+            position_ids, torch.arange(L, device=position_ids.device).expand(B, L)
+        )
         out = self.base(
             inputs_embeds=inputs_embeds,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
+            attention_mask=None if plain else attention_mask,
+            position_ids=None if plain else position_ids,
             use_cache=False,
         )
         h = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        if plain and bool((last_index == L - 1).all()):
+            return h[:, -1]
         return h[torch.arange(h.shape[0], device=h.device), last_index]
 
     def target_scores(self, hidden, target_ids, target_fn: str = "logit"):

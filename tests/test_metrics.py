@@ -330,3 +330,82 @@ def test_cli_evaluate_sample(tiny_gpt2, tmp_path, monkeypatch, capsys):
     rc = cli.main(["evaluate", "--dataset", "imdb", "--data-dir", str(tmp_path / "none"), "--out", str(tmp_path / "p")])
     assert rc == 2
     assert "data-dir" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ method variants, k sweep, hard-only, classifier
+def test_parse_method_spec():
+    from aieg_fast.evaluate import parse_method_spec
+
+    assert parse_method_spec("aieg") == ("aieg", {})
+    assert parse_method_spec("aieg:ef_mode=none:n_pilot=4:adaptive=false") == (
+        "aieg", {"ef_mode": "none", "n_pilot": 4, "adaptive": False})
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        parse_method_spec("aieg:ef_mode")
+    with pytest.raises(ValueError, match="empty"):
+        parse_method_spec(":ef_mode=none")
+
+
+def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
+    """A method spec with options runs that variant; the k sweep is stored and summarised."""
+    from aieg_fast import evaluate as E
+
+    variant = "aieg:ef_mode=none:posnorm=none"
+    kw = dict(dataset="sst2-sample", methods=f"integrated_gradients,{variant},random", out_dir=tmp_path, n_steps=4,
+              progress=False, labels=(10, 11), template="{text} :", max_tokens=20, metrics="hard",
+              topk_sweep=(0.1, 0.2, 0.5))
+    res = E.evaluate(tiny_gpt2, n=3, **kw)
+    assert res["computed"] == 3 and res["plot"] is None
+    text = (tmp_path / "records.jsonl").read_text()
+    recs = [json.loads(l, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c} in records")) for l in text.splitlines()]
+    r0 = recs[0]
+    assert set(r0["methods"]) == {"integrated_gradients", variant, "random"}
+    # the variant's scores are those of the method called with the options
+    a = tiny_gpt2.attribute(r0["text"], method="aieg", target=r0["target"], template="{text} :", n_steps=4,
+                            ef_mode="none", posnorm="none")
+    assert r0["methods"][variant]["scores"] == pytest.approx(a.scores.tolist(), rel=1e-5, abs=1e-7)
+    ref = tiny_gpt2.attribute(r0["text"], method="aieg", target=r0["target"], template="{text} :", n_steps=4)
+    assert r0["methods"][variant]["scores"] != pytest.approx(ref.scores.tolist(), rel=1e-3)
+    # hard-only: no soft metrics, no uniform control; the sweep entry at the main k equals the main metrics
+    m = r0["methods"]["integrated_gradients"]
+    assert "soft_nc" not in m and "pi_soft_nc_auc" not in m and "uniform" not in r0["controls"]
+    assert set(m["topk_sweep"]) == {"0.1", "0.2", "0.5"}
+    assert m["topk_sweep"]["0.2"]["comprehensiveness"] == m["comprehensiveness"]
+    assert m["topk_sweep"]["0.5"]["k"] >= m["topk_sweep"]["0.1"]["k"]
+    # a sweep value equals a direct hard-metric call at that k
+    b = tiny_gpt2.attribute(r0["text"], method="integrated_gradients", target=r0["target"], template="{text} :", n_steps=4)
+    ctx = M.prepare(tiny_gpt2, b, prob_space="vocab", seed=0, instance_id=r0["id"])
+    h = M.hard_metrics(tiny_gpt2, b, 0.5, ctx=ctx)
+    assert m["topk_sweep"]["0.5"]["log_odds"] == pytest.approx(h["log_odds"], rel=1e-5, abs=1e-7)
+    md = (tmp_path / "summary.md").read_text()
+    assert "Top-k sweep" in md and f"| {variant} |" in md and "soft_nc" not in md
+    rows = (tmp_path / "summary_topk.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3 * 3 * 3  # header + methods × k × metrics
+    with pytest.raises(ValueError, match="topk"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "b", topk_sweep=(0.0,)))
+    with pytest.raises(ValueError, match="metrics"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "c", metrics="soft"))
+
+
+def test_json_safe_records():
+    from aieg_fast.evaluate import _json_safe
+
+    rec = {"a": float("nan"), "b": [1.0, float("inf"), {"c": float("-inf")}], "d": "x", "e": 2}
+    out = json.dumps(_json_safe(rec), allow_nan=False)
+    assert json.loads(out) == {"a": None, "b": [1.0, None, {"c": None}], "d": "x", "e": 2}
+
+
+def test_evaluate_classifier_defaults(tiny_gpt2_clf, tmp_path):
+    """A classification head: no prompt, classes 0/1 as labels, class probability as p."""
+    from aieg_fast import evaluate as E
+
+    res = E.evaluate(tiny_gpt2_clf, dataset="sst2-sample", n=2, methods="saliency,random", out_dir=tmp_path, n_steps=2,
+                     n_samples=1, pis=(0.5,), progress=False, plot=False, max_tokens=20)
+    assert res["computed"] == 2
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["template"] is None and cfg["labels"] == [0, 1]
+    r = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
+    with torch.no_grad():
+        ids = tiny_gpt2_clf.encode(r["text"])[0]
+        probs = torch.softmax(tiny_gpt2_clf.model(torch.tensor([ids])).logits[0].double(), -1)
+    assert r["label_probs"] == pytest.approx(probs.tolist(), rel=1e-5)
+    assert r["target"] == int(probs.argmax()) and r["p"] == pytest.approx(float(probs.max()), rel=1e-4)

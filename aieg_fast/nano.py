@@ -1,0 +1,225 @@
+"""GPT-nano: the small GPT-2 sentiment classifier of the AIEG paper, trained here on a CPU.
+
+The AIEG paper evaluates on "GPT-nano", minGPT's ``gpt-nano`` configuration (3 layers, 3 heads,
+48-dimensional embeddings, GPT-2 architecture) fine-tuned for SST-2 (specs/aieg.md §7). No
+trained copy is published, so :func:`train_nano` trains one from scratch on the SST-2 train set
+(67,349 phrases) as a ``GPT2ForSequenceClassification`` with two classes (0 negative,
+1 positive). The tokenizer is the embedded SmolLM2 tokenizer (available offline; GPT-2's BPE
+would need the hub), so the vocabulary has 49,152 tokens and the token embedding holds most of
+the ~2.5 M parameters. Deviation from the paper, where minGPT nano uses GPT-2's tokenizer:
+the tokenizer choice only changes the vocabulary, not the architecture.
+
+The trained model and its tokenizer are saved in ``<cache>/gpt-nano-sst2`` (see
+:func:`aieg_fast.models.cache_dir`) and load with ``aieg_fast.load_model("gpt-nano")``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+__all__ = ["NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
+
+#: name of the trained model in the cache, and the alias accepted by ``load_model``.
+NANO_NAME = "gpt-nano"
+#: minGPT's "gpt-nano" model type.
+NANO_CONFIG = {"n_layer": 3, "n_head": 3, "n_embd": 48}
+
+
+def nano_path() -> Path:
+    """Folder of the trained GPT-nano in the cache (it may not exist yet)."""
+    from .models import cache_dir
+
+    return cache_dir() / "gpt-nano-sst2"
+
+
+def _embedded_tokenizer():
+    """The embedded SmolLM2 tokenizer, from the cache (built on first use, offline)."""
+    from transformers import AutoTokenizer
+
+    from .models import DEFAULT_MODEL, cache_dir, load_hf_model
+
+    cached = cache_dir() / DEFAULT_MODEL
+    if (cached / "tokenizer.json").exists():
+        return AutoTokenizer.from_pretrained(cached)
+    return load_hf_model(None)[1]
+
+
+def _texts_labels(path) -> Tuple[List[str], List[int]]:
+    from .samples import read_sst2_tsv
+
+    rows = read_sst2_tsv(path)
+    return [s for s, _ in rows], [l for _, l in rows]
+
+
+def _encode(tok, texts: Sequence[str], max_length: int) -> List[List[int]]:
+    enc = tok(list(texts), add_special_tokens=True, truncation=True, max_length=max_length)["input_ids"]
+    return [list(e) if e else [tok.pad_token_id] for e in enc]
+
+
+def _pad(seqs: List[List[int]], pad_id: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    L = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), L), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), L), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s)
+        mask[i, : len(s)] = 1
+    return ids, mask
+
+
+@torch.no_grad()
+def _accuracy(model, seqs: List[List[int]], labels: List[int], pad_id: int, batch_size: int = 256) -> float:
+    model.eval()
+    correct = 0
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # similar lengths per batch
+    for s in range(0, len(order), batch_size):
+        idx = order[s : s + batch_size]
+        ids, mask = _pad([seqs[i] for i in idx], pad_id)
+        pred = model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
+        correct += int((pred == torch.tensor([labels[i] for i in idx])).sum())
+    return correct / max(1, len(seqs))
+
+
+def train_nano(
+    train_file=None,
+    dev_file=None,
+    *,
+    data_dir=None,
+    out_dir=None,
+    epochs: int = 2,
+    batch_size: int = 64,
+    lr: float = 2e-3,
+    weight_decay: float = 0.01,
+    max_length: int = 128,
+    n_positions: int = 512,
+    max_train: Optional[int] = None,
+    seed: int = 0,
+    tokenizer=None,
+    progress: bool = True,
+) -> Dict[str, object]:
+    """Train GPT-nano on SST-2 train and save it (model, tokenizer, ``training.json``).
+
+    Args:
+        train_file, dev_file: ``sentence<TAB>label`` files with a header (default:
+            ``sst2_train.tsv`` / ``sst2_dev.tsv`` in ``data_dir``, else ``$AIEG_FAST_DATA``,
+            else ``../shared/data``).
+        out_dir: where to save (default :func:`nano_path`).
+        epochs, batch_size, lr, weight_decay: AdamW with linear warm-up (5 % of the steps) and
+            cosine decay to 0; dropout 0.1 (GPT-2 default).
+        max_length: training texts are truncated to this many tokens.
+        n_positions: position table size (512 leaves room for IMDb's 400-token bucket).
+        max_train: use only the first this many training rows (tests, quick runs).
+        seed: seed of the initialisation and the shuffling.
+        tokenizer: a tokenizer object (default: the embedded SmolLM2 tokenizer).
+
+    Returns:
+        ``{"out_dir", "dev_accuracy", "train_accuracy_last_epoch", "epochs", "n_train",
+        "n_params", "seconds", "history"}`` (also written to ``out_dir/training.json``).
+
+    Raises:
+        ValueError: a bad argument (named). FileNotFoundError: a missing data file.
+    """
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    from .evaluate import _data_dir
+
+    for name, v in (("epochs", epochs), ("batch_size", batch_size), ("max_length", max_length), ("n_positions", n_positions)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if max_train is not None and (isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 2):
+        raise ValueError(f"max_train must be an int >= 2 or None, got {max_train!r}")
+    if not (isinstance(lr, (int, float)) and lr > 0):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    folder = _data_dir(data_dir)
+    train_file = Path(train_file) if train_file is not None else folder / "sst2_train.tsv"
+    dev_file = Path(dev_file) if dev_file is not None else folder / "sst2_dev.tsv"
+    for what, f in (("train_file", train_file), ("dev_file", dev_file)):
+        if not f.is_file():
+            raise FileNotFoundError(
+                f"{what} {str(f)!r} does not exist; pass --data-dir DIR (or set AIEG_FAST_DATA) to the folder "
+                "holding sst2_train.tsv and sst2_dev.tsv, or --train-file / --dev-file"
+            )
+    out = Path(out_dir) if out_dir is not None else nano_path()
+
+    tok = _embedded_tokenizer() if tokenizer is None else tokenizer
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    tr_texts, tr_labels = _texts_labels(train_file)
+    if max_train is not None:
+        tr_texts, tr_labels = tr_texts[:max_train], tr_labels[:max_train]
+    dv_texts, dv_labels = _texts_labels(dev_file)
+    tr = _encode(tok, tr_texts, max_length)
+    dv = _encode(tok, dv_texts, max_length)
+
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        vocab_size=len(tok), n_positions=n_positions, **NANO_CONFIG, num_labels=2,
+        id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1},
+        pad_token_id=pad_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+    )
+    config.architectures = ["GPT2ForSequenceClassification"]
+    model = GPT2ForSequenceClassification(config)
+    n_params = sum(p.numel() for p in model.parameters())
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    steps_per_epoch = math.ceil(len(tr) / batch_size)
+    total = steps_per_epoch * epochs
+    warm = max(1, total // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
+    )
+    gen = torch.Generator().manual_seed(seed)
+    labels_t = torch.tensor(tr_labels)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="train-nano", unit="step", file=sys.stderr)
+    history = []
+    t0 = time.perf_counter()
+    try:
+        for epoch in range(epochs):
+            model.train()
+            perm = torch.randperm(len(tr), generator=gen).tolist()
+            loss_sum, correct, seen = 0.0, 0, 0
+            for s in range(0, len(perm), batch_size):
+                idx = perm[s : s + batch_size]
+                ids, mask = _pad([tr[i] for i in idx], pad_id)
+                y = labels_t[idx]
+                outp = model(input_ids=ids, attention_mask=mask, labels=y)
+                opt.zero_grad(set_to_none=True)
+                outp.loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                loss_sum += float(outp.loss.detach()) * len(idx)
+                correct += int((outp.logits.argmax(-1) == y).sum())
+                seen += len(idx)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss_sum / seen:.3f}")
+            dev_acc = _accuracy(model, dv, dv_labels, pad_id)
+            history.append({"epoch": epoch + 1, "train_loss": loss_sum / seen, "train_accuracy": correct / seen, "dev_accuracy": dev_acc})
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t0
+    model.eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    summary = {
+        "out_dir": str(out), "dev_accuracy": history[-1]["dev_accuracy"], "train_accuracy_last_epoch": history[-1]["train_accuracy"],
+        "epochs": epochs, "n_train": len(tr), "n_dev": len(dv), "n_params": n_params, "seconds": seconds,
+        "history": history, "config": dict(NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok)),
+        "settings": {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "max_length": max_length, "seed": seed,
+                     "train_file": str(train_file), "dev_file": str(dev_file)},
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+    }
+    (out / "training.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    return summary

@@ -1,0 +1,62 @@
+"""GPT-nano training (aieg_fast.nano) on a small synthetic SST-style file with the tiny tokenizer."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from conftest import _byte_level_tokenizer
+
+POS = ["good", "great", "wonderful", "amazing", "charming"]
+NEG = ["bad", "awful", "boring", "terrible", "slow"]
+
+
+def _write(path, n, seed):
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("sentence\tlabel\n")
+        for _ in range(n):
+            y = rng.randint(0, 1)
+            words = [rng.choice(POS if y else NEG)] + rng.sample(["the", "film", "movie", "is", "a", "story"], 3)
+            rng.shuffle(words)
+            fh.write(" ".join(words) + " \t" + str(y) + "\n")
+
+
+def test_train_nano_learns_saves_and_loads(tmp_path, monkeypatch):
+    from aieg_fast import load_model
+    from aieg_fast.nano import NANO_CONFIG, nano_path, train_nano
+
+    monkeypatch.setenv("AIEG_FAST_CACHE", str(tmp_path / "cache"))
+    _write(tmp_path / "train.tsv", 600, 0)
+    _write(tmp_path / "dev.tsv", 200, 1)
+    with pytest.raises(ValueError, match="train-nano"):
+        load_model("gpt-nano")
+    res = train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", epochs=4, batch_size=32, lr=3e-3,
+                     tokenizer=_byte_level_tokenizer(), progress=False)
+    assert res["out_dir"] == str(nano_path())
+    hist = res["history"]
+    assert hist[-1]["train_loss"] < hist[0]["train_loss"]
+    assert res["dev_accuracy"] > 0.9  # the label is one keyword: a working classifier gets it
+    saved = json.loads((nano_path() / "training.json").read_text())
+    assert saved["dev_accuracy"] == res["dev_accuracy"]
+    ex = load_model("gpt-nano")
+    cfg = ex.model.config
+    assert (cfg.n_layer, cfg.n_head, cfg.n_embd) == (NANO_CONFIG["n_layer"], NANO_CONFIG["n_head"], NANO_CONFIG["n_embd"])
+    assert ex.adapter.kind == "classifier" and ex.name == "gpt-nano"
+    # the loaded model is the trained one: it gets held-out keyword sentences right
+    with torch.no_grad():
+        p = torch.softmax(ex.model(torch.tensor([ex.encode("the film is wonderful")[0]])).logits[0], -1)
+    assert float(p[1]) > 0.5
+    a = ex.attribute("the film is wonderful", method="integrated_gradients", n_steps=8)
+    assert a.target["id"] == 1 and len(a.scores) == len(a.token_ids)
+
+
+def test_train_nano_bad_arguments(tmp_path):
+    from aieg_fast.nano import train_nano
+
+    with pytest.raises(ValueError, match="epochs"):
+        train_nano(tmp_path / "t.tsv", tmp_path / "d.tsv", epochs=0)
+    with pytest.raises(FileNotFoundError, match="train_file"):
+        train_nano(tmp_path / "t.tsv", tmp_path / "d.tsv")
