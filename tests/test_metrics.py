@@ -409,3 +409,28 @@ def test_evaluate_classifier_defaults(tiny_gpt2_clf, tmp_path):
         probs = torch.softmax(tiny_gpt2_clf.model(torch.tensor([ids])).logits[0].double(), -1)
     assert r["label_probs"] == pytest.approx(probs.tolist(), rel=1e-5)
     assert r["target"] == int(probs.argmax()) and r["p"] == pytest.approx(float(probs.max()), rel=1e-4)
+
+
+def test_evaluate_shards_merge(tiny_gpt2, tmp_path):
+    """Two shards (start=…) concatenated give the records and summary of one run."""
+    from aieg_fast import evaluate as E
+
+    kw = dict(dataset="sst2-sample", methods="saliency,random", n_steps=2, n_samples=1, pis=(0.5,), progress=False,
+              plot=False, labels=(10, 11), template="{text} :", max_tokens=20)
+    E.evaluate(tiny_gpt2, n=2, out_dir=tmp_path / "a", **kw)
+    rb = E.evaluate(tiny_gpt2, n=4, start=2, out_dir=tmp_path / "b", **kw)
+    assert rb["computed"] == 2 and rb["skipped"] == 0
+    ids_b = [json.loads(l)["id"] for l in (tmp_path / "b" / "records.jsonl").read_text().splitlines()]
+    assert ids_b == ["sst2-sample:2", "sst2-sample:3"]
+    with open(tmp_path / "a" / "records.jsonl", "a") as fh:
+        fh.write((tmp_path / "b" / "records.jsonl").read_text())
+    merged = E.evaluate(tiny_gpt2, n=4, out_dir=tmp_path / "a", **kw)
+    assert merged["computed"] == 0
+    whole = E.evaluate(tiny_gpt2, n=4, out_dir=tmp_path / "c", **kw)
+    key = lambda rows: {(r["method"], r["metric"]): (r["n"], r["mean"]) for r in rows}  # noqa: E731
+    assert key(merged["rows"]).keys() == key(whole["rows"]).keys()
+    for (m, k), (n, mean) in key(whole["rows"]).items():
+        n2, mean2 = key(merged["rows"])[(m, k)]
+        assert n2 == n and (mean2 == pytest.approx(mean, rel=1e-6, abs=1e-9) or (math.isnan(mean) and math.isnan(mean2)))
+    with pytest.raises(ValueError, match="start"):
+        E.evaluate(tiny_gpt2, n=2, start=2, out_dir=tmp_path / "d", **kw)
