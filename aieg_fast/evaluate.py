@@ -436,7 +436,7 @@ def evaluate(
         ValueError: bad arguments (each names the argument), settings that differ from those
             already recorded in ``out_dir``. FileNotFoundError: missing data file.
     """
-    from .attribution import Explainer, list_methods, load_model
+    from .attribution import Explainer, list_methods, load_model, method_options as _allowed
 
     if isinstance(methods, str):
         methods = [m.strip() for m in methods.split(",") if m.strip()]
@@ -447,6 +447,10 @@ def evaluate(
     bad = [m for m in methods if specs[m][0] not in list_methods() and m not in CONTROLS]
     if bad:
         raise ValueError(f"methods has unknown name(s) {bad}; choose from {list_methods() + list(CONTROLS)}")
+    for m, (name, opts) in specs.items():
+        unknown = sorted(set(opts) - set(_allowed(name))) if m not in CONTROLS else []
+        if unknown:
+            raise ValueError(f"methods: {m!r} has unknown option(s) {unknown}; {name} takes {sorted(_allowed(name))}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):

@@ -384,6 +384,8 @@ def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
         E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "b", topk_sweep=(0.0,)))
     with pytest.raises(ValueError, match="metrics"):
         E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "c", metrics="soft"))
+    with pytest.raises(ValueError, match="unknown option"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "e", methods="aieg:ef_mod=none"))
 
 
 def test_json_safe_records():
