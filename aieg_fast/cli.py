@@ -136,7 +136,7 @@ def cmd_evaluate(args) -> int:
             model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, max_tokens=args.max_tokens,
             out_dir=args.out, seed=args.seed, topk=args.topk, n_steps=args.n_steps, n_samples=args.n_samples,
             prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
-            topk_sweep=args.topk_sweep, start=args.start, metrics=args.metrics, **({"pis": args.pis} if args.pis else {}),
+            topk_sweep=args.topk_sweep, start=args.start, reference=args.reference, metrics=args.metrics, **({"pis": args.pis} if args.pis else {}),
         )
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -213,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--topk", type=float, default=0.2, help="fraction of attributable tokens for log-odds / comp / suff")
     ev.add_argument("--topk-sweep", type=_parse_fractions, default=None, metavar="K1,K2,...",
                     help="also report the hard metrics at these top-k fractions, e.g. 0.05,0.1,0.2,0.3")
+    ev.add_argument("--reference", default="integrated_gradients", help="method of the paired tests (e.g. aieg for ablations)")
     ev.add_argument("--start", type=int, default=0, help="skip the first START examples (shards of one run)")
     ev.add_argument("--metrics", choices=["all", "hard"], default="all",
                     help="'hard': log-odds / comprehensiveness / sufficiency only (skips the soft metrics)")

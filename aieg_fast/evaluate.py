@@ -213,8 +213,8 @@ def _records(path: Path) -> Dict[str, dict]:
     return out
 
 
-def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0) -> List[dict]:
-    """Rows (method, metric, n, mean, CI, paired p-value vs integrated_gradients) over records."""
+def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, reference: str = REFERENCE_METHOD) -> List[dict]:
+    """Rows (method, metric, n, mean, CI, paired p-value vs ``reference``) over records."""
     rows = []
     names = list(methods) + ["uniform"]
     for m in names:
@@ -222,18 +222,18 @@ def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0) ->
             if m == "uniform" and not metric.startswith("pi_soft"):
                 continue
             get = (lambda r: r.get("controls", {}).get("uniform", {}).get(metric)) if m == "uniform" else (lambda r: r["methods"].get(m, {}).get(metric))
-            pairs = [(get(r), r["methods"].get(REFERENCE_METHOD, {}).get(metric)) for r in records]
+            pairs = [(get(r), r["methods"].get(reference, {}).get(metric)) for r in records]
             vals = [v for v, _ in pairs if v is not None and math.isfinite(v)]
             lo, hi = bootstrap_ci(vals, seed=seed)
             p, test = float("nan"), ""
-            if m != REFERENCE_METHOD and REFERENCE_METHOD in methods:
+            if m != reference and reference in methods:
                 both = [(v, w) for v, w in pairs if v is not None and w is not None and math.isfinite(v) and math.isfinite(w)]
                 if len(both) >= 2:
                     p, test = paired_test([v for v, _ in both], [w for _, w in both], seed=seed)
             rows.append({
                 "method": m, "metric": metric, "better": better, "n": len(vals),
                 "mean": float(np.mean(vals)) if vals else float("nan"), "ci_low": lo, "ci_high": hi,
-                "p_vs_ig": p, "test": test,
+                "p_vs_reference": p, "reference": reference if m != reference and reference in methods else "", "test": test,
             })
     return rows
 
@@ -274,7 +274,7 @@ def _fmt(v, nd=3):
     return "nan" if v is None or not math.isfinite(v) else f"{v:.{nd}f}"
 
 
-def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict]) -> str:
+def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD) -> str:
     with open(out / "summary.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
         w.writeheader()
@@ -287,19 +287,23 @@ def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[
     acc = np.mean([r["pred_label"] == r["label"] for r in records]) if records else float("nan")
     n_deg = sum(bool(r.get("degenerate")) for r in records)
     tests = sorted({r["test"] for r in rows if r["test"]})
+    hard = config.get("metrics", "all") == "hard"
+    soft_info = "" if hard else (
+        f"degenerate for soft metrics (p(y|x_∅) ≥ p(y|x)): {n_deg}; soft samples K = {config['n_samples']}; "
+        f"π grid = {config['pis']}; "
+    )
     lines = [
         f"# Faithfulness: {config['model']} on {config['dataset']}",
         "",
-        f"n = {n} examples; accuracy of the predicted label word = {_fmt(float(acc))}; "
-        f"degenerate for soft metrics (p(y|x_∅) ≥ p(y|x)): {n_deg}; top-k = {config['topk']}; "
-        f"n_steps = {config['n_steps']}; soft samples K = {config['n_samples']}; seed = {config['seed']}; "
-        f"prob_space = {config['prob_space']}.",
+        f"n = {n} examples; accuracy of the predicted label = {_fmt(float(acc))}; {soft_info}top-k = {config['topk']}; "
+        f"n_steps = {config['n_steps']}; max_tokens = {config['max_tokens']}; seed = {config['seed']}; "
+        f"prob_space = {config['prob_space']}" + ("; hard metrics only." if hard else "."),
         "",
         "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better. "
         + (
-            f"`*` / `**`: paired test against {REFERENCE_METHOD} p < 0.05 / p < 0.01 ({', '.join(tests) or 'no test'})."
-            if REFERENCE_METHOD in methods
-            else f"No paired tests: {REFERENCE_METHOD} is not among the methods."
+            f"`*` / `**`: paired test against {reference} p < 0.05 / p < 0.01 ({', '.join(tests) or 'no test'})."
+            if reference in methods
+            else f"No paired tests: {reference} is not among the methods."
         ),
         "",
         "| method | " + " | ".join(f"{m} {'↑' if METRICS[m] == 'higher' else '↓'}" for m in metrics) + " |",
@@ -313,17 +317,17 @@ def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[
                 cells.append("–")
                 continue
             star = ""
-            if math.isfinite(r["p_vs_ig"]):
-                star = "**" if r["p_vs_ig"] < 0.01 else ("*" if r["p_vs_ig"] < 0.05 else "")
+            if math.isfinite(r["p_vs_reference"]):
+                star = "**" if r["p_vs_reference"] < 0.01 else ("*" if r["p_vs_reference"] < 0.05 else "")
             cells.append(f"{_fmt(r['mean'])}{star} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    if REFERENCE_METHOD in methods:
-        lines += ["", f"p-values of the paired test against {REFERENCE_METHOD}:", "",
+    if reference in methods:
+        lines += ["", f"p-values of the paired test against {reference}:", "",
                   "| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
-    for m in methods if REFERENCE_METHOD in methods else []:
-        if m == REFERENCE_METHOD:
+    for m in methods if reference in methods else []:
+        if m == reference:
             continue
-        lines.append(f"| {m} | " + " | ".join(_fmt(by[(m, k)]["p_vs_ig"]) if (m, k) in by else "–" for k in metrics) + " |")
+        lines.append(f"| {m} | " + " | ".join(_fmt(by[(m, k)]["p_vs_reference"]) if (m, k) in by else "–" for k in metrics) + " |")
     ks = config.get("topk_sweep")
     if ks:
         real = [m for m in methods if m != "uniform"]
@@ -382,6 +386,7 @@ def evaluate(
     topk_sweep: Optional[Sequence[float]] = None,
     metrics: str = "all",
     start: int = 0,
+    reference: str = REFERENCE_METHOD,
     n_steps: int = 20,
     n_samples: int = 4,
     pis: Sequence[float] = M.DEFAULT_PI_GRID,
@@ -407,6 +412,9 @@ def evaluate(
             :func:`parse_method_spec`); ``random`` is the random-scores control. The ``uniform``
             π-Soft control is always computed.
         n: number of examples (the first n of the dataset).
+        reference: the method the paired tests compare against (default
+            ``integrated_gradients``; e.g. ``aieg`` for an ablation table). Not part of the
+            recorded settings: rerun with another reference to re-summarise.
         start: compute only examples ``start … n-1`` (the summary covers those found in the
             records); shards of one run can go to separate folders and their ``records.jsonl``
             files be concatenated into one folder with the same ``config.json``.
@@ -443,6 +451,8 @@ def evaluate(
     methods = list(dict.fromkeys(methods))
     if not methods:
         raise ValueError("methods must name at least one method")
+    if reference != REFERENCE_METHOD and reference not in methods:
+        raise ValueError(f"reference must be one of the methods {methods}, got {reference!r}")
     specs = {m: parse_method_spec(m) for m in methods}
     bad = [m for m in methods if specs[m][0] not in list_methods() and m not in CONTROLS]
     if bad:
@@ -541,8 +551,8 @@ def evaluate(
     allrec = _records(rec_path)
     ids = [f"{dataset}:{i}" for i in range(len(data))]
     records = [allrec[e] for e in ids if e in allrec]
-    rows = summarise(records, methods, seed)
-    md = _write_summary(out, rows, config, records)
+    rows = summarise(records, methods, seed, reference)
+    md = _write_summary(out, rows, config, records, reference)
     png = _plot(out, records, methods, pis) if plot and metrics == "all" else None
     return {"rows": rows, "summary_md": md, "computed": computed, "skipped": skipped, "out_dir": str(out), "plot": str(png) if png else None}
 

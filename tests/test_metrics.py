@@ -384,6 +384,15 @@ def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
         E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "b", topk_sweep=(0.0,)))
     with pytest.raises(ValueError, match="metrics"):
         E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "c", metrics="soft"))
+    # paired tests against another method (e.g. the full AIEG for an ablation table)
+    res2 = E.evaluate(tiny_gpt2, n=3, **dict(kw, reference=variant))
+    assert res2["computed"] == 0
+    assert f"paired test against {variant}" in res2["summary_md"]
+    rows = {(r["method"], r["metric"]): r for r in res2["rows"]}
+    assert rows[("integrated_gradients", "log_odds")]["reference"] == variant
+    assert math.isnan(rows[(variant, "log_odds")]["p_vs_reference"])
+    with pytest.raises(ValueError, match="reference"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, reference="saliency"))
     with pytest.raises(ValueError, match="unknown option"):
         E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "e", methods="aieg:ef_mod=none"))
 
