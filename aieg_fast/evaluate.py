@@ -16,7 +16,8 @@ prompt (:data:`~aieg_fast.samples.SENTIMENT_TEMPLATE`), targets the model's pred
 
 Datasets: ``sst2-sample`` (24 sentences shipped in the package), ``sst2-dev``, ``sst2-test``,
 ``imdb`` (files of the evaluation data folder: ``data_dir``, else ``$AIEG_FAST_DATA``, else
-``../shared/data`` next to the repository).
+``../shared/data`` next to the repository, else the copies shipped in ``aieg_fast/data``: full
+SST-2 dev and test, the first 200 IMDb reviews; see :func:`dataset_path`).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import csv
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -105,8 +107,46 @@ def _data_dir(data_dir) -> Path:
     return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
+#: copies shipped in aieg_fast/data (source and checksums in its README.md): the full SST-2
+#: dev and test sets, and the first 200 reviews (balanced) of the IMDb test sample.
+SHIPPED = {
+    "sst2-dev": "sst2_dev.tsv",
+    "sst2-test": "sst2_test.tsv",
+    "imdb": "imdb_test_sample_200.jsonl",
+}
+
+
+def dataset_path(name: str, data_dir=None) -> Path:
+    """The file a dataset is read from.
+
+    Order: ``data_dir`` when given (only there); else ``$AIEG_FAST_DATA`` when set (only there);
+    else ``../shared/data`` next to the repository when it holds the file; else the copy
+    shipped in the package (:data:`SHIPPED`; for IMDb only the first 200 reviews).
+
+    Raises:
+        ValueError: unknown name. FileNotFoundError: the file is not in the folder asked for.
+    """
+    if name not in DATASETS or DATASETS[name] is None:
+        raise ValueError(f"dataset must be one of {[k for k, v in DATASETS.items() if v]}, got {name!r}")
+    fname = DATASETS[name]
+    if data_dir is None and not os.environ.get("AIEG_FAST_DATA"):
+        shared = _data_dir(None) / fname
+        if shared.is_file():
+            return shared
+        return Path(__file__).resolve().parent / "data" / SHIPPED[name]
+    folder = _data_dir(data_dir)
+    path = folder / fname
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"dataset {name!r} needs {fname} in {folder}, which is missing; pass --data-dir DIR "
+            f"(or set AIEG_FAST_DATA) to the folder holding the evaluation data, or leave both unset "
+            f"to use the copy shipped with the package"
+        )
+    return path
+
+
 def load_dataset(name: str, data_dir=None) -> List[Tuple[str, int]]:
-    """(text, label) pairs of a dataset, in file order.
+    """(text, label) pairs of a dataset, in file order (file chosen by :func:`dataset_path`).
 
     Raises:
         ValueError: unknown name. FileNotFoundError: the data file is missing (names the
@@ -118,13 +158,7 @@ def load_dataset(name: str, data_dir=None) -> List[Tuple[str, int]]:
         from .samples import sst2_sample
 
         return sst2_sample()
-    folder = _data_dir(data_dir)
-    path = folder / DATASETS[name]
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"dataset {name!r} needs {DATASETS[name]} in {folder}, which is missing; pass --data-dir DIR "
-            f"(or set AIEG_FAST_DATA) to the folder holding the evaluation data, or use --dataset sst2-sample"
-        )
+    path = dataset_path(name, data_dir)
     if path.suffix != ".jsonl":
         from .samples import read_sst2_tsv
 
@@ -483,7 +517,11 @@ def evaluate(
     if normalise not in M.NORMALISATIONS:
         raise ValueError(f"normalise must be one of {list(M.NORMALISATIONS)}, got {normalise!r}")
     method_options = dict(method_options or {})
-    data = load_dataset(dataset, data_dir)[:n]
+    data = load_dataset(dataset, data_dir)
+    if len(data) < n:
+        print(f"note: {dataset} has {len(data)} examples ({dataset_path(dataset, data_dir) if dataset != 'sst2-sample' else 'shipped sample'}); "
+              f"evaluating {len(data)}, not n = {n}", file=sys.stderr)
+    data = data[:n]
     ex = model if isinstance(model, Explainer) else load_model(model)
     classifier = ex.adapter.kind == "classifier"
     if labels is None:

@@ -107,7 +107,8 @@ def train_nano(
     Args:
         train_file, dev_file: ``sentence<TAB>label`` files with a header (default:
             ``sst2_train.tsv`` / ``sst2_dev.tsv`` in ``data_dir``, else ``$AIEG_FAST_DATA``,
-            else ``../shared/data``).
+            else ``../shared/data``; the train set (3.8 MB) is not shipped, the dev set is and
+            is used when the folder lacks it).
         out_dir: where to save (default :func:`nano_path`).
         epochs, batch_size, lr, weight_decay: AdamW with linear warm-up (5 % of the steps) and
             cosine decay to 0; dropout 0.1 (GPT-2 default).
@@ -126,7 +127,7 @@ def train_nano(
     """
     from transformers import GPT2Config, GPT2ForSequenceClassification
 
-    from .evaluate import _data_dir
+    from .evaluate import _data_dir, dataset_path
 
     for name, v in (("epochs", epochs), ("batch_size", batch_size), ("max_length", max_length), ("n_positions", n_positions)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -137,7 +138,9 @@ def train_nano(
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     folder = _data_dir(data_dir)
     train_file = Path(train_file) if train_file is not None else folder / "sst2_train.tsv"
-    dev_file = Path(dev_file) if dev_file is not None else folder / "sst2_dev.tsv"
+    if dev_file is None:  # the dev set is also shipped with the package
+        dev_file = folder / "sst2_dev.tsv" if (folder / "sst2_dev.tsv").is_file() else dataset_path("sst2-dev")
+    dev_file = Path(dev_file)
     for what, f in (("train_file", train_file), ("dev_file", dev_file)):
         if not f.is_file():
             raise FileNotFoundError(

@@ -445,3 +445,24 @@ def test_evaluate_shards_merge(tiny_gpt2, tmp_path):
         assert n2 == n and (mean2 == pytest.approx(mean, rel=1e-6, abs=1e-9) or (math.isnan(mean) and math.isnan(mean2)))
     with pytest.raises(ValueError, match="start"):
         E.evaluate(tiny_gpt2, n=2, start=2, out_dir=tmp_path / "d", **kw)
+
+
+def test_shipped_datasets(monkeypatch, tmp_path, capsys):
+    """Without a data folder the shipped copies are used, and they are the documented files."""
+    import hashlib
+
+    from aieg_fast import evaluate as E
+
+    monkeypatch.delenv("AIEG_FAST_DATA", raising=False)
+    monkeypatch.setattr(E, "_data_dir", lambda d: tmp_path / "nothing" if d is None else __import__("pathlib").Path(d))
+    readme = (E.Path(E.__file__).parent / "data" / "README.md").read_text()
+    for name, rows in (("sst2-dev", 872), ("sst2-test", 1821), ("imdb", 200)):
+        path = E.dataset_path(name)
+        assert path.parent.name == "data" and path.name == E.SHIPPED[name]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() in readme
+        data = E.load_dataset(name)
+        assert len(data) == rows and {l for _, l in data} == {0, 1}
+    imdb = E.load_dataset("imdb")
+    assert sum(l for _, l in imdb) == 100 and [l for _, l in imdb[:4]] == [0, 1, 0, 1]
+    with pytest.raises(FileNotFoundError, match="data-dir"):
+        E.dataset_path("imdb", data_dir=tmp_path)
