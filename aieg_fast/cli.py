@@ -142,7 +142,8 @@ def cmd_evaluate(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(res["summary_md"])
-    print(f"computed {res['computed']} example(s), {res['skipped']} already done; results in {res['out_dir']}")
+    print(f"computed {res['computed']} example(s) (or their missing methods), {res['skipped']} already complete; "
+          f"results in {res['out_dir']}")
     return 0
 
 
@@ -200,53 +201,70 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(fn=cmd_methods)
     i = sub.add_parser("info", help="versions and extension build")
     i.set_defaults(fn=cmd_info)
-    ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a sentiment dataset")
+    ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a sentiment dataset",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ev.add_argument("--model", default=None, help="hub id or local directory (default: embedded SmolLM2-135M-Instruct)")
     ev.add_argument("--dataset", default="sst2-sample", choices=["sst2-sample", "sst2-dev", "sst2-test", "imdb"])
     ev.add_argument("--methods", default="aieg,integrated_gradients,random", help="comma-separated methods, each optionally with options as name:option=value[:option=value] "
                     "(e.g. aieg:ef_mode=none); 'random' is the control")
-    ev.add_argument("--n", type=int, default=20, help="number of examples (the first N)")
+    ev.add_argument("--n", type=int, default=20, help="evaluate examples 0 … N-1 of the dataset (START … N-1 with --start)")
     ev.add_argument("--max-tokens", type=int, default=None, help="truncate texts to this many tokens (e.g. 50, 200, 400)")
     ev.add_argument("--out", default="faithfulness_out", help="output folder; rerun with the same folder to resume")
-    ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--n-steps", type=int, default=20)
+    ev.add_argument("--seed", type=int, default=0, help="seed of the random control, the soft-metric draws and the bootstrap")
+    ev.add_argument("--n-steps", type=int, default=20, help="path steps of the path methods (AIEG, IG, IDG)")
     ev.add_argument("--topk", type=float, default=0.2, help="fraction of attributable tokens for log-odds / comp / suff")
     ev.add_argument("--topk-sweep", type=_parse_fractions, default=None, metavar="K1,K2,...",
                     help="also report the hard metrics at these top-k fractions, e.g. 0.05,0.1,0.2,0.3")
     ev.add_argument("--reference", default="integrated_gradients", help="method of the paired tests (e.g. aieg for ablations)")
-    ev.add_argument("--start", type=int, default=0, help="skip the first START examples (shards of one run)")
+    ev.add_argument("--start", type=int, default=0, help="skip examples 0 … START-1 (shards of one run; see the README)")
     ev.add_argument("--metrics", choices=["all", "hard"], default="all",
                     help="'hard': log-odds / comprehensiveness / sufficiency only (skips the soft metrics)")
     ev.add_argument("--pis", type=_parse_fractions, default=None, metavar="P1,P2,...",
                     help="π grid of the π-Soft curves (default 0.1,0.2,...,0.9)")
     ev.add_argument("--n-samples", type=int, default=4, help="Bernoulli draws per soft-metric point")
-    ev.add_argument("--prob-space", choices=["vocab", "labels"], default="vocab")
-    ev.add_argument("--data-dir", default=None, help="folder with sst2_dev.tsv etc. (default: $AIEG_FAST_DATA or ../shared/data)")
-    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--prob-space", choices=["vocab", "labels"], default="vocab",
+                    help="p(label): softmax over the whole vocabulary, or over the label words only")
+    ev.add_argument("--data-dir", default=None,
+                    help="folder with sst2_dev.tsv, sst2_test.tsv, imdb_test_sample.jsonl (default: $AIEG_FAST_DATA, "
+                         "else the copies shipped with the package)")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.set_defaults(fn=cmd_evaluate)
 
-    tn = sub.add_parser("train-nano", help="train GPT-nano (3 layers, 3 heads, 48 dims) on SST-2 train; saves to the cache")
-    tn.add_argument("--data-dir", default=None, help="folder with sst2_train.tsv and sst2_dev.tsv (default: $AIEG_FAST_DATA or ../shared/data)")
-    tn.add_argument("--train-file", default=None)
-    tn.add_argument("--dev-file", default=None)
+    tn = sub.add_parser("train-nano", help="train GPT-nano (3 layers, 3 heads, 48 dims) on SST-2 train; saves to the cache",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    tn.add_argument("--data-dir", default=None,
+                    help="folder with sst2_train.tsv (not shipped) and optionally sst2_dev.tsv (default: $AIEG_FAST_DATA)")
+    tn.add_argument("--train-file", default=None, help="sentence<TAB>label file (default: DATA_DIR/sst2_train.tsv)")
+    tn.add_argument("--dev-file", default=None, help="default: DATA_DIR/sst2_dev.tsv, else the shipped SST-2 dev set")
     tn.add_argument("--out", default=None, help="output folder (default: <cache>/gpt-nano-sst2, loaded by --model gpt-nano)")
-    tn.add_argument("--epochs", type=int, default=2)
-    tn.add_argument("--batch-size", type=int, default=64)
-    tn.add_argument("--lr", type=float, default=2e-3)
+    tn.add_argument("--epochs", type=int, default=2, help="passes over the training rows")
+    tn.add_argument("--batch-size", type=int, default=64, help="rows per optimizer step")
+    tn.add_argument("--lr", type=float, default=2e-3, help="peak AdamW learning rate (warm-up, cosine decay)")
     tn.add_argument("--max-train", type=int, default=None, help="use only the first N training rows")
-    tn.add_argument("--seed", type=int, default=0)
-    tn.add_argument("--no-progress", action="store_true")
+    tn.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the shuffling")
+    tn.add_argument("--no-progress", action="store_true", help="no progress bar")
     tn.set_defaults(fn=cmd_train_nano)
     return p
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "no_progress", False):
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except ImportError:
+            pass
     try:
         return args.fn(args)
     except (ValueError, TypeError, RuntimeError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        hint = " (finished examples are kept in the records; rerun the same command to resume)" if args.cmd == "evaluate" else ""
+        print(f"interrupted{hint}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

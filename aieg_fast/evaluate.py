@@ -15,9 +15,9 @@ prompt (:data:`~aieg_fast.samples.SENTIMENT_TEMPLATE`), targets the model's pred
 * ``pi_soft_curves.png`` — mean π-Soft-NC / NS curves (needs matplotlib; skipped with a note).
 
 Datasets: ``sst2-sample`` (24 sentences shipped in the package), ``sst2-dev``, ``sst2-test``,
-``imdb`` (files of the evaluation data folder: ``data_dir``, else ``$AIEG_FAST_DATA``, else
-``../shared/data`` next to the repository, else the copies shipped in ``aieg_fast/data``: full
-SST-2 dev and test, the first 200 IMDb reviews; see :func:`dataset_path`).
+``imdb`` (files of the evaluation data folder: ``data_dir``, else ``$AIEG_FAST_DATA``, else the
+copies shipped in ``aieg_fast/data``: full SST-2 dev and test, the first 200 IMDb reviews; see
+:func:`dataset_path`).
 """
 from __future__ import annotations
 
@@ -77,6 +77,8 @@ def parse_method_spec(spec: str) -> Tuple[str, dict]:
         if "=" not in part:
             raise ValueError(f"methods: option {part!r} of {spec!r} must be NAME=VALUE")
         k, v = part.split("=", 1)
+        if k.strip() in opts:
+            raise ValueError(f"methods: option {k.strip()!r} is given twice in {spec!r}")
         try:
             opts[k.strip()] = json.loads(v)
         except json.JSONDecodeError:
@@ -98,13 +100,12 @@ def _json_safe(x):
 # ============================================================================================
 # data
 # ============================================================================================
-def _data_dir(data_dir) -> Path:
+def _data_dir(data_dir) -> Optional[Path]:
+    """The evaluation data folder asked for: ``data_dir``, else ``$AIEG_FAST_DATA``, else None."""
     if data_dir is not None:
         return Path(data_dir)
     env = os.environ.get("AIEG_FAST_DATA")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    return Path(env) if env else None
 
 
 #: copies shipped in aieg_fast/data (source and checksums in its README.md): the full SST-2
@@ -120,8 +121,8 @@ def dataset_path(name: str, data_dir=None) -> Path:
     """The file a dataset is read from.
 
     Order: ``data_dir`` when given (only there); else ``$AIEG_FAST_DATA`` when set (only there);
-    else ``../shared/data`` next to the repository when it holds the file; else the copy
-    shipped in the package (:data:`SHIPPED`; for IMDb only the first 200 reviews).
+    else the copy shipped in the package (:data:`SHIPPED`; for IMDb the first 200 reviews of
+    the 2,000-review sample, whose file ``imdb_test_sample.jsonl`` a data folder can hold).
 
     Raises:
         ValueError: unknown name. FileNotFoundError: the file is not in the folder asked for.
@@ -129,12 +130,9 @@ def dataset_path(name: str, data_dir=None) -> Path:
     if name not in DATASETS or DATASETS[name] is None:
         raise ValueError(f"dataset must be one of {[k for k, v in DATASETS.items() if v]}, got {name!r}")
     fname = DATASETS[name]
-    if data_dir is None and not os.environ.get("AIEG_FAST_DATA"):
-        shared = _data_dir(None) / fname
-        if shared.is_file():
-            return shared
-        return Path(__file__).resolve().parent / "data" / SHIPPED[name]
     folder = _data_dir(data_dir)
+    if folder is None:
+        return Path(__file__).resolve().parent / "data" / SHIPPED[name]
     path = folder / fname
     if not path.is_file():
         raise FileNotFoundError(
@@ -287,14 +285,24 @@ def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence
     return rows
 
 
-def _sweep_lines(out: Path, rows: List[dict], ks: Sequence[float]) -> List[str]:
+def _sweep_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Optional[Sequence[dict]] = None) -> List[str]:
     with open(out / "summary_topk.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
         w.writeheader()
         w.writerows(rows)
     by = {(r["method"], r["topk"], r["metric"]): r for r in rows}
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    lines = ["", "Top-k sweep (mean [95 % bootstrap CI]; k = fraction of the attributable tokens):"]
+    lines = ["", "Top-k sweep (mean [95 % bootstrap CI]; k = fraction of the attributable tokens; "
+             "int(k · |attributable|) tokens are removed, none when that is 0 — those examples count as 0):"]
+    if records is not None and methods:
+        cells = []
+        for k in ks:
+            counts = [r["methods"].get(methods[0], {}).get("topk_sweep", {}).get(f"{k:g}", {}).get("k") for r in records]
+            counts = [c for c in counts if c is not None]
+            if counts:
+                cells.append(f"k = {k:g}: {np.mean(counts):.1f} removed on average, 0 for {sum(c == 0 for c in counts)} of {len(counts)}")
+        if cells:
+            lines += ["", "Tokens removed per example — " + "; ".join(cells) + "."]
     for metric in ("log_odds", "comprehensiveness", "sufficiency"):
         arrow = "↑" if METRICS[metric] == "higher" else "↓"
         lines += ["", f"| {metric} {arrow} | " + " | ".join(f"k = {k:g}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
@@ -365,7 +373,7 @@ def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[
     ks = config.get("topk_sweep")
     if ks:
         real = [m for m in methods if m != "uniform"]
-        lines += _sweep_lines(out, summarise_topk(records, real, ks, config["seed"]), ks)
+        lines += _sweep_lines(out, summarise_topk(records, real, ks, config["seed"]), ks, records)
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text, encoding="utf-8")
     return text
@@ -497,10 +505,12 @@ def evaluate(
             raise ValueError(f"methods: {m!r} has unknown option(s) {unknown}; {name} takes {sorted(_allowed(name))}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
+        raise ValueError(f"n_steps must be a positive int, got {n_steps!r}")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
     if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
-        raise ValueError(f"start must be an int in [0, n), got {start!r}")
+        raise ValueError(f"start must be an int in [0, n) = [0, {n}), got {start!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed must be an int, got {seed!r}")
     M._check_topk(topk)
@@ -509,7 +519,10 @@ def evaluate(
     if topk_sweep is not None:
         if isinstance(topk_sweep, (int, float)):
             topk_sweep = [topk_sweep]
-        topk_sweep = [M._check_topk(k) for k in topk_sweep] or None
+        bad = [k for k in topk_sweep if isinstance(k, bool) or not isinstance(k, (int, float)) or not (0 < k <= 1)]
+        if bad:
+            raise ValueError(f"topk_sweep values must be fractions in (0, 1], got {list(topk_sweep)}")
+        topk_sweep = sorted({float(k) for k in topk_sweep}) or None
     M._check_positive_int("n_samples", n_samples)
     pis = M._check_pis(pis)
     if prob_space not in M.PROB_SPACES:
@@ -517,11 +530,21 @@ def evaluate(
     if normalise not in M.NORMALISATIONS:
         raise ValueError(f"normalise must be one of {list(M.NORMALISATIONS)}, got {normalise!r}")
     method_options = dict(method_options or {})
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write_test"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"out_dir {str(out)!r} is not a writable folder ({err.strerror or err})") from None
     data = load_dataset(dataset, data_dir)
     if len(data) < n:
         print(f"note: {dataset} has {len(data)} examples ({dataset_path(dataset, data_dir) if dataset != 'sst2-sample' else 'shipped sample'}); "
               f"evaluating {len(data)}, not n = {n}", file=sys.stderr)
     data = data[:n]
+    if start >= len(data):
+        raise ValueError(f"start must be below the number of examples ({len(data)} in {dataset}), got {start}")
     ex = model if isinstance(model, Explainer) else load_model(model)
     classifier = ex.adapter.kind == "classifier"
     if labels is None:
@@ -531,8 +554,6 @@ def evaluate(
         template = SENTIMENT_TEMPLATE
     label_ids = [ex.resolve_target(l)["id"] for l in labels]
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     config = {
         "model": ex.name or type(ex.model).__name__, "dataset": dataset, "max_tokens": max_tokens, "seed": seed,
         "topk": topk, "n_steps": n_steps, "n_samples": n_samples, "pis": pis, "prob_space": prob_space,
@@ -611,8 +632,11 @@ def _one_example(ex, eid, index, text, label, methods, max_tokens, template, lab
     for m in real:
         name, opts = (specs or {}).get(m) or parse_method_spec(m)
         t0 = time.perf_counter()
-        a = ex.attribute(text, method=name, target=target, template=template, n_steps=n_steps,
-                         internal_batch_size=internal_batch_size, **{**method_options.get(name, {}), **opts})
+        try:
+            a = ex.attribute(text, method=name, target=target, template=template, n_steps=n_steps,
+                             internal_batch_size=internal_batch_size, **{**method_options.get(name, {}), **opts})
+        except (ValueError, TypeError) as err:
+            raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
         attrs[m] = (a, time.perf_counter() - t0)
         base = base or a
     if base is None:  # only controls asked: a cheap attribution supplies input and target

@@ -106,9 +106,9 @@ def train_nano(
 
     Args:
         train_file, dev_file: ``sentence<TAB>label`` files with a header (default:
-            ``sst2_train.tsv`` / ``sst2_dev.tsv`` in ``data_dir``, else ``$AIEG_FAST_DATA``,
-            else ``../shared/data``; the train set (3.8 MB) is not shipped, the dev set is and
-            is used when the folder lacks it).
+            ``sst2_train.tsv`` / ``sst2_dev.tsv`` in ``data_dir``, else ``$AIEG_FAST_DATA``;
+            the train set (3.8 MB) is not shipped, the dev set is and is used when no folder
+            holds it).
         out_dir: where to save (default :func:`nano_path`).
         epochs, batch_size, lr, weight_decay: AdamW with linear warm-up (5 % of the steps) and
             cosine decay to 0; dropout 0.1 (GPT-2 default).
@@ -137,9 +137,14 @@ def train_nano(
     if not (isinstance(lr, (int, float)) and lr > 0):
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     folder = _data_dir(data_dir)
+    if train_file is None and folder is None:
+        raise FileNotFoundError(
+            "train_file: the SST-2 train set (sst2_train.tsv, 3.8 MB) is not shipped; pass --data-dir DIR "
+            "(or set AIEG_FAST_DATA) to a folder holding it, or --train-file FILE"
+        )
     train_file = Path(train_file) if train_file is not None else folder / "sst2_train.tsv"
     if dev_file is None:  # the dev set is also shipped with the package
-        dev_file = folder / "sst2_dev.tsv" if (folder / "sst2_dev.tsv").is_file() else dataset_path("sst2-dev")
+        dev_file = folder / "sst2_dev.tsv" if folder is not None and (folder / "sst2_dev.tsv").is_file() else dataset_path("sst2-dev")
     dev_file = Path(dev_file)
     for what, f in (("train_file", train_file), ("dev_file", dev_file)):
         if not f.is_file():

@@ -18,15 +18,23 @@ def read_sst2_tsv(path) -> List[Tuple[str, int]]:
     """(sentence, label) pairs of a GLUE-style ``sentence<TAB>label`` file with a header line.
 
     The files are unquoted, so each line is split on its last TAB.
+
+    Raises:
+        ValueError: a line that is not ``sentence<TAB>0|1`` (names the file and line).
     """
     rows = []
     with open(path, encoding="utf-8") as fh:
-        next(fh)
-        for line in fh:
+        next(fh, None)
+        for no, line in enumerate(fh, start=2):
             line = line.rstrip("\n")
-            if line:
-                s, l = line.rsplit("\t", 1)
-                rows.append((s, int(l)))
+            if not line:
+                continue
+            parts = line.rsplit("\t", 1)
+            if len(parts) != 2 or parts[1].strip() not in ("0", "1"):
+                raise ValueError(
+                    f"{path}: line {no} is not 'sentence<TAB>label' with label 0 or 1: {line[:80]!r}"
+                )
+            rows.append((parts[0], int(parts[1])))
     return rows
 
 

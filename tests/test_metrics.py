@@ -454,7 +454,6 @@ def test_shipped_datasets(monkeypatch, tmp_path, capsys):
     from aieg_fast import evaluate as E
 
     monkeypatch.delenv("AIEG_FAST_DATA", raising=False)
-    monkeypatch.setattr(E, "_data_dir", lambda d: tmp_path / "nothing" if d is None else __import__("pathlib").Path(d))
     readme = (E.Path(E.__file__).parent / "data" / "README.md").read_text()
     for name, rows in (("sst2-dev", 872), ("sst2-test", 1821), ("imdb", 200)):
         path = E.dataset_path(name)
@@ -466,3 +465,33 @@ def test_shipped_datasets(monkeypatch, tmp_path, capsys):
     assert sum(l for _, l in imdb) == 100 and [l for _, l in imdb[:4]] == [0, 1, 0, 1]
     with pytest.raises(FileNotFoundError, match="data-dir"):
         E.dataset_path("imdb", data_dir=tmp_path)
+
+
+def test_evaluate_input_errors_before_work(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """Bad --start / --out / --topk-sweep / duplicate options fail with the argument named."""
+    from aieg_fast import cli
+    from aieg_fast import evaluate as E
+    from aieg_fast.evaluate import parse_method_spec
+
+    kw = dict(dataset="sst2-sample", methods="saliency", n_steps=2, progress=False, labels=(10, 11), template="{text} :")
+    with pytest.raises(ValueError, match="start must be below the number of examples"):
+        E.evaluate(tiny_gpt2, n=100, start=30, out_dir=tmp_path / "a", **kw)  # the sample has 24
+    afile = tmp_path / "file.txt"
+    afile.write_text("x")
+    with pytest.raises(ValueError, match="out_dir"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=afile / "sub", **kw)
+    with pytest.raises(ValueError, match="topk_sweep"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "b", topk_sweep=(0.1, 1.5), **kw)
+    with pytest.raises(ValueError, match="n_steps"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "c", **dict(kw, n_steps=0))
+    with pytest.raises(ValueError, match="twice"):
+        parse_method_spec("aieg:attn_layers=none:attn_layers=last")
+    with pytest.raises(ValueError, match="methods: 'aieg:ef_mode=bogus'"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "d", **dict(kw, methods="aieg:ef_mode=bogus"))
+
+    def interrupted(**_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(E, "evaluate", interrupted)
+    rc = cli.main(["evaluate", "--dataset", "sst2-sample", "--out", str(tmp_path / "e")])
+    assert rc == 130 and "rerun the same command to resume" in capsys.readouterr().err

@@ -60,3 +60,14 @@ def test_train_nano_bad_arguments(tmp_path):
         train_nano(tmp_path / "t.tsv", tmp_path / "d.tsv", epochs=0)
     with pytest.raises(FileNotFoundError, match="train_file"):
         train_nano(tmp_path / "t.tsv", tmp_path / "d.tsv")
+
+
+def test_train_nano_malformed_file(tmp_path):
+    from aieg_fast.nano import train_nano
+
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("sentence\tlabel\ngood film \t1\nno label here\n")
+    _write(tmp_path / "dev.tsv", 10, 1)
+    with pytest.raises(ValueError, match="line 3"):
+        train_nano(bad, tmp_path / "dev.tsv", tokenizer=_byte_level_tokenizer(), progress=False, out_dir=tmp_path / "o")
+    assert not (tmp_path / "o").exists()
