@@ -35,7 +35,7 @@ aieg-fast evaluate --model gpt-nano --dataset sst2-test --n 1821 --metrics hard 
     --out "$OUT/nano_ablation" --no-progress
 
 # 4. SmolLM2 on IMDb, AIEG's 50 / 200 / 400-token buckets, hard metrics
-for spec in "50 20" "200 6" "400 3"; do
+for spec in "50 25" "200 8" "400 2"; do
   set -- $spec
   aieg-fast evaluate --dataset imdb --max-tokens "$1" --n "$2" --methods $M --n-steps 20 --metrics hard \
       --prob-space labels --seed 0 --out "$OUT/imdb_$1" --no-progress
