@@ -13,12 +13,10 @@ __all__ = ["main"]
 def _parse_option(s: str):
     if "=" not in s:
         raise argparse.ArgumentTypeError(f"--option must be NAME=VALUE, got {s!r}")
+    from .evaluate import option_value
+
     k, v = s.split("=", 1)
-    try:
-        val = json.loads(v)
-    except json.JSONDecodeError:
-        val = v
-    return k, val
+    return k, option_value(v)
 
 
 def _parse_fractions(s: str):

@@ -79,11 +79,17 @@ def parse_method_spec(spec: str) -> Tuple[str, dict]:
         k, v = part.split("=", 1)
         if k.strip() in opts:
             raise ValueError(f"methods: option {k.strip()!r} is given twice in {spec!r}")
-        try:
-            opts[k.strip()] = json.loads(v)
-        except json.JSONDecodeError:
-            opts[k.strip()] = v.strip()
+        opts[k.strip()] = option_value(v.strip())
     return name, opts
+
+
+def option_value(text: str):
+    """A method option's value from text: JSON when it parses (``4``, ``false``, ``[0, 1]``),
+    else the text itself (``none``, ``last``). Shared by method specs and ``--option``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 def _json_safe(x):
@@ -255,19 +261,31 @@ def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, re
                 continue
             get = (lambda r: r.get("controls", {}).get("uniform", {}).get(metric)) if m == "uniform" else (lambda r: r["methods"].get(m, {}).get(metric))
             pairs = [(get(r), r["methods"].get(reference, {}).get(metric)) for r in records]
-            vals = [v for v, _ in pairs if v is not None and math.isfinite(v)]
-            lo, hi = bootstrap_ci(vals, seed=seed)
+            stat = _mean_ci([v for v, _ in pairs], seed)
             p, test = float("nan"), ""
             if m != reference and reference in methods:
                 both = [(v, w) for v, w in pairs if v is not None and w is not None and math.isfinite(v) and math.isfinite(w)]
                 if len(both) >= 2:
                     p, test = paired_test([v for v, _ in both], [w for _, w in both], seed=seed)
             rows.append({
-                "method": m, "metric": metric, "better": better, "n": len(vals),
-                "mean": float(np.mean(vals)) if vals else float("nan"), "ci_low": lo, "ci_high": hi,
+                "method": m, "metric": metric, "better": better, **stat,
                 "p_vs_reference": p, "reference": reference if m != reference and reference in methods else "", "test": test,
             })
     return rows
+
+
+def _mean_ci(values: Sequence[Optional[float]], seed: int) -> dict:
+    """``{"n", "mean", "ci_low", "ci_high"}`` of the finite values (None / NaN left out)."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    lo, hi = bootstrap_ci(vals, seed=seed)
+    return {"n": len(vals), "mean": float(np.mean(vals)) if vals else float("nan"), "ci_low": lo, "ci_high": hi}
+
+
+def _write_csv(path: Path, rows: List[dict]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
 
 
 def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence[float], seed: int = 0) -> List[dict]:
@@ -278,18 +296,12 @@ def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence
             key = f"{k:g}"
             for metric in ("log_odds", "comprehensiveness", "sufficiency"):
                 vals = [r["methods"].get(m, {}).get("topk_sweep", {}).get(key, {}).get(metric) for r in records]
-                vals = [v for v in vals if v is not None and math.isfinite(v)]
-                lo, hi = bootstrap_ci(vals, seed=seed)
-                rows.append({"method": m, "topk": k, "metric": metric, "n": len(vals),
-                             "mean": float(np.mean(vals)) if vals else float("nan"), "ci_low": lo, "ci_high": hi})
+                rows.append({"method": m, "topk": k, "metric": metric, **_mean_ci(vals, seed)})
     return rows
 
 
 def _sweep_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Optional[Sequence[dict]] = None) -> List[str]:
-    with open(out / "summary_topk.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    _write_csv(out / "summary_topk.csv", rows)
     by = {(r["method"], r["topk"], r["metric"]): r for r in rows}
     methods = list(dict.fromkeys(r["method"] for r in rows))
     lines = ["", "Top-k sweep (mean [95 % bootstrap CI]; k = fraction of the attributable tokens; "
@@ -317,10 +329,7 @@ def _fmt(v, nd=3):
 
 
 def _write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD) -> str:
-    with open(out / "summary.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    _write_csv(out / "summary.csv", rows)
     # metrics / methods with no value at all (e.g. the soft metrics with metrics="hard") are left out
     metrics = [k for k in METRICS if any(r["metric"] == k and r["n"] > 0 for r in rows)] or list(METRICS)
     methods = list(dict.fromkeys(r["method"] for r in rows if r["n"] > 0 or r["method"] != "uniform"))
@@ -505,8 +514,7 @@ def evaluate(
             raise ValueError(f"methods: {m!r} has unknown option(s) {unknown}; {name} takes {sorted(_allowed(name))}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
-    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
-        raise ValueError(f"n_steps must be a positive int, got {n_steps!r}")
+    M._check_positive_int("n_steps", n_steps)
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
     if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
@@ -519,10 +527,10 @@ def evaluate(
     if topk_sweep is not None:
         if isinstance(topk_sweep, (int, float)):
             topk_sweep = [topk_sweep]
-        bad = [k for k in topk_sweep if isinstance(k, bool) or not isinstance(k, (int, float)) or not (0 < k <= 1)]
-        if bad:
-            raise ValueError(f"topk_sweep values must be fractions in (0, 1], got {list(topk_sweep)}")
-        topk_sweep = sorted({float(k) for k in topk_sweep}) or None
+        try:
+            topk_sweep = sorted({M._check_topk(k) for k in topk_sweep}) or None
+        except ValueError:
+            raise ValueError(f"topk_sweep values must be fractions in (0, 1], got {list(topk_sweep)}") from None
     M._check_positive_int("n_samples", n_samples)
     pis = M._check_pis(pis)
     if prob_space not in M.PROB_SPACES:

@@ -66,6 +66,7 @@ import torch
 from torch import Tensor
 
 from .attribution import Explainer, _model_prepared
+from .models import right_pad
 from .result import Attribution
 
 __all__ = [
@@ -153,13 +154,7 @@ def _last_logits_ids(ex: Explainer, seqs: Sequence[Sequence[int]], batch_size: i
     out = []
     dev = ex.device
     for s in range(0, len(seqs), batch_size):
-        part = seqs[s : s + batch_size]
-        L = max(len(q) for q in part)
-        ids = torch.full((len(part), L), ex.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(part), L), dtype=torch.long)
-        for b, q in enumerate(part):
-            ids[b, : len(q)] = torch.tensor(list(q), dtype=torch.long)
-            mask[b, : len(q)] = 1
+        ids, mask = right_pad(seqs[s : s + batch_size], ex.pad_id)
         ids, mask = ids.to(dev), mask.to(dev)
         pos = (mask.cumsum(-1) - 1).clamp_min(0)
         last = mask.sum(-1) - 1

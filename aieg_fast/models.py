@@ -113,6 +113,20 @@ def _load_embedded(dtype: torch.dtype):
     return model, tok, DEFAULT_MODEL
 
 
+def right_pad(seqs, pad_id: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token id sequences into (ids Tensor[B, L_max] long, mask Tensor[B, L_max] long).
+
+    ``mask`` is 1 on real tokens and 0 on padding; ``pad_id`` fills the padding.
+    """
+    L = max(len(q) for q in seqs)
+    ids = torch.full((len(seqs), L), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), L), dtype=torch.long)
+    for b, q in enumerate(seqs):
+        ids[b, : len(q)] = torch.tensor(list(q), dtype=torch.long)
+        mask[b, : len(q)] = 1
+    return ids, mask
+
+
 def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = None):
     """Resolve ``model`` to (model, tokenizer, name).
 
@@ -143,10 +157,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
             raise ValueError(
                 f"model 'gpt-nano' is not trained yet (nothing in {path}); run `aieg-fast train-nano` first"
             )
-        m = AutoModelForSequenceClassification.from_pretrained(path, dtype=dtype)
-        tok = AutoTokenizer.from_pretrained(path) if tokenizer is None else tokenizer
-        if isinstance(tok, (str, Path)):
-            tok = AutoTokenizer.from_pretrained(tok)
+        m, tok, _ = load_hf_model(path, tokenizer, dtype)
         return m, tok, "gpt-nano"
     if isinstance(model, (str, Path)):
         name = str(model)

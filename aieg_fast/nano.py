@@ -23,6 +23,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from .models import right_pad
+
 __all__ = ["NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
 
 #: name of the trained model in the cache, and the alias accepted by ``load_model``.
@@ -62,16 +64,6 @@ def _encode(tok, texts: Sequence[str], max_length: int) -> List[List[int]]:
     return [list(e) if e else [tok.pad_token_id] for e in enc]
 
 
-def _pad(seqs: List[List[int]], pad_id: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    L = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), L), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), L), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
-    return ids, mask
-
-
 @torch.no_grad()
 def _accuracy(model, seqs: List[List[int]], labels: List[int], pad_id: int, batch_size: int = 256) -> float:
     model.eval()
@@ -79,7 +71,7 @@ def _accuracy(model, seqs: List[List[int]], labels: List[int], pad_id: int, batc
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # similar lengths per batch
     for s in range(0, len(order), batch_size):
         idx = order[s : s + batch_size]
-        ids, mask = _pad([seqs[i] for i in idx], pad_id)
+        ids, mask = right_pad([seqs[i] for i in idx], pad_id)
         pred = model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
         correct += int((pred == torch.tensor([labels[i] for i in idx])).sum())
     return correct / max(1, len(seqs))
@@ -197,7 +189,7 @@ def train_nano(
             loss_sum, correct, seen = 0.0, 0, 0
             for s in range(0, len(perm), batch_size):
                 idx = perm[s : s + batch_size]
-                ids, mask = _pad([tr[i] for i in idx], pad_id)
+                ids, mask = right_pad([tr[i] for i in idx], pad_id)
                 y = labels_t[idx]
                 outp = model(input_ids=ids, attention_mask=mask, labels=y)
                 opt.zero_grad(set_to_none=True)
