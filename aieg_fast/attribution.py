@@ -20,10 +20,13 @@ Methods (``list_methods()``):
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import re
 import time
+import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -101,7 +104,13 @@ def quadrature(rule: str, n_steps: int, dtype=torch.float64):
         (alphas Tensor[M], weights Tensor[M]); Σ weights = 1.
     """
     _choice("integration", rule, INTEGRATION_RULES)
-    M = n_steps
+    a, w = _quadrature64(rule, n_steps)
+    return a.to(dtype, copy=True), w.to(dtype, copy=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _quadrature64(rule: str, M: int):
+    """:func:`quadrature` in float64, computed once per (rule, M); callers get copies."""
     if rule in ("trapezoid", "uniform"):
         a = torch.linspace(0, 1, M, dtype=torch.float64)
         if rule == "uniform":
@@ -120,13 +129,22 @@ def quadrature(rule: str, n_steps: int, dtype=torch.float64):
         off = {"riemann_left": 0.0, "riemann_right": 1.0, "riemann_middle": 0.5}[rule]
         a = (k + off) / M
         w = torch.full((M,), 1.0 / M, dtype=torch.float64)
-    return a.to(dtype), w.to(dtype)
+    return a, w
+
+
+# model → its parameters, listed once: walking the module tree costs about 0.4 ms per call on a
+# 2-layer model, a few per cent of a short attribution. A parameter added to the model later is
+# simply not frozen (gradients are taken with respect to the inputs only, so scores are unchanged).
+_PARAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 @contextlib.contextmanager
 def _model_prepared(model, eager: bool = False):
     """Eval mode, parameters frozen, optionally eager attention; everything restored on exit."""
-    trainable = [p for p in model.parameters() if p.requires_grad]  # only these change
+    params = _PARAMS.get(model)
+    if params is None:
+        params = _PARAMS[model] = tuple(model.parameters())
+    trainable = [p for p in params if p.requires_grad]  # only these change
     was_training = model.training
     old_impl = getattr(model.config, "_attn_implementation", None)
     try:
@@ -211,6 +229,8 @@ class _Batch:
     # pilot logits at linspace(0, 1, N) per example, when a caller computed them already
     # (generation shares one pilot pass over the full sequence between all steps)
     pilot_logits: Optional[List[Tensor]] = None
+    # every row unpadded (positions 0…L-1, last index L-1): the model runs without a mask
+    plain: bool = False
 
     @property
     def B(self):
@@ -271,6 +291,7 @@ class Explainer:
         self.vocab_size = self.adapter.embeddings.weight.shape[0]
         self.ref_token_id = self._default_ref_token(tokenizer) if ref_token_id is None else int(ref_token_id)
         self.pad_id = self.ref_token_id
+        self._token_text: Dict[int, str] = {}  # id → decoded text, filled as tokens are seen
 
     def _default_ref_token(self, tokenizer) -> int:
         """PAD, else EOS, else UNK (DIG convention, specs/aieg.md §6.3), skipping all-zero rows.
@@ -287,6 +308,15 @@ class Explainer:
         return 0
 
     # ------------------------------------------------------------------ encoding
+    def token_texts(self, ids: Sequence[int]) -> List[str]:
+        """The decoded text of each token id on its own (``tokenizer.decode([i])``), cached per
+        Explainer so that repeated calls do not decode the same tokens again."""
+        cache = self._token_text
+        for i in ids:
+            if i not in cache:
+                cache[i] = self.tokenizer.decode([i])
+        return [cache[i] for i in ids]
+
     def encode(self, text: str, template: Optional[str] = None, add_special_tokens: bool = True):
         """Token ids of ``text`` (optionally placed in ``template`` at ``{text}``) and a fixed mask.
 
@@ -392,10 +422,12 @@ class Explainer:
             ref = emb_w[self.ref_token_id].detach()
             Eb = torch.where(fixed.unsqueeze(-1), E, ref.view(1, 1, -1).expand_as(E))
         tg = torch.tensor([-1 if t is None else t for t in targets], dtype=torch.long, device=dev)
-        return _Batch(ids_t, mask, position_ids, last_index, fixed, E, Eb, tg, lengths, offsets)
+        return _Batch(ids_t, mask, position_ids, last_index, fixed, E, Eb, tg, lengths, offsets, plain=all(n == L for n in lengths))
 
     # ------------------------------------------------------------------ forward passes
     def _hidden(self, batch: _Batch, rows: Tensor, embeds: Tensor) -> Tensor:
+        if batch.plain:  # no per-chunk mask, positions or last-index gathers
+            return self.adapter.hidden_last(embeds, None, None, None)
         return self.adapter.hidden_last(embeds, batch.attention_mask[rows], batch.position_ids[rows], batch.last_index[rows])
 
     def _F(self, batch: _Batch, rows: Tensor, embeds: Tensor, target_fn: str) -> Tensor:
@@ -426,41 +458,43 @@ class Explainer:
         return int(esize * (a.n_layers * per_layer + 4 * L * a.hidden_size)) + 1
 
     def _path_chunks(self, batch, alphas: List[Tensor], chunk: int, need_grad: bool, target_fn: str, backend, used, progress=None):
-        """Yield (example b, step indices, F [n], grads [n, L, d] or None) over the path, in chunks.
+        """Yield (example b, step slice, F [n], grads [n, L, d] or None) over the path, in chunks.
 
-        The path points of all examples are flattened and cut into chunks of ``chunk`` points;
-        each chunk is one batched forward (and backward when ``need_grad``).
+        The path points of all examples are flattened (example by example, steps in order) and
+        cut into chunks of ``chunk`` points; each chunk is one batched forward (and backward when
+        ``need_grad``). Within a chunk the steps of one example are contiguous, so each piece is
+        yielded with a ``slice`` of step indices (views, no index tensors per chunk).
         """
-        pairs = [(b, m) for b in range(batch.B) for m in range(alphas[b].numel())]
-        for start in range(0, len(pairs), chunk):
-            sel = pairs[start : start + chunk]
-            groups: Dict[int, List[int]] = {}
-            for b, m in sel:
-                groups.setdefault(b, []).append(m)
-            pts, rows = [], []
-            for b, ms in groups.items():
-                a = alphas[b][ms]
-                used["interpolate_path"] = ops.resolve_backend(backend, batch.embeds)
-                pts.append(ops.interpolate_path(batch.embeds[b], batch.baseline[b], a, batch.fixed[b], backend=backend))
-                rows += [b] * len(ms)
-            X = torch.cat(pts, 0)
-            rows_t = torch.tensor(rows, device=X.device)
+        sizes = [a.numel() for a in alphas]
+        starts = [0]
+        for n in sizes:
+            starts.append(starts[-1] + n)
+        used["interpolate_path"] = ops.resolve_backend(backend, batch.embeds)
+        rows_all = None if batch.B == 1 else torch.repeat_interleave(torch.arange(batch.B, device=self.device), torch.tensor(sizes, device=self.device))
+        for s in range(0, starts[-1], chunk):
+            e = min(s + chunk, starts[-1])
+            groups = [(b, slice(max(s, starts[b]) - starts[b], min(e, starts[b + 1]) - starts[b]))
+                      for b in range(batch.B) if starts[b] < e and starts[b + 1] > s]
+            pts = [ops.interpolate_path(batch.embeds[b], batch.baseline[b], alphas[b][ms], batch.fixed[b], backend=backend) for b, ms in groups]
+            X = pts[0] if len(pts) == 1 else torch.cat(pts, 0)
+            rows = torch.zeros(e - s, dtype=torch.long, device=self.device) if rows_all is None else rows_all[s:e]
             if need_grad:
                 X.requires_grad_(True)
                 with torch.enable_grad():
-                    f = self._F(batch, rows_t, X, target_fn)
+                    f = self._F(batch, rows, X, target_fn)
                     (g,) = torch.autograd.grad(f.sum(), X)
             else:
                 with torch.no_grad():
-                    f = self._F(batch, rows_t, X, target_fn)
+                    f = self._F(batch, rows, X, target_fn)
                 g = None
+            f = f.detach()
             pos = 0
-            for b, ms in groups.items():
-                n = len(ms)
-                yield b, ms, f[pos : pos + n].detach(), None if g is None else g[pos : pos + n]
+            for b, ms in groups:
+                n = ms.stop - ms.start
+                yield b, ms, f[pos : pos + n], None if g is None else g[pos : pos + n]
                 pos += n
             if progress is not None:
-                progress.update(len(sel))
+                progress.update(e - s)
 
     def _integrate(self, batch, alphas, weights, chunk, target_fn, reduce, backend, used, progress=None, return_logits=False):
         """Σ_m w_m G_m ⊙ Δ per example (token-reduced); with ``return_logits`` also the path logits."""
@@ -470,9 +504,9 @@ class Explainer:
         acc = [torch.zeros((L,) if inner == "sum" else (L, d), dtype=torch.float32, device=self.device) for _ in range(B)]
         delta = batch.delta
         path = [torch.zeros(a.numel(), dtype=torch.float32, device=self.device) for a in alphas]
+        used["integrate_gradients"] = ops.resolve_backend(backend, batch.embeds)
         for b, ms, f, g in self._path_chunks(batch, alphas, chunk, True, target_fn, backend, used, progress):
             path[b][ms] = f
-            used["integrate_gradients"] = ops.resolve_backend(backend, g)
             w = weights[b][ms].to(torch.float32)
             acc[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=backend).to(torch.float32)
         scores = [_reduce_tokens(a, reduce) for a in acc]
@@ -501,23 +535,17 @@ class Explainer:
         raw = [torch.zeros(a.numel(), dtype=torch.float32, device=self.device) for a in alphas]
         path = [torch.zeros(a.numel(), dtype=torch.float32, device=self.device) for a in alphas]
         delta = batch.delta
+        used["emphasis_factors"] = used["integrate_gradients"] = ops.resolve_backend(backend, batch.embeds)
         for b, ms, f, g in self._path_chunks(batch, alphas, chunk, True, target_fn, backend, used, progress):
             path[b][ms] = f
-            idx = torch.tensor(ms, device=self.device)
-            if ms[0] > 0:  # prepend the previous step so its increment is known
-                idx = torch.cat([idx[:1] - 1, idx])
-                fx = torch.cat([path[b][ms[0] - 1 : ms[0]], f])
-            else:
-                fx = f
-            used["emphasis_factors"] = ops.resolve_backend(backend, fx)
-            w = ops.emphasis_factors(fx, alphas[b][idx], widths[b][idx], ef_mode, ef_sign, "none", backend=backend).float() * idx.numel()
-            w = w[idx.numel() - len(ms):]
+            lo = max(ms.start - 1, 0)  # prepend the previous step so its increment is known
+            w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, ef_sign, "none", backend=backend)
+            w = w.float()[ms.start - lo :] * (ms.stop - lo)
             raw[b][ms] = w
-            used["integrate_gradients"] = ops.resolve_backend(backend, g)
             U[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=backend).float()
             if ef_norm == "l1":
                 M = alphas[b].numel()
-                V[b] += ops.integrate_gradients(g, torch.full((len(ms),), 1.0 / M, device=self.device), delta[b], inner, backend=backend).float()
+                V[b] += ops.integrate_gradients(g, torch.full((ms.stop - ms.start,), 1.0 / M, device=self.device), delta[b], inner, backend=backend).float()
         ieg, efs = [], []
         for b in range(B):
             M = alphas[b].numel()
@@ -686,7 +714,7 @@ class Explainer:
             info = {k: (v[b] if isinstance(v, list) else v) for k, v in out.get("info", {}).items()}
             results.append(
                 Attribution(
-                    tokens=[self.tokenizer.decode([i]) for i in ids],
+                    tokens=self.token_texts(ids),
                     token_ids=ids,
                     scores=scores,
                     method=method,
@@ -777,12 +805,16 @@ _COMMON_ARGS = ("ex", "batch", "n_steps", "internal_batch_size", "max_memory", "
 
 def method_options(method: str) -> Dict[str, Any]:
     """The options of a method with their defaults, e.g. ``method_options("aieg")["ef_mode"] == "fd"``."""
-    import inspect
-
     if method not in METHODS:
         raise ValueError(f"method must be one of {list_methods()}, got {method!r}")
-    sig = inspect.signature(METHODS[method])
-    return {k: p.default for k, p in sig.parameters.items() if k not in _COMMON_ARGS}
+    return dict(_signature_options(METHODS[method]))
+
+
+@functools.lru_cache(maxsize=None)
+def _signature_options(fn) -> Tuple[Tuple[str, Any], ...]:
+    """(option, default) pairs of a method function (read once per function)."""
+    sig = inspect.signature(fn)
+    return tuple((k, p.default) for k, p in sig.parameters.items() if k not in _COMMON_ARGS)
 
 
 def _check_options(method: str, options: Dict[str, Any], allowed: Sequence[str]):

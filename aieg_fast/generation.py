@@ -437,7 +437,7 @@ def attribute_generation(
         "sequence_scores": torch.nanmean(scores, 0).tolist(),
     }
     return Attribution(
-        tokens=[ex.tokenizer.decode([i]) for i in ids],
+        tokens=ex.token_texts(ids),
         token_ids=ids,
         scores=scores,
         method=method,

@@ -248,14 +248,20 @@ class ModelAdapter:
     def hidden_last(self, inputs_embeds, attention_mask, position_ids, last_index):
         """Final hidden state at ``last_index`` of each row: Tensor[B, hidden].
 
+        ``attention_mask``, ``position_ids`` and ``last_index`` all None means unpadded rows with
+        positions 0…L-1 and the last position read (the caller knows it; nothing is checked).
         Unpadded rows with positions 0…L-1 (the common single-prompt case) go through the model
         without an explicit mask, so attention takes its causal fast path (no mask tensor built
         per call); the result is the same.
         """
         B, L = inputs_embeds.shape[:2]
-        plain = bool(attention_mask.all()) and torch.equal(
-            position_ids, torch.arange(L, device=position_ids.device).expand(B, L)
-        )
+        if attention_mask is None and position_ids is None and last_index is None:
+            plain, last = True, True
+        else:
+            plain = bool(attention_mask.all()) and torch.equal(
+                position_ids, torch.arange(L, device=position_ids.device).expand(B, L)
+            )
+            last = plain and bool((last_index == L - 1).all())
         out = self.base(
             inputs_embeds=inputs_embeds,
             attention_mask=None if plain else attention_mask,
@@ -263,7 +269,7 @@ class ModelAdapter:
             use_cache=False,
         )
         h = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-        if plain and bool((last_index == L - 1).all()):
+        if last:
             return h[:, -1]
         return h[torch.arange(h.shape[0], device=h.device), last_index]
 

@@ -296,6 +296,24 @@ def test_internal_batch_size_does_not_change_result(tiny_gpt2):
     torch.testing.assert_close(a.scores, c.scores, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("method", ["integrated_gradients", "aieg", "integrated_decision_gradients"])
+@pytest.mark.parametrize("texts", [[TEXT, SHORT], [TEXT, TEXT]], ids=["padded", "equal-length"])
+def test_chunks_across_examples(tiny_gpt2, method, texts):
+    """Chunks of path points that straddle two examples (internal batch 3, 8 steps) give the
+    scores of one example at a time in one chunk; the equal-length pair runs without a mask."""
+    single = [tiny_gpt2.attribute(t, method=method, n_steps=8, internal_batch_size=64) for t in texts]
+    batch = tiny_gpt2.attribute(texts, method=method, n_steps=8, internal_batch_size=3)
+    for s, b in zip(single, batch):
+        torch.testing.assert_close(b.scores, s.scores, atol=2e-5, rtol=1e-3)
+
+
+def test_token_texts_are_cached_decodes(tiny_gpt2):
+    ids = tiny_gpt2.encode(TEXT)[0]
+    assert tiny_gpt2.token_texts(ids) == [tiny_gpt2.tokenizer.decode([i]) for i in ids]
+    assert set(ids) <= set(tiny_gpt2._token_text)
+    assert tiny_gpt2.attribute(TEXT, method="saliency").tokens == tiny_gpt2.token_texts(ids)
+
+
 def test_template_positions_are_fixed(tiny_gpt2):
     res = tiny_gpt2.attribute("good film", method="integrated_gradients", n_steps=8, template="review : {text} . it was")
     text_tokens = [t for t, a in zip(res.tokens, res.attributable) if a]
