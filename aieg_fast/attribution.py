@@ -430,8 +430,10 @@ class Explainer:
             return self.adapter.hidden_last(embeds, None, None, None)
         return self.adapter.hidden_last(embeds, batch.attention_mask[rows], batch.position_ids[rows], batch.last_index[rows])
 
-    def _F(self, batch: _Batch, rows: Tensor, embeds: Tensor, target_fn: str) -> Tensor:
-        return self.adapter.target_scores(self._hidden(batch, rows, embeds), batch.targets[rows], target_fn).float()
+    def _F(self, batch: _Batch, rows: Optional[Tensor], embeds: Tensor, target_fn: str) -> Tensor:
+        """F of each row of ``embeds``; ``rows`` [n] names each row's example (None when B = 1)."""
+        targets = batch.targets if batch.B == 1 else batch.targets[rows]  # one target broadcasts
+        return self.adapter.target_scores(self._hidden(batch, rows, embeds), targets, target_fn).float()
 
     def _chunk_size(self, L: int, internal_batch_size, max_memory) -> int:
         if internal_batch_size is not None:
@@ -470,6 +472,7 @@ class Explainer:
         for n in sizes:
             starts.append(starts[-1] + n)
         used["interpolate_path"] = ops.resolve_backend(backend, batch.embeds)
+        # the example of each path point; a single example needs none (plain batch, one target)
         rows_all = None if batch.B == 1 else torch.repeat_interleave(torch.arange(batch.B, device=self.device), torch.tensor(sizes, device=self.device))
         for s in range(0, starts[-1], chunk):
             e = min(s + chunk, starts[-1])
@@ -477,7 +480,7 @@ class Explainer:
                       for b in range(batch.B) if starts[b] < e and starts[b + 1] > s]
             pts = [ops.interpolate_path(batch.embeds[b], batch.baseline[b], alphas[b][ms], batch.fixed[b], backend=backend) for b, ms in groups]
             X = pts[0] if len(pts) == 1 else torch.cat(pts, 0)
-            rows = torch.zeros(e - s, dtype=torch.long, device=self.device) if rows_all is None else rows_all[s:e]
+            rows = None if rows_all is None else rows_all[s:e]
             if need_grad:
                 X.requires_grad_(True)
                 with torch.enable_grad():

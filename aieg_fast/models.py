@@ -276,17 +276,23 @@ class ModelAdapter:
     def target_scores(self, hidden, target_ids, target_fn: str = "logit"):
         """F for each row: the logit (or log-prob / prob) of ``target_ids`` [B] given ``hidden`` [B, D].
 
-        For ``target_fn="logit"`` only the target rows of the output projection are computed.
+        ``target_ids`` of one element applies to every row. For ``target_fn="logit"`` only the
+        target rows of the output projection are computed.
         """
+        b = getattr(self.head, "bias", None)
         if target_fn == "logit":
+            if target_ids.numel() == 1:  # one target: a matrix-vector product
+                t = target_ids.reshape(())
+                f = hidden @ self.head.weight[t].to(hidden.dtype)
+                return f if b is None else f + b[t].to(f.dtype)
             w = self.head.weight[target_ids]  # [B, D]
             f = (hidden * w.to(hidden.dtype)).sum(-1)
-            b = getattr(self.head, "bias", None)
             if b is not None:
                 f = f + b[target_ids].to(f.dtype)
             return f
         logits = self.head(hidden).float()
-        logp = torch.log_softmax(logits, -1).gather(-1, target_ids.view(-1, 1)).squeeze(-1)
+        idx = target_ids.reshape(-1, 1).expand(hidden.shape[0], 1)
+        logp = torch.log_softmax(logits, -1).gather(-1, idx).squeeze(-1)
         return logp if target_fn == "logprob" else logp.exp()
 
     def full_logits(self, hidden):
