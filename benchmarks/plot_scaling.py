@@ -7,6 +7,7 @@ panel per (model, method), log-log axes, the median time of each tool.
     python benchmarks/bench_peers.py --quick --out quick.json
     python benchmarks/bench_peers.py --models tiny-gpt2 --lengths 64,256,1024 --out tiny.json
     python benchmarks/plot_scaling.py quick.json tiny.json            # -> benchmarks/scaling.png
+    python benchmarks/plot_scaling.py benchmarks/peers/*.json         # the plot in RESULTS.md
 """
 from __future__ import annotations
 
