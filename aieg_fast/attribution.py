@@ -687,7 +687,12 @@ class Explainer:
         if len(targets) != len(texts):
             raise ValueError(f"target has {len(targets)} entries for {len(texts)} texts")
         t0 = time.perf_counter()
-        encoded = [self.encode(t, template) for t in texts]
+        encoded = []
+        for i, t in enumerate(texts):
+            try:
+                encoded.append(self.encode(t, template))
+            except ValueError as e:  # name the item of a list
+                raise ValueError(str(e) if single else f"text[{i}]: {e}") from None
         tinfo = [self.resolve_target(t) for t in targets]
         batch = self._batch(encoded, [ti["id"] for ti in tinfo], padding_side)
         used: Dict[str, str] = {}

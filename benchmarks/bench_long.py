@@ -235,6 +235,7 @@ def tight(args):
             ("no-grad forward of x alone", fwd_one), ("no-grad forward of [x; x']", fwd_two),
             ("_model_prepared enter/exit", prepared), ("encode + _batch", encode_batch),
             ("decode tokens for the result", result_build))))
+    return [{"method": m, "ours_ms": mo * 1e3, "bare_ms": mb * 1e3, "ratio": mo / mb, "calls": args.calls} for m, mo, mb in rows]
 
 
 # ============================================================================================
@@ -268,7 +269,7 @@ def main(argv=None):
     print(f"command: python benchmarks/bench_long.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     results = {"machine": info}
     if args.only in (None, "tight"):
-        tight(args)
+        results["tight"] = tight(args)
     if args.only in (None, "nsteps"):
         rows = [run_long(args.nsteps_L, n, args.nsteps_ibs, args.threads) for n in (50, 200)]
         results["nsteps"] = rows

@@ -329,6 +329,7 @@ def test_template_positions_are_fixed(tiny_gpt2):
     [
         (dict(text=""), "text is empty"),
         (dict(text="   "), "text is empty"),
+        (dict(text=[TEXT, ""]), r"text\[1\]: text is empty"),
         (dict(text=" ".join(["good"] * 200)), r"tokens long, but the model accepts at most 64"),
         (dict(text=TEXT, method="nope"), r"method must be one of \['integrated_gradients'"),
         (dict(text=TEXT, target="unflinchingly marvellous"), r"is not a single token: it tokenizes as"),
