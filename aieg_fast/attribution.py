@@ -229,12 +229,14 @@ class _Batch:
     # pilot logits at linspace(0, 1, N) per example, when a caller computed them already
     # (generation shares one pilot pass over the full sequence between all steps)
     pilot_logits: Optional[List[Tensor]] = None
-    # every row unpadded (positions 0…L-1, last index L-1): the model runs without a mask
-    plain: bool = False
-
     @property
     def B(self):
         return self.ids.shape[0]
+
+    @property
+    def plain(self) -> bool:
+        """Every row unpadded (positions 0…L-1, last index L-1): the model runs without a mask."""
+        return all(n == self.ids.shape[1] for n in self.lengths)
 
     @property
     def delta(self):
@@ -310,7 +312,14 @@ class Explainer:
     # ------------------------------------------------------------------ encoding
     def token_texts(self, ids: Sequence[int]) -> List[str]:
         """The decoded text of each token id on its own (``tokenizer.decode([i])``), cached per
-        Explainer so that repeated calls do not decode the same tokens again."""
+        Explainer so that repeated calls do not decode the same tokens again.
+
+        Args:
+            ids: token ids (ints).
+
+        Returns:
+            List[str], one text per id, in order.
+        """
         cache = self._token_text
         for i in ids:
             if i not in cache:
@@ -387,7 +396,7 @@ class Explainer:
         if isinstance(target, int):
             if not (0 <= target < self.vocab_size):
                 raise ValueError(f"target token id must be in [0, {self.vocab_size}), got {target}")
-            return {"kind": "token", "id": int(target), "text": self.tokenizer.decode([target])}
+            return {"kind": "token", "id": int(target), "text": self.token_texts([int(target)])[0]}
         toks = self.tokenizer.encode(target, add_special_tokens=False)
         if len(toks) != 1:
             pieces = self.tokenizer.convert_ids_to_tokens(toks)
@@ -422,7 +431,7 @@ class Explainer:
             ref = emb_w[self.ref_token_id].detach()
             Eb = torch.where(fixed.unsqueeze(-1), E, ref.view(1, 1, -1).expand_as(E))
         tg = torch.tensor([-1 if t is None else t for t in targets], dtype=torch.long, device=dev)
-        return _Batch(ids_t, mask, position_ids, last_index, fixed, E, Eb, tg, lengths, offsets, plain=all(n == L for n in lengths))
+        return _Batch(ids_t, mask, position_ids, last_index, fixed, E, Eb, tg, lengths, offsets)
 
     # ------------------------------------------------------------------ forward passes
     def _hidden(self, batch: _Batch, rows: Tensor, embeds: Tensor) -> Tensor:
@@ -691,8 +700,10 @@ class Explainer:
         for i, t in enumerate(texts):
             try:
                 encoded.append(self.encode(t, template))
-            except ValueError as e:  # name the item of a list
-                raise ValueError(str(e) if single else f"text[{i}]: {e}") from None
+            except ValueError as e:
+                if single:
+                    raise
+                raise ValueError(f"text[{i}]: {e}") from None  # name the item of the list
         tinfo = [self.resolve_target(t) for t in targets]
         batch = self._batch(encoded, [ti["id"] for ti in tinfo], padding_side)
         used: Dict[str, str] = {}
@@ -715,7 +726,7 @@ class Explainer:
             tgt["id"] = tid
             if tgt["text"] is None:
                 tgt["text"] = (
-                    self.tokenizer.decode([tid])
+                    self.token_texts([tid])[0]
                     if tgt["kind"] == "token"
                     else str((getattr(self.model.config, "id2label", {}) or {}).get(tid, tid))
                 )
@@ -748,7 +759,7 @@ class Explainer:
         p = ref["probs"][0]
         vals, idx = p.topk(min(top_k, p.numel()))
         names = (
-            [self.tokenizer.decode([int(i)]) for i in idx]
+            self.token_texts([int(i) for i in idx])
             if self.adapter.kind == "causal_lm"
             else [str((self.model.config.id2label or {}).get(int(i), int(i))) for i in idx]
         )

@@ -417,7 +417,7 @@ def attribute_generation(
             if not f:
                 col_attributed[i] = True
         step = {k: (v[t] if isinstance(v, list) else v) for k, v in out.get("info", {}).items()}
-        step["target"] = {"id": int(gen_ids[t]), "text": ex.tokenizer.decode([gen_ids[t]])}
+        step["target"] = {"id": int(gen_ids[t]), "text": ex.token_texts([int(gen_ids[t])])[0]}
         steps.append(step)
     timing["total"] = time.perf_counter() - t0
 
