@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import aieg_fast
-from conftest import model_state as _model_state
+from builders import model_state as _model_state
 
 PROMPT = "the movie is good"
 CONT = " and the actors are great"  # teacher-forced continuation; tokenizes cleanly on both tiny tokenizers
@@ -244,7 +244,7 @@ def test_model_restored_after_generation(tiny_gpt2):
 # command line
 # ------------------------------------------------------------------------------------------
 def test_cli_generate(tmp_path, capsys):
-    from conftest import make_tiny_llama
+    from builders import make_tiny_llama
 
     from aieg_fast.cli import main
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import aieg_fast
-from conftest import model_state as _model_state
+from builders import model_state as _model_state
 from aieg_fast import grad_ellm as GE
 
 TEXT = "the movie is good and the actors are great"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import aieg_fast
-from conftest import model_state as _model_state
+from builders import model_state as _model_state
 from aieg_fast import reference as R
 
 TEXT = "the movie is good and the actors are great"
@@ -199,7 +199,7 @@ def test_classifier_head(tiny_gpt2_clf):
 
 @pytest.mark.parametrize("method", ["attention", "scaled_attention", "aieg"])
 def test_attention_implementation_independent(method):
-    from conftest import make_tiny_llama
+    from builders import make_tiny_llama
 
     results = []
     for impl in ("eager", "sdpa"):
@@ -217,7 +217,7 @@ def test_gqa_attention_matches_model():
 
     Uses its own model: transformers installs lasting recording hooks on ``output_attentions=True``.
     """
-    from conftest import make_tiny_llama
+    from builders import make_tiny_llama
 
     ex = aieg_fast.load_model(*make_tiny_llama())
     assert ex.adapter.n_kv_heads < ex.adapter.n_heads
@@ -402,7 +402,7 @@ def test_works_without_extension(tmp_path):
         "import sys; sys.modules['aieg_fast._C'] = None\n"  # makes `from . import _C` fail
         "sys.path.insert(0, 'tests')\n"
         "import aieg_fast, torch\n"
-        "from conftest import make_tiny_gpt2\n"
+        "from builders import make_tiny_gpt2\n"
         "assert not aieg_fast.HAS_EXT and aieg_fast.build_info()['ext_error']\n"
         "ex = aieg_fast.load_model(*make_tiny_gpt2())\n"
         "r = ex.attribute('the movie is good', method='aieg', n_steps=6)\n"

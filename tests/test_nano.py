@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from conftest import _byte_level_tokenizer
+from builders import byte_level_tokenizer
 
 POS = ["good", "great", "wonderful", "amazing", "charming"]
 NEG = ["bad", "awful", "boring", "terrible", "slow"]
@@ -34,7 +34,7 @@ def test_train_nano_learns_saves_and_loads(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="train-nano"):
         load_model("gpt-nano")
     res = train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", epochs=4, batch_size=32, lr=3e-3,
-                     tokenizer=_byte_level_tokenizer(), progress=False)
+                     tokenizer=byte_level_tokenizer(), progress=False)
     assert res["out_dir"] == str(nano_path())
     hist = res["history"]
     assert hist[-1]["train_loss"] < hist[0]["train_loss"]
@@ -69,5 +69,5 @@ def test_train_nano_malformed_file(tmp_path):
     bad.write_text("sentence\tlabel\ngood film \t1\nno label here\n")
     _write(tmp_path / "dev.tsv", 10, 1)
     with pytest.raises(ValueError, match="line 3"):
-        train_nano(bad, tmp_path / "dev.tsv", tokenizer=_byte_level_tokenizer(), progress=False, out_dir=tmp_path / "o")
+        train_nano(bad, tmp_path / "dev.tsv", tokenizer=byte_level_tokenizer(), progress=False, out_dir=tmp_path / "o")
     assert not (tmp_path / "o").exists()

@@ -1,0 +1,80 @@
+"""Tiny random-weight models with in-code tokenizers (no downloads), importable by tests and benchmarks."""
+from __future__ import annotations
+
+import torch
+
+CORPUS = [
+    "it 's a charming and often affecting journey . ",
+    "unflinchingly bleak and desperate ",
+    "the movie is good and the actors are great",
+    "the film was bad , slow and boring",
+    "a positive review of a negative film",
+    "what a wonderful , terrible , amazing story",
+    "positive negative good bad great awful",
+]
+
+
+def byte_level_tokenizer():
+    """GPT-2 style byte-level BPE ('Ġ' marks a leading space), no BOS."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>", unk_token="<|endoftext|>")
+
+
+def sentencepiece_like_tokenizer():
+    """LLaMA style: Metaspace ('▁' marks a word start), BOS <s> prepended, PAD defined."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>", "<pad>"])
+    tok.train_from_iterator(CORPUS, trainer)
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+
+
+def make_tiny_gpt2(seed: int = 0, classifier: bool = False, num_labels: int = 2):
+    from transformers import GPT2Config, GPT2ForSequenceClassification, GPT2LMHeadModel
+
+    tok = byte_level_tokenizer()
+    cfg = GPT2Config(
+        n_layer=2, n_head=2, n_embd=32, vocab_size=len(tok), n_positions=64,
+        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, initializer_range=0.1,
+        num_labels=num_labels, pad_token_id=tok.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    cls = GPT2ForSequenceClassification if classifier else GPT2LMHeadModel
+    model = cls(cfg).eval()
+    return model, tok
+
+
+def make_tiny_llama(seed: int = 0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = sentencepiece_like_tokenizer()
+    cfg = LlamaConfig(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
+        intermediate_size=64, vocab_size=len(tok), max_position_embeddings=64,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        initializer_range=0.1,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).eval()
+    return model, tok
+
+
+def model_state(ex):
+    """What an attribution call must leave unchanged: requires_grad flags, training mode,
+    attention implementation and the number of hooks on the model."""
+    m = ex.model
+    hooks = sum(len(mod._forward_hooks) + len(mod._forward_pre_hooks) for mod in m.modules())
+    return ([p.requires_grad for p in m.parameters()], m.training, m.config._attn_implementation, hooks)
