@@ -33,7 +33,8 @@ from torch import Tensor
 
 from . import ops
 from .reference import uniform_alphas
-from .models import ModelAdapter, load_hf_model
+from .models import adapter_for, load_hf_model
+from .core.model_state import model_prepared as _model_prepared
 from .result import Attribution
 
 __all__ = ["Explainer", "load_model", "list_methods", "method_options", "METHODS", "parse_memory", "quadrature"]
@@ -132,38 +133,6 @@ def _quadrature64(rule: str, M: int):
     return a, w
 
 
-# model → its parameters, listed once: walking the module tree costs about 0.4 ms per call on a
-# 2-layer model, a few per cent of a short attribution. A parameter added to the model later is
-# simply not frozen (gradients are taken with respect to the inputs only, so scores are unchanged).
-_PARAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-@contextlib.contextmanager
-def _model_prepared(model, eager: bool = False):
-    """Eval mode, parameters frozen, optionally eager attention; everything restored on exit."""
-    params = _PARAMS.get(model)
-    if params is None:
-        params = _PARAMS[model] = tuple(model.parameters())
-    trainable = [p for p in params if p.requires_grad]  # only these change
-    was_training = model.training
-    old_impl = getattr(model.config, "_attn_implementation", None)
-    try:
-        for p in trainable:
-            p.requires_grad_(False)
-        if was_training:
-            model.eval()
-        if eager and old_impl not in (None, "eager"):
-            model.set_attn_implementation("eager")
-        yield
-    finally:
-        for p in trainable:
-            p.requires_grad_(True)
-        if was_training:
-            model.train(True)
-        if eager and old_impl not in (None, "eager") and model.config._attn_implementation != old_impl:
-            model.set_attn_implementation(old_impl)
-
-
 class _AttentionCapture:
     """Forward hooks that keep attention probabilities of chosen layers.
 
@@ -172,7 +141,7 @@ class _AttentionCapture:
     returns the probabilities only then). Hooks are removed by :meth:`close`.
     """
 
-    def __init__(self, adapter: ModelAdapter, layers: Sequence[int], full: bool = False, keep_graph: bool = False):
+    def __init__(self, adapter, layers: Sequence[int], full: bool = False, keep_graph: bool = False):
         self.layers = list(layers)
         self.full = full
         self.keep_graph = keep_graph
@@ -282,7 +251,7 @@ class Explainer:
     """
 
     def __init__(self, model, tokenizer, name: str = "", device=None, ref_token_id: Optional[int] = None):
-        self.adapter = ModelAdapter(model)  # raises for unsupported architectures
+        self.adapter = adapter_for(model)  # raises for unsupported architectures
         self.model = model
         self.tokenizer = tokenizer
         self.name = name

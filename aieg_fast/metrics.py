@@ -65,8 +65,9 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from .attribution import Explainer, _model_prepared
-from .models import right_pad
+from .attribution import Explainer
+from .core.model_state import model_prepared as _model_prepared
+from .core.batch import right_pad
 from .result import Attribution
 
 __all__ = [

@@ -23,21 +23,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .models import right_pad
+from .core.batch import right_pad
+from .models import NANO_NAME, nano_path
 
 __all__ = ["NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
 
 #: name of the trained model in the cache, and the alias accepted by ``load_model``.
-NANO_NAME = "gpt-nano"
 #: minGPT's "gpt-nano" model type.
 NANO_CONFIG = {"n_layer": 3, "n_head": 3, "n_embd": 48}
-
-
-def nano_path() -> Path:
-    """Folder of the trained GPT-nano in the cache (it may not exist yet)."""
-    from .models import cache_dir
-
-    return cache_dir() / "gpt-nano-sst2"
 
 
 def _embedded_tokenizer():

@@ -1,0 +1,13 @@
+"""The engine pieces every method shares. Knows no method names, no CLI and no datasets.
+
+* :mod:`.validation` — argument checks that name the argument;
+* :mod:`.quadrature` — integration rules and grids;
+* :mod:`.batch` — the batch type and building it (left/right padding);
+* :mod:`.model_state` — prepare/restore a model around a call;
+* :mod:`.capture` — hooks on the points an adapter declares (attention, q/k/v, o_proj, RoPE);
+* :mod:`.attention` — attention rows of the predicting position from captured probabilities;
+* :mod:`.context` — :class:`Context`, what a method receives in place of plumbing keywords;
+* :mod:`.path` — the path engine (chunked interpolation, integration, emphasized integration,
+  path logits, the adaptive grid, the memory model);
+* :mod:`.vjp` — batched per-row vector-Jacobian products and the one-forward-per-sequence helper.
+"""

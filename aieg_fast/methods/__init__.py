@@ -1,0 +1,1 @@
+"""Attribution methods, one per file, and their registry (:mod:`.registry`)."""

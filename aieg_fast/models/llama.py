@@ -1,0 +1,59 @@
+"""LLaMA family (``LlamaForCausalLM``, ``LlamaForSequenceClassification``; SmolLM2 included):
+separate q/k/v projections, grouped-query attention, RoPE applied inside attention from the
+``position_embeddings`` (cos, sin) the decoder passes to every attention module."""
+from __future__ import annotations
+
+import torch
+
+from .base import DecoderAdapter
+
+__all__ = ["LlamaAdapter", "rotate_half_rope"]
+
+
+def rotate_half_rope(x, cos, sin, n_heads: int):
+    """RoPE as LLaMA applies it (``rotate_half`` convention) to x: Tensor[B, L, n_heads·d].
+
+    ``cos``/``sin``: Tensor[B, L, d], the layer's ``position_embeddings``.
+    """
+    B, L, D = x.shape
+    d = D // n_heads
+    xh = x.reshape(B, L, n_heads, d)
+    c, s = cos.unsqueeze(2).to(x.dtype), sin.unsqueeze(2).to(x.dtype)
+    rot = torch.cat((-xh[..., d // 2 :], xh[..., : d // 2]), dim=-1)
+    return (xh * c + rot * s).reshape(B, L, D)
+
+
+class LlamaAdapter(DecoderAdapter):
+    architectures = ("LlamaForCausalLM", "LlamaForSequenceClassification")
+    has_rope = True
+
+    def decoder(self, model):
+        return model.model
+
+    def blocks(self, base):
+        return base.layers
+
+    def attention(self, block):
+        return block.self_attn
+
+    def qkv_points(self, layer):
+        a = self.attn_modules[layer]
+        return [(a.q_proj, ("q",), None), (a.k_proj, ("k",), None), (a.v_proj, ("v",), None)]
+
+    def o_proj(self, layer):
+        return self.attn_modules[layer].o_proj
+
+    def config_sizes(self, cfg):
+        n_kv = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        return cfg.num_attention_heads, n_kv, cfg.hidden_size, cfg.max_position_embeddings
+
+    def rope_tables(self, args, kwargs):
+        pe = kwargs.get("position_embeddings")
+        if pe is None and len(args) > 1:
+            pe = args[1]
+        if pe is None:
+            raise RuntimeError("the attention module received no position_embeddings (RoPE tables)")
+        return pe[0], pe[1]
+
+    def apply_rope(self, x, cos, sin, n_heads: int):
+        return rotate_half_rope(x, cos, sin, n_heads)

@@ -1,0 +1,70 @@
+"""The adapter registry: ``model_type`` → :class:`DecoderAdapter` subclass.
+
+Adding a family is one file with the adapter and one :func:`register_adapter` call (in
+:mod:`aieg_fast.models` for the built-in families, or in the user's code)."""
+from __future__ import annotations
+
+from typing import Dict, Tuple, Type
+
+from .base import DecoderAdapter
+
+__all__ = ["register_adapter", "adapter_for", "adapter_class", "supported_architectures", "supported_model_types"]
+
+_ADAPTERS: Dict[str, Type[DecoderAdapter]] = {}
+
+
+def register_adapter(model_type: str, adapter: Type[DecoderAdapter], *, replace: bool = False) -> None:
+    """Register ``adapter`` for models whose ``config.model_type`` is ``model_type``.
+
+    Raises:
+        TypeError: ``adapter`` is not a :class:`DecoderAdapter` subclass.
+        ValueError: an empty model_type, an adapter without ``architectures``, or a model_type
+            already registered (unless ``replace=True``).
+    """
+    if not (isinstance(adapter, type) and issubclass(adapter, DecoderAdapter)):
+        raise TypeError(f"adapter must be a DecoderAdapter subclass, got {adapter!r}")
+    if not isinstance(model_type, str) or not model_type:
+        raise ValueError(f"model_type must be a non-empty str, got {model_type!r}")
+    if not adapter.architectures:
+        raise ValueError(f"adapter {adapter.__name__} declares no architectures")
+    if model_type in _ADAPTERS and not replace:
+        raise ValueError(f"model_type {model_type!r} already has the adapter {_ADAPTERS[model_type].__name__}; pass replace=True")
+    _ADAPTERS[model_type] = adapter
+
+
+def supported_model_types() -> Tuple[str, ...]:
+    """The registered ``model_type`` values, in registration order."""
+    return tuple(_ADAPTERS)
+
+
+def supported_architectures() -> Tuple[str, ...]:
+    """The ``transformers`` class names the registered adapters serve."""
+    return tuple(a for cls in _ADAPTERS.values() for a in cls.architectures)
+
+
+def _unsupported(what: str) -> ValueError:
+    return ValueError(f"model architecture {what!r} is not supported; supported: {', '.join(supported_architectures())}")
+
+
+def adapter_class(config) -> Type[DecoderAdapter]:
+    """The adapter class for a model config (checked before loading weights).
+
+    Raises:
+        ValueError: no adapter for ``config.model_type`` (names the supported architectures).
+    """
+    mt = getattr(config, "model_type", None)
+    if mt not in _ADAPTERS:
+        raise _unsupported(mt)
+    return _ADAPTERS[mt]
+
+
+def adapter_for(model) -> DecoderAdapter:
+    """The adapter of a loaded ``transformers`` model.
+
+    Raises:
+        ValueError: the model's family or class is not supported (names the supported ones).
+    """
+    cls = _ADAPTERS.get(getattr(getattr(model, "config", None), "model_type", None))
+    if cls is None or type(model).__name__ not in cls.architectures:
+        raise _unsupported(type(model).__name__)
+    return cls(model)
