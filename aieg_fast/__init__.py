@@ -1,4 +1,4 @@
-"""aieg_fast: token attributions for decoder-only LLMs (AIEG, IDG, IG, attention, α∇α, ...).
+"""aieg_fast: token attributions for decoder-only LLMs (AIEG, IDG, IG, Grad-ELLM, attention, α∇α, ...).
 
 Quick start::
 
@@ -6,34 +6,51 @@ Quick start::
     ex = aieg_fast.load_model()               # embedded SmolLM2-135M-Instruct
     res = ex.attribute("it 's a charming and often affecting journey . ", method="aieg")
     res.show()
+
+Where things live: :mod:`aieg_fast.methods` (one file per method and the registry),
+:mod:`aieg_fast.models` (one adapter per model family, loading), :mod:`aieg_fast.core` (the
+engine), :mod:`aieg_fast.ops` / :mod:`aieg_fast.reference` (kernels and their PyTorch spec),
+:mod:`aieg_fast.explainer`, :mod:`aieg_fast.generation`, :mod:`aieg_fast.result`,
+:mod:`aieg_fast.display`, :mod:`aieg_fast.eval`, :mod:`aieg_fast.training`, :mod:`aieg_fast.cli`.
 """
 from . import ops, reference
 from ._ext import HAS_EXT, WITH_CUDA, build_info
-from .attribution import METHODS, Explainer, list_methods, load_model, parse_memory, quadrature
+from .core.quadrature import quadrature
+from .core.validation import parse_memory
+from .display import aggregate_words
+from .explainer import Explainer, load_model
 from .generation import attribute_generation
-from . import grad_ellm as _grad_ellm  # registers the method
-from .models import DEFAULT_MODEL, SUPPORTED_ARCHITECTURES
-from .result import Attribution, aggregate_words, load_attribution
+from .methods import METHODS, Method, MethodOutput, Options, get_method, list_methods, method_options, register
+from .models import DEFAULT_MODEL, SUPPORTED_ARCHITECTURES, DecoderAdapter, register_adapter
+from .result import Attribution, load_attribution
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Attribution",
     "DEFAULT_MODEL",
+    "DecoderAdapter",
     "Explainer",
     "HAS_EXT",
     "METHODS",
+    "Method",
+    "MethodOutput",
+    "Options",
     "SUPPORTED_ARCHITECTURES",
     "WITH_CUDA",
     "aggregate_words",
     "attribute_generation",
     "build_info",
+    "get_method",
     "list_methods",
     "load_attribution",
     "load_model",
+    "method_options",
     "ops",
     "parse_memory",
     "quadrature",
     "reference",
+    "register",
+    "register_adapter",
     "__version__",
 ]

@@ -1,2 +1,347 @@
-"""TRANSITIONAL: the Explainer facade moves here."""
-from .attribution import Explainer, load_model  # noqa: F401
+"""The :class:`Explainer` facade: encode, resolve targets, build the batch, run the method, build
+the result. The methods live in :mod:`aieg_fast.methods`, the engine in :mod:`aieg_fast.core`,
+generation in :mod:`aieg_fast.generation`."""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import torch
+
+from .core.batch import Batch, build_batch
+from .core.context import Context, bytes_per_path_point, progress_bar, run_method
+from .core.model_state import model_prepared
+from .core.validation import check_call_settings, check_choice
+from .generation import attribute_generation
+from .methods.registry import get_method
+from .models import adapter_for, load_hf_model
+from .result import Attribution
+
+__all__ = ["Explainer", "load_model"]
+
+
+class Explainer:
+    """A loaded model plus tokenizer, ready to explain predictions.
+
+    Create with :func:`load_model`. Set-up that does not depend on the input (architecture
+    lookup, special ids, reference token) happens once here, not per call.
+
+    Attributes:
+        model: the ``transformers`` model. tokenizer: its tokenizer. name: model name / path.
+        adapter (DecoderAdapter): architecture facts (layers, heads, output head).
+        ref_token_id (int): the baseline token (PAD, else EOS, else UNK, else 0; a token whose
+            embedding is all zeros is skipped). Pass ``ref_token_id=`` to :func:`load_model`
+            to choose another.
+    """
+
+    def __init__(self, model, tokenizer, name: str = "", device=None, ref_token_id: Optional[int] = None):
+        self.adapter = adapter_for(model)  # raises for unsupported architectures
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        if device is not None:
+            model.to(device)
+        self.device = next(model.parameters()).device
+        self.special_ids = set(int(i) for i in (getattr(tokenizer, "all_special_ids", None) or []))
+        self.vocab_size = self.adapter.embeddings.weight.shape[0]
+        self.ref_token_id = self._default_ref_token(tokenizer) if ref_token_id is None else int(ref_token_id)
+        self.pad_id = self.ref_token_id
+        #: id → decoded text of that token alone, filled as tokens are seen (:meth:`token_texts`)
+        self.token_text_cache: Dict[int, str] = {}
+
+    def _default_ref_token(self, tokenizer) -> int:
+        """PAD, else EOS, else UNK (DIG convention, specs/aieg.md §6.3), skipping all-zero rows.
+
+        A model initialised with ``padding_idx`` keeps an all-zero PAD embedding; with RMSNorm
+        (LLaMA) a zero baseline makes gradients explode near α = 0 (§6.3), so such a token is
+        passed over for the next candidate.
+        """
+        W = self.adapter.embeddings.weight
+        for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
+            v = getattr(tokenizer, attr, None)
+            if isinstance(v, int) and 0 <= v < self.vocab_size and bool(W[v].detach().abs().sum() > 0):
+                return int(v)
+        return 0
+
+    # ------------------------------------------------------------------ encoding
+    def token_texts(self, ids: Sequence[int]) -> List[str]:
+        """The decoded text of each token id on its own (``tokenizer.decode([i])``), cached per
+        Explainer (:attr:`token_text_cache`) so that repeated calls do not decode the same
+        tokens again.
+
+        Args:
+            ids: token ids (ints).
+
+        Returns:
+            List[str], one text per id, in order.
+        """
+        cache = self.token_text_cache
+        for i in ids:
+            if i not in cache:
+                cache[i] = self.tokenizer.decode([i])
+        return [cache[i] for i in ids]
+
+    def encode(self, text: str, template: Optional[str] = None, add_special_tokens: bool = True):
+        """Token ids of ``text`` (optionally placed in ``template`` at ``{text}``) and a fixed mask.
+
+        Positions outside the text (template tokens) and special tokens are held fixed.
+
+        Returns:
+            (ids List[int], fixed List[bool])
+
+        Raises:
+            ValueError: empty text, a template without ``{text}``, or more tokens than the
+                model's maximum positions.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError(f"text is empty, got {text!r}")
+        if template is None:
+            full, span = text, (0, len(text))
+        else:
+            if "{text}" not in template:
+                raise ValueError(f"template must contain '{{text}}', got {template!r}")
+            pre, post = template.split("{text}", 1)
+            full, span = pre + text + post, (len(pre), len(pre) + len(text))
+        enc = self.tokenizer(full, add_special_tokens=add_special_tokens, return_offsets_mapping=template is not None)
+        ids = list(enc["input_ids"])
+        fixed = [i in self.special_ids for i in ids]
+        if template is not None:
+            for k, (s, e) in enumerate(enc["offset_mapping"]):
+                inside = e > span[0] and s < span[1]
+                if not inside:
+                    fixed[k] = True
+        limit = self.adapter.max_positions
+        if len(ids) > limit:
+            raise ValueError(
+                f"text is {len(ids)} tokens long, but the model accepts at most {limit} positions"
+            )
+        if all(fixed):
+            raise ValueError(f"text has no attributable token (all {len(ids)} are special or template): {text!r}")
+        return ids, fixed
+
+    def resolve_target(self, target, ids: Optional[List[int]] = None) -> Dict[str, Any]:
+        """Turn a user target into ``{"kind", "id", "text"}``.
+
+        Args:
+            target: None (the model's prediction, filled in later), a token string (must be a
+                single token), a token id, or a class index / label name for a classifier.
+
+        Raises:
+            ValueError: a string that is not a single token, an id out of range, an unknown label.
+        """
+        if self.adapter.kind == "classifier":
+            n = self.adapter.num_labels
+            id2label = getattr(self.model.config, "id2label", {}) or {}
+            if target is None:
+                return {"kind": "class", "id": None, "text": None}
+            if isinstance(target, str):
+                label2id = {str(v): int(k) for k, v in id2label.items()}
+                if target not in label2id:
+                    raise ValueError(f"target {target!r} is not a label of this classifier; labels: {sorted(label2id)}")
+                target = label2id[target]
+            if not isinstance(target, int) or not (0 <= target < n):
+                raise ValueError(f"target must be a class index in [0, {n}), got {target!r}")
+            return {"kind": "class", "id": int(target), "text": str(id2label.get(target, target))}
+        if target is None:
+            return {"kind": "token", "id": None, "text": None}
+        if isinstance(target, bool) or not isinstance(target, (int, str)):
+            raise TypeError(f"target must be a token string, a token id or None, got {type(target).__name__}")
+        if isinstance(target, int):
+            if not (0 <= target < self.vocab_size):
+                raise ValueError(f"target token id must be in [0, {self.vocab_size}), got {target}")
+            return {"kind": "token", "id": int(target), "text": self.token_texts([int(target)])[0]}
+        toks = self.tokenizer.encode(target, add_special_tokens=False)
+        if len(toks) != 1:
+            pieces = self.tokenizer.convert_ids_to_tokens(toks)
+            raise ValueError(
+                f"target {target!r} is not a single token: it tokenizes as {pieces} (ids {toks}); "
+                "pass one token (a leading space often matters) or a token id"
+            )
+        return {"kind": "token", "id": int(toks[0]), "text": target}
+
+    def build_batch(self, encoded: Sequence[tuple], padding_side: str = "right") -> Batch:
+        """A :class:`~aieg_fast.core.batch.Batch` of encoded examples ((ids, fixed) pairs from
+        :meth:`encode`), padded with :attr:`pad_id`, baseline from :attr:`ref_token_id`."""
+        return build_batch(self.adapter, encoded, self.pad_id, self.ref_token_id, padding_side, self.device)
+
+    def context(self, batch: Batch, targets: Optional[Sequence[Optional[int]]] = None, **settings) -> Context:
+        """The :class:`~aieg_fast.core.context.Context` of a call on ``batch``.
+
+        Args:
+            batch: from :meth:`build_batch`.
+            targets: one target id per example; None entries (or None) = the model's prediction,
+                filled by the first forward that needs it.
+            **settings: ``n_steps``, ``internal_batch_size``, ``max_memory``, ``target_fn``,
+                ``backend``, ``progress``, ``pilot_logits`` (see :class:`Context`).
+        """
+        targets = [None] * batch.B if targets is None else list(targets)
+        tg = torch.tensor([-1 if t is None else int(t) for t in targets], dtype=torch.long, device=self.device)
+        return Context(self.adapter, batch, tg, ref_token_id=self.ref_token_id, **settings)
+
+    def bytes_per_path_point(self, L: int) -> int:
+        """Estimated autograd memory of one interpolation point of length L (bytes); see
+        :func:`~aieg_fast.core.context.bytes_per_path_point`."""
+        return bytes_per_path_point(self.adapter, L)
+
+    # ------------------------------------------------------------------ public API
+    def attribute(
+        self,
+        text: Union[str, Sequence[str]],
+        method: str = "aieg",
+        target=None,
+        n_steps: int = 50,
+        internal_batch_size: Optional[int] = None,
+        *,
+        template: Optional[str] = None,
+        target_fn: str = "logit",
+        backend: str = "auto",
+        max_memory=None,
+        padding_side: str = "right",
+        progress: bool = False,
+        **options,
+    ):
+        """Explain the model's prediction for ``text`` with ``method``.
+
+        Args:
+            text (str or list of str): the input; a list is attributed as one padded batch and
+                gives one result per text (same scores as one at a time).
+            method (str): one of :func:`list_methods` (default ``"aieg"``).
+            target: token string (single token), token id, or class index / label for a
+                classification head; None = the model's own prediction (greedy next token or
+                argmax class). A list gives one target per text.
+            n_steps (int): interpolation steps M ≥ 2 for path methods (ignored by the others).
+            internal_batch_size (int, optional): path points per forward/backward; bounds peak
+                memory. None = chosen from ``max_memory`` (default "2GB").
+            template (str, optional): prompt with ``{text}``; template tokens are held fixed.
+            target_fn: ``"logit"`` (default), ``"logprob"`` or ``"prob"`` (specs/aieg.md §6.2).
+            backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels.
+            max_memory: memory budget for the automatic internal batch size (bytes or "4GB").
+            padding_side: ``"right"`` or ``"left"`` for batches of several texts.
+            progress: show a progress bar over the path points.
+            **options: method options (``method_options(method)``; each method's ``Options``
+                class documents them).
+
+        Returns:
+            :class:`Attribution` (or a list of them for a list of texts). ``scores``:
+            Tensor[L] over the tokens of the text (template included, held fixed at 0).
+
+        Raises:
+            ValueError: empty text, too many tokens, unknown method, a target that is not a
+                single token, n_steps < 2, an unknown option. The model is left as it was.
+        """
+        m = get_method(method)
+        check_call_settings(n_steps, target_fn, backend)
+        opts = m.options(**options)
+        check_choice("padding_side", padding_side, ("left", "right"))
+        texts, targets = self._texts_and_targets(text, target, template)
+        t0 = time.perf_counter()
+        encoded = []
+        for i, t in enumerate(texts):
+            try:
+                encoded.append(self.encode(t, template))
+            except ValueError as e:
+                if isinstance(text, str):
+                    raise
+                raise ValueError(f"text[{i}]: {e}") from None  # name the item of the list
+        tinfo = [self.resolve_target(t) for t in targets]
+        batch = self.build_batch(encoded, padding_side)
+        with progress_bar(progress, method) as bar:
+            ctx = self.context(batch, [ti["id"] for ti in tinfo], n_steps=n_steps, internal_batch_size=internal_batch_size,
+                               max_memory=max_memory, target_fn=target_fn, backend=backend, progress=bar)
+            out, used = run_method(m, ctx, opts)
+        ctx.timing["total"] = time.perf_counter() - t0
+        options_out = dict(out.options, n_steps=n_steps, target_fn=target_fn, template=template)
+        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used) for b in range(batch.B)]
+        return results[0] if isinstance(text, str) else results
+
+    @staticmethod
+    def _texts_and_targets(text, target, template):
+        """The list of texts and one target per text; TypeError / ValueError for bad shapes."""
+        if not isinstance(text, str) and not (isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text)):
+            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__}")
+        if template is not None and not isinstance(template, str):
+            raise TypeError(f"template must be a str with '{{text}}' or None, got {type(template).__name__}")
+        texts = [text] if isinstance(text, str) else list(text)
+        if not texts:
+            raise ValueError("text is an empty list")
+        targets = target if isinstance(target, (list, tuple)) else [target] * len(texts)
+        if len(targets) != len(texts):
+            raise ValueError(f"target has {len(targets)} entries for {len(texts)} texts")
+        return texts, targets
+
+    def _label(self, class_id: int) -> str:
+        return str((getattr(self.model.config, "id2label", {}) or {}).get(class_id, class_id))
+
+    def _result(self, batch: Batch, b: int, ctx: Context, out, tinfo: Dict[str, Any], method: str, options, used) -> Attribution:
+        """The :class:`Attribution` of example ``b`` (its unpadded span)."""
+        off, n = batch.offsets[b], batch.lengths[b]
+        ids = batch.ids[b, off : off + n].tolist()
+        fixed = batch.fixed[b, off : off + n].tolist()
+        tgt = dict(tinfo)
+        tid = int(ctx.targets[b])
+        tgt["id"] = tid
+        if tgt["text"] is None:
+            tgt["text"] = self.token_texts([tid])[0] if tgt["kind"] == "token" else self._label(tid)
+        return Attribution(
+            tokens=self.token_texts(ids),
+            token_ids=ids,
+            scores=out.scores[b][off : off + n].detach().float().cpu(),
+            method=method,
+            target=tgt,
+            options=dict(options),
+            model=self.name,
+            backend=dict(used),
+            timing=dict(ctx.timing),
+            attributable=[not f for f in fixed],
+            raw_tokens=self.tokenizer.convert_ids_to_tokens(ids),
+            special=[i in self.special_ids for i in ids],
+            info={k: (v[b] if isinstance(v, list) else v) for k, v in out.info.items()},
+        )
+
+    attribute_generation = attribute_generation
+
+    def _next_probs(self, text: str, template: Optional[str]) -> torch.Tensor:
+        """Next-token (or class) probabilities of one text: Tensor[V]."""
+        batch = self.build_batch([self.encode(text, template)])
+        with model_prepared(self.model):
+            return self.context(batch).reference_forward(baseline=False)["probs"][0]
+
+    def predict(self, text: str, template: Optional[str] = None, top_k: int = 5):
+        """The model's top-k next tokens (or classes) with probabilities, as (text, id, prob)."""
+        p = self._next_probs(text, template)
+        vals, idx = p.topk(min(top_k, p.numel()))
+        names = self.token_texts([int(i) for i in idx]) if self.adapter.kind == "causal_lm" else [self._label(int(i)) for i in idx]
+        return [(n, int(i), float(v)) for n, i, v in zip(names, idx, vals)]
+
+    def label_probs(self, text: str, labels: Sequence[str], template: Optional[str] = None):
+        """Probabilities of single-token ``labels`` at the next position, renormalised over them."""
+        tids = [self.resolve_target(l)["id"] for l in labels]
+        p = self._next_probs(text, template)[tids]
+        return (p / p.sum()).tolist()
+
+
+def load_model(model=None, tokenizer=None, device=None, dtype: Optional[torch.dtype] = None, ref_token_id: Optional[int] = None) -> Explainer:
+    """Load a model for explanation.
+
+    Args:
+        model: None (the embedded SmolLM2-135M-Instruct), a hub id or local directory, or a
+            ``transformers`` model object of a registered family (``aieg_fast.models``: GPT-2,
+            LLaMA; causal LM or sequence classification).
+        tokenizer: tokenizer object or id/path; required with a model object.
+        device: torch device (default: where the model is, CPU for loaded models).
+        dtype: parameter dtype for models loaded by name (default float32).
+        ref_token_id: baseline token id (default: PAD, else EOS, else UNK).
+
+    Returns:
+        :class:`Explainer` exposing ``.model``, ``.tokenizer`` and ``.attribute(...)``.
+
+    Raises:
+        ValueError: unsupported architecture (names the supported ones), missing tokenizer.
+        RuntimeError: the embedded model's package is not installed.
+    """
+    m, tok, name = load_hf_model(model, tokenizer, dtype)
+    return Explainer(m, tok, name, device, ref_token_id)
+
+

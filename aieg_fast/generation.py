@@ -26,8 +26,9 @@ forward serves every step:
 Other methods (and ``shared=False``) run on the batch of the T contexts. Each row equals
 ``Explainer.attribute`` on its own prefix (tested).
 
-:func:`attribute_generation` is attached to :class:`~aieg_fast.attribution.Explainer` as the
-method ``Explainer.attribute_generation``.
+:func:`attribute_generation` is the method ``Explainer.attribute_generation``. The per-method
+shared computation lives in each method's ``run_sequence`` (:mod:`aieg_fast.methods`); this
+module holds decoding / teacher forcing, the shared pilot pass and the [T, L] assembly.
 """
 from __future__ import annotations
 
@@ -37,26 +38,16 @@ from typing import Dict, List, Optional, Sequence, Union
 import torch
 
 from . import ops
-from .attribution import (
-    INTEGRATION_RULES,
-    TOKEN_REDUCTIONS,
-    Explainer,
-    _AttentionCapture,
-    _check_call,
-    _check_int,
-    _attention_layers,
-    _choice,
-    _model_prepared,
-    _progress_bar,
-    _reduce_tokens,
-    quadrature,
-)
+from .core.context import SequenceContext, chunk_size, progress_bar, run_method
+from .core.model_state import model_prepared
+from .core.validation import check_call_settings, check_int
+from .methods.registry import get_method
 from .result import Attribution
 
 __all__ = ["attribute_generation"]
 
 
-def _pad_token_id(ex: Explainer) -> int:
+def _pad_token_id(ex) -> int:
     tok = ex.tokenizer
     for attr in ("pad_token_id", "eos_token_id"):
         v = getattr(tok, attr, None)
@@ -65,11 +56,9 @@ def _pad_token_id(ex: Explainer) -> int:
     return int(ex.pad_id)
 
 
-def _greedy(ex: Explainer, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
+def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
     """Greedy continuation with ``model.generate``; stops early at EOS (the EOS token is kept)."""
     from transformers import GenerationConfig
-
-    from .attribution import _model_prepared
 
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=ex.device)
     mask = torch.ones_like(ids)
@@ -79,12 +68,12 @@ def _greedy(ex: Explainer, prompt_ids: List[int], max_new_tokens: int) -> List[i
         eos = getattr(ex.tokenizer, "eos_token_id", None)
     # a fresh config, so sampling settings stored with the model (temperature, top_p) do not apply
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=pad, eos_token_id=eos)
-    with _model_prepared(ex.model), torch.no_grad():
+    with model_prepared(ex.model), torch.no_grad():
         out = ex.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
     return [int(i) for i in out[0, len(prompt_ids) :].tolist()]
 
 
-def _given_ids(ex: Explainer, generated_text) -> List[int]:
+def _given_ids(ex, generated_text) -> List[int]:
     if isinstance(generated_text, str):
         if generated_text == "":
             raise ValueError("generated_text is empty; pass the continuation to explain, or None for greedy decoding")
@@ -102,180 +91,22 @@ def _given_ids(ex: Explainer, generated_text) -> List[int]:
     raise TypeError(f"generated_text must be a str, a list of token ids or None, got {type(generated_text).__name__}")
 
 
-# ============================================================================================
-# shared computation over one teacher-forced sequence
-# ============================================================================================
-def _seq_F(ex: Explainer, X: torch.Tensor, q: torch.Tensor, y: torch.Tensor, target_fn: str) -> torch.Tensor:
-    """F of every step for each sequence in X: Tensor[c, T] (step t reads position q[t], target y[t])."""
-    c, L, _ = X.shape
-    mask = torch.ones(c, L, dtype=torch.long, device=X.device)
-    pos = torch.arange(L, device=X.device).expand(c, L)
-    h = ex.adapter.base(inputs_embeds=X, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state[:, q]
-    T = q.numel()
-    return ex.adapter.target_scores(h.reshape(c * T, -1), y.repeat(c), target_fn).float().view(c, T)
-
-
-def _rows_vjp(F: torch.Tensor, inputs, T: int):
-    """Per-step gradients of Σ_c F[c, t] with respect to ``inputs``: each Tensor[T, *input.shape]."""
-    go = torch.zeros((T,) + tuple(F.shape), device=F.device, dtype=F.dtype)
-    idx = torch.arange(T, device=F.device)
-    go[idx, :, idx] = 1.0
-    return torch.autograd.grad(F, inputs, grad_outputs=go, is_grads_batched=True)
-
-
-def _shared_gradient(ex, seq, q, y, target_fn, times_input: bool, token_reduction: str):
-    X = seq.embeds.clone().requires_grad_(True)
-    with torch.enable_grad():
-        F = _seq_F(ex, X, q, y, target_fn)
-        (G,) = _rows_vjp(F, X, q.numel())
-    G = G[:, 0].float()
-    if times_input:
-        G = G * seq.embeds[0].float()
-    return _reduce_tokens(G, token_reduction), {"F_input": F[0].detach().tolist()}
-
-
-def _shared_saliency(ex, seq, q, y, *, target_fn, token_reduction="l2", **_):
-    _choice("token_reduction", token_reduction, ("l2", "sum_abs"))
-    rows, info = _shared_gradient(ex, seq, q, y, target_fn, False, token_reduction)
-    return rows, {"token_reduction": token_reduction}, info
-
-
-def _shared_input_x_gradient(ex, seq, q, y, *, target_fn, token_reduction="sum", **_):
-    _choice("token_reduction", token_reduction, TOKEN_REDUCTIONS)
-    rows, info = _shared_gradient(ex, seq, q, y, target_fn, True, token_reduction)
-    return rows, {"token_reduction": token_reduction}, info
-
-
-def _shared_attention(ex, seq, q, y, *, target_fn, backend, used, attn_layers="last", attn_heads="mean", **_):
-    _choice("attn_heads", attn_heads, ("mean", "max"))
-    layers = _attention_layers(ex, attn_layers)
-    cap = _AttentionCapture(ex.adapter, layers, full=True)
-    try:
-        with _model_prepared(ex.model, eager=True), torch.no_grad():
-            F = _seq_F(ex, seq.embeds, q, y, target_fn)
-            attn = cap.pop()
-    finally:
-        cap.close()
-    if attn_layers == "rollout":
-        L = seq.ids.shape[1]
-        eye = torch.eye(L, device=ex.device)
-        roll = eye.clone()
-        for l in layers:
-            A = attn[l][0].float()
-            A = A.amax(0) if attn_heads == "max" else A.mean(0)
-            roll = (0.5 * A + 0.5 * eye) @ roll
-        rows = roll[q]
-    else:
-        per = []
-        for l in layers:
-            A = attn[l][:, :, q, :]  # [1, H, T, L]
-            if attn_heads == "max":
-                per.append(A[0].float().amax(0))
-            else:
-                used["attention_gradient_product"] = ops.resolve_backend(backend, A)
-                per.append(ops.attention_gradient_product(A, None, None, "attention", backend=backend).float())
-        rows = torch.stack(per).mean(0)
-    return rows, {"attn_layers": attn_layers, "attn_heads": attn_heads}, {"F_input": F[0].tolist()}
-
-
-def _shared_scaled_attention(ex, seq, q, y, *, target_fn, backend, used, attn_layers="last", reduce="product_of_means", **_):
-    _choice("reduce", reduce, ("product_of_means", "mean_of_products"))
-    if attn_layers == "rollout":
-        raise ValueError("scaled_attention supports attn_layers 'last', 'all' or a list, got 'rollout'")
-    layers = _attention_layers(ex, attn_layers)
-    T = q.numel()
-    cap = _AttentionCapture(ex.adapter, layers, full=True, keep_graph=True)
-    try:
-        with _model_prepared(ex.model, eager=True), torch.enable_grad():
-            X = seq.embeds.clone().requires_grad_(True)
-            F = _seq_F(ex, X, q, y, target_fn)
-            attn = cap.pop()
-            mats = [attn[l] for l in layers]
-            grads = _rows_vjp(F, mats, T)  # each [T, 1, H, L, L]; backward stops at the captured layers
-    finally:
-        cap.close()
-    t_idx = torch.arange(T, device=ex.device)
-    per = []
-    for A, G in zip(mats, grads):
-        A_rows = A.detach()[:, :, q, :]  # [1, H, T, L]
-        G_rows = G[t_idx, 0][:, :, :, :].permute(1, 0, 2, 3)[:, t_idx, q, :].unsqueeze(0)  # [1, H, T, L]
-        used["attention_gradient_product"] = ops.resolve_backend(backend, A_rows)
-        per.append(ops.attention_gradient_product(A_rows, G_rows, None, reduce, backend=backend).float())
-    return torch.stack(per).mean(0), {"attn_layers": attn_layers, "reduce": reduce}, {"F_input": F[0].detach().tolist()}
-
-
-def _shared_integrated_gradients(ex, seq, q, y, *, target_fn, backend, used, n_steps, chunk, progress, integration="trapezoid", token_reduction="sum", **_):
-    _choice("integration", integration, INTEGRATION_RULES)
-    _choice("token_reduction", token_reduction, TOKEN_REDUCTIONS)
-    T = q.numel()
-    L, d = seq.embeds.shape[1:]
-    a, w = quadrature(integration, n_steps, torch.float32)
-    a, w = a.to(ex.device), w.to(ex.device)
-    inner = "sum" if token_reduction == "sum" else "none"
-    acc = torch.zeros((T, L) if inner == "sum" else (T, L, d), device=ex.device)
-    E, Eb, fixed = seq.embeds[0], seq.baseline[0], seq.fixed[0]
-    delta = E - Eb
-    with _model_prepared(ex.model):
-        with torch.no_grad():
-            ends = _seq_F(ex, torch.stack([E, Eb]), q, y, target_fn)
-        for s in range(0, n_steps, chunk):
-            e = min(s + chunk, n_steps)
-            used["interpolate_path"] = ops.resolve_backend(backend, E)
-            X = ops.interpolate_path(E, Eb, a[s:e], fixed, backend=backend).requires_grad_(True)
-            with torch.enable_grad():
-                F = _seq_F(ex, X, q, y, target_fn)
-                (G,) = _rows_vjp(F, X, T)  # [T, c, L, d]
-            used["integrate_gradients"] = ops.resolve_backend(backend, G)
-            for t in range(T):
-                acc[t] += ops.integrate_gradients(G[t], w[s:e], delta, inner, backend=backend).float()
-            if progress is not None:
-                progress.update(e - s)
-    rows = acc if inner == "sum" else _reduce_tokens(acc, token_reduction)
-    d_in = ends[0] - ends[1]
-    info = {
-        "F_input": ends[0].tolist(),
-        "F_baseline": ends[1].tolist(),
-        "convergence_delta": [float(rows[t, : int(q[t]) + 1].sum() - d_in[t]) for t in range(T)],
-    }
-    return rows, {"integration": integration, "token_reduction": token_reduction, "internal_batch_size": chunk}, info
-
-
-def _shared_pilot(ex, seq, q, y, *, target_fn, backend, used, n_pilot, chunk, progress):
+def _shared_pilot(sctx: SequenceContext, n_pilot: int) -> List[torch.Tensor]:
     """Pilot logits of every step from N forwards over the full sequence: list of Tensor[N]."""
-    pa = torch.linspace(0, 1, n_pilot, device=ex.device)
-    E, Eb, fixed = seq.embeds[0], seq.baseline[0], seq.fixed[0]
+    pa = torch.linspace(0, 1, n_pilot, device=sctx.device)
+    E, Eb, fixed = sctx.seq.embeds[0], sctx.seq.baseline[0], sctx.seq.fixed[0]
     out = []
-    with _model_prepared(ex.model), torch.no_grad():
-        for s in range(0, n_pilot, chunk):
-            e = min(s + chunk, n_pilot)
-            used["interpolate_path"] = ops.resolve_backend(backend, E)
-            out.append(_seq_F(ex, ops.interpolate_path(E, Eb, pa[s:e], fixed, backend=backend), q, y, target_fn))
-            if progress is not None:
-                progress.update(e - s)
+    with model_prepared(sctx.model), torch.no_grad():
+        for s in range(0, n_pilot, sctx.chunk):
+            e = min(s + sctx.chunk, n_pilot)
+            out.append(sctx.scores(ops.interpolate_path(E, Eb, pa[s:e], fixed, backend=sctx.backend)))
+            sctx.advance(e - s)
     P = torch.cat(out, 0)  # [N, T]
     return [P[:, t].contiguous() for t in range(P.shape[1])]
 
 
-def _shared_grad_ellm(ex, seq, q, y, *, target_fn, progress, **options):
-    from .grad_ellm import grad_ellm_shared
-
-    options.pop("backend", None), options.pop("used", None), options.pop("n_steps", None), options.pop("chunk", None)
-    return grad_ellm_shared(ex, seq, q, y, target_fn=target_fn, progress=progress, **options)
-
-
-_SHARED = {
-    "grad_ellm": _shared_grad_ellm,
-    "saliency": _shared_saliency,
-    "input_x_gradient": _shared_input_x_gradient,
-    "attention": _shared_attention,
-    "scaled_attention": _shared_scaled_attention,
-    "integrated_gradients": _shared_integrated_gradients,
-}
-_SHARED_PILOT = ("aieg", "integrated_decision_gradients")
-
-
 def attribute_generation(
-    self: Explainer,
+    self,
     prompt: str,
     max_new_tokens: int = 8,
     generated_text: Optional[Union[str, Sequence[int]]] = None,
@@ -344,14 +175,62 @@ def attribute_generation(
     # ---- validation first: nothing below touches the model until everything is checked
     if ex.adapter.kind != "causal_lm":
         raise ValueError("attribute_generation needs a causal language model, not a classification head")
-    _check_int("max_new_tokens", max_new_tokens, 1)
-    _check_call(method, n_steps, target_fn, backend, options)
+    check_int("max_new_tokens", max_new_tokens, 1)
+    m = get_method(method)
+    check_call_settings(n_steps, target_fn, backend)
+    opts = m.options(**options)
     prompt_ids, prompt_fixed = ex.encode(prompt, template)
-    Lp = len(prompt_ids)
+    gen_ids = _given_ids(ex, generated_text) if generated_text is not None else None
+    _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
+
+    timing: Dict[str, float] = {}
+    if gen_ids is None:
+        t = time.perf_counter()
+        gen_ids = _greedy(ex, prompt_ids, max_new_tokens)
+        timing["generate"] = time.perf_counter() - t
+        if not gen_ids:
+            raise RuntimeError("model.generate returned no new token")
+    gen_fixed = [(not interpolate_generated) or (i in ex.special_ids) for i in gen_ids]
+    Lp, T = len(prompt_ids), len(gen_ids)
+    # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
+    encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
+    full_ids, full_fixed = encoded[-1]
+    with progress_bar(progress, f"{method} ({T} steps)") as bar:
+        sctx = None
+        if shared and (m.run_sequence is not None or m.shares_pilot):
+            seq = ex.build_batch([(full_ids, full_fixed)], "right")
+            sctx = SequenceContext(
+                ex.adapter, seq, torch.arange(Lp - 1, Lp - 1 + T, device=ex.device), torch.tensor(gen_ids, dtype=torch.long, device=ex.device),
+                n_steps, chunk_size(ex.adapter, len(full_ids), internal_batch_size, max_memory), target_fn, backend, timing, bar,
+            )
+        if sctx is not None and m.run_sequence is not None:
+            t = time.perf_counter()
+            out, used = run_method(m, sctx, opts, sequence=True)
+            timing["shared"] = time.perf_counter() - t
+        else:
+            batch = ex.build_batch(encoded, "right")
+            ctx = ex.context(batch, list(gen_ids), n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory,
+                             target_fn=target_fn, backend=backend, progress=bar)
+            ctx.timing = timing
+            pilot_used: Dict[str, str] = {}
+            if sctx is not None and getattr(opts, "adaptive", True):
+                n_pilot = getattr(opts, m.pilot_option) or n_steps
+                t = time.perf_counter()
+                with ops.recording() as pilot_used:
+                    ctx.pilot_logits = _shared_pilot(sctx, n_pilot)
+                timing["shared_pilot"] = time.perf_counter() - t
+            out, used = run_method(m, ctx, opts)
+            used = {**pilot_used, **used}
+    timing["total"] = time.perf_counter() - t0
+    return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, full_fixed, generated_text, template,
+                     dict(out.options, n_steps=n_steps, target_fn=target_fn, template=template,
+                          interpolate_generated=bool(interpolate_generated),
+                          max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
+
+
+def _check_length(ex, Lp: int, gen_ids: Optional[List[int]], max_new_tokens: int) -> None:
     limit = ex.adapter.max_positions
-    teacher_forced = generated_text is not None
-    if teacher_forced:
-        gen_ids = _given_ids(ex, generated_text)
+    if gen_ids is not None:
         if Lp + len(gen_ids) > limit:
             raise ValueError(
                 f"prompt ({Lp} tokens) plus generated_text ({len(gen_ids)} tokens) exceed the model's {limit} positions"
@@ -359,80 +238,35 @@ def attribute_generation(
     elif Lp + max_new_tokens > limit:
         raise ValueError(f"prompt ({Lp} tokens) plus max_new_tokens={max_new_tokens} exceed the model's {limit} positions")
 
-    timing: Dict[str, float] = {}
-    if not teacher_forced:
-        t = time.perf_counter()
-        gen_ids = _greedy(ex, prompt_ids, max_new_tokens)
-        timing["generate"] = time.perf_counter() - t
-        if not gen_ids:
-            raise RuntimeError("model.generate returned no new token")
-    T = len(gen_ids)
-    gen_fixed = [(not interpolate_generated) or (i in ex.special_ids) for i in gen_ids]
 
-    # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
-    encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
-    full_ids, full_fixed = encoded[-1]
-    used: Dict[str, str] = {}
-    bar = _progress_bar(progress, f"{method} ({T} steps)")
-    try:
-        if shared and (method in _SHARED or method in _SHARED_PILOT):
-            seq = ex._batch([(full_ids, full_fixed)], [None], "right")
-            q = torch.arange(Lp - 1, Lp - 1 + T, device=ex.device)
-            y = torch.tensor(gen_ids, dtype=torch.long, device=ex.device)
-            L_full = len(full_ids)
-            chunk = ex._chunk_size(L_full, internal_batch_size, max_memory)
-        if shared and method in _SHARED:
-            t = time.perf_counter()
-            with _model_prepared(ex.model):
-                rows, opts, row_info = _SHARED[method](
-                    ex, seq, q, y, target_fn=target_fn, backend=backend, used=used, n_steps=n_steps,
-                    chunk=chunk, progress=bar, **options,
-                )
-            timing["shared"] = time.perf_counter() - t
-            out = {"scores": list(rows), "options": opts, "info": row_info}
-        else:
-            batch = ex._batch(encoded, list(gen_ids), "right")
-            if shared and method in _SHARED_PILOT and options.get("adaptive", True):
-                n_pilot = options.get("n_pilot") or n_steps
-                _check_int("n_pilot", n_pilot, 2)
-                t = time.perf_counter()
-                batch.pilot_logits = _shared_pilot(ex, seq, q, y, target_fn=target_fn, backend=backend, used=used, n_pilot=n_pilot, chunk=chunk, progress=bar)
-                timing["shared_pilot"] = time.perf_counter() - t
-            out = ex._run_method(method, batch, n_steps, internal_batch_size, max_memory, target_fn, backend, used, timing, bar, options)
-    finally:
-        if bar is not None:
-            bar.close()
-
-    # ---- assemble the [T, Lp + T] matrix; NaN where not attributed for that row
+def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_fixed, generated_text, template, options) -> Attribution:
+    """The [T, Lp + T] result; NaN where a token is not attributed for that row."""
+    Lp, T = len(prompt_ids), len(gen_ids)
     L = Lp + T
     scores = torch.full((T, L), float("nan"), dtype=torch.float32)
     col_attributed = [False] * L
     steps = []
     for t in range(T):
         n = Lp + t  # right padding: example t starts at offset 0
-        row = out["scores"][t][:n].detach().float().cpu()
+        row = out.scores[t][:n].detach().float().cpu()
         fixed = torch.tensor(full_fixed[:n], dtype=torch.bool)
         scores[t, :n] = torch.where(fixed, torch.full_like(row, float("nan")), row)
         for i, f in enumerate(fixed.tolist()):
             if not f:
                 col_attributed[i] = True
-        step = {k: (v[t] if isinstance(v, list) else v) for k, v in out.get("info", {}).items()}
+        step = {k: (v[t] if isinstance(v, list) else v) for k, v in out.info.items()}
         step["target"] = {"id": int(gen_ids[t]), "text": ex.token_texts([int(gen_ids[t])])[0]}
         steps.append(step)
-    timing["total"] = time.perf_counter() - t0
-
     ids = prompt_ids + gen_ids
-    if teacher_forced and isinstance(generated_text, str):
-        gen_text = generated_text
-    else:
-        gen_text = ex.tokenizer.decode(gen_ids)
+    teacher_forced = generated_text is not None
+    gen_text = generated_text if teacher_forced and isinstance(generated_text, str) else ex.tokenizer.decode(gen_ids)
     info = {
         "generated_ids": list(gen_ids),
         "generated_text": gen_text,
         "prompt": prompt,
         "prompt_length": Lp,
         "teacher_forced": teacher_forced,
-        "interpolate_generated": bool(interpolate_generated),
+        "interpolate_generated": options["interpolate_generated"],
         "steps": steps,
         "sequence_scores": torch.nanmean(scores, 0).tolist(),
     }
@@ -442,15 +276,7 @@ def attribute_generation(
         scores=scores,
         method=method,
         target={"kind": "generation", "id": None, "ids": list(gen_ids), "text": gen_text},
-        options=dict(
-            out.get("options", {}),
-            n_steps=n_steps,
-            target_fn=target_fn,
-            template=template,
-            interpolate_generated=bool(interpolate_generated),
-            max_new_tokens=None if teacher_forced else max_new_tokens,
-            shared=bool(shared),
-        ),
+        options=options,
         model=ex.name,
         backend=dict(used),
         timing=timing,
@@ -459,6 +285,3 @@ def attribute_generation(
         special=[i in ex.special_ids for i in ids],
         info=info,
     )
-
-
-Explainer.attribute_generation = attribute_generation

@@ -8,8 +8,9 @@ plus a keyword ``backend``:
 * ``"ext"``: the extension, or RuntimeError saying why it is unavailable;
 * ``"reference"``: :mod:`aieg_fast.reference`.
 
-Wrappers return only the tensor(s), like the reference; callers that want to record which backend
-ran call :func:`resolve_backend` with the same arguments. Arguments are checked here, before
+Wrappers return only the tensor(s), like the reference. Which backend each wrapper actually ran is
+reported to every active :func:`recording` block (a context variable, so threads and nested calls
+keep their own records); :func:`resolve_backend` tells in advance what a call would run. Arguments are checked here, before
 dispatch, so both backends raise the same ValueError/TypeError for bad input. The kernels are
 inference-only (no autograd formula is registered); ``"auto"`` therefore picks the reference
 when grad mode is on and an input requires grad.
@@ -19,8 +20,10 @@ The compiled operators are also reachable directly as ``torch.ops.aieg_fast.<op>
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from numbers import Integral
-from typing import Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -32,6 +35,7 @@ from ._ext import CPU_OPS, CUDA_OPS, EXT_ERROR, HAS_EXT, WITH_CUDA
 __all__ = [
     "BACKENDS",
     "resolve_backend",
+    "recording",
     "interpolate_path",
     "adaptive_alphas",
     "emphasis_factors",
@@ -92,6 +96,41 @@ def resolve_backend(backend: str, *tensors: Optional[Tensor], op: Optional[str] 
     if torch.is_grad_enabled() and any(t.requires_grad for t in present):
         return "reference"  # the kernels have no autograd formula
     return "ext"
+
+
+# the dicts of the active recording() blocks, innermost last
+_RECORDERS: "contextvars.ContextVar[Tuple[Dict[str, str], ...]]" = contextvars.ContextVar("aieg_fast_op_recorders", default=())
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Dict[str, str]]:
+    """Record the backend each op wrapper actually runs inside the block.
+
+    Yields a dict ``{op name: "ext" | "reference"}`` filled as wrappers run (the last call of
+    an op wins). Blocks nest: an op is recorded in every enclosing block. The record is a
+    context variable, so concurrent threads keep separate records.
+
+    Example::
+
+        with ops.recording() as used:
+            ops.posnorm(scores)
+        used  # {"posnorm": "ext"}
+    """
+    rec: Dict[str, str] = {}
+    token = _RECORDERS.set(_RECORDERS.get() + (rec,))
+    try:
+        yield rec
+    finally:
+        _RECORDERS.reset(token)
+
+
+def _dispatch(backend: str, *tensors: Optional[Tensor], op: str) -> str:
+    """:func:`resolve_backend` for a wrapper about to run ``op``; reports the choice to the
+    active :func:`recording` blocks."""
+    used = resolve_backend(backend, *tensors, op=op)
+    for rec in _RECORDERS.get():
+        rec[op] = used
+    return used
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,7 +215,7 @@ def interpolate_path(
         _check_tensor(fixed_mask, "fixed_mask")
         _check_shape(fixed_mask.numel() == L, "fixed_mask", f"[{L}]", fixed_mask)
         fixed_mask = fixed_mask.to(dev).reshape(-1)
-    used = resolve_backend(backend, input_embeds, baseline_embeds, alphas, fixed_mask, op="interpolate_path")
+    used = _dispatch(backend, input_embeds, baseline_embeds, alphas, fixed_mask, op="interpolate_path")
     if used == "reference":
         return reference.interpolate_path(input_embeds, baseline_embeds, alphas, fixed_mask)
     return torch.ops.aieg_fast.interpolate_path.default(input_embeds, baseline_embeds, alphas, fixed_mask)
@@ -213,7 +252,7 @@ def adaptive_alphas(
     if n_steps < 2:
         raise ValueError(f"n_steps must be >= 2, got {n_steps}")
     pilot = pilot_logits.detach().reshape(-1)
-    if resolve_backend(backend, pilot, op="adaptive_alphas") == "reference":
+    if _dispatch(backend, pilot, op="adaptive_alphas") == "reference":
         return reference.adaptive_alphas(pilot, int(n_steps), alloc, bool(idg_compat_quirk))
     return torch.ops.aieg_fast.adaptive_alphas.default(pilot, int(n_steps), alloc, bool(idg_compat_quirk))
 
@@ -254,7 +293,7 @@ def emphasis_factors(
         )
     dev = path_logits.device
     f, a, w = path_logits.reshape(-1), alphas.to(dev).reshape(-1), widths.to(dev).reshape(-1)
-    if resolve_backend(backend, f, a, w, op="emphasis_factors") == "reference":
+    if _dispatch(backend, f, a, w, op="emphasis_factors") == "reference":
         return reference.emphasis_factors(f, a, w, mode, sign, norm)
     return torch.ops.aieg_fast.emphasis_factors.default(f, a, w, mode, sign, norm)
 
@@ -293,7 +332,7 @@ def integrate_gradients(
     _check_shape(delta.dim() <= 2 and _broadcastable(delta, (L, d)), "delta", f"[{L}, {d}] (L, d of grads)", delta)
     dev = grads.device
     weights, delta = weights.to(dev), delta.to(dev).expand(L, d)
-    if resolve_backend(backend, grads, weights, delta, op="integrate_gradients") == "reference":
+    if _dispatch(backend, grads, weights, delta, op="integrate_gradients") == "reference":
         return reference.integrate_gradients(grads, weights, delta, reduce)
     return torch.ops.aieg_fast.integrate_gradients.default(grads, weights, delta, reduce)
 
@@ -337,7 +376,7 @@ def attention_gradient_product(
         _check_real(weights, "weights")
         _check_shape(weights.dim() == 1 and weights.shape[0] == B, "weights", f"[{B}] (B of attn)", weights)
         weights = weights.to(dev)
-    if resolve_backend(backend, attn, grad, weights, op="attention_gradient_product") == "reference":
+    if _dispatch(backend, attn, grad, weights, op="attention_gradient_product") == "reference":
         return reference.attention_gradient_product(attn, grad, weights, reduce)
     return torch.ops.aieg_fast.attention_gradient_product.default(attn, grad, weights, reduce)
 
@@ -371,7 +410,7 @@ def posnorm(
         _check_shape(_broadcastable(valid_mask, scores.shape), "valid_mask",
                      f"broadcastable to {list(scores.shape)} (scores)", valid_mask)
         valid_mask = valid_mask.to(scores.device)
-    if resolve_backend(backend, scores, valid_mask, op="posnorm") == "reference":
+    if _dispatch(backend, scores, valid_mask, op="posnorm") == "reference":
         if scores.shape[-1] == 0:
             return scores.new_zeros(scores.shape, dtype=_acc_dtype(scores))
         return reference.posnorm(scores, valid_mask, mode)

@@ -32,7 +32,8 @@ import time
 import torch
 
 import aieg_fast
-from aieg_fast.attribution import METHODS
+from aieg_fast import METHODS, get_method
+from aieg_fast.core.context import run_method
 from aieg_fast.samples import sst2_sample
 
 PROMPT_TOKENS = 64
@@ -71,12 +72,11 @@ def per_step(ex, prompt, gen_ids, method, n_steps, ibs, options):
     prompt_ids, prompt_fixed = ex.encode(prompt)
     rows = []
     for t, y in enumerate(gen_ids):
-        batch = ex._batch([(prompt_ids + gen_ids[:t], prompt_fixed + [not interp] * t)], [y])
-        out = METHODS[method](
-            ex, batch, n_steps=n_steps, internal_batch_size=ibs, max_memory=None, target_fn="logit",
-            backend="auto", used={}, timing={}, progress=None, **options,
-        )
-        rows.append(out["scores"][0][: len(prompt_ids)].detach().float().cpu())
+        batch = ex.build_batch([(prompt_ids + gen_ids[:t], prompt_fixed + [not interp] * t)])
+        ctx = ex.context(batch, [y], n_steps=n_steps, internal_batch_size=ibs)
+        m = get_method(method)
+        out, _ = run_method(m, ctx, m.options(**options))
+        rows.append(out.scores[0][: len(prompt_ids)].detach().float().cpu())
     return torch.stack(rows)
 
 

@@ -191,10 +191,10 @@ def tight(args):
     print("\n".join(l for l in s.getvalue().splitlines() if l.strip())[:6000])
 
     # the pieces of the call, timed alone
-    from aieg_fast.attribution import _model_prepared
+    from aieg_fast.core.model_state import model_prepared
 
     ids, fixed = ex.encode(prompt)
-    batch = ex._batch([(ids, fixed)], [tid])
+    batch = ex.build_batch([(ids, fixed)])
 
     def piece(fn, n=20):
         fn()
@@ -206,8 +206,8 @@ def tight(args):
         return statistics.median(ts) * 1e3
 
     def ref_fwd():
-        with _model_prepared(ex.model):
-            ex._reference_forward(batch, "logit")
+        with model_prepared(ex.model):
+            ex.context(batch, [tid]).reference_forward()
 
     def fwd_one():
         with torch.no_grad():
@@ -218,12 +218,12 @@ def tight(args):
             T._f_last(torch.cat([T.W[T.ids].detach()] * 2))
 
     def prepared():
-        with _model_prepared(ex.model):
+        with model_prepared(ex.model):
             pass
 
     def encode_batch():
         e = ex.encode(prompt)
-        ex._batch([e], [tid])
+        ex.build_batch([e])
 
     def result_build():
         [ex.tokenizer.decode([i]) for i in ids]
@@ -233,7 +233,7 @@ def tight(args):
         f"{k} {piece(f):.1f}" for k, f in (
             ("bare fwd+bwd", lambda: T.bound("saliency")), ("reference forward [x; x'] + full logits", ref_fwd),
             ("no-grad forward of x alone", fwd_one), ("no-grad forward of [x; x']", fwd_two),
-            ("_model_prepared enter/exit", prepared), ("encode + _batch", encode_batch),
+            ("model_prepared enter/exit", prepared), ("encode + build_batch", encode_batch),
             ("decode tokens for the result", result_build))))
     return [{"method": m, "ours_ms": mo * 1e3, "bare_ms": mb * 1e3, "ratio": mo / mb, "calls": args.calls} for m, mo, mb in rows]
 

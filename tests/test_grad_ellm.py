@@ -8,7 +8,8 @@ import torch
 
 import aieg_fast
 from builders import model_state as _model_state
-from aieg_fast import grad_ellm as GE
+from aieg_fast.methods import grad_ellm as GE
+from aieg_fast.models.llama import rotate_half_rope
 
 TEXT = "the movie is good and the actors are great"
 SHORT = "the film was bad"
@@ -137,8 +138,8 @@ def test_grouped_mapping_matches_model_attention(tiny_llama):
     probs = out.attentions[-1][0, :, -1, :]  # [H, S]
     H, Hkv, d = ad.n_heads, ad.n_kv_heads, attn.head_dim
     assert H != Hkv  # the test needs grouped-query attention
-    q = GE.apply_rope(store["q"], cos, sin, H)[0, -1].view(H, d)
-    k_rot = GE.apply_rope(store["k"], cos, sin, Hkv)[0]
+    q = rotate_half_rope(store["q"], cos, sin, H)[0, -1].view(H, d)
+    k_rot = rotate_half_rope(store["k"], cos, sin, Hkv)[0]
 
     def rebuilt(mode):
         k = GE.expand_kv(k_rot, H, Hkv, mode).view(S, H, d)

@@ -41,11 +41,12 @@ def test_idg_matches_rederived_formula(tiny_gpt2):
     res = ex.attribute(TEXT, method="integrated_decision_gradients", n_steps=12)
     alphas = torch.tensor(res.info["alphas"])
     ids, fixed = ex.encode(TEXT)
-    b = ex._batch([(ids, fixed)], [res.target["id"]])
+    b = ex.build_batch([(ids, fixed)])
+    ctx = ex.context(b, [res.target["id"]])
     E, Eb = b.embeds[0], b.baseline[0]
     rows = torch.zeros(len(alphas), dtype=torch.long)
     X = (Eb + alphas.view(-1, 1, 1) * (E - Eb)).requires_grad_(True)
-    f = ex._F(b, rows, X, "logit")
+    f = ctx.F(rows, X)
     (G,) = torch.autograd.grad(f.sum(), X)
     f = f.detach()
     r = torch.zeros_like(f)
@@ -310,7 +311,7 @@ def test_chunks_across_examples(tiny_gpt2, method, texts):
 def test_token_texts_are_cached_decodes(tiny_gpt2):
     ids = tiny_gpt2.encode(TEXT)[0]
     assert tiny_gpt2.token_texts(ids) == [tiny_gpt2.tokenizer.decode([i]) for i in ids]
-    assert set(ids) <= set(tiny_gpt2._token_text)
+    assert set(ids) <= set(tiny_gpt2.token_text_cache)
     assert tiny_gpt2.attribute(TEXT, method="saliency").tokens == tiny_gpt2.token_texts(ids)
 
 

@@ -43,18 +43,19 @@ def test_path_gradient_matches_finite_difference(smollm):
     """
     ex = smollm
     ids, fixed = ex.encode("a charming journey")
-    b = ex._batch([(ids, fixed)], [None])
-    ex._reference_forward(b, "logit")
+    b = ex.build_batch([(ids, fixed)])
+    ctx = ex.context(b)
+    ctx.reference_forward()  # fills the target with the prediction
     E, Eb = b.embeds[0], b.baseline[0]
     rows = torch.zeros(1, dtype=torch.long)
 
     def F(a):
         with torch.no_grad():
-            return float(ex._F(b, rows, (Eb + a * (E - Eb)).unsqueeze(0), "logit")[0])
+            return float(ctx.F(rows, (Eb + a * (E - Eb)).unsqueeze(0))[0])
 
     for a in (0.5, 1.0):
         X = (Eb + a * (E - Eb)).unsqueeze(0).requires_grad_(True)
-        (g,) = torch.autograd.grad(ex._F(b, rows, X, "logit")[0], X)
+        (g,) = torch.autograd.grad(ctx.F(rows, X)[0], X)
         directional = float((g[0] * (E - Eb)).sum())
         fd = (F(a + 1e-3) - F(a - 1e-3)) / 2e-3
         assert abs(directional - fd) <= 0.01 * abs(fd) + 1e-2

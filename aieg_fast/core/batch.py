@@ -1,11 +1,99 @@
-"""Batches of token sequences: right padding of id lists, and the attribution batch type."""
+"""Batches of token sequences: the attribution batch type, building it, and right padding of id lists."""
 from __future__ import annotations
 
-from typing import Tuple
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
 
 import torch
+from torch import Tensor
 
-__all__ = ["right_pad"]
+from .validation import check_choice
+
+__all__ = ["Batch", "build_batch", "right_pad"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Inputs of one attribution call, padded to a common length L (targets live in the Context).
+
+    Attributes:
+        ids, attention_mask, position_ids: Tensor[B, L] (long).
+        last_index: Tensor[B], the predicting position of each row.
+        fixed: bool Tensor[B, L], positions not interpolated and not attributed (special and
+            template tokens, padding).
+        embeds, baseline: Tensor[B, L, d], the token embeddings E and the baseline E′ (E′ = E at
+            fixed positions, the reference token's embedding elsewhere).
+        lengths, offsets: each example's token count and where it starts in its padded row.
+    """
+
+    ids: Tensor
+    attention_mask: Tensor
+    position_ids: Tensor
+    last_index: Tensor
+    fixed: Tensor
+    embeds: Tensor
+    baseline: Tensor
+    lengths: Tuple[int, ...]
+    offsets: Tuple[int, ...]
+
+    @property
+    def B(self) -> int:
+        return self.ids.shape[0]
+
+    @property
+    def plain(self) -> bool:
+        """Every row unpadded (positions 0…L-1, last index L-1): the model runs without a mask."""
+        return all(n == self.ids.shape[1] for n in self.lengths)
+
+    @property
+    def delta(self) -> Tensor:
+        """E − E′: Tensor[B, L, d]."""
+        return self.embeds - self.baseline
+
+
+def build_batch(adapter, encoded: Sequence[Tuple[List[int], List[bool]]], pad_id: int, ref_token_id: int,
+                padding_side: str = "right", device=None) -> Batch:
+    """Pad encoded examples into a :class:`Batch` with embeddings and baselines.
+
+    Args:
+        adapter: the model's :class:`~aieg_fast.models.DecoderAdapter` (its ``embeddings``).
+        encoded: per example (token ids, fixed flags), as :meth:`Explainer.encode` returns.
+        pad_id: the id written into padding positions (never attended to).
+        ref_token_id: the baseline token; its embedding is E′ at attributable positions (DIG
+            convention, specs/aieg.md §6.3).
+        padding_side: ``"right"`` or ``"left"``.
+        device: where the tensors go (default: the embeddings' device).
+
+    Raises:
+        ValueError: unknown ``padding_side``, no examples.
+    """
+    check_choice("padding_side", padding_side, ("left", "right"))
+    if not encoded:
+        raise ValueError("encoded has no examples")
+    emb_w = adapter.embeddings.weight
+    dev = emb_w.device if device is None else device
+    B = len(encoded)
+    L = max(len(ids) for ids, _ in encoded)
+    ids_t = torch.full((B, L), pad_id, dtype=torch.long)
+    mask = torch.zeros((B, L), dtype=torch.long)
+    fixed = torch.ones((B, L), dtype=torch.bool)
+    offsets, lengths = [], []
+    for b, (ids, fx) in enumerate(encoded):
+        n = len(ids)
+        off = 0 if padding_side == "right" else L - n
+        ids_t[b, off : off + n] = torch.tensor(ids)
+        mask[b, off : off + n] = 1
+        fixed[b, off : off + n] = torch.tensor(fx, dtype=torch.bool)
+        offsets.append(off)
+        lengths.append(n)
+    position_ids = (mask.cumsum(-1) - 1).clamp_min(0)
+    last_index = torch.tensor([o + n - 1 for o, n in zip(offsets, lengths)])
+    ids_t, mask, position_ids, fixed, last_index = (t.to(dev) for t in (ids_t, mask, position_ids, fixed, last_index))
+    with torch.no_grad():
+        E = adapter.embeddings(ids_t).detach()
+        ref = emb_w[ref_token_id].detach()
+        Eb = torch.where(fixed.unsqueeze(-1), E, ref.view(1, 1, -1).expand_as(E))
+    return Batch(ids_t, mask, position_ids, last_index, fixed, E, Eb, tuple(lengths), tuple(offsets))
 
 
 def right_pad(seqs, pad_id: int) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
-__all__ = ["check_choice", "check_int", "check_bool", "check_options", "parse_memory", "BACKENDS", "TARGET_FNS"]
+__all__ = ["check_call_settings", "check_choice", "check_int", "check_bool", "check_options", "parse_memory", "BACKENDS", "TARGET_FNS"]
 
 BACKENDS = ("auto", "ext", "reference")
 #: what F is: the target's logit, log-probability or probability (specs/aieg.md §6.2)
@@ -56,3 +56,11 @@ def parse_memory(value) -> int:
     if num <= 0:
         raise ValueError(f"max_memory must be positive, got {value!r}")
     return int(num * mult)
+
+
+def check_call_settings(n_steps, target_fn: str, backend: str) -> None:
+    """The checks shared by every attribution call: ``n_steps`` an int ≥ 2, ``target_fn`` one
+    of :data:`TARGET_FNS`, ``backend`` one of :data:`BACKENDS`."""
+    check_int("n_steps", n_steps, 2)
+    check_choice("target_fn", target_fn, TARGET_FNS)
+    check_choice("backend", backend, BACKENDS)

@@ -1,28 +1,57 @@
-"""TRANSITIONAL: the method registry's public names (the bodies move here with the methods)."""
+"""The method registry: ``register``, ``get_method``, ``list_methods``, ``method_options`` and the
+``name:option=value`` spec parser used by ``evaluate`` and the CLI."""
 from __future__ import annotations
 
 import json
-from typing import Tuple
+from typing import Any, Dict, List, Tuple
+
+from .base import Method
+
+__all__ = ["METHODS", "register", "get_method", "list_methods", "method_options", "parse_method_spec", "option_value"]
+
+#: name → method instance, in registration order
+METHODS: Dict[str, Method] = {}
 
 
-def list_methods():
-    from ..attribution import list_methods as f
-    return f()
+def register(cls):
+    """Class decorator: add a :class:`Method` subclass to the registry under ``cls.name``.
+
+    Raises:
+        TypeError: not a Method subclass. ValueError: no name, or the name is taken.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Method)):
+        raise TypeError(f"register expects a Method subclass, got {cls!r}")
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    if cls.name in METHODS:
+        raise ValueError(f"a method named {cls.name!r} is already registered ({type(METHODS[cls.name]).__name__})")
+    METHODS[cls.name] = cls()
+    return cls
 
 
-def method_options(name):
-    from ..attribution import method_options as f
-    return f(name)
+def list_methods() -> List[str]:
+    """Names of the attribution methods, in the order they were registered."""
+    return list(METHODS)
 
 
-class _M:
-    def __init__(self, name, doc):
-        self.name, self.doc = name, doc
+def get_method(name: str) -> Method:
+    """The registered method called ``name``.
+
+    Raises:
+        ValueError: unknown name (lists the methods).
+    """
+    if name not in METHODS:
+        raise ValueError(f"method must be one of {list_methods()}, got {name!r}")
+    return METHODS[name]
 
 
-def get_method(name):
-    from ..attribution import _METHOD_DOCS
-    return _M(name, _METHOD_DOCS[name])
+def method_options(method: str) -> Dict[str, Any]:
+    """The options of a method with their defaults, e.g. ``method_options("aieg")["ef_mode"] == "fd"``.
+
+    Raises:
+        ValueError: unknown method.
+    """
+    return get_method(method).defaults()
 
 
 def parse_method_spec(spec: str) -> Tuple[str, dict]:

@@ -1,0 +1,80 @@
+"""Attention rows of the predicting position from captured probabilities (specs/aieg.md §4)."""
+from __future__ import annotations
+
+from typing import List
+
+import torch
+from torch import Tensor
+
+from .. import ops
+
+__all__ = ["ATTN_LAYER_CHOICES", "attention_layers", "attention_rows", "check_attn_layers"]
+
+#: named layer selections; a list of layer indices is accepted too
+ATTN_LAYER_CHOICES = ("last", "all", "rollout", "none")
+
+
+def attention_layers(adapter, attn_layers) -> List[int]:
+    """The layer indices of an ``attn_layers`` selection: ``"last"``, ``"all"``, ``"rollout"``
+    (all layers) or a list of indices (negative indices count from the end).
+
+    Raises:
+        ValueError: another value, or an index out of range (names the range).
+    """
+    n = adapter.n_layers
+    if attn_layers == "last":
+        return [n - 1]
+    if attn_layers in ("all", "rollout"):
+        return list(range(n))
+    if isinstance(attn_layers, (list, tuple)) and attn_layers and all(isinstance(l, int) for l in attn_layers):
+        bad = [l for l in attn_layers if not (-n <= l < n)]
+        if bad:
+            raise ValueError(f"attn_layers has layer indices out of range [0, {n}): {bad}")
+        return sorted({l % n for l in attn_layers})
+    raise ValueError(f"attn_layers must be 'last', 'all', 'rollout', 'none' or a list of layer indices, got {attn_layers!r}")
+
+
+def check_attn_layers(attn_layers) -> None:
+    """Model-independent check of an ``attn_layers`` value (the range is checked at run time)."""
+    if attn_layers in ATTN_LAYER_CHOICES:
+        return
+    if isinstance(attn_layers, (list, tuple)) and attn_layers and all(isinstance(l, int) and not isinstance(l, bool) for l in attn_layers):
+        return
+    raise ValueError(f"attn_layers must be 'last', 'all', 'rollout', 'none' or a list of layer indices, got {attn_layers!r}")
+
+
+def attention_rows(adapter, batch, attn, attn_layers, attn_heads: str, backend: str) -> Tensor:
+    """Attention row of the predicting position, Tensor[B, L], from captured probabilities.
+
+    Args:
+        adapter: the model's adapter; batch: the :class:`~aieg_fast.core.batch.Batch`.
+        attn: layer → Tensor[B, H, L] rows at ``batch.last_index`` (or [B, H, L, L] matrices
+            for ``attn_layers="rollout"``).
+        attn_layers: the selection (:func:`attention_layers`); rows are averaged over layers,
+            or rolled out (0.5·A + 0.5·I, Abnar & Zuidema 2020).
+        attn_heads: ``"mean"`` or ``"max"`` over heads.
+        backend: kernel backend of ``attention_gradient_product``.
+    """
+    layers = attention_layers(adapter, attn_layers)
+    if attn_layers == "rollout":
+        B, L = batch.ids.shape
+        dev = batch.ids.device
+        eye = torch.eye(L, device=dev)
+        roll = eye.expand(B, L, L).clone()
+        for l in layers:
+            A = attn[l].float()
+            A = A.amax(1) if attn_heads == "max" else A.mean(1)
+            roll = torch.bmm(0.5 * A + 0.5 * eye, roll)
+        return roll[torch.arange(B, device=dev), batch.last_index]
+    rows = []
+    for l in layers:
+        A = attn[l]  # [B, H, K]
+        if attn_heads == "max":
+            rows.append(A.float().amax(1))
+        else:
+            per_b = [
+                ops.attention_gradient_product(A[b : b + 1].unsqueeze(2), None, None, "attention", backend=backend)[0]
+                for b in range(A.shape[0])
+            ]
+            rows.append(torch.stack(per_b).float())
+    return torch.stack(rows).mean(0)

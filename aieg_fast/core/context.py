@@ -1,0 +1,257 @@
+"""``Context``: everything a method receives for one call, in place of plumbing keywords."""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from .. import ops
+from .batch import Batch
+from .capture import AttentionCapture
+from .model_state import model_prepared
+from .validation import parse_memory
+from .vjp import sequence_scores
+
+__all__ = ["Context", "SequenceContext", "progress_bar", "run_method", "bytes_per_path_point", "chunk_size", "DEFAULT_MAX_MEMORY"]
+
+#: the budget for the automatic internal batch size when no ``max_memory`` is given
+DEFAULT_MAX_MEMORY = "2GB"
+
+
+def bytes_per_path_point(adapter, L: int) -> int:
+    """Estimated autograd memory of one interpolation point of length L (bytes).
+
+    Estimate: per layer, about 16 activations of width ``hidden`` per token (attention
+    projections, norms, MLP with its 4x-wide intermediate), plus the L×L attention
+    probabilities of every head when the model runs eager attention (SDPA kernels do not
+    keep them), in the parameter dtype, and the embeddings' gradient.
+    Used by the automatic ``internal_batch_size`` (``max_memory``).
+    """
+    esize = adapter.embeddings.weight.element_size()
+    per_layer = L * adapter.hidden_size * 16
+    if getattr(adapter.model.config, "_attn_implementation", None) == "eager":
+        per_layer += adapter.n_heads * L * L * 2  # eager attention keeps the probabilities for the backward
+    return int(esize * (adapter.n_layers * per_layer + 4 * L * adapter.hidden_size)) + 1
+
+
+def chunk_size(adapter, L: int, internal_batch_size, max_memory) -> int:
+    """Path points per forward/backward: ``internal_batch_size``, or what fits ``max_memory``.
+
+    Raises:
+        ValueError: ``internal_batch_size`` not a positive int or None; a bad ``max_memory``.
+    """
+    if internal_batch_size is not None:
+        if isinstance(internal_batch_size, bool) or not isinstance(internal_batch_size, int) or internal_batch_size < 1:
+            raise ValueError(f"internal_batch_size must be a positive int or None, got {internal_batch_size!r}")
+        return internal_batch_size
+    budget = parse_memory(max_memory if max_memory is not None else DEFAULT_MAX_MEMORY)
+    return max(1, budget // bytes_per_path_point(adapter, L))
+
+
+@dataclass
+class Context:
+    """One attribution call: the model's adapter, the batch, the targets and the call settings.
+
+    A method reads its inputs here and calls the helpers below for forwards; nothing else is
+    passed to it. ``targets`` holds −1 for examples whose target is the model's prediction until
+    a forward fills them (:meth:`fill_targets`); the caller reads the filled targets afterwards.
+
+    Attributes:
+        adapter: the :class:`~aieg_fast.models.DecoderAdapter`. batch: the :class:`Batch`.
+        targets: Tensor[B] long. n_steps: path steps M. internal_batch_size / max_memory: the
+        chunk settings (:attr:`chunk`). target_fn: ``"logit"`` / ``"logprob"`` / ``"prob"``.
+        backend: kernel backend. ref_token_id: the baseline token. timing: seconds per phase
+        (filled by the method). progress: a tqdm-like bar or None. pilot_logits: per example
+        Tensor[N] pilot logits already computed by the caller (generation shares one pilot pass).
+    """
+
+    adapter: Any
+    batch: Batch
+    targets: Tensor
+    n_steps: int = 50
+    internal_batch_size: Optional[int] = None
+    max_memory: Any = None
+    target_fn: str = "logit"
+    backend: str = "auto"
+    ref_token_id: int = 0
+    timing: Dict[str, float] = field(default_factory=dict)
+    progress: Any = None
+    pilot_logits: Optional[Sequence[Tensor]] = None
+    _chunk: Optional[int] = field(default=None, repr=False)
+
+    @property
+    def model(self):
+        return self.adapter.model
+
+    @property
+    def device(self) -> torch.device:
+        return self.batch.ids.device
+
+    @property
+    def chunk(self) -> int:
+        """Path points per forward/backward (computed once per call)."""
+        if self._chunk is None:
+            self._chunk = chunk_size(self.adapter, self.batch.ids.shape[1], self.internal_batch_size, self.max_memory)
+        return self._chunk
+
+    @contextlib.contextmanager
+    def timed(self, phase: str):
+        """Add the seconds spent in the block to ``timing[phase]`` (set, not accumulated)."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timing[phase] = time.perf_counter() - t
+
+    def advance(self, n: int) -> None:
+        """Move the progress bar by ``n`` path points."""
+        if self.progress is not None:
+            self.progress.update(n)
+
+    # ------------------------------------------------------------------ forwards
+    def hidden(self, rows: Optional[Tensor], embeds: Tensor) -> Tensor:
+        """Final hidden state at the predicting position of each row of ``embeds`` [n, L, d];
+        ``rows`` [n] names each row's example (ignored for an unpadded batch)."""
+        b = self.batch
+        if b.plain:  # no per-chunk mask, positions or last-index gathers
+            return self.adapter.hidden_last(embeds, None, None, None)
+        return self.adapter.hidden_last(embeds, b.attention_mask[rows], b.position_ids[rows], b.last_index[rows])
+
+    def F(self, rows: Optional[Tensor], embeds: Tensor) -> Tensor:
+        """F of each row of ``embeds``; ``rows`` [n] names each row's example (None when B = 1)."""
+        targets = self.targets if self.batch.B == 1 else self.targets[rows]  # one target broadcasts
+        return self.adapter.target_scores(self.hidden(rows, embeds), targets, self.target_fn).float()
+
+    def all_rows(self) -> Tensor:
+        return torch.arange(self.batch.B, device=self.device)
+
+    def fill_targets(self, hidden: Tensor) -> None:
+        """Set missing targets (−1) to the model's prediction from final hidden states [B, D]."""
+        missing = self.targets < 0
+        if bool(missing.any()):
+            with torch.no_grad():
+                pred = self.adapter.full_logits(hidden.detach()).argmax(-1)
+            self.targets = torch.where(missing, pred, self.targets)
+
+    def ensure_targets(self) -> None:
+        """One no-grad forward on the inputs, only when some target is missing (the prediction)."""
+        if bool((self.targets < 0).any()):
+            with self.timed("predict"), torch.no_grad():
+                self.fill_targets(self.hidden(self.all_rows(), self.batch.embeds))
+
+    def reference_forward(self, attn_layers: Optional[Sequence[int]] = None, full: bool = False, baseline: bool = True):
+        """One no-grad forward on the inputs (and the baselines when ``baseline``): prediction
+        (fills missing targets), F(x), F(x′) and the attention of ``attn_layers`` at α = 1.
+
+        Returns:
+            dict with ``F_input`` Tensor[B], ``F_baseline`` Tensor[B] or None, ``pred``
+            Tensor[B], ``probs`` Tensor[B, V], ``attn`` (layer → captured rows / matrices) or None.
+        """
+        with self.timed("reference_forward"):
+            b = self.batch
+            B = b.B
+            rows = self.all_rows()
+            r2 = torch.cat([rows, rows]) if baseline else rows
+            with contextlib.ExitStack() as stack:
+                cap = None
+                if attn_layers:
+                    cap = stack.enter_context(AttentionCapture(self.adapter, attn_layers, full=full))
+                    cap.last_index = b.last_index[r2]
+                with torch.no_grad():
+                    X = torch.cat([b.embeds, b.baseline], 0) if baseline else b.embeds
+                    h = self.hidden(r2, X)
+                    logits = self.adapter.full_logits(h[:B]).float()
+                    pred = logits.argmax(-1)
+                    self.targets = torch.where(self.targets < 0, pred, self.targets)
+                    F = self.adapter.target_scores(h, self.targets[r2], self.target_fn).float()
+                attn = None
+                if cap is not None:
+                    attn = {l: (v[:B] if v is not None else None) for l, v in cap.pop().items()}
+            probs = torch.softmax(logits, -1)
+        return {"F_input": F[:B], "F_baseline": F[B:] if baseline else None, "pred": pred, "probs": probs, "attn": attn}
+
+    def gradient_at_input(self):
+        """∂F/∂E at the input from one forward and one backward; missing targets are filled from
+        the same forward (no separate prediction pass). Returns (grad [B, L, d], F [B])."""
+        X = self.batch.embeds.clone().requires_grad_(True)
+        with torch.enable_grad():
+            h = self.hidden(self.all_rows(), X)
+            self.fill_targets(h)
+            f = self.adapter.target_scores(h, self.targets, self.target_fn).float()
+            (g,) = torch.autograd.grad(f.sum(), X)
+        return g, f.detach()
+
+
+@dataclass
+class SequenceContext:
+    """One generated sequence explained step by step from shared forwards (generation).
+
+    Attributes:
+        adapter: the model's adapter. seq: a one-row unpadded :class:`Batch` (prompt ⊕ y_<T).
+        positions: Tensor[T] long, the predicting position q_t of step t. step_targets:
+        Tensor[T] long, the target y_t. n_steps, chunk, target_fn, backend, progress: as in
+        :class:`Context` (``chunk`` already resolved). timing: seconds per phase.
+    """
+
+    adapter: Any
+    seq: Batch
+    positions: Tensor
+    step_targets: Tensor
+    n_steps: int
+    chunk: int
+    target_fn: str = "logit"
+    backend: str = "auto"
+    timing: Dict[str, float] = field(default_factory=dict)
+    progress: Any = None
+
+    @property
+    def model(self):
+        return self.adapter.model
+
+    @property
+    def device(self) -> torch.device:
+        return self.seq.ids.device
+
+    @property
+    def T(self) -> int:
+        return self.positions.numel()
+
+    def advance(self, n: int) -> None:
+        if self.progress is not None:
+            self.progress.update(n)
+
+    def scores(self, X: Tensor) -> Tensor:
+        """F of every step for each row of X [c, L, d]: Tensor[c, T] (:func:`~aieg_fast.core.vjp.sequence_scores`)."""
+        return sequence_scores(self.adapter, X, self.positions, self.step_targets, self.target_fn)
+
+
+def run_method(method, ctx, opts, sequence: bool = False):
+    """Run ``method.run(ctx, opts)`` (or ``run_sequence`` when ``sequence``) with the model
+    prepared (eval mode, frozen parameters; restored afterwards) and the kernel backends
+    recorded (:func:`aieg_fast.ops.recording`). The one place methods are invoked.
+
+    Returns:
+        (the method's output, {op: backend that ran})
+    """
+    with model_prepared(ctx.model), ops.recording() as used:
+        out = method.run_sequence(ctx, opts) if sequence else method.run(ctx, opts)
+    return out, dict(used)
+
+
+@contextlib.contextmanager
+def progress_bar(enabled: bool, desc: str):
+    """A tqdm progress bar over path points (closed on exit), or None when not ``enabled``."""
+    if not enabled:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    bar = tqdm(desc=desc, unit="pt", leave=False)
+    try:
+        yield bar
+    finally:
+        bar.close()

@@ -1,0 +1,203 @@
+"""The path engine: straight-line paths E′ + α(E − E′) in chunks, integration of the gradients,
+emphasized integration (streamed emphasis factors), path logits and the adaptive grid.
+
+Every function takes the call's :class:`~aieg_fast.core.context.Context`. Path points of all
+examples are flattened (example by example, steps in order) and cut into chunks of
+``ctx.chunk`` points; each chunk is one batched forward (and backward when gradients are
+needed). Kernels: ``ops.interpolate_path``, ``ops.integrate_gradients``,
+``ops.emphasis_factors``, ``ops.adaptive_alphas``.
+"""
+from __future__ import annotations
+
+from typing import Iterator, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .. import ops
+from ..reference import uniform_alphas
+
+__all__ = [
+    "TOKEN_REDUCTIONS", "reduce_tokens", "path_chunks", "integrate", "integrate_emphasized", "path_logits",
+    "adaptive_grid", "emphasis", "completeness_info",
+]
+
+#: how a per-dimension attribution [L, d] becomes one score per token
+TOKEN_REDUCTIONS = ("sum", "l2", "sum_abs")
+
+
+def reduce_tokens(x: Tensor, reduce: str) -> Tensor:
+    """[..., L, d] → [..., L]: ``"sum"`` (signed; a [L] input is returned as is), ``"l2"`` or ``"sum_abs"``."""
+    if reduce == "sum":
+        return x if x.dim() == 1 else x.sum(-1)
+    if reduce == "l2":
+        return x.norm(dim=-1)
+    return x.abs().sum(-1)
+
+
+def path_chunks(ctx, alphas: List[Tensor], need_grad: bool) -> Iterator[Tuple[int, slice, Tensor, Optional[Tensor]]]:
+    """Yield (example b, step slice, F [n], grads [n, L, d] or None) over the path, in chunks.
+
+    Within a chunk the steps of one example are contiguous, so each piece is yielded with a
+    ``slice`` of step indices (views, no index tensors per chunk).
+    """
+    batch, chunk, dev = ctx.batch, ctx.chunk, ctx.device
+    sizes = [a.numel() for a in alphas]
+    starts = [0]
+    for n in sizes:
+        starts.append(starts[-1] + n)
+    # the example of each path point; a single example needs none (plain batch, one target)
+    rows_all = None if batch.B == 1 else torch.repeat_interleave(torch.arange(batch.B, device=dev), torch.tensor(sizes, device=dev))
+    for s in range(0, starts[-1], chunk):
+        e = min(s + chunk, starts[-1])
+        groups = [(b, slice(max(s, starts[b]) - starts[b], min(e, starts[b + 1]) - starts[b]))
+                  for b in range(batch.B) if starts[b] < e and starts[b + 1] > s]
+        pts = [ops.interpolate_path(batch.embeds[b], batch.baseline[b], alphas[b][ms], batch.fixed[b], backend=ctx.backend) for b, ms in groups]
+        X = pts[0] if len(pts) == 1 else torch.cat(pts, 0)
+        rows = None if rows_all is None else rows_all[s:e]
+        if need_grad:
+            X.requires_grad_(True)
+            with torch.enable_grad():
+                f = ctx.F(rows, X)
+                (g,) = torch.autograd.grad(f.sum(), X)
+        else:
+            with torch.no_grad():
+                f = ctx.F(rows, X)
+            g = None
+        f = f.detach()
+        pos = 0
+        for b, ms in groups:
+            n = ms.stop - ms.start
+            yield b, ms, f[pos : pos + n], None if g is None else g[pos : pos + n]
+            pos += n
+        ctx.advance(e - s)
+
+
+def integrate(ctx, alphas: List[Tensor], weights: List[Tensor], reduce: str, return_logits: bool = False):
+    """Σ_m w_m G_m ⊙ Δ per example, token-reduced: list of Tensor[L]; with ``return_logits``
+    also the path logits (list of Tensor[M])."""
+    batch, dev = ctx.batch, ctx.device
+    B, L = batch.ids.shape
+    d = batch.embeds.shape[-1]
+    inner = "sum" if reduce == "sum" else "none"
+    acc = [torch.zeros((L,) if inner == "sum" else (L, d), dtype=torch.float32, device=dev) for _ in range(B)]
+    delta = batch.delta
+    path = [torch.zeros(a.numel(), dtype=torch.float32, device=dev) for a in alphas]
+    for b, ms, f, g in path_chunks(ctx, alphas, True):
+        path[b][ms] = f
+        w = weights[b][ms].to(torch.float32)
+        acc[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=ctx.backend).to(torch.float32)
+    scores = [reduce_tokens(a, reduce) for a in acc]
+    return (scores, path) if return_logits else scores
+
+
+def integrate_emphasized(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_norm: str, reduce: str):
+    """Σ_m EF_m G_m ⊙ Δ in one gradient pass, the EF computed as the path logits arrive.
+
+    The raw weight of step m needs only f_{m−1} and f_m (specs/aieg.md §6.5), and the L1
+    normalisation is one global divisor, so the chunks are integrated with raw weights and
+    divided at the end. This saves the forward-only pass over the main grid that
+    :func:`emphasis` needs. The raw weights come from ``ops.emphasis_factors`` on the chunk
+    with the previous step prepended (``norm="none"`` returns w/M', undone here). Supports
+    ``ef_mode`` fd / none and ``ef_sign`` abs / signed / relu (``minmax`` needs the global
+    min and max and goes through :func:`emphasis`).
+
+    Returns:
+        (ieg list of Tensor[L], ef list of Tensor[M], path logits list of Tensor[M])
+    """
+    batch, dev, backend = ctx.batch, ctx.device, ctx.backend
+    B, L = batch.ids.shape
+    d = batch.embeds.shape[-1]
+    inner = "sum" if reduce == "sum" else "none"
+    shape = (L,) if inner == "sum" else (L, d)
+    U = [torch.zeros(shape, dtype=torch.float32, device=dev) for _ in range(B)]
+    V = [torch.zeros(shape, dtype=torch.float32, device=dev) for _ in range(B)]
+    raw = [torch.zeros(a.numel(), dtype=torch.float32, device=dev) for a in alphas]
+    path = [torch.zeros(a.numel(), dtype=torch.float32, device=dev) for a in alphas]
+    delta = batch.delta
+    for b, ms, f, g in path_chunks(ctx, alphas, True):
+        path[b][ms] = f
+        lo = max(ms.start - 1, 0)  # prepend the previous step so its increment is known
+        w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, ef_sign, "none", backend=backend)
+        w = w.float()[ms.start - lo :] * (ms.stop - lo)
+        raw[b][ms] = w
+        U[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=backend).float()
+        if ef_norm == "l1":
+            M = alphas[b].numel()
+            V[b] += ops.integrate_gradients(g, torch.full((ms.stop - ms.start,), 1.0 / M, device=dev), delta[b], inner, backend=backend).float()
+    ieg, efs = [], []
+    for b in range(B):
+        M = alphas[b].numel()
+        if not bool(torch.isfinite(path[b]).all()):  # the op's rule: non-finite logits → NaN EF
+            efs.append(torch.full((M,), float("nan"), device=dev))
+            ieg.append(torch.full(shape[:1], float("nan"), device=dev))
+            continue
+        if ef_norm == "none":
+            efs.append(raw[b] / M)
+            acc = U[b] / M
+        else:
+            tot = raw[b].abs().sum()
+            if bool(tot > 0):
+                efs.append(raw[b] / tot)
+                acc = U[b] / tot
+            else:  # flat logit: EF = 1/M (IG on the grid)
+                efs.append(torch.full((M,), 1.0 / M, device=dev))
+                acc = V[b]
+        ieg.append(reduce_tokens(acc, reduce))
+    return ieg, efs, path
+
+
+def path_logits(ctx, alphas: List[Tensor]) -> List[Tensor]:
+    """F along the path without gradients: per example Tensor[M] float32."""
+    out = [torch.empty(a.numel(), dtype=torch.float32, device=ctx.device) for a in alphas]
+    for b, ms, f, _ in path_chunks(ctx, alphas, False):
+        out[b][ms] = f
+    return out
+
+
+def adaptive_grid(ctx, n_pilot: int, adaptive: bool, alloc: str, idg_compat_quirk: bool):
+    """IDG grid per example (specs/aieg.md §3.2): a pilot pass of ``n_pilot`` forward-only
+    points (or ``ctx.pilot_logits`` when the caller computed them) and adaptive allocation of
+    ``ctx.n_steps`` points, or the uniform grid when not ``adaptive``.
+
+    Returns:
+        (alphas list of Tensor[M], widths list of Tensor[M], pilot logits list of Tensor[N] or None)
+    """
+    if not adaptive:
+        a, w = uniform_alphas(ctx.n_steps, device=ctx.device)
+        return [a] * ctx.batch.B, [w] * ctx.batch.B, None
+    with ctx.timed("pilot"):
+        if ctx.pilot_logits is not None and all(p.numel() == n_pilot for p in ctx.pilot_logits):
+            pilot = list(ctx.pilot_logits)
+        else:
+            pa = torch.linspace(0, 1, n_pilot, device=ctx.device)
+            pilot = path_logits(ctx, [pa] * ctx.batch.B)
+        alphas, widths = [], []
+        for b in range(ctx.batch.B):
+            a, w = ops.adaptive_alphas(pilot[b], ctx.n_steps, alloc, idg_compat_quirk, backend=ctx.backend)
+            alphas.append(a.to(torch.float32))
+            widths.append(w.to(torch.float32))
+    return alphas, widths, pilot
+
+
+def emphasis(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_norm: str):
+    """Path logits at the main grid (no autograd) and the emphasis factors of each example
+    (``ops.emphasis_factors``, specs/aieg.md §6.5). Returns (efs, path logits or None)."""
+    with ctx.timed("path_logits"):
+        if ef_mode == "none":
+            path = None
+            efs = [ops.emphasis_factors(widths[b], alphas[b], widths[b], "none", ef_sign, ef_norm, backend=ctx.backend) for b in range(ctx.batch.B)]
+        else:
+            path = path_logits(ctx, alphas)
+            efs = [ops.emphasis_factors(path[b], alphas[b], widths[b], ef_mode, ef_sign, ef_norm, backend=ctx.backend) for b in range(ctx.batch.B)]
+    return efs, path
+
+
+def completeness_info(F_input: Tensor, F_baseline: Tensor, scores) -> dict:
+    """F(x), F(x′) and the completeness delta Σ_i s_i − (F(x) − F(x′)) per example."""
+    d_in = F_input - F_baseline
+    return {
+        "F_input": F_input.tolist(),
+        "F_baseline": F_baseline.tolist(),
+        "convergence_delta": [float(scores[b].sum() - d_in[b]) for b in range(len(scores))],
+    }

@@ -1,0 +1,62 @@
+"""Batched per-row vector-Jacobian products, and F of every step of one sequence from one forward."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["rows_vjp", "sequence_scores", "sequence_input_gradients"]
+
+
+def rows_vjp(F: Tensor, inputs, T: int):
+    """Per-step gradients of Σ_c F[c, t] with respect to ``inputs``.
+
+    Args:
+        F: Tensor[c, T], T scalar outputs per sequence.
+        inputs: tensors F depends on.
+        T: number of steps (columns of F).
+
+    Returns:
+        Tuple of Tensor[T, *input.shape], one per input (``torch.autograd.grad`` with
+        ``is_grads_batched=True``: one backward serves all T rows).
+    """
+    go = torch.zeros((T,) + tuple(F.shape), device=F.device, dtype=F.dtype)
+    idx = torch.arange(T, device=F.device)
+    go[idx, :, idx] = 1.0
+    return torch.autograd.grad(F, inputs, grad_outputs=go, is_grads_batched=True)
+
+
+def sequence_scores(adapter, X: Tensor, q: Tensor, y: Tensor, target_fn: str) -> Tensor:
+    """F of every step for each unpadded sequence in X, from one forward (causal masking makes
+    position q[t] see exactly its prefix).
+
+    Args:
+        adapter: the model's adapter.
+        X: Tensor[c, L, d] input embeddings (c copies / path points of one sequence).
+        q: Tensor[T] long, the predicting position of step t; y: Tensor[T] long, its target.
+        target_fn: ``"logit"``, ``"logprob"`` or ``"prob"``.
+
+    Returns:
+        Tensor[c, T] float32.
+    """
+    c, L, _ = X.shape
+    mask = torch.ones(c, L, dtype=torch.long, device=X.device)
+    pos = torch.arange(L, device=X.device).expand(c, L)
+    h = adapter.hidden_states(X, mask, pos)[:, q]
+    T = q.numel()
+    return adapter.target_scores(h.reshape(c * T, -1), y.repeat(c), target_fn).float().view(c, T)
+
+
+def sequence_input_gradients(sctx):
+    """∂F_t/∂E of every generation step from one forward over the sequence and one batched VJP.
+
+    Args:
+        sctx: the :class:`~aieg_fast.core.context.SequenceContext`.
+
+    Returns:
+        (G Tensor[T, L, d] float32, F Tensor[T] — each step's target score).
+    """
+    X = sctx.seq.embeds.clone().requires_grad_(True)
+    with torch.enable_grad():
+        F = sctx.scores(X)
+        (G,) = rows_vjp(F, X, sctx.T)
+    return G[:, 0].float(), F[0].detach()
