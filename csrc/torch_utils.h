@@ -1,5 +1,6 @@
-// Torch-side helpers shared by the CPU kernels (cpu/*.cpp) and the CUDA bindings (cuda/*_cuda.cpp):
-// dtype mapping, option parsing and argument checks. Never included by a .cu file.
+// Torch-side helpers shared by the device-neutral argument preparation (<op>.cpp), the CPU kernels
+// (cpu/*.cpp) and the CUDA bindings (cuda/*_cuda.cpp): dtype mapping, option parsing and argument
+// checks. Never included by a .cu file.
 #pragma once
 
 #include <ATen/core/Tensor.h>

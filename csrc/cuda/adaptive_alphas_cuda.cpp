@@ -1,7 +1,8 @@
 // torch side of adaptive_alphas for CUDA tensors; compiled by the host compiler, only in CUDA builds
-// (AIEG_WITH_CUDA). There is no CUDA kernel: the allocation is O(N + M) scalar fp64 work, so it
-// runs on the host after copying the N pilot values over (as the reference does), and the result
-// (or the uniform fallback, built with torch.linspace like the reference) is placed on the device.
+// (AIEG_WITH_CUDA). There is no CUDA kernel: the allocation is O(N + M) scalar fp64 work, so
+// adaptive_alphas_host (adaptive_alphas.cpp, shared with the CPU op) runs it on the host after
+// copying the N pilot values over (as the reference does), and the result (or the uniform fallback,
+// built with torch.linspace like the reference) is placed on the device.
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
