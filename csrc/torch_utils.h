@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
+#include <c10/util/string_view.h>
 
 #include <initializer_list>
 #include <sstream>
@@ -15,6 +16,9 @@
 #include "aieg/macros.h"
 
 namespace aieg {
+
+// A schema `str` argument (c10::string_view) as the std::string_view the prepare_<op> functions take.
+inline std::string_view sv(c10::string_view s) { return std::string_view(s.data(), s.size()); }
 
 // fp64 accumulates in fp64, every other float dtype in fp32 (reference._acc_dtype).
 inline at::ScalarType acc_scalar_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }

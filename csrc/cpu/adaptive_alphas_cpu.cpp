@@ -10,7 +10,7 @@ namespace {
 
 std::tuple<Tensor, Tensor> adaptive_alphas_cpu(const Tensor& pilot_logits, int64_t n_steps, c10::string_view alloc,
                                                bool idg_compat_quirk) {
-  return adaptive_alphas_host(pilot_logits, n_steps, std::string_view(alloc.data(), alloc.size()), idg_compat_quirk);
+  return adaptive_alphas_host(pilot_logits, n_steps, sv(alloc), idg_compat_quirk);
 }
 
 }  // namespace

@@ -163,7 +163,7 @@ void attention_gradient_product_kernel(const AttentionGradientProductParams& p) 
 
 Tensor attention_gradient_product_cpu(const Tensor& attn, const OptTensor& grad, const OptTensor& weights,
                                       c10::string_view reduce) {
-  auto r = prepare_attention_gradient_product(attn, grad, weights, std::string_view(reduce.data(), reduce.size()));
+  auto r = prepare_attention_gradient_product(attn, grad, weights, sv(reduce));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, r.attn.scalar_type(), "attention_gradient_product_cpu",
                                   [&] {
                                     if (r.p.grad_dtype == r.p.dtype)

@@ -44,9 +44,7 @@ void emphasis_factors_kernel(const EmphasisFactorsParams& p) {
 
 Tensor emphasis_factors_cpu(const Tensor& path_logits, const Tensor& alphas, const Tensor& widths,
                             c10::string_view mode, c10::string_view sign, c10::string_view norm) {
-  auto r = prepare_emphasis_factors(path_logits, alphas, widths, std::string_view(mode.data(), mode.size()),
-                                    std::string_view(sign.data(), sign.size()),
-                                    std::string_view(norm.data(), norm.size()));
+  auto r = prepare_emphasis_factors(path_logits, alphas, widths, sv(mode), sv(sign), sv(norm));
   if (r.p.dtype == DType::F64)
     emphasis_factors_kernel<double>(r.p);
   else

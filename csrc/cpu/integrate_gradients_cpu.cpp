@@ -160,7 +160,7 @@ void integrate_gradients_kernel(const IntegrateGradientsParams& p) {
 
 Tensor integrate_gradients_cpu(const Tensor& grads, const Tensor& weights, const Tensor& delta,
                                c10::string_view reduce) {
-  auto r = prepare_integrate_gradients(grads, weights, delta, std::string_view(reduce.data(), reduce.size()));
+  auto r = prepare_integrate_gradients(grads, weights, delta, sv(reduce));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, r.grads.scalar_type(), "integrate_gradients_cpu", [&] {
     if (r.p.delta_dtype == r.p.dtype)
       integrate_gradients_kernel<scalar_t, scalar_t>(r.p);

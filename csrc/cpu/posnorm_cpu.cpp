@@ -48,7 +48,7 @@ void posnorm_kernel(const PosnormParams& p) {
 }
 
 Tensor posnorm_cpu(const Tensor& scores, const OptTensor& valid_mask, c10::string_view mode) {
-  auto r = prepare_posnorm(scores, valid_mask, std::string_view(mode.data(), mode.size()));
+  auto r = prepare_posnorm(scores, valid_mask, sv(mode));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, r.scores.scalar_type(), "posnorm_cpu",
                                   [&] { posnorm_kernel<scalar_t>(r.p); });
   return r.out;

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "ops.h"
+#include "torch_utils.h"
 
 namespace aieg {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 std::tuple<Tensor, Tensor> adaptive_alphas_cuda(const Tensor& pilot_logits, int64_t n_steps, c10::string_view alloc,
                                                 bool idg_compat_quirk) {
   const c10::cuda::CUDAGuard guard(pilot_logits.device());
-  return adaptive_alphas_host(pilot_logits, n_steps, std::string_view(alloc.data(), alloc.size()), idg_compat_quirk);
+  return adaptive_alphas_host(pilot_logits, n_steps, sv(alloc), idg_compat_quirk);
 }
 
 }  // namespace

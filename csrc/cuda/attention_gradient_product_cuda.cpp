@@ -11,11 +11,10 @@
 #include <torch/library.h>
 
 #include "ops.h"
+#include "torch_utils.h"
 
 namespace aieg {
 namespace {
-
-std::string_view sv(c10::string_view s) { return std::string_view(s.data(), s.size()); }
 
 Tensor attention_gradient_product_cuda(const Tensor& attn, const OptTensor& grad, const OptTensor& weights,
                                        c10::string_view reduce) {

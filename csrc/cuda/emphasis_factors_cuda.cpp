@@ -9,11 +9,10 @@
 #include <torch/library.h>
 
 #include "ops.h"
+#include "torch_utils.h"
 
 namespace aieg {
 namespace {
-
-std::string_view sv(c10::string_view s) { return std::string_view(s.data(), s.size()); }
 
 Tensor emphasis_factors_cuda(const Tensor& path_logits, const Tensor& alphas, const Tensor& widths,
                              c10::string_view mode, c10::string_view sign, c10::string_view norm) {

@@ -10,11 +10,10 @@
 #include <torch/library.h>
 
 #include "ops.h"
+#include "torch_utils.h"
 
 namespace aieg {
 namespace {
-
-std::string_view sv(c10::string_view s) { return std::string_view(s.data(), s.size()); }
 
 Tensor integrate_gradients_cuda(const Tensor& grads, const Tensor& weights, const Tensor& delta,
                                 c10::string_view reduce) {

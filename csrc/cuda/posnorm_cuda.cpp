@@ -9,11 +9,10 @@
 #include <torch/library.h>
 
 #include "ops.h"
+#include "torch_utils.h"
 
 namespace aieg {
 namespace {
-
-std::string_view sv(c10::string_view s) { return std::string_view(s.data(), s.size()); }
 
 Tensor posnorm_cuda(const Tensor& scores, const OptTensor& valid_mask, c10::string_view mode) {
   const c10::cuda::CUDAGuard guard(scores.device());
