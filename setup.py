@@ -36,7 +36,8 @@ defines = [f"-DAIEG_FAST_VERSION={VERSION}", f"-DAIEG_TORCH_VERSION={torch.__ver
 # No fused multiply-add contraction: the kernels round each step like the reference does. The host
 # C++ standard is left to torch (C++20 for torch 2.13 headers); csrc/aieg/*.h and the .cu are C++17.
 cxx = opt + ["-ffp-contract=off"] + (["-fopenmp"] if openmp else []) + defines
-sources = csrc("ops.cpp") + csrc("cpu/*.cpp")
+# csrc/*.cpp: the schemas (ops.cpp) and the device-neutral part of each op (<op>.cpp: prepare_<op>).
+sources = csrc("*.cpp") + csrc("cpu/*.cpp")
 print(f"aieg_fast {VERSION}: torch {torch.__version__} (cuda={torch.version.cuda}), CUDA_HOME={CUDA_HOME}, "
       f"AIEG_FAST_CUDA={os.environ.get('AIEG_FAST_CUDA', 'auto')} -> building with CUDA: {with_cuda}"
       + (f" (TORCH_CUDA_ARCH_LIST={archs})" if with_cuda else "") + f"; OpenMP: {openmp}")

@@ -3,7 +3,7 @@
 This module is the executable specification of the kernels in ``csrc/``: the C++ and CUDA
 kernels are transcribed from these functions, the attribution methods fall back to them when the
 extension is missing, and the tests use them as the oracle. Each op has the same name here, in
-``csrc/`` (``cpu/<op>_cpu.cpp``, ``cuda/<op>_kernel.cu``) and in :mod:`aieg_fast.ops`.
+``csrc/`` (``<op>.cpp``, ``cpu/<op>_cpu.cpp``, ``cuda/<op>_kernel.cu``) and in :mod:`aieg_fast.ops`.
 
 Equations refer to ``specs/aieg.md`` (a reconstruction of the unpublished AIEG paper; section
 numbers are given as "§x") and to IDG (Walker et al., AAAI 2024).

@@ -1,6 +1,7 @@
 // The aieg_fast operator schemas (one TORCH_LIBRARY block) and the pybind11 module `_C`, which only
 // reports how the extension was built. Tensors always go through the dispatcher:
-// torch.ops.aieg_fast.<op>; the kernels register themselves in cpu/*_cpu.cpp and cuda/*_cuda.cpp.
+// torch.ops.aieg_fast.<op>; the kernels register themselves in cpu/*_cpu.cpp and cuda/*_cuda.cpp,
+// both of which start from the device-neutral argument checks in <op>.cpp.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

@@ -1,7 +1,8 @@
-// Torch-side entry points of every op. The prepare_<op> functions (defined in cpu/<op>_cpu.cpp)
-// check the arguments, cast and lay out the inputs and allocate the output on the inputs' device;
-// the CPU kernels and the CUDA bindings both start from them, so both backends accept exactly the
-// same arguments. Never included by a .cu file.
+// Torch-side entry points of every op. The prepare_<op> functions (defined in <op>.cpp, the
+// device-neutral part of each op) check the arguments, cast and lay out the inputs and allocate the
+// output on the inputs' device; the CPU kernels (cpu/<op>_cpu.cpp) and the CUDA bindings
+// (cuda/<op>_cuda.cpp) both start from them, so both backends accept exactly the same arguments.
+// Never included by a .cu file.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,8 +30,8 @@ struct InterpolatePathPrepared {
 InterpolatePathPrepared prepare_interpolate_path(const Tensor& input_embeds, const Tensor& baseline_embeds,
                                                  const Tensor& alphas, const OptTensor& fixed_mask);
 
-// adaptive_alphas runs on the host for every device (see aieg/adaptive_alphas.h); the result is
-// placed on pilot_logits' device.
+// adaptive_alphas runs on the host for every device (see aieg/adaptive_alphas.h; defined in
+// adaptive_alphas.cpp); the result is placed on pilot_logits' device.
 std::tuple<Tensor, Tensor> adaptive_alphas_host(const Tensor& pilot_logits, int64_t n_steps, std::string_view alloc,
                                                 bool idg_compat_quirk);
 

@@ -1,9 +1,11 @@
-// Torch-side helpers shared by the CPU kernels (cpu/*.cpp) and the CUDA bindings (cuda/*_cuda.cpp):
-// dtype mapping, option parsing and argument checks. Never included by a .cu file.
+// Torch-side helpers shared by the device-neutral argument preparation (<op>.cpp), the CPU kernels
+// (cpu/*.cpp) and the CUDA bindings (cuda/*_cuda.cpp): dtype mapping, option parsing and argument
+// checks. Never included by a .cu file.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
+#include <c10/util/string_view.h>
 
 #include <initializer_list>
 #include <sstream>
@@ -14,6 +16,9 @@
 #include "aieg/macros.h"
 
 namespace aieg {
+
+// A schema `str` argument (c10::string_view) as the std::string_view the prepare_<op> functions take.
+inline std::string_view sv(c10::string_view s) { return std::string_view(s.data(), s.size()); }
 
 // fp64 accumulates in fp64, every other float dtype in fp32 (reference._acc_dtype).
 inline at::ScalarType acc_scalar_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }

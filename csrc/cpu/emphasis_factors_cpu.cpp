@@ -1,7 +1,7 @@
-// emphasis_factors on the CPU: argument preparation (shared with the CUDA binding) and a serial
-// kernel (M is the number of path steps, O(M) work).
+// emphasis_factors on the CPU: a serial kernel (M is the number of path steps, O(M) work). The
+// arguments are checked and laid out by prepare_emphasis_factors (emphasis_factors.cpp, shared with
+// the CUDA binding).
 #include <ATen/Dispatch.h>
-#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -11,40 +11,6 @@
 #include "torch_utils.h"
 
 namespace aieg {
-
-EmphasisFactorsPrepared prepare_emphasis_factors(const Tensor& path_logits, const Tensor& alphas, const Tensor& widths,
-                                                 std::string_view mode, std::string_view sign, std::string_view norm) {
-  EmphasisFactorsPrepared r;
-  EmphasisFactorsParams& p = r.p;
-  p.mode = parse_choice<EfMode>("mode", mode,
-                                {{"fd", EfMode::Fd}, {"autograd", EfMode::Autograd}, {"none", EfMode::None}});
-  p.sign = parse_choice<EfSign>(
-      "sign", sign,
-      {{"abs", EfSign::Abs}, {"signed", EfSign::Signed}, {"relu", EfSign::Relu}, {"minmax", EfSign::MinMax}});
-  p.norm = parse_choice<EfNorm>("norm", norm, {{"l1", EfNorm::L1}, {"none", EfNorm::None}});
-  check_real(path_logits, "path_logits");
-  check_real(alphas, "alphas");
-  check_real(widths, "widths");
-  const int64_t M = path_logits.numel();
-  TORCH_CHECK_VALUE(alphas.numel() == M && widths.numel() == M,
-                    "path_logits, alphas and widths must have the same length, got ", M, ", ", alphas.numel(), ", ",
-                    widths.numel());
-  check_same_device(alphas, path_logits, "alphas", "path_logits");
-  check_same_device(widths, path_logits, "widths", "path_logits");
-  const at::ScalarType acc = acc_scalar_type(path_logits.scalar_type());
-  r.logits = path_logits.reshape({-1}).to(acc).contiguous();
-  r.alphas = alphas.reshape({-1}).to(acc).contiguous();
-  r.widths = widths.reshape({-1}).to(acc).contiguous();
-  r.out = at::empty({M}, path_logits.options().dtype(acc));
-  p.logits = r.logits.const_data_ptr();
-  p.alphas = r.alphas.const_data_ptr();
-  p.widths = r.widths.const_data_ptr();
-  p.out = r.out.mutable_data_ptr();
-  p.M = M;
-  p.dtype = dtype_of(acc);
-  return r;
-}
-
 namespace {
 
 template <typename acc>
@@ -78,9 +44,7 @@ void emphasis_factors_kernel(const EmphasisFactorsParams& p) {
 
 Tensor emphasis_factors_cpu(const Tensor& path_logits, const Tensor& alphas, const Tensor& widths,
                             c10::string_view mode, c10::string_view sign, c10::string_view norm) {
-  auto r = prepare_emphasis_factors(path_logits, alphas, widths, std::string_view(mode.data(), mode.size()),
-                                    std::string_view(sign.data(), sign.size()),
-                                    std::string_view(norm.data(), norm.size()));
+  auto r = prepare_emphasis_factors(path_logits, alphas, widths, sv(mode), sv(sign), sv(norm));
   if (r.p.dtype == DType::F64)
     emphasis_factors_kernel<double>(r.p);
   else

@@ -1,5 +1,6 @@
-// integrate_gradients on the CPU: argument preparation (shared with the CUDA binding) and the
-// fused kernel  out = Δ ⊙ Σ_m w_m G_m  (reduced over d), which reads grads exactly once.
+// integrate_gradients on the CPU: the fused kernel  out = Δ ⊙ Σ_m w_m G_m  (reduced over d), which
+// reads grads exactly once. The arguments are checked and laid out by prepare_integrate_gradients
+// (integrate_gradients.cpp, shared with the CUDA binding).
 //
 // Tiling: the [L, d] plane is cut into tiles of ~kTileElems elements (whole rows when d is small,
 // pieces of one row when d is large). A tile's accumulator stays in L1 while the m path steps
@@ -8,7 +9,6 @@
 // on the thread count.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
-#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -20,48 +20,6 @@
 #include "torch_utils.h"
 
 namespace aieg {
-
-IntegrateGradientsPrepared prepare_integrate_gradients(const Tensor& grads, const Tensor& weights, const Tensor& delta,
-                                                       std::string_view reduce) {
-  const bool reduce_sum = parse_choice<bool>("reduce", reduce, {{"sum", true}, {"none", false}});
-  TORCH_CHECK_VALUE(grads.dim() == 3, "grads should be a 3-D tensor [m, L, d], got shape ", grads.sizes());
-  check_float(grads, "grads");
-  check_real(weights, "weights");
-  check_real(delta, "delta");
-  const int64_t m = grads.size(0), L = grads.size(1), d = grads.size(2);
-  TORCH_CHECK_VALUE(weights.dim() == 1 && weights.size(0) == m, "weights should have shape [", m,
-                    "] (one weight per path step of grads), got shape ", weights.sizes());
-  TORCH_CHECK_VALUE(delta.dim() == 2 && delta.size(0) == L && delta.size(1) == d, "delta should have shape [", L, ", ",
-                    d, "] (the [L, d] of grads), got shape ", delta.sizes());
-  check_same_device(weights, grads, "weights", "grads");
-  check_same_device(delta, grads, "delta", "grads");
-
-  const at::ScalarType acc = acc_scalar_type(grads.scalar_type());
-  IntegrateGradientsPrepared r;
-  r.grads = inner_contiguous(grads);
-  r.weights = weights.to(acc).contiguous();
-  // delta is read in grads' dtype when it has it, else cast to the accumulation dtype (as the
-  // reference's delta.to(acc) does).
-  r.delta = inner_contiguous(delta.scalar_type() == grads.scalar_type() ? delta : delta.to(acc));
-  r.out = reduce_sum ? at::empty({L}, grads.options().dtype(acc)) : at::empty({L, d}, grads.options().dtype(acc));
-
-  IntegrateGradientsParams& p = r.p;
-  p.grads = r.grads.const_data_ptr();
-  p.weights = r.weights.const_data_ptr();
-  p.delta = r.delta.const_data_ptr();
-  p.out = r.out.mutable_data_ptr();
-  p.m = m;
-  p.L = L;
-  p.d = d;
-  p.grads_stride_m = r.grads.stride(0);
-  p.grads_stride_l = r.grads.stride(1);
-  p.delta_stride_l = r.delta.stride(0);
-  p.dtype = dtype_of(grads.scalar_type());
-  p.delta_dtype = dtype_of(r.delta.scalar_type());
-  p.reduce_sum = reduce_sum;
-  return r;
-}
-
 namespace {
 
 constexpr int64_t kTileElems = 8192;  // 32 KiB of fp32 accumulators
@@ -202,7 +160,7 @@ void integrate_gradients_kernel(const IntegrateGradientsParams& p) {
 
 Tensor integrate_gradients_cpu(const Tensor& grads, const Tensor& weights, const Tensor& delta,
                                c10::string_view reduce) {
-  auto r = prepare_integrate_gradients(grads, weights, delta, std::string_view(reduce.data(), reduce.size()));
+  auto r = prepare_integrate_gradients(grads, weights, delta, sv(reduce));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, r.grads.scalar_type(), "integrate_gradients_cpu", [&] {
     if (r.p.delta_dtype == r.p.dtype)
       integrate_gradients_kernel<scalar_t, scalar_t>(r.p);

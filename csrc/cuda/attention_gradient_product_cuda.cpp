@@ -1,8 +1,9 @@
-// torch side of the attention_gradient_product CUDA kernel; compiled by the host compiler, only in CUDA builds
-// (AIEG_WITH_CUDA). prepare_attention_gradient_product (shared with the CPU op) checks and lays out the arguments;
-// this file selects the device, passes PyTorch's current stream and calls the torch-free launcher.
-// The stream comes from c10::cuda::getCurrentCUDAStream (what at::cuda::getCurrentCUDAStream
-// forwards to): ATen/cuda/CUDAContext.h would also require the cuBLAS/cuSPARSE headers.
+// torch side of the attention_gradient_product CUDA kernel; compiled by the host compiler, only in CUDA
+// builds (AIEG_WITH_CUDA). prepare_attention_gradient_product (attention_gradient_product.cpp, shared with
+// the CPU op) checks and lays out the arguments; this file selects the device, passes PyTorch's current
+// stream and calls the torch-free launcher. The stream comes from c10::cuda::getCurrentCUDAStream (what
+// at::cuda::getCurrentCUDAStream forwards to): ATen/cuda/CUDAContext.h would also require the cuBLAS/cuSPARSE
+// headers.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -10,11 +11,10 @@
 #include <torch/library.h>
 
 #include "ops.h"
+#include "torch_utils.h"
 
 namespace aieg {
 namespace {
-
-std::string_view sv(c10::string_view s) { return std::string_view(s.data(), s.size()); }
 
 Tensor attention_gradient_product_cuda(const Tensor& attn, const OptTensor& grad, const OptTensor& weights,
                                        c10::string_view reduce) {

@@ -1,7 +1,7 @@
 // torch side of the emphasis_factors CUDA kernel; compiled by the host compiler, only in CUDA builds
-// (AIEG_WITH_CUDA). prepare_emphasis_factors (shared with the CPU op) checks and lays out the arguments;
-// this file selects the device, passes PyTorch's current stream and calls the torch-free launcher.
-// The stream comes from c10::cuda::getCurrentCUDAStream (what at::cuda::getCurrentCUDAStream
+// (AIEG_WITH_CUDA). prepare_emphasis_factors (emphasis_factors.cpp, shared with the CPU op) checks and lays
+// out the arguments; this file selects the device, passes PyTorch's current stream and calls the torch-free
+// launcher. The stream comes from c10::cuda::getCurrentCUDAStream (what at::cuda::getCurrentCUDAStream
 // forwards to): ATen/cuda/CUDAContext.h would also require the cuBLAS/cuSPARSE headers.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -9,11 +9,10 @@
 #include <torch/library.h>
 
 #include "ops.h"
+#include "torch_utils.h"
 
 namespace aieg {
 namespace {
-
-std::string_view sv(c10::string_view s) { return std::string_view(s.data(), s.size()); }
 
 Tensor emphasis_factors_cuda(const Tensor& path_logits, const Tensor& alphas, const Tensor& widths,
                              c10::string_view mode, c10::string_view sign, c10::string_view norm) {

@@ -1,7 +1,7 @@
 // torch side of the interpolate_path CUDA kernel; compiled by the host compiler, only in CUDA builds
-// (AIEG_WITH_CUDA). prepare_interpolate_path (shared with the CPU op) checks and lays out the arguments;
-// this file selects the device, passes PyTorch's current stream and calls the torch-free launcher.
-// The stream comes from c10::cuda::getCurrentCUDAStream (what at::cuda::getCurrentCUDAStream
+// (AIEG_WITH_CUDA). prepare_interpolate_path (interpolate_path.cpp, shared with the CPU op) checks and lays
+// out the arguments; this file selects the device, passes PyTorch's current stream and calls the torch-free
+// launcher. The stream comes from c10::cuda::getCurrentCUDAStream (what at::cuda::getCurrentCUDAStream
 // forwards to): ATen/cuda/CUDAContext.h would also require the cuBLAS/cuSPARSE headers.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
