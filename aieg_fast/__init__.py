@@ -14,7 +14,7 @@ engine), :mod:`aieg_fast.ops` / :mod:`aieg_fast.reference` (kernels and their Py
 :mod:`aieg_fast.display`, :mod:`aieg_fast.eval`, :mod:`aieg_fast.training`, :mod:`aieg_fast.cli`.
 """
 from . import ops, reference
-from ._ext import HAS_EXT, WITH_CUDA, build_info
+from ._ext import EXT_ERROR, HAS_EXT, WITH_CUDA, build_info
 from .core.quadrature import quadrature
 from .core.validation import parse_memory
 from .display import aggregate_words
@@ -30,6 +30,7 @@ __all__ = [
     "Attribution",
     "DEFAULT_MODEL",
     "DecoderAdapter",
+    "EXT_ERROR",
     "Explainer",
     "HAS_EXT",
     "METHODS",

@@ -6,6 +6,7 @@ or fails to load (not built, built against another torch, ...), ``HAS_EXT`` is F
 """
 from __future__ import annotations
 
+import importlib
 from typing import Any, Dict, Optional
 
 import torch
@@ -15,7 +16,9 @@ __all__ = ["HAS_EXT", "WITH_CUDA", "EXT_ERROR", "CPU_OPS", "CUDA_OPS", "build_in
 _C: Any = None
 EXT_ERROR: Optional[str] = None
 try:
-    from . import _C  # noqa: F811  (registers the operators as a side effect)
+    # registers the operators as a side effect; imported by name because the compiled module
+    # may be absent (and static import analysis would read "from . import _C" as the package)
+    _C = importlib.import_module(f"{__package__}._C")
 except Exception as exc:  # ImportError, OSError (undefined symbol), anything else: never raise
     _C = None
     EXT_ERROR = f"{type(exc).__name__}: {exc}"

@@ -194,38 +194,46 @@ def attribute_generation(
     Lp, T = len(prompt_ids), len(gen_ids)
     # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
     encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
-    full_ids, full_fixed = encoded[-1]
+    settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=target_fn, backend=backend)
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
-        sctx = None
-        if shared and (m.run_sequence is not None or m.shares_pilot):
-            seq = ex.build_batch([(full_ids, full_fixed)], "right")
-            sctx = SequenceContext(
-                ex.adapter, seq, torch.arange(Lp - 1, Lp - 1 + T, device=ex.device), torch.tensor(gen_ids, dtype=torch.long, device=ex.device),
-                n_steps, chunk_size(ex.adapter, len(full_ids), internal_batch_size, max_memory), target_fn, backend, timing, bar,
-            )
-        if sctx is not None and m.run_sequence is not None:
-            t = time.perf_counter()
-            out, used = run_method(m, sctx, opts, sequence=True)
-            timing["shared"] = time.perf_counter() - t
-        else:
-            batch = ex.build_batch(encoded, "right")
-            ctx = ex.context(batch, list(gen_ids), n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory,
-                             target_fn=target_fn, backend=backend, progress=bar)
-            ctx.timing = timing
-            pilot_used: Dict[str, str] = {}
-            if sctx is not None and getattr(opts, "adaptive", True):
-                n_pilot = getattr(opts, m.pilot_option) or n_steps
-                t = time.perf_counter()
-                with ops.recording() as pilot_used:
-                    ctx.pilot_logits = _shared_pilot(sctx, n_pilot)
-                timing["shared_pilot"] = time.perf_counter() - t
-            out, used = run_method(m, ctx, opts)
-            used = {**pilot_used, **used}
+        out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar)
     timing["total"] = time.perf_counter() - t0
-    return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, full_fixed, generated_text, template,
+    return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, template,
                      dict(out.options, n_steps=n_steps, target_fn=target_fn, template=template,
                           interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
+
+
+def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settings: dict, timing: dict, bar):
+    """Run method ``m`` for every step: ``run_sequence`` on one shared forward over the whole
+    sequence, or ``run`` on the batch of the T contexts (with the pilot pass shared, for
+    methods that have one). Returns (output with one row per step, {op: backend})."""
+    full_ids, full_fixed = encoded[-1]
+    T = len(gen_ids)
+    sctx = None
+    if shared and (m.run_sequence is not None or m.shares_pilot):
+        seq = ex.build_batch([(full_ids, full_fixed)], "right")
+        chunk = chunk_size(ex.adapter, len(full_ids), settings["internal_batch_size"], settings["max_memory"])
+        sctx = SequenceContext(
+            ex.adapter, seq, torch.arange(Lp - 1, Lp - 1 + T, device=ex.device), torch.tensor(gen_ids, dtype=torch.long, device=ex.device),
+            settings["n_steps"], chunk, settings["target_fn"], settings["backend"], timing, bar,
+        )
+    if sctx is not None and m.run_sequence is not None:
+        t = time.perf_counter()
+        out, used = run_method(m, sctx, opts, sequence=True)
+        timing["shared"] = time.perf_counter() - t
+        return out, used
+    ctx = ex.context(ex.build_batch(encoded, "right"), list(gen_ids), progress=bar, **settings)
+    ctx.timing = timing
+    pilot_used: Dict[str, str] = {}
+    if sctx is not None and getattr(opts, "adaptive", True):
+        n_pilot = getattr(opts, m.pilot_option) or settings["n_steps"]
+        t = time.perf_counter()
+        with ops.recording() as pilot_used:
+            ctx.pilot_logits = _shared_pilot(sctx, n_pilot)
+        timing["shared_pilot"] = time.perf_counter() - t
+    out, used = run_method(m, ctx, opts)
+    return out, {**pilot_used, **used}
 
 
 def _check_length(ex, Lp: int, gen_ids: Optional[List[int]], max_new_tokens: int) -> None:

@@ -29,13 +29,14 @@ import torch
 from torch import Tensor
 
 from . import reference
-from .reference import _acc_dtype
+from .reference import acc_dtype
 from ._ext import CPU_OPS, CUDA_OPS, EXT_ERROR, HAS_EXT, WITH_CUDA
 
 __all__ = [
     "BACKENDS",
     "resolve_backend",
     "recording",
+    "unavailable_reason",
     "interpolate_path",
     "adaptive_alphas",
     "emphasis_factors",
@@ -51,7 +52,7 @@ _KERNEL_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 # --------------------------------------------------------------------------------------------
 # Backend selection
 # --------------------------------------------------------------------------------------------
-def _unavailable_reason(device_type: str, op: Optional[str]) -> Optional[str]:
+def unavailable_reason(device_type: str, op: Optional[str]) -> Optional[str]:
     """Why the extension cannot run ``op`` on ``device_type``, or None when it can."""
     if not HAS_EXT:
         return f"the compiled extension aieg_fast._C is not available ({EXT_ERROR})"
@@ -86,7 +87,7 @@ def resolve_backend(backend: str, *tensors: Optional[Tensor], op: Optional[str] 
         return "reference"
     present = [t for t in tensors if isinstance(t, Tensor)]
     device_type = present[0].device.type if present else "cpu"
-    reason = _unavailable_reason(device_type, op)
+    reason = unavailable_reason(device_type, op)
     if backend == "ext":
         if reason is not None:
             raise RuntimeError(f"backend='ext' requested{' for ' + op if op else ''} but {reason}")
@@ -412,7 +413,7 @@ def posnorm(
         valid_mask = valid_mask.to(scores.device)
     if _dispatch(backend, scores, valid_mask, op="posnorm") == "reference":
         if scores.shape[-1] == 0:
-            return scores.new_zeros(scores.shape, dtype=_acc_dtype(scores))
+            return scores.new_zeros(scores.shape, dtype=acc_dtype(scores))
         return reference.posnorm(scores, valid_mask, mode)
     return torch.ops.aieg_fast.posnorm.default(scores, valid_mask, mode)
 
@@ -432,24 +433,24 @@ if HAS_EXT:
     @torch.library.register_fake("aieg_fast::adaptive_alphas")
     def _adaptive_alphas_fake(pilot_logits, n_steps, alloc="abs", idg_compat_quirk=False):
         torch._check(n_steps >= 2, lambda: f"n_steps must be >= 2, got {n_steps}")
-        acc = _acc_dtype(pilot_logits)
+        acc = acc_dtype(pilot_logits)
         return pilot_logits.new_empty((n_steps,), dtype=acc), pilot_logits.new_empty((n_steps,), dtype=acc)
 
     @torch.library.register_fake("aieg_fast::emphasis_factors")
     def _emphasis_factors_fake(path_logits, alphas, widths, mode="fd", sign="abs", norm="l1"):
-        return path_logits.new_empty((path_logits.numel(),), dtype=_acc_dtype(path_logits))
+        return path_logits.new_empty((path_logits.numel(),), dtype=acc_dtype(path_logits))
 
     @torch.library.register_fake("aieg_fast::integrate_gradients")
     def _integrate_gradients_fake(grads, weights, delta, reduce="sum"):
         torch._check(grads.dim() == 3, lambda: "grads should be [m, L, d]")
         _, L, d = grads.shape
-        return grads.new_empty((L,) if reduce == "sum" else (L, d), dtype=_acc_dtype(grads))
+        return grads.new_empty((L,) if reduce == "sum" else (L, d), dtype=acc_dtype(grads))
 
     @torch.library.register_fake("aieg_fast::attention_gradient_product")
     def _attention_gradient_product_fake(attn, grad=None, weights=None, reduce="product_of_means"):
         torch._check(attn.dim() == 4, lambda: "attn should be [B, H, Q, K]")
-        return attn.new_empty((attn.shape[2], attn.shape[3]), dtype=_acc_dtype(attn))
+        return attn.new_empty((attn.shape[2], attn.shape[3]), dtype=acc_dtype(attn))
 
     @torch.library.register_fake("aieg_fast::posnorm")
     def _posnorm_fake(scores, valid_mask=None, mode="minmax"):
-        return scores.new_empty(scores.shape, dtype=_acc_dtype(scores))
+        return scores.new_empty(scores.shape, dtype=acc_dtype(scores))

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "acc_dtype",
     "interpolate_path",
     "adaptive_alphas",
     "uniform_alphas",
@@ -48,7 +49,7 @@ def _check_choice(name: str, value: str, choices) -> None:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
 
 
-def _acc_dtype(t: Tensor) -> torch.dtype:
+def acc_dtype(t: Tensor) -> torch.dtype:
     """Accumulation dtype: float64 stays float64, everything else accumulates in float32."""
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
@@ -76,7 +77,7 @@ def interpolate_path(
         accumulation dtype (fp32, or fp64 for fp64 inputs), so α = 0 gives E′ and α = 1 gives E
         up to one rounding. NaN/inf in the inputs propagate elementwise.
     """
-    acc = _acc_dtype(input_embeds)
+    acc = acc_dtype(input_embeds)
     e = input_embeds.to(acc)
     b = baseline_embeds.to(acc)
     a = alphas.to(device=e.device, dtype=acc)
@@ -138,7 +139,7 @@ def adaptive_alphas(
     _check_choice("alloc", alloc, ALLOC_MODES)
     if n_steps < 2:
         raise ValueError(f"n_steps must be >= 2, got {n_steps}")
-    out_dtype = _acc_dtype(pilot_logits)
+    out_dtype = acc_dtype(pilot_logits)
     device = pilot_logits.device
     f = pilot_logits.detach().to(device="cpu", dtype=torch.float64).reshape(-1)
     N = f.numel()
@@ -239,7 +240,7 @@ def emphasis_factors(
     _check_choice("mode", mode, EF_MODES)
     _check_choice("sign", sign, EF_SIGNS)
     _check_choice("norm", norm, EF_NORMS)
-    acc = _acc_dtype(path_logits)
+    acc = acc_dtype(path_logits)
     f = path_logits.to(acc).reshape(-1)
     a = alphas.to(device=f.device, dtype=acc).reshape(-1)
     d = widths.to(device=f.device, dtype=acc).reshape(-1)
@@ -300,7 +301,7 @@ def integrate_gradients(grads: Tensor, weights: Tensor, delta: Tensor, reduce: s
         NaN/inf propagate as in the arithmetic. ``m = 0`` gives zeros.
     """
     _check_choice("reduce", reduce, INTEGRATE_REDUCES)
-    acc = _acc_dtype(grads)
+    acc = acc_dtype(grads)
     g = grads.to(acc)
     w = weights.to(device=g.device, dtype=acc)
     dl = delta.to(device=g.device, dtype=acc)
@@ -334,7 +335,7 @@ def attention_gradient_product(
         NaN/inf propagate as in the arithmetic.
     """
     _check_choice("reduce", reduce, AGP_REDUCES)
-    acc = _acc_dtype(attn)
+    acc = acc_dtype(attn)
     A = attn.to(acc)
     B = A.shape[0]
     w = torch.ones(B, dtype=acc, device=A.device) if weights is None else weights.to(device=A.device, dtype=acc)
@@ -373,7 +374,7 @@ def posnorm(scores: Tensor, valid_mask: Optional[Tensor] = None, mode: str = "mi
         Tensor[..., L] in the accumulation dtype (fp32; fp64 for fp64 scores).
     """
     _check_choice("mode", mode, POSNORM_MODES)
-    acc = _acc_dtype(scores)
+    acc = acc_dtype(scores)
     s = scores.to(acc)
     if s.shape[-1] == 0:  # no position at all: nothing to normalise
         return s.clone()

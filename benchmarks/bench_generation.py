@@ -83,10 +83,10 @@ def per_step(ex, prompt, gen_ids, method, n_steps, ibs, options):
 def run_inseq(model, tok, prompt, gen_text, method, n_steps, ibs, ref_token_id):
     import inseq
 
-    from bench_peers import _copy_tokenizer
+    from bench_peers import copy_tokenizer
 
     if tok.unk_token_id != ref_token_id:  # Inseq's IG baseline is the UNK token: make it our reference token
-        tok = _copy_tokenizer(tok)
+        tok = copy_tokenizer(tok)
         tok.unk_token = tok.convert_ids_to_tokens(ref_token_id)
     m = inseq.load_model(model, method, tokenizer=tok)
     kw = dict(generated_texts=prompt + gen_text, attributed_fn="logit", show_progress=False, skip_special_tokens=False)

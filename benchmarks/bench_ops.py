@@ -26,7 +26,7 @@ import torch
 from torch.utils.benchmark import Timer
 
 from aieg_fast import ops, reference
-from aieg_fast._ext import EXT_ERROR, HAS_EXT, build_info
+from aieg_fast import EXT_ERROR, HAS_EXT, build_info
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

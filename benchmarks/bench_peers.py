@@ -104,7 +104,7 @@ def measure(fn):
 # ============================================================================================
 def load_explainer(name: str, max_len: int = 64):
     """``smollm``: the embedded SmolLM2-135M-Instruct. ``tiny-gpt2``: the GPT-2 of
-    tests/conftest.py (2 layers, 2 heads, d=32, 300-token BPE, seed 0), n_positions raised to fit L."""
+    tests/builders.py (2 layers, 2 heads, d=32, 300-token BPE, seed 0), n_positions raised to fit L."""
     import torch
     import aieg_fast
 
@@ -112,10 +112,10 @@ def load_explainer(name: str, max_len: int = 64):
         ex = aieg_fast.load_model()
     elif name == "tiny-gpt2":
         sys.path.insert(0, str(ROOT / "tests"))
-        from conftest import _byte_level_tokenizer  # noqa: E402
+        from builders import byte_level_tokenizer  # noqa: E402
         from transformers import GPT2Config, GPT2LMHeadModel
 
-        tok = _byte_level_tokenizer()
+        tok = byte_level_tokenizer()
         cfg = GPT2Config(
             n_layer=2, n_head=2, n_embd=32, vocab_size=len(tok), n_positions=max(64, max_len + 8),
             bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, initializer_range=0.1,
@@ -257,7 +257,7 @@ class Tools:
             tok = self.ex.tokenizer
             ref_tok = tok.convert_ids_to_tokens(self.ref)
             if tok.unk_token_id != self.ref:
-                tok = _copy_tokenizer(tok)
+                tok = copy_tokenizer(tok)
                 tok.unk_token = ref_tok
             m = inseq.load_model(self.model, INSEQ_NAMES[method], tokenizer=tok)
             if method == "ig":
@@ -283,7 +283,7 @@ class Tools:
         return a.detach(), {}
 
 
-def _copy_tokenizer(tok):
+def copy_tokenizer(tok):
     import copy
 
     return copy.deepcopy(tok)

@@ -4,7 +4,7 @@ Times one ``Explainer.attribute(method="integrated_gradients")`` call and, insid
 forward (``adapter.base.forward``), the input-gradient backward (``torch.autograd.grad``), the
 kernel ops (``ops.interpolate_path``, ``ops.integrate_gradients``), the target logit
 (``adapter.target_scores``), tokenising (``Explainer.encode``) and building the batch
-(``Explainer._batch``), by wrapping each with ``time.perf_counter``. The same split is taken of
+(``Explainer.build_batch``), by wrapping each with ``time.perf_counter``. The same split is taken of
 the lower bound of ``bench_peers.py`` (forward + backward only). Calls alternate with the bound;
 medians over ``--runs`` calls. "outside the model" = total − forward − backward.
 
@@ -62,7 +62,7 @@ def main(argv=None):
     wrap(ops, "integrate_gradients", "integrate_gradients op")
     wrap(ex.adapter, "target_scores", "target logit")
     wrap(ex, "encode", "tokenise (encode)")
-    wrap(ex, "_batch", "batch + embeddings (_batch)")
+    wrap(ex, "build_batch", "batch + embeddings (build_batch)")
 
     for _ in range(3):
         tools.ours("ig")

@@ -57,24 +57,24 @@ def make_tiny_gpt2(seed: int = 0, classifier: bool = False, num_labels: int = 2)
     return model, tok
 
 
-def make_tiny_llama(seed: int = 0):
-    from transformers import LlamaConfig, LlamaForCausalLM
+def make_tiny_llama(seed: int = 0, classifier: bool = False, num_labels: int = 2):
+    from transformers import LlamaConfig, LlamaForCausalLM, LlamaForSequenceClassification
 
     tok = sentencepiece_like_tokenizer()
     cfg = LlamaConfig(
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32,
         intermediate_size=64, vocab_size=len(tok), max_position_embeddings=64,
         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-        initializer_range=0.1,
+        initializer_range=0.1, num_labels=num_labels,
     )
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg).eval()
+    model = (LlamaForSequenceClassification if classifier else LlamaForCausalLM)(cfg).eval()
     return model, tok
 
 
 def model_state(ex):
-    """What an attribution call must leave unchanged: requires_grad flags, training mode,
-    attention implementation and the number of hooks on the model."""
+    """What an attribution call must leave unchanged: requires_grad flags, every submodule's
+    training mode, the attention implementation and the number of hooks on the model."""
     m = ex.model
     hooks = sum(len(mod._forward_hooks) + len(mod._forward_pre_hooks) for mod in m.modules())
-    return ([p.requires_grad for p in m.parameters()], m.training, m.config._attn_implementation, hooks)
+    return ([p.requires_grad for p in m.parameters()], [mod.training for mod in m.modules()], m.config._attn_implementation, hooks)

@@ -18,13 +18,14 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aieg_fast import _ext, ops
+import aieg_fast
+from aieg_fast import ops
 from aieg_fast import reference as R
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 LOWP = (torch.bfloat16, torch.float16)
 
-requires_ext = pytest.mark.skipif(not _ext.HAS_EXT, reason=f"aieg_fast._C is not available: {_ext.EXT_ERROR}")
+requires_ext = pytest.mark.skipif(not aieg_fast.HAS_EXT, reason=f"aieg_fast._C is not available: {aieg_fast.EXT_ERROR}")
 DEVICES = [
     "cpu",
     pytest.param(
@@ -36,9 +37,9 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 
 def _need_ext(device: str) -> None:
-    if not _ext.HAS_EXT:
-        pytest.skip(f"aieg_fast._C is not available: {_ext.EXT_ERROR}")
-    if device == "cuda" and not _ext.WITH_CUDA:
+    if not aieg_fast.HAS_EXT:
+        pytest.skip(f"aieg_fast._C is not available: {aieg_fast.EXT_ERROR}")
+    if device == "cuda" and not aieg_fast.WITH_CUDA:
         pytest.skip("aieg_fast._C was built without CUDA")
 
 
@@ -548,18 +549,18 @@ def test_ext_backend_without_extension_raises(monkeypatch, name, args):
 def test_resolve_backend():
     x = torch.zeros(3)
     assert ops.resolve_backend("reference", x) == "reference"
-    assert ops.resolve_backend("auto", x) == ("ext" if _ext.HAS_EXT else "reference")
+    assert ops.resolve_backend("auto", x) == ("ext" if aieg_fast.HAS_EXT else "reference")
     assert ops.resolve_backend("auto", x.requires_grad_()) == "reference"  # kernels have no autograd
     with torch.no_grad():
-        assert ops.resolve_backend("auto", x) == ("ext" if _ext.HAS_EXT else "reference")
+        assert ops.resolve_backend("auto", x) == ("ext" if aieg_fast.HAS_EXT else "reference")
     assert ops.resolve_backend("auto", torch.zeros(3, device="meta")) == "reference"
     with pytest.raises(ValueError, match=r"backend must be one of \['auto', 'ext', 'reference'\], got 'gpu'"):
         ops.resolve_backend("gpu", x)
-    if _ext.HAS_EXT:
+    if aieg_fast.HAS_EXT:
         with pytest.raises(RuntimeError, match="cpu and cuda tensors only, got device type 'meta'"):
             ops.resolve_backend("ext", torch.zeros(3, device="meta"))
-        if not _ext.WITH_CUDA:
-            assert "built without CUDA" in ops._unavailable_reason("cuda", None)
+        if not aieg_fast.WITH_CUDA:
+            assert "built without CUDA" in ops.unavailable_reason("cuda", None)
 
 
 _BAD = [
@@ -618,9 +619,9 @@ def test_compiled_op_checks_arguments_too():
 
 
 def test_build_info_never_raises():
-    info = _ext.build_info()
-    assert info["has_ext"] == _ext.HAS_EXT
-    if _ext.HAS_EXT:
+    info = aieg_fast.build_info()
+    assert info["has_ext"] == aieg_fast.HAS_EXT
+    if aieg_fast.HAS_EXT:
         assert info["ext_error"] is None
         assert set(info["cpu_ops"]) == {"interpolate_path", "adaptive_alphas", "emphasis_factors",
                                         "integrate_gradients", "attention_gradient_product", "posnorm"}

@@ -11,7 +11,8 @@ from .embedded import DEFAULT_MODEL, NANO_NAME, cache_dir, embedded_model_path, 
 from .gpt2 import GPT2Adapter
 from .llama import LlamaAdapter
 from .loading import load_hf_model
-from .registry import adapter_class, adapter_for, register_adapter, supported_architectures, supported_model_types
+from .registry import (adapter_class, adapter_for, register_adapter, supported_architectures, supported_model_types,
+                       unregister_adapter)
 
 register_adapter("gpt2", GPT2Adapter)
 register_adapter("llama", LlamaAdapter)
@@ -22,5 +23,5 @@ SUPPORTED_ARCHITECTURES = supported_architectures()
 __all__ = [
     "DEFAULT_MODEL", "NANO_NAME", "SUPPORTED_ARCHITECTURES", "DecoderAdapter", "GPT2Adapter", "LlamaAdapter", "QKVPoint",
     "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "load_hf_model", "nano_path", "register_adapter",
-    "supported_architectures", "supported_model_types",
+    "supported_architectures", "supported_model_types", "unregister_adapter",
 ]

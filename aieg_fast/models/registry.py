@@ -8,7 +8,7 @@ from typing import Dict, Tuple, Type
 
 from .base import DecoderAdapter
 
-__all__ = ["register_adapter", "adapter_for", "adapter_class", "supported_architectures", "supported_model_types"]
+__all__ = ["register_adapter", "unregister_adapter", "adapter_for", "adapter_class", "supported_architectures", "supported_model_types"]
 
 _ADAPTERS: Dict[str, Type[DecoderAdapter]] = {}
 
@@ -30,6 +30,17 @@ def register_adapter(model_type: str, adapter: Type[DecoderAdapter], *, replace:
     if model_type in _ADAPTERS and not replace:
         raise ValueError(f"model_type {model_type!r} already has the adapter {_ADAPTERS[model_type].__name__}; pass replace=True")
     _ADAPTERS[model_type] = adapter
+
+
+def unregister_adapter(model_type: str) -> None:
+    """Remove the adapter registered for ``model_type``.
+
+    Raises:
+        ValueError: nothing is registered for ``model_type``.
+    """
+    if model_type not in _ADAPTERS:
+        raise ValueError(f"no adapter is registered for model_type {model_type!r}; registered: {list(_ADAPTERS)}")
+    del _ADAPTERS[model_type]
 
 
 def supported_model_types() -> Tuple[str, ...]:

@@ -1,0 +1,170 @@
+"""Every registered model family, through its adapter: the hook points exist and capture what the
+model computes, F equals the model's own output, captured attention equals eager attention, the
+grouped-query mapping is the model's; and a user can add a family with ``register_adapter``.
+
+Each test builds its own tiny model: ``output_attentions=True`` leaves recording hooks behind.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import aieg_fast
+from aieg_fast.core.capture import AttentionCapture, ProjectionCapture
+from aieg_fast.models import LlamaAdapter, adapter_for, register_adapter, supported_model_types, unregister_adapter
+from builders import make_tiny_gpt2, make_tiny_llama, sentencepiece_like_tokenizer
+
+TEXT = "the movie is good and the actors are great"
+FAMILIES = {
+    "gpt2": lambda: make_tiny_gpt2(seed=3),
+    "gpt2_clf": lambda: make_tiny_gpt2(seed=3, classifier=True),
+    "llama": lambda: make_tiny_llama(seed=3),
+    "llama_clf": lambda: make_tiny_llama(seed=3, classifier=True),
+}
+
+
+def test_every_registered_family_is_covered():
+    assert {k.split("_")[0] for k in FAMILIES} == set(supported_model_types())
+
+
+def _ids(tok):
+    return torch.tensor([tok(TEXT)["input_ids"]])
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_F_equals_model_output(family):
+    model, tok = FAMILIES[family]()
+    ad = adapter_for(model)
+    ids = _ids(tok)
+    with torch.no_grad():
+        logits = model(ids).logits[0, -1] if ad.kind == "causal_lm" else model(ids).logits[0]
+        h = ad.hidden_last(ad.embeddings(ids), None, None, None)
+        for t in (0, 1, int(logits.argmax())):
+            f = ad.target_scores(h, torch.tensor([t]), "logit")
+            torch.testing.assert_close(f[0], logits[t], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(ad.full_logits(h)[0], logits, atol=1e-5, rtol=1e-5)
+        lp = ad.target_scores(h, torch.tensor([1]), "logprob")
+        torch.testing.assert_close(lp[0], torch.log_softmax(logits, -1)[1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_hook_points_capture_the_model(family):
+    model, tok = FAMILIES[family]()
+    ad = adapter_for(model)
+    mods = set(model.modules())
+    for l in range(ad.n_layers):
+        assert ad.attn_modules[l] in mods and ad.o_proj(l) in mods
+        for module, names, sizes in ad.qkv_points(l):
+            assert module in mods and set(names) <= {"q", "k", "v"}
+    ids = _ids(tok)
+    layers = list(range(ad.n_layers))
+    with ProjectionCapture(ad, layers, "pre_o", ad.has_rope) as cap, torch.no_grad():
+        model(ids)
+        q, k, v, pe = cap.projections(layers)
+        A = dict(cap.A)
+    L = ids.shape[1]
+    for l in layers:
+        assert q[l].shape == (1, L, ad.n_heads * ad.head_dim)
+        assert k[l].shape == v[l].shape == (1, L, ad.n_kv_heads * ad.head_dim)
+        assert A[l].shape == (1, L, ad.n_heads * ad.head_dim)
+        # the output projection of the captured pre-o tensor is the attention module's output
+        with torch.no_grad():
+            out = ad.o_proj(l)(A[l])
+        with ProjectionCapture(ad, [l], "post_o", False) as cap2, torch.no_grad():
+            model(ids)
+            torch.testing.assert_close(cap2.A[l], out, atol=1e-5, rtol=1e-5)
+        if ad.has_rope:
+            cos, sin = pe[l]
+            assert cos.shape[-1] == ad.head_dim
+    assert sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()) == 0
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_captured_attention_equals_eager_attention(family):
+    model, tok = FAMILIES[family]()
+    model.set_attn_implementation("eager")
+    ad = adapter_for(model)
+    ids = _ids(tok)
+    layers = list(range(ad.n_layers))
+    with AttentionCapture(ad, layers) as cap, torch.no_grad():
+        cap.last_index = torch.tensor([ids.shape[1] - 1])
+        model(ids)
+        rows = cap.pop()
+    with torch.no_grad():
+        ref = model(ids, output_attentions=True).attentions
+    for l in layers:
+        torch.testing.assert_close(rows[l], ref[l][:, :, -1], atol=1e-6, rtol=1e-5)
+
+
+def test_gqa_mapping_is_the_models():
+    """Query head h reads KV head h // (H / H_kv) in the model; the ``grouped`` expansion does the
+    same, so per-head attention rebuilt from captured (rotated) q and k equals the model's."""
+    from aieg_fast.methods.grad_ellm import expand_kv
+
+    model, tok = make_tiny_llama(seed=4)
+    model.set_attn_implementation("eager")
+    ad = adapter_for(model)
+    assert ad.n_kv_heads < ad.n_heads
+    ids = _ids(tok)
+    l = ad.n_layers - 1
+    with ProjectionCapture(ad, [l], "pre_o", True) as cap, torch.no_grad():
+        model(ids)
+        q, k, _, pe = cap.projections([l])
+    with torch.no_grad():
+        ref = model(ids, output_attentions=True).attentions[l][0, :, -1]  # [H, L]
+    cos, sin = pe[l]
+    qr = ad.apply_rope(q[l], cos, sin, ad.n_heads)[0, -1].view(ad.n_heads, ad.head_dim)
+    kr = expand_kv(ad.apply_rope(k[l], cos, sin, ad.n_kv_heads), ad.n_heads, ad.n_kv_heads, "grouped")[0]
+    kr = kr.view(-1, ad.n_heads, ad.head_dim).transpose(0, 1)  # [H, L, d]
+    att = torch.softmax((kr @ qr.unsqueeze(-1)).squeeze(-1) * ad.attention_scaling(l), -1)
+    torch.testing.assert_close(att, ref, atol=1e-5, rtol=1e-4)
+
+
+def _tiny_mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    tok = sentencepiece_like_tokenizer()
+    cfg = MistralConfig(
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32, intermediate_size=64,
+        vocab_size=len(tok), max_position_embeddings=64, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, initializer_range=0.1, sliding_window=None,
+    )
+    torch.manual_seed(0)
+    return MistralForCausalLM(cfg).eval(), tok
+
+
+def test_register_adapter_adds_a_family():
+    """The walk-through of adding a family: a subclass naming its architectures (here the LLaMA
+    layout, which Mistral shares) and one ``register_adapter`` call."""
+    model, tok = _tiny_mistral()
+    with pytest.raises(ValueError, match="not supported"):
+        aieg_fast.load_model(model, tok)
+
+    class MistralAdapter(LlamaAdapter):
+        architectures = ("MistralForCausalLM",)
+
+    register_adapter("mistral", MistralAdapter)
+    try:
+        with pytest.raises(ValueError, match="already has the adapter"):
+            register_adapter("mistral", MistralAdapter)
+        ex = aieg_fast.load_model(model, tok)
+        assert isinstance(ex.adapter, MistralAdapter)
+        res = ex.attribute(TEXT, method="integrated_gradients", n_steps=64)
+        with torch.no_grad():
+            logit = model(torch.tensor([res.token_ids])).logits[0, -1, res.target["id"]]
+        assert abs(res.info["F_input"] - float(logit)) < 1e-4
+        diff = res.info["F_input"] - res.info["F_baseline"]
+        assert abs(float(res.scores.sum()) - diff) <= 0.05 * abs(diff) + 1e-4
+        g = ex.attribute(TEXT, method="grad_ellm", preset="corrected")
+        assert torch.isfinite(g.scores).all()
+    finally:
+        unregister_adapter("mistral")
+    with pytest.raises(ValueError, match="not supported"):
+        aieg_fast.load_model(model, tok)
+
+
+def test_register_adapter_bad_input():
+    with pytest.raises(TypeError, match="DecoderAdapter subclass"):
+        register_adapter("x", object)
+    with pytest.raises(ValueError, match="no adapter is registered"):
+        unregister_adapter("no-such-family")
