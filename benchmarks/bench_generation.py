@@ -33,7 +33,7 @@ import torch
 
 import aieg_fast
 from aieg_fast.attribution import METHODS
-from aieg_fast.samples import sst2_sample
+from aieg_fast.datasets import sst2_sample
 
 PROMPT_TOKENS = 64
 NEW_TOKENS = 16
