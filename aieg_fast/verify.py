@@ -6,6 +6,11 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from ._ext import HAS_EXT, build_info
+from .datasets import sst2_sample
+from .explainer import load_model
+from .methods.registry import list_methods
+
 __all__ = ["verify", "compare_scores"]
 
 #: Tolerances of the extension against the reference on one attribution (fp32 models).
@@ -33,16 +38,19 @@ def compare_scores(ref: torch.Tensor, ext: torch.Tensor):
 def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: Optional[Sequence[str]] = None, file=None) -> int:
     """Run each method with ``backend="reference"`` and ``backend="ext"``; print a table.
 
-    Returns 0 when every method agrees within ``ATOL + RTOL·max|ref|``, 1 on a mismatch,
-    2 when the extension is not available.
-    """
-    from . import _ext
-    from .attribution import list_methods, load_model
-    from .samples import sst2_sample
+    Args:
+        model: as :func:`~aieg_fast.explainer.load_model` (default: the embedded model).
+        methods: comma-separated method names, or a list (default: every method).
+        n_steps: path steps. texts: the inputs (default: the first two shipped SST-2 sentences,
+            :func:`~aieg_fast.datasets.sst2_sample`). file: where the table goes (stdout).
 
+    Returns:
+        0 when every method agrees within ``ATOL + RTOL·max|ref|``, 1 on a mismatch, 2 when the
+        extension is not available.
+    """
     file = file or sys.stdout
-    if not _ext.HAS_EXT:
-        print(f"error: the compiled extension is not available: {_ext.EXT_ERROR}", file=sys.stderr)
+    if not HAS_EXT:
+        print(f"error: the compiled extension is not available: {build_info()['ext_error']}", file=sys.stderr)
         return 2
     names: List[str] = methods.split(",") if isinstance(methods, str) else list(methods or list_methods())
     texts = list(texts or [s for s, _ in sst2_sample()[:2]])

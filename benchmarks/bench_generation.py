@@ -34,7 +34,7 @@ import torch
 import aieg_fast
 from aieg_fast import METHODS, get_method
 from aieg_fast.core.context import run_method
-from aieg_fast.samples import sst2_sample
+from aieg_fast.datasets import sst2_sample
 
 PROMPT_TOKENS = 64
 NEW_TOKENS = 16

@@ -240,27 +240,6 @@ def test_model_restored_after_generation(tiny_gpt2):
         ex.model.eval()
 
 
-# ------------------------------------------------------------------------------------------
-# command line
-# ------------------------------------------------------------------------------------------
-def test_cli_generate(tmp_path, capsys):
-    from builders import make_tiny_llama
-
-    from aieg_fast.cli import main
-
-    m, t = make_tiny_llama()
-    m.save_pretrained(tmp_path / "m")
-    t.save_pretrained(tmp_path / "m")
-    out_json = tmp_path / "g.json"
-    rc = main(["explain", PROMPT, "--model", str(tmp_path / "m"), "--generate", "3", "--method", "saliency", "--no-progress", "--json", str(out_json)])
-    assert rc == 0
-    out = capsys.readouterr().out
-    assert "generation: 3 tokens (greedy)" in out
-    assert len([l for l in out.splitlines() if "<-" in l and "mean over steps" not in l]) == 3
-    assert aieg_fast.load_attribution(out_json).scores.shape[0] == 3
-    assert main(["explain", PROMPT, "--generate", "3", "--target", " good"]) == 2
-
-
 @pytest.mark.parametrize("method", ["integrated_gradients", "saliency", "input_x_gradient", "attention", "scaled_attention", "aieg", "grad_ellm"])
 def test_shared_path_equals_context_batch(tiny_llama, method):
     """The shared teacher-forced forward gives the same rows as the batch of T contexts."""

@@ -1,15 +1,10 @@
 """A few small checks on the real embedded model (SmolLM2-135M-Instruct, LLaMA architecture, GQA)."""
 from __future__ import annotations
 
-import json
-import math
-import subprocess
-import sys
-
 import pytest
 import torch
 
-from aieg_fast.samples import SENTIMENT_LABELS, SENTIMENT_TEMPLATE, sst2_sample
+from aieg_fast.datasets import SENTIMENT_LABELS, SENTIMENT_TEMPLATE, sst2_sample
 
 pytestmark = pytest.mark.real_model
 
@@ -59,20 +54,3 @@ def test_path_gradient_matches_finite_difference(smollm):
         directional = float((g[0] * (E - Eb)).sum())
         fd = (F(a + 1e-3) - F(a - 1e-3)) / 2e-3
         assert abs(directional - fd) <= 0.01 * abs(fd) + 1e-2
-
-
-def test_cli_explain_json(tmp_path, smollm):
-    out = tmp_path / "out.json"
-    cmd = [sys.executable, "-m", "aieg_fast.cli", "explain", "it 's a charming journey", "--method", "aieg", "--n-steps", "4", "--json", str(out), "--no-progress"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    d = json.loads(out.read_text())
-    assert len(d["tokens"]) == len(d["token_ids"]) == len(d["scores"]) > 0
-    assert all(s is not None and math.isfinite(s) for s in d["scores"])
-    assert d["method"] == "aieg" and d["model"] == "SmolLM2-135M-Instruct"
-    assert d["target"]["id"] is not None and d["backend"]
-
-
-def test_cli_bad_input_exit_code():
-    proc = subprocess.run([sys.executable, "-m", "aieg_fast.cli", "explain", "hello", "--method", "nope"], capture_output=True, text=True)
-    assert proc.returncode != 0 and "invalid choice" in proc.stderr

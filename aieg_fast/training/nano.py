@@ -3,11 +3,12 @@
 The AIEG paper evaluates on "GPT-nano", minGPT's ``gpt-nano`` configuration (3 layers, 3 heads,
 48-dimensional embeddings, GPT-2 architecture) fine-tuned for SST-2 (specs/aieg.md §7). No
 trained copy is published, so :func:`train_nano` trains one from scratch on the SST-2 train set
-(67,349 phrases) as a ``GPT2ForSequenceClassification`` with two classes (0 negative,
-1 positive). The tokenizer is the embedded SmolLM2 tokenizer (available offline; GPT-2's BPE
-would need the hub), so the vocabulary has 49,152 tokens and the token embedding holds most of
-the ~2.5 M parameters. Deviation from the paper, where minGPT nano uses GPT-2's tokenizer:
-the tokenizer choice only changes the vocabulary, not the architecture.
+(67,349 phrases; the ``sst2-train`` entry of :data:`aieg_fast.datasets.DATASETS`) as a
+``GPT2ForSequenceClassification`` with two classes (0 negative, 1 positive). The tokenizer is
+the embedded SmolLM2 tokenizer (available offline; GPT-2's BPE would need the hub), so the
+vocabulary has 49,152 tokens and the token embedding holds most of the ~2.5 M parameters.
+Deviation from the paper, where minGPT nano uses GPT-2's tokenizer: the tokenizer choice only
+changes the vocabulary, not the architecture.
 
 The trained model and its tokenizer are saved in ``<cache>/gpt-nano-sst2`` (see
 :func:`aieg_fast.models.cache_dir`) and load with ``aieg_fast.load_model("gpt-nano")``.
@@ -23,8 +24,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .core.batch import right_pad
-from .models import NANO_NAME, nano_path
+from ..core.batch import right_pad
+from ..datasets import DATASETS, data_folder, dataset_path
+from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
 
 __all__ = ["NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
 
@@ -37,8 +39,6 @@ def _embedded_tokenizer():
     """The embedded SmolLM2 tokenizer, from the cache (built on first use, offline)."""
     from transformers import AutoTokenizer
 
-    from .models import DEFAULT_MODEL, cache_dir, load_hf_model
-
     cached = cache_dir() / DEFAULT_MODEL
     if (cached / "tokenizer.json").exists():
         return AutoTokenizer.from_pretrained(cached)
@@ -46,9 +46,7 @@ def _embedded_tokenizer():
 
 
 def _texts_labels(path) -> Tuple[List[str], List[int]]:
-    from .samples import read_sst2_tsv
-
-    rows = read_sst2_tsv(path)
+    rows = DATASETS["sst2-train"].read(path)
     return [s for s, _ in rows], [l for _, l in rows]
 
 
@@ -68,6 +66,107 @@ def _accuracy(model, seqs: List[List[int]], labels: List[int], pad_id: int, batc
         pred = model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
         correct += int((pred == torch.tensor([labels[i] for i in idx])).sum())
     return correct / max(1, len(seqs))
+
+
+def _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr) -> None:
+    for name, v in (("epochs", epochs), ("batch_size", batch_size), ("max_length", max_length), ("n_positions", n_positions)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if max_train is not None and (isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 2):
+        raise ValueError(f"max_train must be an int >= 2 or None, got {max_train!r}")
+    if not (isinstance(lr, (int, float)) and lr > 0):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+
+
+def _data_files(train_file, dev_file, data_dir) -> Tuple[Path, Path]:
+    """The train and dev files: given, else in the data folder; the dev set falls back to the
+    shipped copy. FileNotFoundError names what is missing and how to point to it."""
+    train_spec, dev_spec = DATASETS["sst2-train"], DATASETS["sst2-dev"]
+    folder = data_folder(data_dir)
+    if train_file is None and folder is None:
+        raise FileNotFoundError(
+            f"train_file: the SST-2 train set ({train_spec.file}, 3.8 MB) is not shipped; pass --data-dir DIR "
+            "(or set AIEG_FAST_DATA) to a folder holding it, or --train-file FILE"
+        )
+    train_file = Path(train_file) if train_file is not None else folder / train_spec.file
+    if dev_file is None:  # the dev set is also shipped with the package
+        in_folder = folder is not None and (folder / dev_spec.file).is_file()
+        dev_file = folder / dev_spec.file if in_folder else dataset_path("sst2-dev")
+    dev_file = Path(dev_file)
+    for what, f in (("train_file", train_file), ("dev_file", dev_file)):
+        if not f.is_file():
+            raise FileNotFoundError(
+                f"{what} {str(f)!r} does not exist; pass --data-dir DIR (or set AIEG_FAST_DATA) to the folder "
+                f"holding {train_spec.file} and {dev_spec.file}, or --train-file / --dev-file"
+            )
+    return train_file, dev_file
+
+
+def _new_model(tok, n_positions: int, pad_id: int, seed: int):
+    """A freshly initialised GPT-nano classifier (seeded)."""
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        vocab_size=len(tok), n_positions=n_positions, **NANO_CONFIG, num_labels=2,
+        id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1},
+        pad_token_id=pad_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+    )
+    config.architectures = ["GPT2ForSequenceClassification"]
+    return GPT2ForSequenceClassification(config)
+
+
+def _optimizer(model, total: int, lr: float, weight_decay: float):
+    """AdamW (no decay on biases and norms) with linear warm-up over 5 % of the steps, then cosine decay."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    warm = max(1, total // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
+    )
+    return opt, sched
+
+
+def _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress) -> List[dict]:
+    """The training loop; one history entry (loss, accuracies) per epoch."""
+    total = math.ceil(len(tr) / batch_size) * epochs
+    opt, sched = _optimizer(model, total, lr, weight_decay)
+    gen = torch.Generator().manual_seed(seed)
+    labels_t = torch.tensor(tr_labels)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="train-nano", unit="step", file=sys.stderr)
+    history = []
+    try:
+        for epoch in range(epochs):
+            model.train()
+            perm = torch.randperm(len(tr), generator=gen).tolist()
+            loss_sum, correct, seen = 0.0, 0, 0
+            for s in range(0, len(perm), batch_size):
+                idx = perm[s : s + batch_size]
+                ids, mask = right_pad([tr[i] for i in idx], pad_id)
+                y = labels_t[idx]
+                outp = model(input_ids=ids, attention_mask=mask, labels=y)
+                opt.zero_grad(set_to_none=True)
+                outp.loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                loss_sum += float(outp.loss.detach()) * len(idx)
+                correct += int((outp.logits.argmax(-1) == y).sum())
+                seen += len(idx)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss_sum / seen:.3f}")
+            dev_acc = _accuracy(model, dv, dv_labels, pad_id)
+            history.append({"epoch": epoch + 1, "train_loss": loss_sum / seen, "train_accuracy": correct / seen, "dev_accuracy": dev_acc})
+    finally:
+        if bar is not None:
+            bar.close()
+    return history
 
 
 def train_nano(
@@ -108,35 +207,11 @@ def train_nano(
         "n_params", "seconds", "history"}`` (also written to ``out_dir/training.json``).
 
     Raises:
-        ValueError: a bad argument (named). FileNotFoundError: a missing data file.
+        ValueError: a bad argument (named), a malformed data file (names the file and line).
+        FileNotFoundError: a missing data file.
     """
-    from transformers import GPT2Config, GPT2ForSequenceClassification
-
-    from .evaluate import _data_dir, dataset_path
-
-    for name, v in (("epochs", epochs), ("batch_size", batch_size), ("max_length", max_length), ("n_positions", n_positions)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    if max_train is not None and (isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 2):
-        raise ValueError(f"max_train must be an int >= 2 or None, got {max_train!r}")
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
-    folder = _data_dir(data_dir)
-    if train_file is None and folder is None:
-        raise FileNotFoundError(
-            "train_file: the SST-2 train set (sst2_train.tsv, 3.8 MB) is not shipped; pass --data-dir DIR "
-            "(or set AIEG_FAST_DATA) to a folder holding it, or --train-file FILE"
-        )
-    train_file = Path(train_file) if train_file is not None else folder / "sst2_train.tsv"
-    if dev_file is None:  # the dev set is also shipped with the package
-        dev_file = folder / "sst2_dev.tsv" if folder is not None and (folder / "sst2_dev.tsv").is_file() else dataset_path("sst2-dev")
-    dev_file = Path(dev_file)
-    for what, f in (("train_file", train_file), ("dev_file", dev_file)):
-        if not f.is_file():
-            raise FileNotFoundError(
-                f"{what} {str(f)!r} does not exist; pass --data-dir DIR (or set AIEG_FAST_DATA) to the folder "
-                "holding sst2_train.tsv and sst2_dev.tsv, or --train-file / --dev-file"
-            )
+    _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr)
+    train_file, dev_file = _data_files(train_file, dev_file, data_dir)
     out = Path(out_dir) if out_dir is not None else nano_path()
 
     tok = _embedded_tokenizer() if tokenizer is None else tokenizer
@@ -148,59 +223,10 @@ def train_nano(
     tr = _encode(tok, tr_texts, max_length)
     dv = _encode(tok, dv_texts, max_length)
 
-    torch.manual_seed(seed)
-    config = GPT2Config(
-        vocab_size=len(tok), n_positions=n_positions, **NANO_CONFIG, num_labels=2,
-        id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1},
-        pad_token_id=pad_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-    )
-    config.architectures = ["GPT2ForSequenceClassification"]
-    model = GPT2ForSequenceClassification(config)
+    model = _new_model(tok, n_positions, pad_id, seed)
     n_params = sum(p.numel() for p in model.parameters())
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-    steps_per_epoch = math.ceil(len(tr) / batch_size)
-    total = steps_per_epoch * epochs
-    warm = max(1, total // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
-    )
-    gen = torch.Generator().manual_seed(seed)
-    labels_t = torch.tensor(tr_labels)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="train-nano", unit="step", file=sys.stderr)
-    history = []
     t0 = time.perf_counter()
-    try:
-        for epoch in range(epochs):
-            model.train()
-            perm = torch.randperm(len(tr), generator=gen).tolist()
-            loss_sum, correct, seen = 0.0, 0, 0
-            for s in range(0, len(perm), batch_size):
-                idx = perm[s : s + batch_size]
-                ids, mask = right_pad([tr[i] for i in idx], pad_id)
-                y = labels_t[idx]
-                outp = model(input_ids=ids, attention_mask=mask, labels=y)
-                opt.zero_grad(set_to_none=True)
-                outp.loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                sched.step()
-                loss_sum += float(outp.loss.detach()) * len(idx)
-                correct += int((outp.logits.argmax(-1) == y).sum())
-                seen += len(idx)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss_sum / seen:.3f}")
-            dev_acc = _accuracy(model, dv, dv_labels, pad_id)
-            history.append({"epoch": epoch + 1, "train_loss": loss_sum / seen, "train_accuracy": correct / seen, "dev_accuracy": dev_acc})
-    finally:
-        if bar is not None:
-            bar.close()
+    history = _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress)
     seconds = time.perf_counter() - t0
     model.eval()
     out.mkdir(parents=True, exist_ok=True)

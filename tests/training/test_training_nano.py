@@ -1,4 +1,4 @@
-"""GPT-nano training (aieg_fast.nano) on a small synthetic SST-style file with the tiny tokenizer."""
+"""GPT-nano training (aieg_fast.training.nano) on a small synthetic SST-style file with the tiny tokenizer."""
 from __future__ import annotations
 
 import json
@@ -26,7 +26,7 @@ def _write(path, n, seed):
 
 def test_train_nano_learns_saves_and_loads(tmp_path, monkeypatch):
     from aieg_fast import load_model
-    from aieg_fast.nano import NANO_CONFIG, nano_path, train_nano
+    from aieg_fast.training.nano import NANO_CONFIG, nano_path, train_nano
 
     monkeypatch.setenv("AIEG_FAST_CACHE", str(tmp_path / "cache"))
     _write(tmp_path / "train.tsv", 600, 0)
@@ -54,7 +54,7 @@ def test_train_nano_learns_saves_and_loads(tmp_path, monkeypatch):
 
 
 def test_train_nano_bad_arguments(tmp_path):
-    from aieg_fast.nano import train_nano
+    from aieg_fast.training.nano import train_nano
 
     with pytest.raises(ValueError, match="epochs"):
         train_nano(tmp_path / "t.tsv", tmp_path / "d.tsv", epochs=0)
@@ -63,7 +63,7 @@ def test_train_nano_bad_arguments(tmp_path):
 
 
 def test_train_nano_malformed_file(tmp_path):
-    from aieg_fast.nano import train_nano
+    from aieg_fast.training.nano import train_nano
 
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence\tlabel\ngood film \t1\nno label here\n")

@@ -1,6 +1,6 @@
 """Faithfulness metrics for token attributions of decoder-only LLMs (and classification heads).
 
-Every metric takes an :class:`~aieg_fast.attribution.Explainer` and an
+Every metric takes an :class:`~aieg_fast.explainer.Explainer` and an
 :class:`~aieg_fast.result.Attribution` (its ``token_ids``, ``scores``, ``attributable`` and
 ``target["id"]``), perturbs the input guided by the scores and compares the probability of the
 target before and after. All perturbed inputs of one call go through the model as batched
@@ -34,14 +34,16 @@ eligible embeddings are all zero:
 * S(x, x') = 1 − max(0, p(y|x) − p(y|x')), C(x, x') = max(0, p(y|x) − p(y|x')), S₀ = S(x, x_∅);
 * Soft-NS = clip((mean_k S_k − S₀) / (1 − S₀), 0, 1) with keep probabilities r = ã;
 * Soft-NC = clip(mean_k C_k / (1 − S₀), 0, 1) with keep probabilities r = 1 − ã;
-* ã = scores normalised to [0, 1] over eligible tokens (:func:`normalise_scores`; default:
-  negative scores clipped to 0, then min-max). Higher is better for both.
+* ã = scores normalised to [0, 1] over eligible tokens
+  (:func:`~aieg_fast.eval.scores.normalise_scores`; default: negative scores clipped to 0,
+  then min-max). Higher is better for both.
 * An instance with 1 − S₀ < 1e-6 (the empty input is at least as likely) is *degenerate*: its
   soft metrics are NaN and it is counted, not averaged.
 
 π-Soft metrics (Grad-ELLM; reconstruction in specs/grad_ellm.md §2.7, §5.3): every method gets
 keep probabilities with the same mean π over eligible tokens, by proportional water-filling
-r = min(1, c·max(a, 0)) with c chosen so that mean r = π (:func:`retention_probs`).
+r = min(1, c·max(a, 0)) with c chosen so that mean r = π
+(:func:`~aieg_fast.eval.scores.retention_probs`).
 π-Soft-NS(π) keeps with r = W(a, π); π-Soft-NC(π) keeps with 1 − W(a, 1 − π) (the important tokens
 are the removed ones). The curves over the π grid plus the analytic endpoints NS(0) = 0,
 NS(1) = 1, NC(0) = 1, NC(1) = 0 are integrated by the trapezoid rule (AUC in [0, 1], higher is
@@ -53,6 +55,10 @@ every method evaluated on the same instance sees the same draws (common random n
 
 Controls: :func:`random_attribution` (scores ~ U(0, 1) on attributable tokens, seeded) and
 ``uniform`` retention (r_i = π for all eligible tokens) in :func:`pi_soft`.
+
+:data:`METRICS` names the metrics of the evaluation tables and which direction is better. The
+score transforms live in :mod:`aieg_fast.eval.scores`, the batched forwards in
+:mod:`aieg_fast.eval.forwards`, the argument checks in :mod:`aieg_fast.eval.checks`.
 """
 from __future__ import annotations
 
@@ -60,18 +66,27 @@ import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from .attribution import Explainer
-from .core.model_state import model_prepared as _model_prepared
-from .core.batch import right_pad
-from .result import Attribution
+from ..core.model_state import model_prepared
+from ..result import Attribution
+from .checks import check_pis, check_positive_int, check_topk
+from .forwards import last_logits_embeds, last_logits_ids
+from .scores import NORMALISATIONS, normalise_scores, retention_probs
+
+if TYPE_CHECKING:
+    from ..explainer import Explainer
 
 __all__ = [
     "DEFAULT_PI_GRID",
+    "HARD_METRICS",
+    "METRICS",
+    "METRIC_SETS",
+    "NORMALISATIONS",
+    "PROB_SPACES",
     "MetricContext",
     "prepare",
     "top_k_positions",
@@ -87,42 +102,35 @@ __all__ = [
     "pi_soft",
     "pi_soft_nc",
     "pi_soft_ns",
+    "soft_probs",
     "random_attribution",
     "evaluate_attribution",
+    "flat_metrics",
 ]
 
 #: The π grid of specs/grad_ellm.md §5.3 (0.1, ..., 0.9).
 DEFAULT_PI_GRID = tuple(round(0.1 * i, 10) for i in range(1, 10))
 PROB_SPACES = ("vocab", "labels")
-NORMALISATIONS = ("minmax", "max", "sigmoid", "l1")
 _DEGENERATE_EPS = 1e-6
+#: metric name → which direction is better (the columns of the evaluation tables).
+METRICS = {
+    "log_odds": "lower",
+    "comprehensiveness": "higher",
+    "sufficiency": "lower",
+    "soft_nc": "higher",
+    "soft_ns": "higher",
+    "pi_soft_nc_auc": "higher",
+    "pi_soft_ns_auc": "higher",
+}
+#: the hard metrics (DIG), computed at one top-k fraction by :func:`hard_metrics`.
+HARD_METRICS = ("log_odds", "comprehensiveness", "sufficiency")
+#: ``evaluate(metrics=...)`` choices → the metrics computed: ``"hard"`` skips the soft forwards.
+METRIC_SETS = {"all": tuple(METRICS), "hard": HARD_METRICS}
 
 
 # ============================================================================================
-# argument checks
+# argument check and seeds
 # ============================================================================================
-def _check_topk(topk) -> float:
-    if isinstance(topk, bool) or not isinstance(topk, (int, float)) or not (0 < topk <= 1):
-        raise ValueError(f"topk must be a fraction in (0, 1], got {topk!r}")
-    return float(topk)
-
-
-def _check_positive_int(name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return v
-
-
-def _check_pis(pis) -> List[float]:
-    try:
-        vals = [float(p) for p in pis]
-    except TypeError:
-        raise ValueError(f"pis must be a sequence of numbers in (0, 1), got {pis!r}") from None
-    if not vals or any(not (0 < p < 1) for p in vals) or any(b <= a for a, b in zip(vals, vals[1:])):
-        raise ValueError(f"pis must be a non-empty increasing sequence of numbers in (0, 1), got {pis!r}")
-    return vals
-
-
 def _check_attribution(attr) -> None:
     if not isinstance(attr, Attribution):
         raise TypeError(f"attr must be an aieg_fast Attribution, got {type(attr).__name__}")
@@ -142,42 +150,6 @@ def _check_attribution(attr) -> None:
 def _seed_for(seed: int, instance_id, tag: str) -> int:
     h = hashlib.sha256(f"{int(seed)}|{instance_id}|{tag}".encode()).hexdigest()
     return int(h[:15], 16)
-
-
-# ============================================================================================
-# forwards
-# ============================================================================================
-def _last_logits_ids(ex: Explainer, seqs: Sequence[Sequence[int]], batch_size: int) -> Tensor:
-    """Output logits at the last position of each id sequence: Tensor[B, V] (float32).
-
-    Sequences of different lengths are right-padded; position ids count real tokens only.
-    """
-    out = []
-    dev = ex.device
-    for s in range(0, len(seqs), batch_size):
-        ids, mask = right_pad(seqs[s : s + batch_size], ex.pad_id)
-        ids, mask = ids.to(dev), mask.to(dev)
-        pos = (mask.cumsum(-1) - 1).clamp_min(0)
-        last = mask.sum(-1) - 1
-        E = ex.adapter.embeddings(ids)
-        h = ex.adapter.hidden_last(E, mask, pos, last)
-        out.append(ex.adapter.full_logits(h).float())
-    return torch.cat(out, 0)
-
-
-def _last_logits_embeds(ex: Explainer, E: Tensor, batch_size: int) -> Tensor:
-    """Output logits at the last position for embeddings E [B, L, d] of full-length inputs."""
-    out = []
-    B, L, _ = E.shape
-    for s in range(0, B, batch_size):
-        X = E[s : s + batch_size]
-        n = X.shape[0]
-        mask = torch.ones((n, L), dtype=torch.long, device=X.device)
-        pos = torch.arange(L, device=X.device).expand(n, L)
-        last = torch.full((n,), L - 1, dtype=torch.long, device=X.device)
-        h = ex.adapter.hidden_last(X, mask, pos, last)
-        out.append(ex.adapter.full_logits(h).float())
-    return torch.cat(out, 0)
 
 
 # ============================================================================================
@@ -244,7 +216,7 @@ def prepare(
     _check_attribution(attr)
     if prob_space not in PROB_SPACES:
         raise ValueError(f"prob_space must be one of {list(PROB_SPACES)}, got {prob_space!r}")
-    batch_size = _check_positive_int("batch_size", batch_size)
+    batch_size = check_positive_int("batch_size", batch_size)
     target = int(attr.target["id"])
     n_out = ex.adapter.num_labels if ex.adapter.kind == "classifier" else ex.vocab_size
     if not (0 <= target < n_out):
@@ -261,10 +233,10 @@ def prepare(
         label_ids = None
     ids = torch.tensor(attr.token_ids, dtype=torch.long, device=ex.device)
     eligible = torch.tensor(attr.attributable, dtype=torch.bool, device=ex.device)
-    with _model_prepared(ex.model), torch.no_grad():
+    with model_prepared(ex.model), torch.no_grad():
         E = ex.adapter.embeddings(ids).detach()
         E0 = torch.where(eligible.unsqueeze(-1), torch.zeros_like(E), E)
-        pr = _probs(_last_logits_embeds(ex, torch.stack([E, E0]), batch_size), target, prob_space, label_ids)
+        pr = _probs(last_logits_embeds(ex, torch.stack([E, E0]), batch_size), target, prob_space, label_ids)
     return MetricContext(
         token_ids=[int(i) for i in attr.token_ids], eligible=eligible, target=target, prob_space=prob_space,
         label_ids=label_ids, p=float(pr[0]), p0=float(pr[1]), embeds=E, seed=int(seed), instance_id=instance_id,
@@ -292,7 +264,7 @@ def top_k_positions(scores: Tensor, candidates: Tensor, topk: float = 0.20, dig_
     k = int(#candidates · topk) (``dig_compat=False``) or int(L · topk) over all positions
     (``dig_compat=True``; then any position may be chosen). Ties go to the lower index.
     """
-    topk = _check_topk(topk)
+    topk = check_topk(topk)
     s = scores.detach().float().cpu()
     cand = candidates.detach().cpu().bool() if not dig_compat else torch.ones_like(candidates, dtype=torch.bool, device="cpu")
     k = int(int(cand.sum()) * topk + 1e-9)
@@ -323,7 +295,7 @@ def hard_metrics(
     Raises:
         ValueError: ``topk`` outside (0, 1], and everything :func:`prepare` raises.
     """
-    topk = _check_topk(topk)
+    topk = check_topk(topk)
     ctx = _context(ex, attr, ctx, prepare_kw)
     top = top_k_positions(attr.scores, ctx.eligible, topk, dig_compat)
     k = int(top.numel())
@@ -338,8 +310,8 @@ def hard_metrics(
     comp_ids = ids[~sel]
     suff_ids = ids[sel | fixed]
     seqs = [lo_ids.tolist(), comp_ids.tolist(), suff_ids.tolist()]
-    with _model_prepared(ex.model), torch.no_grad():
-        pr = _probs(_last_logits_ids(ex, seqs, ctx.batch_size), ctx.target, ctx.prob_space, ctx.label_ids).double()
+    with model_prepared(ex.model), torch.no_grad():
+        pr = _probs(last_logits_ids(ex, seqs, ctx.batch_size), ctx.target, ctx.prob_space, ctx.label_ids).double()
     p = ctx.p
     tiny = 1e-30
     return {
@@ -372,47 +344,29 @@ def sufficiency(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> f
 # ============================================================================================
 # soft metrics (Zhao & Aletras 2023)
 # ============================================================================================
-def normalise_scores(scores: Tensor, eligible: Tensor, method: str = "minmax") -> Tensor:
-    """Scores mapped to [0, 1] on eligible positions (0 elsewhere), for Soft-NC / Soft-NS.
-
-    * ``"minmax"`` (default, specs/grad_ellm.md §5.2): negatives clipped to 0, then
-      (a − min) / (max − min) over eligible tokens; a constant vector gives 0.5 everywhere.
-    * ``"max"``: max(a, 0) / max(a); all ≤ 0 gives 0.5 everywhere.
-    * ``"sigmoid"``: σ(a) (SoftFaith option 1). ``"l1"``: max(a, 0) / Σ max(a, 0) (ReAGent).
-    """
-    if method not in NORMALISATIONS:
-        raise ValueError(f"normalise must be one of {list(NORMALISATIONS)}, got {method!r}")
-    a = scores.detach().double().cpu()
-    e = eligible.detach().cpu().bool()
-    if method == "sigmoid":
-        out = torch.sigmoid(a)
-    else:
-        r = a.clamp_min(0)
-        if method == "minmax":
-            lo, hi = r[e].min(), r[e].max()
-            out = (r - lo) / (hi - lo) if hi > lo else torch.full_like(r, 0.5)
-        elif method == "max":
-            hi = r[e].max()
-            out = r / hi if hi > 0 else torch.full_like(r, 0.5)
-        else:
-            tot = r[e].sum()
-            out = r / tot if tot > 0 else torch.full_like(r, 1.0 / int(e.sum()))
-    return torch.where(e, out.clamp(0, 1), torch.zeros_like(out))
-
-
 def _uniforms(ctx: MetricContext, tag: str, shape) -> Tensor:
     g = torch.Generator(device="cpu").manual_seed(_seed_for(ctx.seed, ctx.instance_id, tag))
     return torch.rand(shape, generator=g, dtype=torch.float32)
 
 
-def _soft_probs(ex, ctx: MetricContext, keep: Tensor, U: Tensor) -> Tensor:
-    """p(y | masked input) for keep probabilities keep [R, L] and uniforms U [R, K, L, d]: Tensor[R, K]."""
+def soft_probs(ex: Explainer, ctx: MetricContext, keep: Tensor, U: Tensor) -> Tensor:
+    """p(y | masked input) of the soft metrics, in batched forwards: Tensor[R, K] (float64, CPU).
+
+    Element (i, j) of the token embeddings ``ctx.embeds`` [L, d] is kept when U < keep_i
+    (fixed, non-eligible positions are always kept) and zeroed otherwise, without rescaling.
+
+    Args:
+        ex: the explainer ``ctx`` was prepared with.
+        ctx: the instance (:func:`prepare`).
+        keep: keep probabilities Tensor[R, L].
+        U: uniforms Tensor[R, K, L, d] (K draws per row).
+    """
     R, K, L, d = U.shape
     keep = torch.where(ctx.eligible.cpu(), keep.float(), torch.ones_like(keep, dtype=torch.float32))
     mask = (U < keep.view(R, 1, L, 1)).to(ctx.embeds.dtype).to(ctx.embeds.device)
     X = (ctx.embeds.unsqueeze(0).unsqueeze(0) * mask).view(R * K, L, d)
-    with _model_prepared(ex.model), torch.no_grad():
-        pr = _probs(_last_logits_embeds(ex, X, ctx.batch_size), ctx.target, ctx.prob_space, ctx.label_ids)
+    with model_prepared(ex.model), torch.no_grad():
+        pr = _probs(last_logits_embeds(ex, X, ctx.batch_size), ctx.target, ctx.prob_space, ctx.label_ids)
     return pr.double().cpu().view(R, K)
 
 
@@ -447,14 +401,14 @@ def soft_metrics(
     Returns:
         ``{"soft_ns", "soft_nc", "degenerate"}``; NaN metrics when degenerate.
     """
-    n_samples = _check_positive_int("n_samples", n_samples)
+    n_samples = check_positive_int("n_samples", n_samples)
     ctx = _context(ex, attr, ctx, prepare_kw)
     a = normalise_scores(attr.scores, ctx.eligible, normalise)
     if ctx.degenerate:
         return {"soft_ns": float("nan"), "soft_nc": float("nan"), "degenerate": True}
     L, d = ctx.embeds.shape
     U = _uniforms(ctx, "soft", (1, n_samples, L, d)).expand(2, n_samples, L, d)
-    pk = _soft_probs(ex, ctx, torch.stack([a, 1.0 - a]), U)
+    pk = soft_probs(ex, ctx, torch.stack([a, 1.0 - a]), U)
     ns, _ = _ns_nc(ctx, pk[0:1])
     _, nc = _ns_nc(ctx, pk[1:2])
     return {"soft_ns": float(ns[0]), "soft_nc": float(nc[0]), "degenerate": False}
@@ -473,60 +427,6 @@ def soft_nc(ex: Explainer, attr: Attribution, **kw) -> float:
 # ============================================================================================
 # π-Soft metrics
 # ============================================================================================
-def retention_probs(scores: Tensor, pi, eligible: Optional[Tensor] = None, sign: str = "relu") -> Tensor:
-    """Proportional water-filling W(a, π): r_i = min(1, c·ã_i) with mean over eligible r = π.
-
-    ã = max(a, 0) (``sign="relu"``) or |a| (``sign="abs"``). Exact sorted solution: with the s
-    largest ã saturated at 1, c = (nπ − s) / Σ_{rest} ã; the smallest consistent s is taken.
-    If fewer than nπ tokens have ã > 0, those get 1 and the others share the remaining mass
-    uniformly; if all ã = 0, r = π (specs/grad_ellm.md §5.3).
-
-    Args:
-        scores: Tensor[L]. pi: a number or Tensor[P] in [0, 1]. eligible: bool [L] (default all).
-
-    Returns:
-        Tensor[P, L] (or [L] for a scalar π), float64, 0 at non-eligible positions.
-    """
-    if sign not in ("relu", "abs"):
-        raise ValueError(f"sign must be 'relu' or 'abs', got {sign!r}")
-    a = scores.detach().double().cpu()
-    if a.dim() != 1:
-        raise ValueError(f"scores must be 1-D, got shape {tuple(a.shape)}")
-    e = torch.ones_like(a, dtype=torch.bool) if eligible is None else eligible.detach().cpu().bool()
-    scalar = not torch.is_tensor(pi) and not isinstance(pi, (list, tuple))
-    P = torch.as_tensor([pi] if scalar else pi, dtype=torch.float64).view(-1)
-    if ((P < 0) | (P > 1)).any():
-        raise ValueError(f"pi must lie in [0, 1], got {pi!r}")
-    at = (a.abs() if sign == "abs" else a.clamp_min(0))[e]
-    n = at.numel()
-    if n == 0:
-        raise ValueError("eligible selects no position")
-    T = P * n  # total retention to distribute [P]
-    v, order = torch.sort(at, descending=True)
-    s = torch.arange(n, dtype=torch.float64)
-    suffix = v.flip(0).cumsum(0).flip(0)  # Σ_{i≥s} v_i
-    c = (T.view(-1, 1) - s.view(1, -1)) / suffix.clamp_min(1e-300).view(1, -1)  # [P, n]
-    tol = 1e-12
-    prev = torch.cat([torch.full((1,), math.inf, dtype=torch.float64), v[:-1]])
-    first_ok = (s == 0).view(1, -1) | (c * prev.view(1, -1) >= 1 - tol)
-    valid = (suffix.view(1, -1) > 0) & (c >= -tol) & (c * v.view(1, -1) <= 1 + tol) & first_ok
-    has = valid.any(-1)
-    first = torch.where(has, valid.float().argmax(-1), torch.zeros_like(has, dtype=torch.long))
-    cs = c.gather(1, first.view(-1, 1)).clamp_min(0)  # [P, 1]
-    r = (cs * at.view(1, -1)).clamp(max=1.0)
-    # not reachable proportionally: positives saturate, zeros share the rest
-    npos = int((at > 0).sum())
-    if npos < n:
-        rest = ((T - npos) / (n - npos)).clamp(0, 1).view(-1, 1)
-        fill = torch.where(at.view(1, -1) > 0, torch.ones_like(r), rest.expand_as(r))
-        r = torch.where(has.view(-1, 1), r, fill)
-    if npos == 0:
-        r = P.view(-1, 1).expand(-1, n).clone()
-    out = torch.zeros(P.numel(), a.numel(), dtype=torch.float64)
-    out[:, e] = r
-    return out[0] if scalar else out
-
-
 def _auc(pis: List[float], curve: Tensor, left: float, right: float):
     x = torch.tensor([0.0] + pis + [1.0], dtype=torch.float64)
     y = torch.cat([torch.tensor([left], dtype=torch.float64), curve, torch.tensor([right], dtype=torch.float64)])
@@ -564,8 +464,8 @@ def pi_soft(
     Raises:
         ValueError: bad ``pis`` (must be increasing, inside (0, 1)), ``n_samples``, ``curves``.
     """
-    pis = _check_pis(pis)
-    n_samples = _check_positive_int("n_samples", n_samples)
+    pis = check_pis(pis)
+    n_samples = check_positive_int("n_samples", n_samples)
     curves = list(curves)
     if not curves or any(c not in ("nc", "ns") for c in curves):
         raise ValueError(f"curves must be a non-empty subset of ('nc', 'ns'), got {curves!r}")
@@ -590,7 +490,7 @@ def pi_soft(
     U = _uniforms(ctx, "pi", (G, n_samples, L, d))
     keep = torch.cat(keeps, 0)  # [len(curves)·G, L]
     Ufull = U.repeat(len(curves), 1, 1, 1)
-    pk = _soft_probs(ex, ctx, keep, Ufull)
+    pk = soft_probs(ex, ctx, keep, Ufull)
     for j, c in enumerate(curves):
         ns, nc = _ns_nc(ctx, pk[j * G : (j + 1) * G])
         curve = ns if c == "ns" else nc
@@ -648,10 +548,13 @@ def evaluate_attribution(
     h = hard_metrics(ex, attr, topk, dig_compat=dig_compat, ctx=ctx)
     s = soft_metrics(ex, attr, n_samples=n_samples, normalise=normalise, ctx=ctx)
     ps = pi_soft(ex, attr, pis=pis, n_samples=n_samples, ctx=ctx)
-    return _flat(h, s, ps)
+    return flat_metrics(h, s, ps)
 
 
-def _flat(h, s, ps) -> Dict[str, object]:
+def flat_metrics(h: Optional[Dict], s: Optional[Dict], ps: Dict) -> Dict[str, object]:
+    """One flat dict of the results of :func:`hard_metrics` (``h``), :func:`soft_metrics` (``s``)
+    and :func:`pi_soft` (``ps``); ``h`` or ``s`` may be None (left out). Keys as in
+    :func:`evaluate_attribution` (the curves of the ``ps`` curves present, ``degenerate`` always)."""
     out: Dict[str, object] = {}
     if h is not None:
         out.update({k: h[k] for k in ("log_odds", "comprehensiveness", "sufficiency", "k")})

@@ -1,0 +1,60 @@
+"""Command line ``aieg-fast``: one module per command.
+
+* :mod:`.explain` — ``aieg-fast explain``: the model's next token (or label, or generated
+  tokens) for a text, explained;
+* :mod:`.verify` — ``aieg-fast verify``: every method with the reference kernels and the
+  extension, compared;
+* :mod:`.methods` — ``aieg-fast methods``: the attribution methods;
+* :mod:`.info` — ``aieg-fast info``: versions and extension build;
+* :mod:`.evaluate` — ``aieg-fast evaluate``: faithfulness metrics on a sentiment dataset;
+* :mod:`.train_nano` — ``aieg-fast train-nano``: GPT-nano on SST-2 train.
+
+Each command module has ``add_parser(sub)`` (its options; the choices come from the registries)
+and ``run(args) -> int`` (the exit status).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from . import evaluate, explain, info, methods, train_nano, verify
+
+__all__ = ["build_parser", "main", "COMMANDS"]
+
+#: the command modules, in the order of ``aieg-fast --help``.
+COMMANDS = (explain, verify, methods, info, evaluate, train_nano)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``aieg-fast`` parser with one subcommand per module of :data:`COMMANDS`."""
+    p = argparse.ArgumentParser(prog="aieg-fast", description="Token attributions for decoder-only LLMs.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run ``aieg-fast`` with ``argv`` (default: ``sys.argv[1:]``); the exit status.
+
+    0 on success; 2 on an error (``error: ...`` on stderr: ValueError, TypeError,
+    RuntimeError, OSError) or bad arguments (argparse exits with 2); 130 when interrupted.
+    """
+    args = build_parser().parse_args(argv)
+    if getattr(args, "no_progress", False):
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except ImportError:
+            pass
+    try:
+        return args.fn(args)
+    except (ValueError, TypeError, RuntimeError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        hint = " (finished examples are kept in the records; rerun the same command to resume)" if args.cmd == "evaluate" else ""
+        print(f"interrupted{hint}", file=sys.stderr)
+        return 130

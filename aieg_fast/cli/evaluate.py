@@ -1,0 +1,74 @@
+"""``aieg-fast evaluate``: faithfulness metrics of attribution methods on a sentiment dataset
+(:func:`aieg_fast.eval.evaluate`); prints the summary table."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..datasets import DATASETS, EVALUATION_DATASETS
+from ..eval import DEFAULT_METHODS, METRIC_SETS, PROB_SPACES, REFERENCE_METHOD, evaluate
+
+__all__ = ["add_parser", "run", "parse_fractions"]
+
+
+def parse_fractions(s: str):
+    """Comma-separated numbers (``0.05,0.1``) as a list of floats.
+
+    Raises:
+        argparse.ArgumentTypeError: a part that is not a number.
+    """
+    try:
+        return [float(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated fractions, got {s!r}") from None
+
+
+def add_parser(sub) -> None:
+    """Add the ``evaluate`` subcommand to the subparsers ``sub``."""
+    ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a sentiment dataset",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    folder_files = ", ".join(DATASETS[k].file for k in EVALUATION_DATASETS if DATASETS[k].file)
+    ev.add_argument("--model", default=None, help="hub id or local directory (default: embedded SmolLM2-135M-Instruct)")
+    ev.add_argument("--dataset", default="sst2-sample", choices=list(EVALUATION_DATASETS))
+    ev.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated methods, each optionally with options as name:option=value[:option=value] "
+                    "(e.g. aieg:ef_mode=none); 'random' is the control")
+    ev.add_argument("--n", type=int, default=20, help="evaluate examples 0 … N-1 of the dataset (START … N-1 with --start)")
+    ev.add_argument("--max-tokens", type=int, default=None, help="truncate texts to this many tokens (e.g. 50, 200, 400)")
+    ev.add_argument("--out", default="faithfulness_out", help="output folder; rerun with the same folder to resume")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the random control, the soft-metric draws and the bootstrap")
+    ev.add_argument("--n-steps", type=int, default=20, help="path steps of the path methods (AIEG, IG, IDG)")
+    ev.add_argument("--topk", type=float, default=0.2, help="fraction of attributable tokens for log-odds / comp / suff")
+    ev.add_argument("--topk-sweep", type=parse_fractions, default=None, metavar="K1,K2,...",
+                    help="also report the hard metrics at these top-k fractions, e.g. 0.05,0.1,0.2,0.3")
+    ev.add_argument("--reference", default=REFERENCE_METHOD, help="method of the paired tests (e.g. aieg for ablations)")
+    ev.add_argument("--start", type=int, default=0, help="skip examples 0 … START-1 (shards of one run; see the README)")
+    ev.add_argument("--metrics", choices=list(METRIC_SETS), default="all",
+                    help="'hard': log-odds / comprehensiveness / sufficiency only (skips the soft metrics)")
+    ev.add_argument("--pis", type=parse_fractions, default=None, metavar="P1,P2,...",
+                    help="π grid of the π-Soft curves (default 0.1,0.2,...,0.9)")
+    ev.add_argument("--n-samples", type=int, default=4, help="Bernoulli draws per soft-metric point")
+    ev.add_argument("--prob-space", choices=list(PROB_SPACES), default="vocab",
+                    help="p(label): softmax over the whole vocabulary, or over the label words only")
+    ev.add_argument("--data-dir", default=None,
+                    help=f"folder with {folder_files} (default: $AIEG_FAST_DATA, "
+                         "else the copies shipped with the package)")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ev.set_defaults(fn=run)
+
+
+def run(args) -> int:
+    """Run the evaluation and print its summary; 0, or 2 on a missing data file."""
+    try:
+        res = evaluate(
+            model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, max_tokens=args.max_tokens,
+            out_dir=args.out, seed=args.seed, topk=args.topk, n_steps=args.n_steps, n_samples=args.n_samples,
+            prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
+            topk_sweep=args.topk_sweep, start=args.start, reference=args.reference, metrics=args.metrics, **({"pis": args.pis} if args.pis else {}),
+        )
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(res["summary_md"])
+    print(f"computed {res['computed']} example(s) (or their missing methods), {res['skipped']} already complete; "
+          f"results in {res['out_dir']}")
+    return 0

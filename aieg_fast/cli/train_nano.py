@@ -1,0 +1,46 @@
+"""``aieg-fast train-nano``: train GPT-nano on SST-2 train (:func:`aieg_fast.training.train_nano`)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..datasets import DATASETS
+from ..training import train_nano
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    """Add the ``train-nano`` subcommand to the subparsers ``sub``."""
+    train, dev = DATASETS["sst2-train"].file, DATASETS["sst2-dev"].file
+    tn = sub.add_parser("train-nano", help="train GPT-nano (3 layers, 3 heads, 48 dims) on SST-2 train; saves to the cache",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    tn.add_argument("--data-dir", default=None,
+                    help=f"folder with {train} (not shipped) and optionally {dev} (default: $AIEG_FAST_DATA)")
+    tn.add_argument("--train-file", default=None, help=f"sentence<TAB>label file (default: DATA_DIR/{train})")
+    tn.add_argument("--dev-file", default=None, help=f"default: DATA_DIR/{dev}, else the shipped SST-2 dev set")
+    tn.add_argument("--out", default=None, help="output folder (default: <cache>/gpt-nano-sst2, loaded by --model gpt-nano)")
+    tn.add_argument("--epochs", type=int, default=2, help="passes over the training rows")
+    tn.add_argument("--batch-size", type=int, default=64, help="rows per optimizer step")
+    tn.add_argument("--lr", type=float, default=2e-3, help="peak AdamW learning rate (warm-up, cosine decay)")
+    tn.add_argument("--max-train", type=int, default=None, help="use only the first N training rows")
+    tn.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the shuffling")
+    tn.add_argument("--no-progress", action="store_true", help="no progress bar")
+    tn.set_defaults(fn=run)
+
+
+def run(args) -> int:
+    """Train, print the history and where the model went; 0, or 2 on a missing data file."""
+    try:
+        res = train_nano(args.train_file, args.dev_file, data_dir=args.data_dir, out_dir=args.out, epochs=args.epochs,
+                         batch_size=args.batch_size, lr=args.lr, max_train=args.max_train, seed=args.seed,
+                         progress=not args.no_progress)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for h in res["history"]:
+        print(f"epoch {h['epoch']}: train loss {h['train_loss']:.4f}, train accuracy {h['train_accuracy']:.4f}, "
+              f"dev accuracy {h['dev_accuracy']:.4f}")
+    print(f"GPT-nano ({res['n_params']:,} parameters) trained on {res['n_train']:,} rows in {res['seconds']:.0f} s; "
+          f"SST-2 dev accuracy {res['dev_accuracy']:.4f}; saved to {res['out_dir']} (load it with --model gpt-nano)")
+    return 0

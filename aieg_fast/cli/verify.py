@@ -1,0 +1,22 @@
+"""``aieg-fast verify``: every method with the reference kernels and the extension, compared
+(:func:`aieg_fast.verify.verify`)."""
+from __future__ import annotations
+
+from ..verify import verify
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    """Add the ``verify`` subcommand to the subparsers ``sub``."""
+    v = sub.add_parser("verify", help="run every method with the reference kernels and the extension; compare")
+    v.add_argument("--model", default=None)
+    v.add_argument("--methods", default=None, help="comma-separated (default: all)")
+    v.add_argument("--n-steps", type=int, default=20)
+    v.add_argument("--texts", nargs="*", default=None)
+    v.set_defaults(fn=run)
+
+
+def run(args) -> int:
+    """0 when all methods agree, 1 on a mismatch, 2 without the extension."""
+    return verify(model=args.model, methods=args.methods, n_steps=args.n_steps, texts=args.texts)

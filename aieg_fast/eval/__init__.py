@@ -1,0 +1,55 @@
+"""Faithfulness evaluation of token attributions: metrics, the ``evaluate`` run and its reports.
+
+* :mod:`.metrics` — the metrics (hard DIG metrics, Soft-NC/NS, π-Soft, controls) and
+  :data:`METRICS`; :mod:`.scores` — score normalisation and retention; :mod:`.forwards` — the
+  batched last-position forwards; :mod:`.checks` — argument checks;
+* :mod:`.runner` — :func:`evaluate` over a dataset of :mod:`aieg_fast.datasets` and
+  :func:`evaluate_example`;
+* :mod:`.records` — ``records.jsonl`` (strict JSON, resume); :mod:`.stats` — bootstrap CIs,
+  paired tests, summary rows; :mod:`.report` — ``summary.md`` / ``summary.csv`` / top-k tables
+  and the π-Soft plot.
+"""
+from .checks import check_pis, check_positive_int, check_topk
+from .forwards import last_logits_embeds, last_logits_ids
+from .metrics import (
+    DEFAULT_PI_GRID,
+    HARD_METRICS,
+    METRIC_SETS,
+    METRICS,
+    NORMALISATIONS,
+    PROB_SPACES,
+    MetricContext,
+    comprehensiveness,
+    evaluate_attribution,
+    flat_metrics,
+    hard_metrics,
+    log_odds,
+    normalise_scores,
+    pi_soft,
+    pi_soft_nc,
+    pi_soft_ns,
+    prepare,
+    random_attribution,
+    retention_probs,
+    soft_metrics,
+    soft_nc,
+    soft_ns,
+    soft_probs,
+    sufficiency,
+    top_k_positions,
+)
+from .records import RECORDS_FILE, append_record, json_safe, read_records
+from .report import fmt, plot_pi_soft, topk_lines, write_csv, write_summary
+from .runner import CONFIG_FILE, CONTROLS, DEFAULT_METHODS, TOPK_SWEEP, RunSettings, evaluate, evaluate_example
+from .stats import REFERENCE_METHOD, bootstrap_ci, mean_ci, paired_test, summarise, summarise_topk
+
+__all__ = [
+    "CONFIG_FILE", "CONTROLS", "DEFAULT_METHODS", "DEFAULT_PI_GRID", "HARD_METRICS", "METRICS", "METRIC_SETS",
+    "NORMALISATIONS", "PROB_SPACES", "RECORDS_FILE", "REFERENCE_METHOD", "TOPK_SWEEP", "MetricContext", "RunSettings",
+    "append_record", "bootstrap_ci", "check_pis", "check_positive_int", "check_topk", "comprehensiveness", "evaluate",
+    "evaluate_attribution", "evaluate_example", "flat_metrics", "fmt", "hard_metrics", "json_safe",
+    "last_logits_embeds", "last_logits_ids", "log_odds", "mean_ci", "normalise_scores", "paired_test", "pi_soft",
+    "pi_soft_nc", "pi_soft_ns", "plot_pi_soft", "prepare", "random_attribution", "read_records", "retention_probs",
+    "soft_metrics", "soft_nc", "soft_ns", "soft_probs", "sufficiency", "summarise", "summarise_topk", "top_k_positions",
+    "topk_lines", "write_csv", "write_summary",
+]

@@ -1,0 +1,166 @@
+"""The reports of an evaluation folder: ``summary.md``, ``summary.csv``, the top-k tables and the plot.
+
+* :func:`write_summary` — ``summary.csv`` (the rows of :func:`~aieg_fast.eval.stats.summarise`)
+  and ``summary.md``: mean [95 % bootstrap CI] per method and metric with the paired-test stars,
+  the table of p-values, and, when the settings hold a top-k sweep, ``summary_topk.csv`` and its
+  tables (:func:`topk_lines`);
+* :func:`plot_pi_soft` — ``pi_soft_curves.png``, the mean π-Soft-NC / NS curves (needs
+  matplotlib; skipped with a note).
+"""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from .metrics import HARD_METRICS, METRICS
+from .stats import REFERENCE_METHOD, summarise_topk
+
+__all__ = ["write_csv", "fmt", "topk_lines", "write_summary", "plot_pi_soft"]
+
+
+def write_csv(path: Path, rows: List[dict]) -> None:
+    """Write ``rows`` (dicts with the same keys) to ``path`` as CSV with a header line."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def fmt(v, nd=3) -> str:
+    """``v`` with ``nd`` decimals; ``"nan"`` for None, NaN or infinity."""
+    return "nan" if v is None or not math.isfinite(v) else f"{v:.{nd}f}"
+
+
+def topk_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Optional[Sequence[dict]] = None) -> List[str]:
+    """Write ``out/summary_topk.csv`` (the rows of :func:`~aieg_fast.eval.stats.summarise_topk`)
+    and return the markdown lines of the top-k sweep: tokens removed per example (from the first
+    method's records, when given) and one table per hard metric, methods × k."""
+    write_csv(out / "summary_topk.csv", rows)
+    by = {(r["method"], r["topk"], r["metric"]): r for r in rows}
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    lines = ["", "Top-k sweep (mean [95 % bootstrap CI]; k = fraction of the attributable tokens; "
+             "int(k · |attributable|) tokens are removed, none when that is 0 — those examples count as 0):"]
+    if records is not None and methods:
+        cells = []
+        for k in ks:
+            counts = [r["methods"].get(methods[0], {}).get("topk_sweep", {}).get(f"{k:g}", {}).get("k") for r in records]
+            counts = [c for c in counts if c is not None]
+            if counts:
+                cells.append(f"k = {k:g}: {np.mean(counts):.1f} removed on average, 0 for {sum(c == 0 for c in counts)} of {len(counts)}")
+        if cells:
+            lines += ["", "Tokens removed per example — " + "; ".join(cells) + "."]
+    for metric in HARD_METRICS:
+        arrow = "↑" if METRICS[metric] == "higher" else "↓"
+        lines += ["", f"| {metric} {arrow} | " + " | ".join(f"k = {k:g}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+        for m in methods:
+            cells = [by[(m, k, metric)] for k in ks]
+            lines.append(f"| {m} | " + " | ".join(f"{fmt(c['mean'])} [{fmt(c['ci_low'])}, {fmt(c['ci_high'])}]" for c in cells) + " |")
+    return lines
+
+
+def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD) -> str:
+    """Write ``out/summary.csv`` and ``out/summary.md`` (and the top-k files when ``config`` has a
+    ``topk_sweep``); return the markdown text.
+
+    Args:
+        out: the evaluation folder. rows: :func:`~aieg_fast.eval.stats.summarise` rows.
+        config: the run's settings (``config.json``). records: the records summarised.
+        reference: the method of the paired tests.
+    """
+    write_csv(out / "summary.csv", rows)
+    # metrics / methods with no value at all (e.g. the soft metrics with metrics="hard") are left out
+    metrics = [k for k in METRICS if any(r["metric"] == k and r["n"] > 0 for r in rows)] or list(METRICS)
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["n"] > 0 or r["method"] != "uniform"))
+    by = {(r["method"], r["metric"]): r for r in rows}
+    n = len(records)
+    acc = np.mean([r["pred_label"] == r["label"] for r in records]) if records else float("nan")
+    n_deg = sum(bool(r.get("degenerate")) for r in records)
+    tests = sorted({r["test"] for r in rows if r["test"]})
+    hard = config.get("metrics", "all") == "hard"
+    soft_info = "" if hard else (
+        f"degenerate for soft metrics (p(y|x_∅) ≥ p(y|x)): {n_deg}; soft samples K = {config['n_samples']}; "
+        f"π grid = {config['pis']}; "
+    )
+    lines = [
+        f"# Faithfulness: {config['model']} on {config['dataset']}",
+        "",
+        f"n = {n} examples; accuracy of the predicted label = {fmt(float(acc))}; {soft_info}top-k = {config['topk']}; "
+        f"n_steps = {config['n_steps']}; max_tokens = {config['max_tokens']}; seed = {config['seed']}; "
+        f"prob_space = {config['prob_space']}" + ("; hard metrics only." if hard else "."),
+        "",
+        "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better. "
+        + (
+            f"`*` / `**`: paired test against {reference} p < 0.05 / p < 0.01 ({', '.join(tests) or 'no test'})."
+            if reference in methods
+            else f"No paired tests: {reference} is not among the methods."
+        ),
+        "",
+        "| method | " + " | ".join(f"{m} {'↑' if METRICS[m] == 'higher' else '↓'}" for m in metrics) + " |",
+        "|---|" + "---|" * len(metrics),
+    ]
+    for m in methods:
+        cells = []
+        for metric in metrics:
+            r = by.get((m, metric))
+            if r is None:
+                cells.append("–")
+                continue
+            star = ""
+            if math.isfinite(r["p_vs_reference"]):
+                star = "**" if r["p_vs_reference"] < 0.01 else ("*" if r["p_vs_reference"] < 0.05 else "")
+            cells.append(f"{fmt(r['mean'])}{star} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    if reference in methods:
+        lines += ["", f"p-values of the paired test against {reference}:", "",
+                  "| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    for m in methods if reference in methods else []:
+        if m == reference:
+            continue
+        lines.append(f"| {m} | " + " | ".join(fmt(by[(m, k)]["p_vs_reference"]) if (m, k) in by else "–" for k in metrics) + " |")
+    ks = config.get("topk_sweep")
+    if ks:
+        real = [m for m in methods if m != "uniform"]
+        lines += topk_lines(out, summarise_topk(records, real, ks, config["seed"]), ks, records)
+    text = "\n".join(lines) + "\n"
+    (out / "summary.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis: Sequence[float]) -> Optional[Path]:
+    """Write ``out/pi_soft_curves.png``: mean π-Soft-NC and NS curves over ``pis`` (with the
+    analytic endpoints) per method and for the ``uniform`` control; its path, or None (with a
+    note on stdout) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed; skipping the π-Soft plot (pip install matplotlib)")
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, c, ends in ((axes[0], "nc", (1.0, 0.0)), (axes[1], "ns", (0.0, 1.0))):
+        for m in list(methods) + ["uniform"]:
+            curves = [
+                (r["controls"].get("uniform", {}) if m == "uniform" else r["methods"].get(m, {})).get(f"pi_soft_{c}_curve")
+                for r in records
+            ]
+            curves = np.array([cv for cv in curves if cv is not None], dtype=float)
+            if curves.size == 0:
+                continue
+            mean = np.nanmean(curves, 0)
+            ax.plot([0.0] + list(pis) + [1.0], [ends[0]] + list(mean) + [ends[1]], marker="o", ms=3, label=m,
+                    linestyle="--" if m in ("uniform", "random") else "-")
+        ax.set_xlabel("expected retention π")
+        ax.set_ylabel(f"π-Soft-{c.upper()}")
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "pi_soft_curves.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,467 @@
+"""Faithfulness evaluation of attribution methods over a sentiment dataset.
+
+:func:`evaluate` runs each method on the first ``n`` examples of a dataset with the dataset's
+prompt (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE` for the sentiment datasets), targets the
+model's predicted label word (" negative" / " positive", argmax over the two), scores every
+attribution with :mod:`aieg_fast.eval.metrics` (:func:`evaluate_example`) and writes to
+``out_dir``:
+
+* ``records.jsonl`` — one JSON line per example, appended as soon as the example is done; a
+  rerun skips the example ids already there (resume after an interrupt;
+  :mod:`aieg_fast.eval.records`);
+* ``config.json`` — the settings; a rerun with other settings in the same folder is refused;
+* ``summary.md`` / ``summary.csv`` — mean and 95 % bootstrap CI per metric and method, and a
+  paired test of each method against ``integrated_gradients`` (Wilcoxon signed-rank from scipy
+  when installed, else an exact / Monte-Carlo sign-flip permutation test of the mean
+  difference in numpy; :mod:`aieg_fast.eval.stats`, :mod:`aieg_fast.eval.report`);
+* ``pi_soft_curves.png`` — mean π-Soft-NC / NS curves (needs matplotlib; skipped with a note).
+
+Datasets: the evaluation datasets of :data:`aieg_fast.datasets.DATASETS`: ``sst2-sample`` (24
+sentences shipped in the package), ``sst2-dev``, ``sst2-test``, ``imdb`` (files of the
+evaluation data folder: ``data_dir``, else ``$AIEG_FAST_DATA``, else the copies shipped in
+``aieg_fast/data``: full SST-2 dev and test, the first 200 IMDb reviews; see
+:func:`~aieg_fast.datasets.dataset_path`).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..datasets import DATASETS, dataset_path, load_dataset
+from ..explainer import load_model
+from ..methods.registry import list_methods, method_options as allowed_options, parse_method_spec
+from .checks import check_pis, check_positive_int, check_topk
+from .metrics import (
+    DEFAULT_PI_GRID,
+    HARD_METRICS,
+    METRIC_SETS,
+    NORMALISATIONS,
+    PROB_SPACES,
+    evaluate_attribution,
+    flat_metrics,
+    hard_metrics,
+    pi_soft,
+    prepare,
+    random_attribution,
+)
+from .records import RECORDS_FILE, append_record, read_records
+from .report import plot_pi_soft, write_summary
+from .stats import REFERENCE_METHOD, summarise
+
+if TYPE_CHECKING:
+    from ..explainer import Explainer
+
+__all__ = ["evaluate", "evaluate_example", "RunSettings", "CONTROLS", "DEFAULT_METHODS", "TOPK_SWEEP", "CONFIG_FILE"]
+
+CONTROLS = ("random",)  # methods that are controls, not attribution methods
+#: the methods ``evaluate`` runs by default (and ``aieg-fast evaluate --methods``).
+DEFAULT_METHODS = ("aieg", "integrated_gradients", "random")
+#: default top-k fractions of the k sweep (specs/aieg.md §7: 5 / 10 / 20 / 30 %).
+TOPK_SWEEP = (0.05, 0.10, 0.20, 0.30)
+#: file name of the settings in an evaluation folder.
+CONFIG_FILE = "config.json"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What every example of one :func:`evaluate` run shares (see its arguments).
+
+    ``specs`` maps each method spec to its (method name, options) (:func:`parse_method_spec`);
+    ``labels`` are the label words or class indices and ``label_ids`` their token / class ids;
+    ``hard_only`` is ``metrics == "hard"``.
+    """
+
+    specs: Dict[str, Tuple[str, dict]]
+    max_tokens: Optional[int]
+    template: Optional[str]
+    labels: List[Union[str, int]]
+    label_ids: List[int]
+    seed: int
+    topk: float
+    n_steps: int
+    n_samples: int
+    pis: List[float]
+    prob_space: str
+    normalise: str
+    internal_batch_size: Optional[int]
+    method_options: Dict[str, dict]
+    topk_sweep: Optional[List[float]] = None
+    hard_only: bool = False
+
+
+# ============================================================================================
+# argument checks
+# ============================================================================================
+def _check_methods(methods, reference: str) -> Tuple[List[str], Dict[str, Tuple[str, dict]]]:
+    """The method specs as a list without repeats, and their (name, options)."""
+    if isinstance(methods, str):
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
+    methods = list(dict.fromkeys(methods))
+    if not methods:
+        raise ValueError("methods must name at least one method")
+    if reference != REFERENCE_METHOD and reference not in methods:
+        raise ValueError(f"reference must be one of the methods {methods}, got {reference!r}")
+    specs = {m: parse_method_spec(m) for m in methods}
+    bad = [m for m in methods if specs[m][0] not in list_methods() and m not in CONTROLS]
+    if bad:
+        raise ValueError(f"methods has unknown name(s) {bad}; choose from {list_methods() + list(CONTROLS)}")
+    for m, (name, opts) in specs.items():
+        unknown = sorted(set(opts) - set(allowed_options(name))) if m not in CONTROLS else []
+        if unknown:
+            raise ValueError(f"methods: {m!r} has unknown option(s) {unknown}; {name} takes {sorted(allowed_options(name))}")
+    return methods, specs
+
+
+def _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis, prob_space,
+                    normalise) -> Tuple[Optional[List[float]], List[float]]:
+    """Check the numeric and named settings (in this order); return the top-k sweep (sorted, no
+    repeats, None when empty) and the π grid as lists."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    check_positive_int("n_steps", n_steps)
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
+    if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
+        raise ValueError(f"start must be an int in [0, n) = [0, {n}), got {start!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    check_topk(topk)
+    if metrics not in METRIC_SETS:
+        raise ValueError(f"metrics must be {' or '.join(repr(k) for k in METRIC_SETS)}, got {metrics!r}")
+    if topk_sweep is not None:
+        if isinstance(topk_sweep, (int, float)):
+            topk_sweep = [topk_sweep]
+        try:
+            topk_sweep = sorted({check_topk(k) for k in topk_sweep}) or None
+        except ValueError:
+            raise ValueError(f"topk_sweep values must be fractions in (0, 1], got {list(topk_sweep)}") from None
+    check_positive_int("n_samples", n_samples)
+    pis = check_pis(pis)
+    if prob_space not in PROB_SPACES:
+        raise ValueError(f"prob_space must be one of {list(PROB_SPACES)}, got {prob_space!r}")
+    if normalise not in NORMALISATIONS:
+        raise ValueError(f"normalise must be one of {list(NORMALISATIONS)}, got {normalise!r}")
+    return topk_sweep, pis
+
+
+def _writable_folder(out_dir) -> Path:
+    """``out_dir`` as a Path, created if needed; ValueError when it cannot be written to."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write_test"
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"out_dir {str(out)!r} is not a writable folder ({err.strerror or err})") from None
+    return out
+
+
+def _examples(dataset: str, data_dir, n: int, start: int) -> List[Tuple[str, int]]:
+    """The first ``n`` (text, label) pairs of the dataset (fewer, with a note, if it is shorter)."""
+    data = load_dataset(dataset, data_dir)
+    if len(data) < n:
+        where = dataset_path(dataset, data_dir) if DATASETS[dataset].file else "shipped sample"
+        print(f"note: {dataset} has {len(data)} examples ({where}); evaluating {len(data)}, not n = {n}", file=sys.stderr)
+    data = data[:n]
+    if start >= len(data):
+        raise ValueError(f"start must be below the number of examples ({len(data)} in {dataset}), got {start}")
+    return data
+
+
+def _explainer(model) -> "Explainer":
+    """``model`` itself when it is an explainer (has ``attribute`` and ``adapter``), else
+    :func:`~aieg_fast.explainer.load_model` of it (None, a hub id or a folder)."""
+    if callable(getattr(model, "attribute", None)) and hasattr(model, "adapter"):
+        return model
+    return load_model(model)
+
+
+def _prompt(ex: "Explainer", dataset: str, template, labels) -> Tuple[Optional[str], list, List[int]]:
+    """(template, labels, label ids): the dataset's prompt and label words for a causal LM, no
+    template and the class indices for a classification head, unless given."""
+    spec = DATASETS[dataset]
+    classifier = ex.adapter.kind == "classifier"
+    if labels is None:
+        labels = list(range(len(spec.labels))) if classifier else list(spec.labels)
+    labels = list(labels)
+    if template is None and not classifier:
+        template = spec.template
+    return template, labels, [ex.resolve_target(l)["id"] for l in labels]
+
+
+# ============================================================================================
+# settings and resume
+# ============================================================================================
+def _check_or_write_config(out: Path, config: dict) -> None:
+    """Write ``config.json``, or refuse a folder whose recorded settings differ from ``config``."""
+    cfg_path = out / CONFIG_FILE
+    if cfg_path.exists():
+        old = json.loads(cfg_path.read_text(encoding="utf-8"))
+        diff = sorted(k for k in set(config) | set(old) if old.get(k) != config.get(k))
+        if diff:
+            raise ValueError(f"out_dir {str(out)!r} holds results with other settings ({', '.join(diff)}); use another out_dir")
+    else:
+        cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+
+def _run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> dict:
+    """The recorded settings (``config.json``) of a run."""
+    config = {
+        "model": ex.name or type(ex.model).__name__, "dataset": dataset, "max_tokens": s.max_tokens, "seed": s.seed,
+        "topk": s.topk, "n_steps": s.n_steps, "n_samples": s.n_samples, "pis": s.pis, "prob_space": s.prob_space,
+        "normalise": s.normalise, "template": s.template, "labels": list(s.labels), "method_options": s.method_options,
+    }
+    if metrics != "all":  # only when not the default, so folders written before the option resume
+        config["metrics"] = metrics
+    if s.topk_sweep:  # only when asked, so folders written before the sweep existed still resume
+        config["topk_sweep"] = list(s.topk_sweep)
+    return config
+
+
+def _example_id(dataset: str, index: int) -> str:
+    return f"{dataset}:{index}"
+
+
+def _todo(dataset: str, data, start: int, methods: Sequence[str], done: Dict[str, dict]) -> list:
+    """(index, id, text, label, missing methods) of the examples from ``start`` on with methods
+    not yet in the records."""
+    todo = []
+    for i, (text, label) in enumerate(data):
+        if i < start:
+            continue
+        eid = _example_id(dataset, i)
+        have = done.get(eid, {}).get("methods", {})
+        missing = [m for m in methods if m not in have]
+        if missing:
+            todo.append((i, eid, text, label, missing))
+    return todo
+
+
+# ============================================================================================
+# the example loop
+# ============================================================================================
+def _run_examples(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, dict], rec_path: Path,
+                  progress: bool) -> int:
+    """Evaluate the examples of ``todo``, appending each record as it is done; the count."""
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc="evaluate", unit="ex")
+    computed = 0
+    try:
+        for i, eid, text, label, missing in todo:
+            need_controls = "uniform" not in done.get(eid, {}).get("controls", {})
+            rec = evaluate_example(ex, s, eid, i, text, label, missing, need_controls=need_controls)
+            append_record(rec_path, rec)
+            computed += 1
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return computed
+
+
+def _truncate(ex: "Explainer", text: str, max_tokens: Optional[int]) -> str:
+    if max_tokens is None:
+        return text
+    ids = ex.tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(ids) <= max_tokens:
+        return text
+    return ex.tokenizer.decode(ids[:max_tokens])
+
+
+def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, target, methods: Sequence[str]):
+    """Attributions of the non-control methods: ({spec: (Attribution, seconds)}, the first one)."""
+    base = None
+    attrs = {}
+    for m in [m for m in methods if m not in CONTROLS]:
+        name, opts = s.specs.get(m) or parse_method_spec(m)
+        t0 = time.perf_counter()
+        try:
+            a = ex.attribute(text, method=name, target=target, template=s.template, n_steps=s.n_steps,
+                             internal_batch_size=s.internal_batch_size, **{**s.method_options.get(name, {}), **opts})
+        except (ValueError, TypeError) as err:
+            raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
+        attrs[m] = (a, time.perf_counter() - t0)
+        base = base or a
+    return attrs, base
+
+
+def _score(ex: "Explainer", s: RunSettings, a, ctx) -> dict:
+    """The metrics of one attribution (hard only, or all), with its top-k sweep."""
+    if s.hard_only:
+        r = flat_metrics(hard_metrics(ex, a, s.topk, ctx=ctx), None, {"degenerate": ctx.degenerate})
+    else:
+        r = evaluate_attribution(ex, a, topk=s.topk, n_samples=s.n_samples, pis=s.pis, normalise=s.normalise, ctx=ctx)
+    if s.topk_sweep:
+        hard = set(HARD_METRICS) | {"k"}
+        r["topk_sweep"] = {
+            f"{k:g}": {key: h[key] for key in hard}
+            for k in s.topk_sweep
+            for h in [{key: r[key] for key in hard} if k == s.topk else hard_metrics(ex, a, k, ctx=ctx)]
+        }
+    return r
+
+
+def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: int, text: str, label: int,
+                     methods: Sequence[str], need_controls: bool = True) -> dict:
+    """The record of one example: prediction, each method's scores, metrics and times, controls.
+
+    The text is truncated to ``settings.max_tokens``; the target is the label word of the
+    model's prediction (argmax of :meth:`Explainer.label_probs` over ``settings.labels``).
+
+    Args:
+        ex: the explainer. settings: the run's settings. eid: the example id (seeds the draws).
+        index, text, label: the example. methods: the method specs to compute (controls too).
+        need_controls: also compute the ``uniform`` π-Soft control (not with hard metrics only).
+
+    Returns:
+        The record (see :mod:`aieg_fast.eval.records`); may hold NaN (write it with
+        :func:`~aieg_fast.eval.records.append_record`).
+
+    Raises:
+        ValueError, TypeError: a method refuses its options (names the method spec and eid).
+    """
+    s = settings
+    text = _truncate(ex, text, s.max_tokens)
+    probs = ex.label_probs(text, s.labels, s.template)
+    pred = int(np.argmax(probs))
+    target = s.labels[pred]
+    rec = {"id": eid, "index": index, "text": text, "label": int(label), "pred_label": pred, "target": target,
+           "label_probs": probs, "methods": {}, "controls": {}}
+    attrs, base = _attribute_methods(ex, s, eid, text, target, methods)
+    if base is None:  # only controls asked: a cheap attribution supplies input and target
+        base = ex.attribute(text, method="attention", target=target, template=s.template)
+    ctx = prepare(ex, base, prob_space=s.prob_space, label_ids=s.label_ids if s.prob_space == "labels" else None,
+                  seed=s.seed, instance_id=eid)
+    rec.update({"n_tokens": len(base.token_ids), "n_attributable": int(sum(base.attributable)), "p": ctx.p, "p0": ctx.p0,
+                "degenerate": ctx.degenerate})
+    if "random" in methods:
+        attrs["random"] = (random_attribution(base, s.seed, eid), 0.0)
+    for m in methods:
+        a, t_attr = attrs[m]
+        t0 = time.perf_counter()
+        r = _score(ex, s, a, ctx)
+        r["time_attribution_s"] = t_attr
+        r["time_metrics_s"] = time.perf_counter() - t0
+        r["scores"] = [float(x) for x in a.scores.tolist()]
+        rec["methods"][m] = r
+    if need_controls and not s.hard_only:
+        ps = pi_soft(ex, base, pis=s.pis, n_samples=s.n_samples, uniform=True, ctx=ctx)
+        rec["controls"]["uniform"] = flat_metrics(None, None, ps)
+    return rec
+
+
+# ============================================================================================
+# main entry
+# ============================================================================================
+def evaluate(
+    model=None,
+    dataset: str = "sst2-sample",
+    methods: Union[str, Sequence[str]] = DEFAULT_METHODS,
+    n: int = 20,
+    max_tokens: Optional[int] = None,
+    out_dir: Union[str, Path] = "faithfulness_out",
+    seed: int = 0,
+    topk: float = 0.20,
+    *,
+    topk_sweep: Optional[Sequence[float]] = None,
+    metrics: str = "all",
+    start: int = 0,
+    reference: str = REFERENCE_METHOD,
+    n_steps: int = 20,
+    n_samples: int = 4,
+    pis: Sequence[float] = DEFAULT_PI_GRID,
+    prob_space: str = "vocab",
+    normalise: str = "minmax",
+    data_dir=None,
+    template: Optional[str] = None,
+    labels: Optional[Sequence[Union[str, int]]] = None,
+    internal_batch_size: Optional[int] = None,
+    method_options: Optional[Dict[str, dict]] = None,
+    progress: bool = True,
+    plot: bool = True,
+) -> dict:
+    """Evaluate attribution methods with every metric of :mod:`aieg_fast.eval.metrics`.
+
+    Args:
+        model: an :class:`~aieg_fast.explainer.Explainer`, a model id / folder, or None
+            (embedded SmolLM2-135M-Instruct).
+        dataset: an evaluation dataset of :data:`aieg_fast.datasets.DATASETS`: ``sst2-sample``,
+            ``sst2-dev``, ``sst2-test`` or ``imdb``.
+        methods: attribution method specs (a list or a comma-separated string): a method name,
+            optionally with options as ``name:option=value[:option=value]`` (e.g.
+            ``aieg:ef_mode=none`` for the ablation without emphasis factor; see
+            :func:`~aieg_fast.methods.registry.parse_method_spec`); ``random`` is the
+            random-scores control. The ``uniform`` π-Soft control is always computed.
+        n: number of examples (the first n of the dataset).
+        reference: the method the paired tests compare against (default
+            ``integrated_gradients``; e.g. ``aieg`` for an ablation table). Not part of the
+            recorded settings: rerun with another reference to re-summarise.
+        start: compute only examples ``start … n-1`` (the summary covers those found in the
+            records); shards of one run can go to separate folders and their ``records.jsonl``
+            files be concatenated into one folder with the same ``config.json``.
+        max_tokens: truncate each text to this many tokens (AIEG's 50 / 200 / 400 buckets).
+        out_dir: output folder (records, summary, plot); reused to resume.
+        seed: seed of the random control, the soft-metric draws and the bootstrap.
+        topk: fraction of attributable tokens for the hard metrics (default 0.20).
+        topk_sweep: extra top-k fractions for log-odds / comprehensiveness / sufficiency (e.g.
+            :data:`TOPK_SWEEP` = 5 / 10 / 20 / 30 %), reported in a second table; None: none.
+        metrics: ``"all"`` (default) or ``"hard"``: log-odds, comprehensiveness and sufficiency
+            only (the AIEG paper's metrics), skipping the Soft-NC/NS and π-Soft forwards, which
+            cost about 10× more on long inputs (:data:`~aieg_fast.eval.metrics.METRIC_SETS`).
+        n_steps: path steps of the path methods. n_samples: Bernoulli draws K per soft point.
+        pis: π grid. prob_space: ``"vocab"`` or ``"labels"`` (softmax over the label words).
+        normalise: score normalisation of Soft-NC / NS. data_dir: evaluation data folder.
+        template, labels: prompt and label words (single tokens or token ids; index = dataset
+            label). Defaults: for a causal LM the dataset's template and label words
+            (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE` and
+            :data:`~aieg_fast.datasets.SENTIMENT_LABELS`); for a classification head no template
+            and the class indices 0 (negative), 1 (positive).
+        method_options: per-method options, e.g. ``{"aieg": {"ef_mode": "none"}}``.
+
+    Returns:
+        ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot"}``; ``computed``
+        counts the examples computed in this call, ``skipped`` those found in the records.
+
+    Raises:
+        ValueError: bad arguments (each names the argument), settings that differ from those
+            already recorded in ``out_dir``. FileNotFoundError: missing data file.
+    """
+    methods, specs = _check_methods(methods, reference)
+    topk_sweep, pis = _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis,
+                                      prob_space, normalise)
+    method_options = dict(method_options or {})
+    out = _writable_folder(out_dir)
+    data = _examples(dataset, data_dir, n, start)
+    ex = _explainer(model)
+    template, labels, label_ids = _prompt(ex, dataset, template, labels)
+    settings = RunSettings(
+        specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed,
+        topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise,
+        internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
+        hard_only=metrics == "hard",
+    )
+    config = _run_config(ex, dataset, settings, metrics)
+    _check_or_write_config(out, config)
+    rec_path = out / RECORDS_FILE
+    done = read_records(rec_path)
+    todo = _todo(dataset, data, start, methods, done)
+    skipped = len(data) - start - len(todo)
+    computed = _run_examples(ex, settings, todo, done, rec_path, progress)
+
+    allrec = read_records(rec_path)
+    records = [allrec[e] for e in (_example_id(dataset, i) for i in range(len(data))) if e in allrec]
+    rows = summarise(records, methods, seed, reference)
+    md = write_summary(out, rows, config, records, reference)
+    png = plot_pi_soft(out, records, methods, pis) if plot and metrics == "all" else None
+    return {"rows": rows, "summary_md": md, "computed": computed, "skipped": skipped, "out_dir": str(out), "plot": str(png) if png else None}

@@ -1,0 +1,113 @@
+"""Statistics of an evaluation: bootstrap CIs, paired tests, and the mean / CI rows of the tables.
+
+* :func:`bootstrap_ci` — percentile bootstrap CI of a mean;
+* :func:`paired_test` — two-sided p-value of a paired difference (Wilcoxon signed-rank from scipy
+  when installed, else an exact / Monte-Carlo sign-flip permutation test of the mean difference
+  in numpy);
+* :func:`mean_ci` — n, mean and CI of the finite values;
+* :func:`summarise` / :func:`summarise_topk` — one row per (method, metric) or (method, k,
+  metric) over the records of :mod:`aieg_fast.eval.records`, the rows of ``summary.csv`` and
+  ``summary_topk.csv``.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .metrics import HARD_METRICS, METRICS
+
+__all__ = ["REFERENCE_METHOD", "bootstrap_ci", "paired_test", "mean_ci", "summarise", "summarise_topk"]
+
+#: the method the paired tests compare against by default.
+REFERENCE_METHOD = "integrated_gradients"
+
+
+def bootstrap_ci(x: Sequence[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> Tuple[float, float]:
+    """Percentile bootstrap CI of the mean (NaN when fewer than 2 values)."""
+    x = np.asarray(x, dtype=float)
+    if x.size < 2:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(1)
+    a = (1 - level) / 2
+    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+def paired_test(x: Sequence[float], y: Sequence[float], n_perm: int = 20000, seed: int = 0) -> Tuple[float, str]:
+    """Two-sided p-value of a paired difference x − y, and the test's name.
+
+    scipy installed: Wilcoxon signed-rank (zero differences dropped). Otherwise: sign-flip
+    permutation test of the mean difference, exact for ≤ 16 pairs, else ``n_perm`` random flips.
+    All differences zero gives p = 1.
+    """
+    d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        return float("nan"), "none"
+    if np.all(np.abs(d) < 1e-15):
+        return 1.0, "all differences zero"
+    try:
+        from scipy.stats import wilcoxon
+    except ImportError:
+        wilcoxon = None
+    if wilcoxon is not None:
+        return float(wilcoxon(d).pvalue), "wilcoxon"
+    obs = abs(d.mean())
+    if d.size <= 16:
+        signs = ((np.arange(2 ** d.size)[:, None] >> np.arange(d.size)) & 1) * 2 - 1
+        name = "sign-flip (exact)"
+    else:
+        signs = np.random.default_rng(seed).choice([-1, 1], size=(n_perm, d.size))
+        name = f"sign-flip ({n_perm} draws)"
+    stats = np.abs((signs * d).mean(1))
+    return float((np.sum(stats >= obs - 1e-12) + (0 if d.size <= 16 else 1)) / (len(stats) + (0 if d.size <= 16 else 1))), name
+
+
+def mean_ci(values: Sequence[Optional[float]], seed: int) -> dict:
+    """``{"n", "mean", "ci_low", "ci_high"}`` of the finite values (None / NaN left out)."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    lo, hi = bootstrap_ci(vals, seed=seed)
+    return {"n": len(vals), "mean": float(np.mean(vals)) if vals else float("nan"), "ci_low": lo, "ci_high": hi}
+
+
+def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, reference: str = REFERENCE_METHOD) -> List[dict]:
+    """Rows (method, metric, n, mean, CI, paired p-value vs ``reference``) over records.
+
+    One row per method and metric of :data:`~aieg_fast.eval.metrics.METRICS`, plus the
+    ``uniform`` control's π-Soft rows. Keys: ``method``, ``metric``, ``better``, ``n``,
+    ``mean``, ``ci_low``, ``ci_high``, ``p_vs_reference`` (NaN without a test),
+    ``reference`` ("" without a test), ``test``.
+    """
+    rows = []
+    names = list(methods) + ["uniform"]
+    for m in names:
+        for metric, better in METRICS.items():
+            if m == "uniform" and not metric.startswith("pi_soft"):
+                continue
+            get = (lambda r: r.get("controls", {}).get("uniform", {}).get(metric)) if m == "uniform" else (lambda r: r["methods"].get(m, {}).get(metric))
+            pairs = [(get(r), r["methods"].get(reference, {}).get(metric)) for r in records]
+            stat = mean_ci([v for v, _ in pairs], seed)
+            p, test = float("nan"), ""
+            if m != reference and reference in methods:
+                both = [(v, w) for v, w in pairs if v is not None and w is not None and math.isfinite(v) and math.isfinite(w)]
+                if len(both) >= 2:
+                    p, test = paired_test([v for v, _ in both], [w for _, w in both], seed=seed)
+            rows.append({
+                "method": m, "metric": metric, "better": better, **stat,
+                "p_vs_reference": p, "reference": reference if m != reference and reference in methods else "", "test": test,
+            })
+    return rows
+
+
+def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence[float], seed: int = 0) -> List[dict]:
+    """Rows (method, k, metric, n, mean, CI) of the top-k sweep stored in the records."""
+    rows = []
+    for m in methods:
+        for k in ks:
+            key = f"{k:g}"
+            for metric in HARD_METRICS:
+                vals = [r["methods"].get(m, {}).get("topk_sweep", {}).get(key, {}).get(metric) for r in records]
+                rows.append({"method": m, "topk": k, "metric": metric, **mean_ci(vals, seed)})
+    return rows

@@ -1,0 +1,86 @@
+"""The command line (aieg_fast.cli): explain (also --generate), evaluate, exit codes."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+import aieg_fast
+from aieg_fast import cli, datasets
+from aieg_fast.cli import evaluate as cli_evaluate
+from aieg_fast.eval import runner
+
+PROMPT = "the movie is good"
+
+
+# ------------------------------------------------------------------------------------------
+# evaluate
+# ------------------------------------------------------------------------------------------
+def test_cli_evaluate_sample(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """The CLI subcommand runs on the shipped sample (model loading patched to the tiny model)."""
+    monkeypatch.setattr(runner, "load_model", lambda model=None, **kw: tiny_gpt2)
+    # no single-token label words in the tiny vocabulary: two token ids stand in
+    sample = datasets.DATASETS["sst2-sample"]
+    monkeypatch.setitem(datasets.DATASETS, "sst2-sample", dataclasses.replace(sample, labels=(10, 11)))
+    rc = cli.main(["evaluate", "--dataset", "sst2-sample", "--methods", "saliency,random", "--n", "1",
+                   "--n-steps", "4", "--n-samples", "1", "--max-tokens", "8", "--out", str(tmp_path / "o"), "--no-progress"])
+    assert rc == 0
+    assert "| saliency |" in capsys.readouterr().out
+    rc = cli.main(["evaluate", "--dataset", "imdb", "--data-dir", str(tmp_path / "none"), "--out", str(tmp_path / "p")])
+    assert rc == 2
+    assert "data-dir" in capsys.readouterr().err
+
+
+def test_cli_evaluate_interrupt(tmp_path, monkeypatch, capsys):
+    """An interrupted evaluation exits with 130 and says how to resume."""
+
+    def interrupted(**_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_evaluate, "evaluate", interrupted)
+    rc = cli.main(["evaluate", "--dataset", "sst2-sample", "--out", str(tmp_path / "e")])
+    assert rc == 130 and "rerun the same command to resume" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------
+# explain
+# ------------------------------------------------------------------------------------------
+def test_cli_generate(tmp_path, capsys):
+    from builders import make_tiny_llama
+
+    from aieg_fast.cli import main
+
+    m, t = make_tiny_llama()
+    m.save_pretrained(tmp_path / "m")
+    t.save_pretrained(tmp_path / "m")
+    out_json = tmp_path / "g.json"
+    rc = main(["explain", PROMPT, "--model", str(tmp_path / "m"), "--generate", "3", "--method", "saliency", "--no-progress", "--json", str(out_json)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "generation: 3 tokens (greedy)" in out
+    assert len([l for l in out.splitlines() if "<-" in l and "mean over steps" not in l]) == 3
+    assert aieg_fast.load_attribution(out_json).scores.shape[0] == 3
+    assert main(["explain", PROMPT, "--generate", "3", "--target", " good"]) == 2
+
+
+@pytest.mark.real_model
+def test_cli_explain_json(tmp_path, smollm):
+    out = tmp_path / "out.json"
+    cmd = [sys.executable, "-m", "aieg_fast.cli", "explain", "it 's a charming journey", "--method", "aieg", "--n-steps", "4", "--json", str(out), "--no-progress"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(out.read_text())
+    assert len(d["tokens"]) == len(d["token_ids"]) == len(d["scores"]) > 0
+    assert all(s is not None and math.isfinite(s) for s in d["scores"])
+    assert d["method"] == "aieg" and d["model"] == "SmolLM2-135M-Instruct"
+    assert d["target"]["id"] is not None and d["backend"]
+
+
+@pytest.mark.real_model
+def test_cli_bad_input_exit_code():
+    proc = subprocess.run([sys.executable, "-m", "aieg_fast.cli", "explain", "hello", "--method", "nope"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "invalid choice" in proc.stderr

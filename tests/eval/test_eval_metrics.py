@@ -1,0 +1,246 @@
+"""Faithfulness metrics (aieg_fast.eval.metrics) on the tiny random models."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from aieg_fast.core.model_state import model_prepared
+from aieg_fast.eval import metrics as M
+
+
+TEMPLATE = "Review: {text} Answer:"
+TEXT = "the movie is good and the actors are great"
+
+
+@pytest.fixture(scope="module")
+def attrs(tiny_gpt2, tiny_llama):
+    out = {}
+    for name, ex in (("gpt2", tiny_gpt2), ("llama", tiny_llama)):
+        out[name] = ex.attribute(TEXT, method="input_x_gradient", template=TEMPLATE)
+    return out
+
+
+@pytest.fixture(params=["gpt2", "llama"])
+def case(request, tiny_gpt2, tiny_llama, attrs):
+    ex = tiny_gpt2 if request.param == "gpt2" else tiny_llama
+    return ex, attrs[request.param]
+
+
+def _p_direct(ex, ids, target):
+    """p(target | ids) from a plain, unbatched forward of the whole model on input_ids."""
+    with model_prepared(ex.model), torch.no_grad():
+        logits = ex.model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+    return float(torch.softmax(logits, -1)[target])
+
+
+def _with_scores(attr, scores):
+    return dataclasses.replace(attr, scores=torch.as_tensor(scores, dtype=torch.float32))
+
+
+# ------------------------------------------------------------------ hard metrics
+def test_hard_metrics_match_direct_forward(case):
+    ex, a = case
+    L = len(a.token_ids)
+    elig = [i for i in range(L) if a.attributable[i]]
+    # hand-made scores: the two chosen positions get the largest scores, template/BOS a huge one
+    # (must be ignored because they are not attributable)
+    s = torch.zeros(L)
+    s[elig[1]], s[elig[3]] = 5.0, 4.0
+    for i in range(L):
+        if not a.attributable[i]:
+            s[i] = 100.0
+    a2 = _with_scores(a, s)
+    topk = 2 / len(elig) + 1e-6
+    h = M.hard_metrics(ex, a2, topk)
+    assert h["k"] == 2
+    y = a.target["id"]
+    ids = list(a.token_ids)
+    p = _p_direct(ex, ids, y)
+    lo_ids = [ex.ref_token_id if i in (elig[1], elig[3]) else t for i, t in enumerate(ids)]
+    comp_ids = [t for i, t in enumerate(ids) if i not in (elig[1], elig[3])]
+    suff_ids = [t for i, t in enumerate(ids) if i in (elig[1], elig[3]) or not a.attributable[i]]
+    assert h["p"] == pytest.approx(p, rel=1e-4, abs=1e-7)
+    assert h["log_odds"] == pytest.approx(math.log(_p_direct(ex, lo_ids, y)) - math.log(p), abs=1e-4)
+    assert h["comprehensiveness"] == pytest.approx(p - _p_direct(ex, comp_ids, y), abs=1e-6)
+    assert h["sufficiency"] == pytest.approx(p - _p_direct(ex, suff_ids, y), abs=1e-6)
+    # the single-metric wrappers agree
+    assert M.comprehensiveness(ex, a2, topk) == pytest.approx(h["comprehensiveness"], abs=1e-7)
+
+
+def test_topk_ties_lower_index_and_k_zero(case):
+    ex, a = case
+    cand = torch.tensor([False, True, True, True, True, True])
+    idx = M.top_k_positions(torch.tensor([9.0, 1.0, 2.0, 2.0, 2.0, -1.0]), cand, topk=0.4)
+    assert idx.tolist() == [2, 3]
+    assert M.top_k_positions(torch.ones(6), cand, topk=0.1).numel() == 0
+    # dig_compat counts every position and may pick a fixed one
+    assert M.top_k_positions(torch.tensor([9.0, 1.0, 2.0, 2.0, 2.0, -1.0]), cand, 0.34, dig_compat=True).tolist() == [0, 2]
+    h = M.hard_metrics(ex, a, topk=0.01)
+    assert h["k"] == 0 and h["log_odds"] == h["comprehensiveness"] == h["sufficiency"] == 0.0
+
+
+def test_classifier_uses_class_probability(tiny_gpt2_clf):
+    ex = tiny_gpt2_clf
+    a = ex.attribute(TEXT, method="saliency", target=1)
+    h = M.hard_metrics(ex, a, 0.5)
+    with model_prepared(ex.model), torch.no_grad():
+        logits = ex.model(input_ids=torch.tensor([a.token_ids])).logits[0].float()
+    assert h["p"] == pytest.approx(float(torch.softmax(logits, -1)[1]), abs=1e-6)
+
+
+def test_label_prob_space(case):
+    ex, a = case
+    other = (a.target["id"] + 1) % ex.vocab_size
+    ctx = M.prepare(ex, a, prob_space="labels", label_ids=[a.target["id"], other])
+    with model_prepared(ex.model), torch.no_grad():
+        lg = ex.model(input_ids=torch.tensor([a.token_ids])).logits[0, -1].float()
+    assert ctx.p == pytest.approx(float(torch.softmax(lg[[a.target["id"], other]], -1)[0]), abs=1e-5)
+
+
+# ------------------------------------------------------------------ π-Soft retention
+@pytest.mark.parametrize("scores", [
+    [3.0, 1.0, 0.0, 0.0, -2.0, 0.5, 7.0, 0.1],
+    [1.0, 1.0, 1.0, 1.0],
+    [0.0, 0.0, 0.0],
+    [-1.0, -2.0, -3.0],
+    [100.0, 0.0, 0.0, 0.0, 0.0],
+    [1e-8, 2e-8, 5.0],
+])
+def test_retention_mean_is_pi(scores):
+    s = torch.tensor(scores)
+    pis = torch.tensor([0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0])
+    R = M.retention_probs(s, pis)
+    assert R.shape == (len(pis), len(scores))
+    assert torch.allclose(R.mean(-1), pis.double(), atol=1e-9)
+    assert (R >= 0).all() and (R <= 1 + 1e-12).all()
+    # monotone in the score (among positive scores)
+    pos = s.clamp_min(0)
+    order = torch.argsort(pos)
+    assert (R[:, order].diff(dim=-1) >= -1e-12).all()
+
+
+def test_retention_random_vectors_and_eligible():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        n = int(torch.randint(2, 30, (1,), generator=g))
+        s = torch.randn(n, generator=g) * 10 ** float(torch.randint(-3, 3, (1,), generator=g))
+        e = torch.rand(n, generator=g) < 0.7
+        e[0] = True
+        pis = torch.rand(5, generator=g)
+        R = M.retention_probs(s, pis, e)
+        assert torch.allclose(R[:, e].mean(-1), pis.double(), atol=1e-9)
+        assert (R[:, ~e] == 0).all()
+
+
+def test_pi_soft_invariant_to_scaling(case):
+    ex, a = case
+    ctx = M.prepare(ex, a, seed=3, instance_id="x")
+    pis = (0.2, 0.5, 0.8)
+    r1 = M.pi_soft(ex, a, pis=pis, n_samples=2, ctx=ctx)
+    r2 = M.pi_soft(ex, _with_scores(a, a.scores * 37.5), pis=pis, n_samples=2, ctx=ctx)
+    for c in ("nc", "ns"):
+        assert r1[c]["curve"] == pytest.approx(r2[c]["curve"], abs=1e-9, nan_ok=True)
+        assert r1[c]["auc"] == pytest.approx(r2[c]["auc"], abs=1e-9, nan_ok=True)
+    # soft (min-max) metrics are scale invariant too
+    s1 = M.soft_metrics(ex, a, n_samples=2, ctx=ctx)
+    s2 = M.soft_metrics(ex, _with_scores(a, a.scores * 0.01), n_samples=2, ctx=ctx)
+    assert s1["soft_nc"] == pytest.approx(s2["soft_nc"], abs=1e-9, nan_ok=True)
+
+
+def _forced_ctx(ex, a, p=0.6, p0=0.1, **kw):
+    """A context whose p / p0 are set so the soft metrics are never degenerate on random weights."""
+    ctx = M.prepare(ex, a, **kw)
+    return dataclasses.replace(ctx, p=p, p0=p0)
+
+
+def test_pi_soft_endpoints_auc_and_uniform(case):
+    ex, a = case
+    ctx = _forced_ctx(ex, a)
+    pis = (0.25, 0.5, 0.75)
+    r = M.pi_soft(ex, a, pis=pis, n_samples=2, ctx=ctx)
+    for c, (left, right) in (("nc", (1.0, 0.0)), ("ns", (0.0, 1.0))):
+        y = [left] + r[c]["curve"] + [right]
+        x = [0.0] + list(pis) + [1.0]
+        auc = sum((x[i + 1] - x[i]) * (y[i] + y[i + 1]) / 2 for i in range(len(x) - 1))
+        assert r[c]["auc"] == pytest.approx(auc, abs=1e-12)
+        assert 0 <= r[c]["auc"] <= 1
+    u = M.pi_soft(ex, a, pis=pis, n_samples=2, uniform=True, ctx=ctx)
+    # uniform retention ignores the scores entirely
+    u2 = M.pi_soft(ex, _with_scores(a, torch.randn(len(a.token_ids))), pis=pis, n_samples=2, uniform=True, ctx=ctx)
+    assert u["ns"]["curve"] == u2["ns"]["curve"]
+
+
+def test_common_random_numbers_and_seed(case):
+    ex, a = case
+    ctx = _forced_ctx(ex, a, seed=1, instance_id=7)
+    r1 = M.pi_soft(ex, a, pis=(0.5,), n_samples=3, ctx=ctx)
+    r2 = M.pi_soft(ex, a, pis=(0.5,), n_samples=3, ctx=ctx)
+    assert r1["ns"]["curve"] == r2["ns"]["curve"]
+    # same draws for two methods whose keep probabilities coincide (here: both all-equal scores)
+    b1 = M.soft_metrics(ex, _with_scores(a, torch.ones(len(a.token_ids))), n_samples=3, ctx=ctx)
+    b2 = M.soft_metrics(ex, _with_scores(a, 2 * torch.ones(len(a.token_ids))), n_samples=3, ctx=ctx)
+    assert b1 == b2
+
+
+def test_degenerate_instance_gives_nan(case):
+    ex, a = case
+    ctx = _forced_ctx(ex, a, p=0.1, p0=0.2)
+    assert ctx.degenerate
+    s = M.soft_metrics(ex, a, ctx=ctx)
+    assert s["degenerate"] and math.isnan(s["soft_nc"]) and math.isnan(s["soft_ns"])
+    assert math.isnan(M.pi_soft(ex, a, pis=(0.5,), ctx=ctx)["nc"]["auc"])
+
+
+def test_random_control(case):
+    ex, a = case
+    r1 = M.random_attribution(a, seed=0, instance_id="a")
+    r2 = M.random_attribution(a, seed=0, instance_id="a")
+    r3 = M.random_attribution(a, seed=0, instance_id="b")
+    assert r1.method == "random"
+    assert torch.equal(r1.scores, r2.scores) and not torch.equal(r1.scores, r3.scores)
+    e = torch.tensor(a.attributable)
+    assert (r1.scores[~e] == 0).all() and (r1.scores[e] > 0).all() and (r1.scores[e] < 1).all()
+    out = M.evaluate_attribution(ex, r1, n_samples=1, pis=(0.5,))
+    assert {"log_odds", "soft_nc", "pi_soft_ns_auc"} <= set(out)
+
+
+def test_soft_keep_probability_one_and_zero(case):
+    ex, a = case
+    ctx = _forced_ctx(ex, a, p=0.9, p0=0.0)
+    # keeping everything: p_k = p(y|x) (the real one); NS from the definition
+    pk = M.soft_probs(ex, ctx, torch.ones(1, len(a.token_ids)), torch.rand(1, 2, *ctx.embeds.shape))
+    p_true = M.prepare(ex, a).p
+    assert torch.allclose(pk, torch.full_like(pk, p_true), atol=1e-6)
+
+
+# ------------------------------------------------------------------ bad input
+def test_bad_inputs_name_the_argument(case):
+    ex, a = case
+    with pytest.raises(ValueError, match="topk"):
+        M.hard_metrics(ex, a, topk=0)
+    with pytest.raises(ValueError, match="topk"):
+        M.log_odds(ex, a, topk=1.5)
+    with pytest.raises(ValueError, match="n_samples"):
+        M.soft_metrics(ex, a, n_samples=0)
+    with pytest.raises(ValueError, match="pis"):
+        M.pi_soft(ex, a, pis=(0.5, 0.2))
+    with pytest.raises(ValueError, match="pis"):
+        M.pi_soft(ex, a, pis=(0.0, 0.5))
+    with pytest.raises(ValueError, match="prob_space"):
+        M.prepare(ex, a, prob_space="bogus")
+    with pytest.raises(ValueError, match="label_ids"):
+        M.prepare(ex, a, prob_space="labels")
+    with pytest.raises(ValueError, match="normalise"):
+        M.soft_metrics(ex, a, normalise="softmax2")
+    with pytest.raises(ValueError, match="scores"):
+        M.hard_metrics(ex, _with_scores(a, torch.zeros(len(a.token_ids) + 1)))
+    with pytest.raises(ValueError, match="pi"):
+        M.retention_probs(torch.ones(3), 1.5)
+    with pytest.raises(TypeError, match="attr"):
+        M.hard_metrics(ex, {"scores": [1.0]})
+    other = ex.attribute("the film was bad , slow and boring", method="saliency", template=TEMPLATE)
+    with pytest.raises(ValueError, match="ctx"):
+        M.hard_metrics(ex, other, ctx=M.prepare(ex, a))

@@ -1,0 +1,184 @@
+"""The evaluate driver (aieg_fast.eval.runner): resume, settings, method variants, k sweep,
+hard-only runs, classifiers and shards, on the tiny random models."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from aieg_fast import eval as E
+from aieg_fast.datasets import load_dataset
+from aieg_fast.eval import metrics as M
+from aieg_fast.eval import runner
+from aieg_fast.methods.registry import parse_method_spec
+
+
+def test_evaluate_resume(tiny_gpt2, tmp_path, monkeypatch):
+    calls = []
+    orig = runner.evaluate_example
+
+    def counting(ex, settings, eid, *args, **kw):
+        calls.append(eid)
+        return orig(ex, settings, eid, *args, **kw)
+
+    monkeypatch.setattr(runner, "evaluate_example", counting)
+    # the tiny tokenizer has no single-token " negative"/" positive": two token ids stand in
+    kw = dict(dataset="sst2-sample", methods="integrated_gradients,saliency,random", out_dir=tmp_path, n_steps=4,
+              n_samples=1, pis=(0.5,), progress=False, plot=False, labels=(10, 11),
+              template="{text} :", max_tokens=20)
+    r1 = E.evaluate(tiny_gpt2, n=2, **kw)
+    assert r1["computed"] == 2 and calls == ["sst2-sample:0", "sst2-sample:1"]
+    r2 = E.evaluate(tiny_gpt2, n=4, **kw)
+    assert r2["computed"] == 2 and r2["skipped"] == 2
+    assert calls[2:] == ["sst2-sample:2", "sst2-sample:3"]
+    lines = (tmp_path / "records.jsonl").read_text().strip().splitlines()
+    assert len(lines) == 4
+    recs = [json.loads(l) for l in lines]
+    assert [r["id"] for r in recs] == [f"sst2-sample:{i}" for i in range(4)]
+    assert set(recs[0]["methods"]) == {"integrated_gradients", "saliency", "random"}
+    assert "uniform" in recs[0]["controls"]
+    # summary files: one row per (method, metric) plus the uniform control's π rows
+    csv_text = (tmp_path / "summary.csv").read_text()
+    assert "saliency,comprehensiveness" in csv_text and "uniform,pi_soft_nc_auc" in csv_text
+    assert "| saliency |" in (tmp_path / "summary.md").read_text()
+    # a cut last line (interrupt while writing) is ignored and recomputed
+    with open(tmp_path / "records.jsonl", "a") as fh:
+        fh.write('{"id": "sst2-sample:4", "meth')
+    r3 = E.evaluate(tiny_gpt2, n=5, **kw)
+    assert r3["computed"] == 1
+    # other settings in the same folder are refused
+    with pytest.raises(ValueError, match="out_dir"):
+        E.evaluate(tiny_gpt2, n=2, **dict(kw, n_samples=2))
+
+
+def test_evaluate_bad_arguments(tiny_gpt2, tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="dataset"):
+        E.evaluate(tiny_gpt2, dataset="mnist", out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="methods"):
+        E.evaluate(tiny_gpt2, methods="nope", out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="n must"):
+        E.evaluate(tiny_gpt2, n=0, out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="max_tokens"):
+        E.evaluate(tiny_gpt2, max_tokens=0, out_dir=tmp_path, progress=False)
+    monkeypatch.delenv("AIEG_FAST_DATA", raising=False)
+    with pytest.raises(FileNotFoundError, match="data-dir"):
+        load_dataset("sst2-dev", data_dir=tmp_path / "missing")
+
+
+def test_parse_method_spec():
+    assert parse_method_spec("aieg") == ("aieg", {})
+    assert parse_method_spec("aieg:ef_mode=none:n_pilot=4:adaptive=false") == (
+        "aieg", {"ef_mode": "none", "n_pilot": 4, "adaptive": False})
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        parse_method_spec("aieg:ef_mode")
+    with pytest.raises(ValueError, match="empty"):
+        parse_method_spec(":ef_mode=none")
+
+
+def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
+    """A method spec with options runs that variant; the k sweep is stored and summarised."""
+    variant = "aieg:ef_mode=none:posnorm=none"
+    kw = dict(dataset="sst2-sample", methods=f"integrated_gradients,{variant},random", out_dir=tmp_path, n_steps=4,
+              progress=False, labels=(10, 11), template="{text} :", max_tokens=20, metrics="hard",
+              topk_sweep=(0.1, 0.2, 0.5))
+    res = E.evaluate(tiny_gpt2, n=3, **kw)
+    assert res["computed"] == 3 and res["plot"] is None
+    text = (tmp_path / "records.jsonl").read_text()
+    recs = [json.loads(l, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c} in records")) for l in text.splitlines()]
+    r0 = recs[0]
+    assert set(r0["methods"]) == {"integrated_gradients", variant, "random"}
+    # the variant's scores are those of the method called with the options
+    a = tiny_gpt2.attribute(r0["text"], method="aieg", target=r0["target"], template="{text} :", n_steps=4,
+                            ef_mode="none", posnorm="none")
+    assert r0["methods"][variant]["scores"] == pytest.approx(a.scores.tolist(), rel=1e-5, abs=1e-7)
+    ref = tiny_gpt2.attribute(r0["text"], method="aieg", target=r0["target"], template="{text} :", n_steps=4)
+    assert r0["methods"][variant]["scores"] != pytest.approx(ref.scores.tolist(), rel=1e-3)
+    # hard-only: no soft metrics, no uniform control; the sweep entry at the main k equals the main metrics
+    m = r0["methods"]["integrated_gradients"]
+    assert "soft_nc" not in m and "pi_soft_nc_auc" not in m and "uniform" not in r0["controls"]
+    assert set(m["topk_sweep"]) == {"0.1", "0.2", "0.5"}
+    assert m["topk_sweep"]["0.2"]["comprehensiveness"] == m["comprehensiveness"]
+    assert m["topk_sweep"]["0.5"]["k"] >= m["topk_sweep"]["0.1"]["k"]
+    # a sweep value equals a direct hard-metric call at that k
+    b = tiny_gpt2.attribute(r0["text"], method="integrated_gradients", target=r0["target"], template="{text} :", n_steps=4)
+    ctx = M.prepare(tiny_gpt2, b, prob_space="vocab", seed=0, instance_id=r0["id"])
+    h = M.hard_metrics(tiny_gpt2, b, 0.5, ctx=ctx)
+    assert m["topk_sweep"]["0.5"]["log_odds"] == pytest.approx(h["log_odds"], rel=1e-5, abs=1e-7)
+    md = (tmp_path / "summary.md").read_text()
+    assert "Top-k sweep" in md and f"| {variant} |" in md and "soft_nc" not in md
+    rows = (tmp_path / "summary_topk.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3 * 3 * 3  # header + methods × k × metrics
+    with pytest.raises(ValueError, match="topk"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "b", topk_sweep=(0.0,)))
+    with pytest.raises(ValueError, match="metrics"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "c", metrics="soft"))
+    # paired tests against another method (e.g. the full AIEG for an ablation table)
+    res2 = E.evaluate(tiny_gpt2, n=3, **dict(kw, reference=variant))
+    assert res2["computed"] == 0
+    assert f"paired test against {variant}" in res2["summary_md"]
+    rows = {(r["method"], r["metric"]): r for r in res2["rows"]}
+    assert rows[("integrated_gradients", "log_odds")]["reference"] == variant
+    assert math.isnan(rows[(variant, "log_odds")]["p_vs_reference"])
+    with pytest.raises(ValueError, match="reference"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, reference="saliency"))
+    with pytest.raises(ValueError, match="unknown option"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=tmp_path / "e", methods="aieg:ef_mod=none"))
+
+
+def test_evaluate_classifier_defaults(tiny_gpt2_clf, tmp_path):
+    """A classification head: no prompt, classes 0/1 as labels, class probability as p."""
+    res = E.evaluate(tiny_gpt2_clf, dataset="sst2-sample", n=2, methods="saliency,random", out_dir=tmp_path, n_steps=2,
+                     n_samples=1, pis=(0.5,), progress=False, plot=False, max_tokens=20)
+    assert res["computed"] == 2
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["template"] is None and cfg["labels"] == [0, 1]
+    r = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
+    with torch.no_grad():
+        ids = tiny_gpt2_clf.encode(r["text"])[0]
+        probs = torch.softmax(tiny_gpt2_clf.model(torch.tensor([ids])).logits[0].double(), -1)
+    assert r["label_probs"] == pytest.approx(probs.tolist(), rel=1e-5)
+    assert r["target"] == int(probs.argmax()) and r["p"] == pytest.approx(float(probs.max()), rel=1e-4)
+
+
+def test_evaluate_shards_merge(tiny_gpt2, tmp_path):
+    """Two shards (start=…) concatenated give the records and summary of one run."""
+    kw = dict(dataset="sst2-sample", methods="saliency,random", n_steps=2, n_samples=1, pis=(0.5,), progress=False,
+              plot=False, labels=(10, 11), template="{text} :", max_tokens=20)
+    E.evaluate(tiny_gpt2, n=2, out_dir=tmp_path / "a", **kw)
+    rb = E.evaluate(tiny_gpt2, n=4, start=2, out_dir=tmp_path / "b", **kw)
+    assert rb["computed"] == 2 and rb["skipped"] == 0
+    ids_b = [json.loads(l)["id"] for l in (tmp_path / "b" / "records.jsonl").read_text().splitlines()]
+    assert ids_b == ["sst2-sample:2", "sst2-sample:3"]
+    with open(tmp_path / "a" / "records.jsonl", "a") as fh:
+        fh.write((tmp_path / "b" / "records.jsonl").read_text())
+    merged = E.evaluate(tiny_gpt2, n=4, out_dir=tmp_path / "a", **kw)
+    assert merged["computed"] == 0
+    whole = E.evaluate(tiny_gpt2, n=4, out_dir=tmp_path / "c", **kw)
+    key = lambda rows: {(r["method"], r["metric"]): (r["n"], r["mean"]) for r in rows}  # noqa: E731
+    assert key(merged["rows"]).keys() == key(whole["rows"]).keys()
+    for (m, k), (n, mean) in key(whole["rows"]).items():
+        n2, mean2 = key(merged["rows"])[(m, k)]
+        assert n2 == n and (mean2 == pytest.approx(mean, rel=1e-6, abs=1e-9) or (math.isnan(mean) and math.isnan(mean2)))
+    with pytest.raises(ValueError, match="start"):
+        E.evaluate(tiny_gpt2, n=2, start=2, out_dir=tmp_path / "d", **kw)
+
+
+def test_evaluate_input_errors_before_work(tiny_gpt2, tmp_path):
+    """Bad --start / --out / --topk-sweep / duplicate options fail with the argument named."""
+    kw = dict(dataset="sst2-sample", methods="saliency", n_steps=2, progress=False, labels=(10, 11), template="{text} :")
+    with pytest.raises(ValueError, match="start must be below the number of examples"):
+        E.evaluate(tiny_gpt2, n=100, start=30, out_dir=tmp_path / "a", **kw)  # the sample has 24
+    afile = tmp_path / "file.txt"
+    afile.write_text("x")
+    with pytest.raises(ValueError, match="out_dir"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=afile / "sub", **kw)
+    with pytest.raises(ValueError, match="topk_sweep"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "b", topk_sweep=(0.1, 1.5), **kw)
+    with pytest.raises(ValueError, match="n_steps"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "c", **dict(kw, n_steps=0))
+    with pytest.raises(ValueError, match="twice"):
+        parse_method_spec("aieg:attn_layers=none:attn_layers=last")
+    with pytest.raises(ValueError, match="methods: 'aieg:ef_mode=bogus'"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "d", **dict(kw, methods="aieg:ef_mode=bogus"))

@@ -1,0 +1,47 @@
+"""The dataset registry (aieg_fast.datasets): shipped copies, data folders, readers."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from aieg_fast import datasets as D
+
+
+def test_shipped_datasets(monkeypatch, tmp_path, capsys):
+    """Without a data folder the shipped copies are used, and they are the documented files."""
+    monkeypatch.delenv("AIEG_FAST_DATA", raising=False)
+    readme = (D.SHIPPED_DATA_DIR / "README.md").read_text()
+    for name, rows in (("sst2-dev", 872), ("sst2-test", 1821), ("imdb", 200)):
+        path = D.dataset_path(name)
+        assert path.parent.name == "data" and path.name == D.DATASETS[name].shipped
+        assert hashlib.sha256(path.read_bytes()).hexdigest() in readme
+        data = D.load_dataset(name)
+        assert len(data) == rows and {l for _, l in data} == {0, 1}
+    imdb = D.load_dataset("imdb")
+    assert sum(l for _, l in imdb) == 100 and [l for _, l in imdb[:4]] == [0, 1, 0, 1]
+    with pytest.raises(FileNotFoundError, match="data-dir"):
+        D.dataset_path("imdb", data_dir=tmp_path)
+
+
+def test_registry_sample_and_data_folder(monkeypatch, tmp_path):
+    """The shipped sample, the evaluation names, a data folder from $AIEG_FAST_DATA, bad names."""
+    sample = D.sst2_sample()
+    assert len(sample) == 24 and sample == D.load_dataset("sst2-sample")
+    assert sample == D.DATASETS["sst2-sample"].read(D.SHIPPED_DATA_DIR / D.DATASETS["sst2-sample"].shipped)
+    assert D.EVALUATION_DATASETS == ("sst2-sample", "sst2-dev", "sst2-test", "imdb")
+    assert D.DATASETS["sst2-train"].shipped is None and not D.DATASETS["sst2-train"].evaluation
+    (tmp_path / "sst2_dev.tsv").write_text("sentence\tlabel\ngood film \t1\nbad film \t0\n")
+    monkeypatch.setenv("AIEG_FAST_DATA", str(tmp_path))
+    assert D.data_folder() == tmp_path and D.data_folder(tmp_path / "x") == tmp_path / "x"
+    assert D.load_dataset("sst2-dev") == [("good film ", 1), ("bad film ", 0)]
+    with pytest.raises(FileNotFoundError, match="sst2_test.tsv"):
+        D.load_dataset("sst2-test")
+    with pytest.raises(ValueError, match="dataset must be one of"):
+        D.load_dataset("sst2-train")
+    with pytest.raises(ValueError, match="dataset must be one of"):
+        D.dataset_path("sst2-sample")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("sentence\tlabel\nno label here\n")
+    with pytest.raises(ValueError, match="line 2"):
+        D.read_sst2_tsv(bad)
