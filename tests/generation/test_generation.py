@@ -58,34 +58,7 @@ def test_shape_and_nan_masking(tiny):
     assert res2.attributable == expect[:Lp].tolist() + [True] * (T - 1) + [False]
 
 
-# ------------------------------------------------------------------------------------------
-# every method: row t == attribute(prompt ⊕ y_<t, target=y_t)
-# ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("interpolate_generated", [False, True])
-@pytest.mark.parametrize("method", aieg_fast.list_methods())
-def test_rows_equal_attribute_on_prefix(tiny, method, interpolate_generated):
-    ex = tiny
-    gen = _cont_ids(ex)[:3]
-    text = ex.tokenizer.decode(gen)
-    prefixes = _prefix_texts(ex, CONT)[:3]
-    res = ex.attribute_generation(PROMPT, generated_text=gen, method=method, n_steps=N_STEPS, interpolate_generated=interpolate_generated)
-    p_ids, _ = ex.encode(PROMPT)
-    Lp = len(p_ids)
-    assert res.info["generated_ids"] == gen and text
-    for t, y in enumerate(gen):
-        if interpolate_generated:
-            single = ex.attribute(PROMPT + prefixes[t], method=method, target=y, n_steps=N_STEPS)
-        else:
-            # template tokens are held fixed: the generated prefix sits in the template
-            single = ex.attribute(PROMPT, method=method, target=y, n_steps=N_STEPS, template="{text}" + prefixes[t])
-        assert single.token_ids == p_ids + gen[:t]  # same ids, so the comparison is exact
-        n = Lp + t
-        row = res.scores[t]
-        assert torch.isnan(row[n:]).all()
-        attr = torch.tensor(single.attributable)
-        assert torch.equal(torch.isfinite(row[:n]), attr)
-        torch.testing.assert_close(row[:n][attr], single.scores[attr], atol=1e-5, rtol=1e-4)
-        assert res.info["steps"][t]["target"]["id"] == y
+# every method: row t == attribute(prompt ⊕ y_<t, target=y_t): tests/methods/test_contract.py
 
 
 def test_template_prompt(tiny_gpt2):

@@ -14,7 +14,7 @@ import pytest
 import aieg_fast
 from golden.cases import CASES, GEN_CASES, build_models, run_case, run_gen_case
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 with open(os.path.join(HERE, "golden", "golden.json"), encoding="utf-8") as _fh:
     GOLDEN = json.load(_fh)
 
