@@ -6,14 +6,12 @@ import argparse
 import os
 import sys
 
+from .. import ops
 from ..datasets import DATASETS, TASKS, load_dataset
 from ..explainer import load_model
 from ..methods.registry import list_methods, option_value
 
 __all__ = ["add_parser", "run", "parse_option"]
-
-#: ``--backend`` choices (the kernels of :mod:`aieg_fast.ops`).
-BACKENDS = ("auto", "ext", "reference")
 
 
 def parse_option(s: str):
@@ -41,7 +39,7 @@ def add_parser(sub) -> None:
     e.add_argument("--internal-batch-size", type=int, default=None)
     e.add_argument("--template", default=None, help="prompt template with {text}; template tokens are held fixed")
     e.add_argument("--task", choices=list(TASKS), default=None, help="preset: sentiment prompt, label words ' positive'/' negative'")
-    e.add_argument("--backend", choices=list(BACKENDS), default="auto")
+    e.add_argument("--backend", choices=list(ops.BACKENDS), default="auto")
     e.add_argument("--option", action="append", type=parse_option, metavar="NAME=VALUE", help="method option, e.g. --option ef_mode=none")
     e.add_argument("--tokens", action="store_true", help="show tokens instead of words")
     e.add_argument("--json", metavar="FILE", help="write the result as JSON")
