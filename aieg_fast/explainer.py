@@ -9,7 +9,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 
 from .core.batch import Batch, build_batch
-from .core.context import Context, bytes_per_path_point, progress_bar, run_method
+from .core.context import Context, progress_bar, run_method
+from .core.path import bytes_per_path_point
 from .core.model_state import model_prepared
 from .core.validation import check_call_settings, check_choice
 from .generation import attribute_generation
@@ -182,7 +183,7 @@ class Explainer:
 
     def bytes_per_path_point(self, L: int) -> int:
         """Estimated autograd memory of one interpolation point of length L (bytes); see
-        :func:`~aieg_fast.core.context.bytes_per_path_point`."""
+        :func:`~aieg_fast.core.path.bytes_per_path_point`."""
         return bytes_per_path_point(self.adapter, L)
 
     # ------------------------------------------------------------------ public API

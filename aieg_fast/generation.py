@@ -38,7 +38,8 @@ from typing import Dict, List, Optional, Sequence, Union
 import torch
 
 from . import ops
-from .core.context import SequenceContext, chunk_size, progress_bar, run_method
+from .core.context import SequenceContext, progress_bar, run_method
+from .core.path import chunk_size
 from .core.model_state import model_prepared
 from .core.validation import check_call_settings, check_int
 from .methods.registry import get_method
@@ -223,8 +224,7 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
         out, used = run_method(m, sctx, opts, sequence=True)
         timing["shared"] = time.perf_counter() - t
         return out, used
-    ctx = ex.context(ex.build_batch(encoded, "right"), list(gen_ids), progress=bar, **settings)
-    ctx.timing = timing
+    ctx = ex.context(ex.build_batch(encoded, "right"), list(gen_ids), progress=bar, timing=timing, **settings)
     pilot_used: Dict[str, str] = {}
     if sctx is not None and getattr(opts, "adaptive", True):
         n_pilot = getattr(opts, m.pilot_option) or settings["n_steps"]

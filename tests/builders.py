@@ -78,3 +78,70 @@ def model_state(ex):
     m = ex.model
     hooks = sum(len(mod._forward_hooks) + len(mod._forward_pre_hooks) for mod in m.modules())
     return ([p.requires_grad for p in m.parameters()], [mod.training for mod in m.modules()], m.config._attn_implementation, hooks)
+
+
+# ------------------------------------------------------------------------------------------
+# model families: one FamilySpec per family, defined in tests/families/fam_*.py
+# ------------------------------------------------------------------------------------------
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any, Callable, Dict, Optional  # noqa: E402
+
+#: sizes every tiny family config shares (two layers, GQA where the family has it)
+TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=64, initializer_range=0.1)
+
+
+@dataclass
+class FamilySpec:
+    """A tiny random-weight model of one family.
+
+    Attributes:
+        name: the family (its ``model_type``).
+        config: () -> the tiny config (the tokenizer's special ids already set).
+        lm: the ``...ForCausalLM`` class; classifier: the ``...ForSequenceClassification`` class or None.
+        tokenizer: "sentencepiece" (BOS, PAD) or "byte_level" (no BOS).
+        qk_rebuild: whether attention can be rebuilt from q, k (False for ALiBi and the like;
+            ``reason`` says why).
+        min_transformers: the lowest transformers version that has the family.
+    """
+
+    name: str
+    config: Callable[[Any], Any]
+    lm: Any
+    classifier: Any = None
+    tokenizer: str = "sentencepiece"
+    qk_rebuild: bool = True
+    reason: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    def build(self, classifier: bool = False, seed: int = 0, num_labels: int = 2):
+        """(model in eval mode, tokenizer)."""
+        tok = sentencepiece_like_tokenizer() if self.tokenizer == "sentencepiece" else byte_level_tokenizer()
+        cfg = self.config(tok)
+        cfg.num_labels = num_labels
+        torch.manual_seed(seed)
+        cls = self.classifier if classifier else self.lm
+        return cls(cfg).eval(), tok
+
+
+def special_ids(tok) -> Dict[str, Optional[int]]:
+    """bos/eos/pad ids of a test tokenizer, as config keyword arguments."""
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    return dict(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=pad)
+
+
+def family_specs() -> Dict[str, FamilySpec]:
+    """Every FamilySpec in tests/families/fam_*.py (each module defines ``FAMILIES``)."""
+    import importlib.util
+    from pathlib import Path
+
+    out: Dict[str, FamilySpec] = {}
+    for path in sorted((Path(__file__).parent / "families").glob("fam_*.py")):
+        spec = importlib.util.spec_from_file_location(f"families_{path.stem}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for f in mod.FAMILIES:
+            if f.name in out:
+                raise ValueError(f"family {f.name!r} is defined twice")
+            out[f.name] = f
+    return out

@@ -109,8 +109,8 @@ class ProjectionCapture(_Hooks):
         self.pe: Dict[int, tuple] = {}
         try:
             for l in layers:
-                for module, names, sizes in adapter.qkv_points(l):
-                    self.handles.append(module.register_forward_hook(self._qkv_hook(l, names, sizes)))
+                for module, reader in adapter.qkv_points(l):
+                    self.handles.append(module.register_forward_hook(self._qkv_hook(l, reader)))
                 if need_rope:
                     self.handles.append(adapter.attn_modules[l].register_forward_pre_hook(self._pe_hook(l), with_kwargs=True))
                 if grad_source == "post_o":
@@ -126,13 +126,12 @@ class ProjectionCapture(_Hooks):
         # with frozen parameters nothing below this layer needs a gradient: start the graph here
         return x if x.requires_grad else x.detach().requires_grad_(True)
 
-    def _qkv_hook(self, l, names, sizes):
+    def _qkv_hook(self, l, reader):
         stores = {"q": self.q, "k": self.k, "v": self.v}
 
         def hook(module, inputs, output):
-            out = output.detach()
-            parts = (out,) if sizes is None else out.split(list(sizes), dim=-1)
-            for name, part in zip(names, parts):
+            out = output[0] if isinstance(output, tuple) else output
+            for name, part in reader(out.detach()).items():
                 stores[name][l] = part
 
         return hook

@@ -13,44 +13,10 @@ from .. import ops
 from .batch import Batch
 from .capture import AttentionCapture
 from .model_state import model_prepared
-from .validation import parse_memory
+from .path import chunk_size
 from .vjp import sequence_scores
 
-__all__ = ["Context", "SequenceContext", "progress_bar", "run_method", "bytes_per_path_point", "chunk_size", "DEFAULT_MAX_MEMORY"]
-
-#: the budget for the automatic internal batch size when no ``max_memory`` is given
-DEFAULT_MAX_MEMORY = "2GB"
-
-
-def bytes_per_path_point(adapter, L: int) -> int:
-    """Estimated autograd memory of one interpolation point of length L (bytes).
-
-    Estimate: per layer, about 16 activations of width ``hidden`` per token (attention
-    projections, norms, MLP with its 4x-wide intermediate), plus the L×L attention
-    probabilities of every head when the model runs eager attention (SDPA kernels do not
-    keep them), in the parameter dtype, and the embeddings' gradient.
-    Used by the automatic ``internal_batch_size`` (``max_memory``).
-    """
-    esize = adapter.embeddings.weight.element_size()
-    per_layer = L * adapter.hidden_size * 16
-    if getattr(adapter.model.config, "_attn_implementation", None) == "eager":
-        per_layer += adapter.n_heads * L * L * 2  # eager attention keeps the probabilities for the backward
-    return int(esize * (adapter.n_layers * per_layer + 4 * L * adapter.hidden_size)) + 1
-
-
-def chunk_size(adapter, L: int, internal_batch_size, max_memory) -> int:
-    """Path points per forward/backward: ``internal_batch_size``, or what fits ``max_memory``.
-
-    Raises:
-        ValueError: ``internal_batch_size`` not a positive int or None; a bad ``max_memory``.
-    """
-    if internal_batch_size is not None:
-        if isinstance(internal_batch_size, bool) or not isinstance(internal_batch_size, int) or internal_batch_size < 1:
-            raise ValueError(f"internal_batch_size must be a positive int or None, got {internal_batch_size!r}")
-        return internal_batch_size
-    budget = parse_memory(max_memory if max_memory is not None else DEFAULT_MAX_MEMORY)
-    return max(1, budget // bytes_per_path_point(adapter, L))
-
+__all__ = ["Context", "SequenceContext", "progress_bar", "run_method"]
 
 @dataclass
 class Context:

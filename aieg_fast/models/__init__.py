@@ -6,7 +6,7 @@
 * :mod:`.loading` — hub id / directory / model object / aliases; :mod:`.embedded` — the
   embedded SmolLM2-135M-Instruct and the user cache.
 """
-from .base import DecoderAdapter, QKVPoint
+from .base import DecoderAdapter, QKVPoint, split_last
 from .embedded import DEFAULT_MODEL, NANO_NAME, cache_dir, embedded_model_path, nano_path
 from .gpt2 import GPT2Adapter
 from .llama import LlamaAdapter
@@ -23,5 +23,5 @@ SUPPORTED_ARCHITECTURES = supported_architectures()
 __all__ = [
     "DEFAULT_MODEL", "NANO_NAME", "SUPPORTED_ARCHITECTURES", "DecoderAdapter", "GPT2Adapter", "LlamaAdapter", "QKVPoint",
     "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "load_hf_model", "nano_path", "register_adapter",
-    "supported_architectures", "supported_model_types", "unregister_adapter",
+    "split_last", "supported_architectures", "supported_model_types", "unregister_adapter",
 ]

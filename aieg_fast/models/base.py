@@ -8,16 +8,29 @@ subclass in its own file (``gpt2.py``, ``llama.py``) registered by ``model_type`
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["DecoderAdapter", "QKVPoint"]
+__all__ = ["DecoderAdapter", "QKVPoint", "split_last"]
 
-#: One place q/k/v are read: (module whose forward output holds them, the names of the pieces in
-#: its output's last dimension in order, their widths or None for one piece).
-QKVPoint = Tuple[nn.Module, Tuple[str, ...], Optional[Tuple[int, ...]]]
+#: One place q/k/v are read: (module, reader). The reader gets the module's forward output and
+#: returns some of ``{"q", "k", "v"}`` as Tensor[B, L, heads·head_dim] (heads concatenated in the
+#: last dimension, before RoPE, after any q/k norm the family applies).
+QKVPoint = Tuple[nn.Module, Callable[[Tensor], Dict[str, Tensor]]]
+
+
+def split_last(names: Sequence[str], sizes: Optional[Sequence[int]] = None) -> Callable[[Tensor], Dict[str, Tensor]]:
+    """A :data:`QKVPoint` reader that splits the output's last dimension into consecutive pieces
+    (``sizes``; None = the whole output is the one piece ``names[0]``)."""
+    names = tuple(names)
+
+    def read(out: Tensor) -> Dict[str, Tensor]:
+        parts = (out,) if sizes is None else out.split(list(sizes), dim=-1)
+        return dict(zip(names, parts))
+
+    return read
 
 
 class DecoderAdapter:
@@ -83,7 +96,7 @@ class DecoderAdapter:
         raise NotImplementedError
 
     def qkv_points(self, layer: int) -> List[QKVPoint]:
-        """Where the q, k and v projections of ``layer`` are read (before RoPE)."""
+        """Where the q, k and v of ``layer`` are read (before RoPE): (module, reader) pairs."""
         raise NotImplementedError
 
     def o_proj(self, layer: int) -> nn.Module:

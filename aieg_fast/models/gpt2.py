@@ -2,7 +2,7 @@
 added inside the model, fused q/k/v projection ``c_attn``, output projection ``c_proj``."""
 from __future__ import annotations
 
-from .base import DecoderAdapter
+from .base import DecoderAdapter, split_last
 
 __all__ = ["GPT2Adapter"]
 
@@ -22,7 +22,7 @@ class GPT2Adapter(DecoderAdapter):
 
     def qkv_points(self, layer):
         D = self.hidden_size
-        return [(self.attn_modules[layer].c_attn, ("q", "k", "v"), (D, D, D))]
+        return [(self.attn_modules[layer].c_attn, split_last("qkv", (D, D, D)))]
 
     def o_proj(self, layer):
         return self.attn_modules[layer].c_proj

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import DecoderAdapter
+from .base import DecoderAdapter, split_last
 
 __all__ = ["LlamaAdapter", "rotate_half_rope"]
 
@@ -38,7 +38,7 @@ class LlamaAdapter(DecoderAdapter):
 
     def qkv_points(self, layer):
         a = self.attn_modules[layer]
-        return [(a.q_proj, ("q",), None), (a.k_proj, ("k",), None), (a.v_proj, ("v",), None)]
+        return [(a.q_proj, split_last("q")), (a.k_proj, split_last("k")), (a.v_proj, split_last("v"))]
 
     def o_proj(self, layer):
         return self.attn_modules[layer].o_proj

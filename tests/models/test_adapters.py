@@ -11,7 +11,7 @@ import torch
 
 import aieg_fast
 from aieg_fast.core.capture import AttentionCapture, ProjectionCapture
-from aieg_fast.models import LlamaAdapter, adapter_for, register_adapter, supported_model_types, unregister_adapter
+from aieg_fast.models import LlamaAdapter, adapter_for, register_adapter, unregister_adapter
 from builders import make_tiny_gpt2, make_tiny_llama, sentencepiece_like_tokenizer
 
 TEXT = "the movie is good and the actors are great"
@@ -21,10 +21,6 @@ FAMILIES = {
     "llama": lambda: make_tiny_llama(seed=3),
     "llama_clf": lambda: make_tiny_llama(seed=3, classifier=True),
 }
-
-
-def test_every_registered_family_is_covered():
-    assert {k.split("_")[0] for k in FAMILIES} == set(supported_model_types())
 
 
 def _ids(tok):
@@ -54,8 +50,8 @@ def test_hook_points_capture_the_model(family):
     mods = set(model.modules())
     for l in range(ad.n_layers):
         assert ad.attn_modules[l] in mods and ad.o_proj(l) in mods
-        for module, names, sizes in ad.qkv_points(l):
-            assert module in mods and set(names) <= {"q", "k", "v"}
+        for module, reader in ad.qkv_points(l):
+            assert module in mods and callable(reader)
     ids = _ids(tok)
     layers = list(range(ad.n_layers))
     with ProjectionCapture(ad, layers, "pre_o", ad.has_rope) as cap, torch.no_grad():

@@ -1,0 +1,49 @@
+"""Per-call time of small attributions on the tiny GPT-2 of tests/builders.py, where the fixed
+work of a call (argument checks, tokenising, the batch, the context, recording backends, building
+the result) is a visible share of the total. Used to compare two checkouts side by side:
+
+    python benchmarks/bench_call_overhead.py                     # this checkout
+    PYTHONPATH=/path/to/other python /path/to/other/benchmarks/bench_call_overhead.py --tests /path/to/other/tests
+
+Prints the median over --calls calls per method (one torch thread, after 20 warm-up calls).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tests", default=str(Path(__file__).resolve().parents[1] / "tests"), help="folder with builders.py")
+    ap.add_argument("--methods", default="saliency,input_x_gradient,integrated_gradients")
+    ap.add_argument("--calls", type=int, default=200)
+    args = ap.parse_args(argv)
+    sys.path.insert(0, args.tests)
+    import torch
+
+    import aieg_fast
+    from builders import make_tiny_gpt2
+
+    torch.set_num_threads(1)
+    ex = aieg_fast.load_model(*make_tiny_gpt2())
+    text = " ".join(["the movie is good and the actors are great"] * 3)
+    for m in args.methods.split(","):
+        kw = dict(n_steps=50, internal_batch_size=10) if "integrated" in m else {}
+        n = args.calls if not kw else max(10, args.calls // 5)
+        for _ in range(20):
+            ex.attribute(text, method=m, **kw)
+        ts = []
+        for _ in range(n):
+            t = time.perf_counter()
+            ex.attribute(text, method=m, **kw)
+            ts.append(time.perf_counter() - t)
+        print(f"{m:24s} {statistics.median(ts) * 1e3:8.3f} ms  (median of {n} calls, L = {len(ex.encode(text)[0])})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
