@@ -96,7 +96,8 @@ class FamilySpec:
     """A tiny random-weight model of one family.
 
     Attributes:
-        name: the family (its ``model_type``).
+        name: the spec's name: the family's ``model_type``, or ``model_type-variant`` for a
+            second configuration of a family (e.g. ``stablelm-qk_layernorm``).
         config: () -> the tiny config (the tokenizer's special ids already set).
         lm: the ``...ForCausalLM`` class; classifier: the ``...ForSequenceClassification`` class or None.
         tokenizer: "sentencepiece" (BOS, PAD) or "byte_level" (no BOS).
@@ -113,6 +114,10 @@ class FamilySpec:
     qk_rebuild: bool = True
     reason: str = ""
     extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_type(self) -> str:
+        return self.name.split("-", 1)[0]
 
     def build(self, classifier: bool = False, seed: int = 0, num_labels: int = 2):
         """(model in eval mode, tokenizer)."""
