@@ -14,7 +14,7 @@ from .core.path import bytes_per_path_point
 from .core.model_state import model_prepared
 from .core.validation import check_call_settings, check_choice
 from .generation import attribute_generation
-from .methods.registry import get_method
+from .methods.registry import check_model, get_method
 from .models import adapter_for, load_hf_model
 from .result import Attribution
 
@@ -235,6 +235,7 @@ class Explainer:
         m = get_method(method)
         check_call_settings(n_steps, target_fn, backend)
         opts = m.options(**options)
+        check_model(m, opts, self.adapter)
         check_choice("padding_side", padding_side, ("left", "right"))
         texts, targets = self._texts_and_targets(text, target, template)
         t0 = time.perf_counter()

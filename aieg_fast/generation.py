@@ -42,7 +42,7 @@ from .core.context import SequenceContext, progress_bar, run_method
 from .core.path import chunk_size
 from .core.model_state import model_prepared
 from .core.validation import check_call_settings, check_int
-from .methods.registry import get_method
+from .methods.registry import check_model, get_method
 from .result import Attribution
 
 __all__ = ["attribute_generation"]
@@ -180,6 +180,7 @@ def attribute_generation(
     m = get_method(method)
     check_call_settings(n_steps, target_fn, backend)
     opts = m.options(**options)
+    check_model(m, opts, ex.adapter)
     prompt_ids, prompt_fixed = ex.encode(prompt, template)
     gen_ids = _given_ids(ex, generated_text) if generated_text is not None else None
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)

@@ -127,6 +127,9 @@ class AIEG(Method):
     shares_pilot = True
     pilot_option = "n_pilot"
 
+    def needs_attention(self, opts) -> bool:
+        return opts.attn_layers != "none"
+
     def run(self, ctx, o):
         use_attn = o.attn_layers != "none"
         layers = attention_layers(ctx.adapter, o.attn_layers) if use_attn else None

@@ -48,6 +48,9 @@ class Attention(Method):
     doc = "Attention of the predicting position (last layer, mean over layers, or rollout)"
     Options = AttentionOptions
 
+    def needs_attention(self, opts) -> bool:
+        return True
+
     def run(self, ctx, o):
         layers = attention_layers(ctx.adapter, o.attn_layers)
         with model_prepared(ctx.model, eager=True):

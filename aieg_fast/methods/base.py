@@ -80,6 +80,11 @@ class Method:
         check_options(cls.name, values, cls.option_names())
         return cls.Options(**values)
 
+    def needs_attention(self, opts) -> bool:
+        """Whether the method reads attention (probabilities, q/k/v, the output projection) with
+        these options; such methods are refused for families without attention layers."""
+        return False
+
     def run(self, ctx, opts) -> MethodOutput:
         """Explain ``ctx.batch``: one score row per example (see :class:`MethodOutput`)."""
         raise NotImplementedError

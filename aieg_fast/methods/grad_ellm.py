@@ -239,6 +239,9 @@ class GradELLM(Method):
     doc = "Grad-ELLM: gradient x value x loosened attention, top layers (Huang & Chan 2026, arXiv 2601.03089)"
     Options = GradELLMOptions
 
+    def needs_attention(self, opts) -> bool:
+        return True
+
     def run(self, ctx, o):
         p, layers, use_rope = _settings(ctx.adapter, o)
         ad, batch = ctx.adapter, ctx.batch

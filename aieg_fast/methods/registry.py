@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Tuple
 
 from .base import Method
 
-__all__ = ["METHODS", "register", "get_method", "list_methods", "method_options", "parse_method_spec", "option_value"]
+__all__ = ["METHODS", "register", "get_method", "list_methods", "method_options", "check_model", "parse_method_spec", "option_value"]
 
 #: name → method instance, in registration order
 METHODS: Dict[str, Method] = {}
@@ -52,6 +52,22 @@ def method_options(method: str) -> Dict[str, Any]:
         ValueError: unknown method.
     """
     return get_method(method).defaults()
+
+
+def check_model(method: Method, opts, adapter) -> None:
+    """Refuse, before any work, a method that needs attention on a family without attention layers.
+
+    Raises:
+        ValueError: names the method, the model's architecture, what it has instead of attention,
+            and the methods (with their default options) that work on it.
+    """
+    if method.needs_attention(opts) and not adapter.has_attention:
+        usable = [n for n, m in METHODS.items() if not m.needs_attention(m.options())]
+        hint = " or aieg with attn_layers='none'" if "aieg" in METHODS else ""
+        raise ValueError(
+            f"method {method.name!r} needs attention layers, but {adapter.arch} has none "
+            f"({adapter.attention_free_reason}); use one of {usable}{hint}"
+        )
 
 
 def parse_method_spec(spec: str) -> Tuple[str, dict]:

@@ -51,6 +51,9 @@ class ScaledAttention(Method):
     doc = "Scaled attention α∇α (Serrano & Smith 2019; Chrysostomou & Aletras 2022)"
     Options = ScaledAttentionOptions
 
+    def needs_attention(self, opts) -> bool:
+        return True
+
     def run(self, ctx, o):
         layers = attention_layers(ctx.adapter, o.attn_layers)
         B = ctx.batch.B

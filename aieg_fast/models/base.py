@@ -58,10 +58,15 @@ class DecoderAdapter:
     architectures: Tuple[str, ...] = ()
     #: whether attention applies rotary position embeddings to q and k
     has_rope: bool = False
+    #: False for families without attention layers (state-space, linear recurrences): the
+    #: attention hooks do not exist, and methods that need them are refused before any work
+    has_attention: bool = True
+    #: what the family has instead of attention (said in the refusal), when ``has_attention`` is False
+    attention_free_reason: str = ""
 
     def __init__(self, model):
         arch = type(model).__name__
-        if arch not in self.architectures:
+        if not self.serves(model):
             raise ValueError(f"model architecture {arch!r} is not supported by {type(self).__name__}; supported: {', '.join(self.architectures)}")
         cfg = model.config
         self.model = model
@@ -70,15 +75,21 @@ class DecoderAdapter:
         self.kind = "classifier" if "SequenceClassification" in arch else "causal_lm"
         self.base = self.decoder(model)
         self.layers = list(self.blocks(self.base))
-        self.attn_modules = [self.attention(blk) for blk in self.layers]
+        self.attn_modules = [self.attention(blk) for blk in self.layers] if self.has_attention else []
         self.n_layers = len(self.layers)
         self.n_heads, self.n_kv_heads, self.hidden_size, self.max_positions = self.config_sizes(cfg)
-        self.head_dim = int(getattr(cfg, "head_dim", None) or self.hidden_size // self.n_heads)
+        self.head_dim = int(getattr(cfg, "head_dim", None) or self.hidden_size // self.n_heads) if self.n_heads else 0
         self.head = model.score if self.kind == "classifier" else model.get_output_embeddings()
         self.embeddings = model.get_input_embeddings()
         self.num_labels = getattr(cfg, "num_labels", None) if self.kind == "classifier" else None
         cap = getattr(cfg, "final_logit_softcapping", None)
         self.logit_softcap = float(cap) if cap and self.kind == "causal_lm" else None
+
+    @classmethod
+    def serves(cls, model) -> bool:
+        """Whether ``model``'s class, or a class it derives from (a renamed subclass), is one of
+        :attr:`architectures`."""
+        return any(c.__name__ in cls.architectures for c in type(model).__mro__)
 
     # ------------------------------------------------------------------ declared per family
     def decoder(self, model) -> nn.Module:

@@ -70,12 +70,14 @@ def adapter_class(config) -> Type[DecoderAdapter]:
 
 
 def adapter_for(model) -> DecoderAdapter:
-    """The adapter of a loaded ``transformers`` model.
+    """The adapter of a loaded ``transformers`` model: the one registered for its
+    ``config.model_type``, when the model's class (or a class it derives from) is one the
+    adapter serves.
 
     Raises:
         ValueError: the model's family or class is not supported (names the supported ones).
     """
     cls = _ADAPTERS.get(getattr(getattr(model, "config", None), "model_type", None))
-    if cls is None or type(model).__name__ not in cls.architectures:
+    if cls is None or not cls.serves(model):
         raise _unsupported(type(model).__name__)
     return cls(model)

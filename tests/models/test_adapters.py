@@ -164,3 +164,45 @@ def test_register_adapter_bad_input():
         register_adapter("x", object)
     with pytest.raises(ValueError, match="no adapter is registered"):
         unregister_adapter("no-such-family")
+
+
+def test_renamed_subclass_of_a_supported_model():
+    """A subclass of a supported class (same model_type) is served by the family's adapter; a
+    user's own model_type needs one register_adapter call naming the adapter and its class."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    class MyLlamaForCausalLM(LlamaForCausalLM):
+        pass
+
+    base, tok = make_tiny_llama(seed=6)
+    renamed = MyLlamaForCausalLM(base.config).eval()
+    renamed.load_state_dict(base.state_dict())
+    ex = aieg_fast.load_model(renamed, tok)
+    assert type(ex.adapter).__name__ == "LlamaAdapter"
+    torch.testing.assert_close(ex.attribute(TEXT, method="integrated_gradients", n_steps=8).scores,
+                               aieg_fast.load_model(base, tok).attribute(TEXT, method="integrated_gradients", n_steps=8).scores)
+
+    class MyConfig(LlamaConfig):
+        model_type = "my-llama"
+
+    class MyLM(LlamaForCausalLM):
+        config_class = MyConfig
+
+    cfg = {k: v for k, v in base.config.to_dict().items() if k != "model_type"}
+    own = MyLM(MyConfig(**cfg)).eval()
+    assert own.config.model_type == "my-llama"
+    own.load_state_dict(base.state_dict())
+    with pytest.raises(ValueError, match="'MyLM' is not supported"):
+        aieg_fast.load_model(own, tok)
+
+    class MyAdapter(LlamaAdapter):
+        architectures = ("MyLM",)
+
+    register_adapter("my-llama", MyAdapter)
+    try:
+        ex2 = aieg_fast.load_model(own, tok)
+        res = ex2.attribute(TEXT, method="grad_ellm", preset="corrected")
+        ref = aieg_fast.load_model(base, tok).attribute(TEXT, method="grad_ellm", preset="corrected")
+        torch.testing.assert_close(res.scores, ref.scores)
+    finally:
+        unregister_adapter("my-llama")

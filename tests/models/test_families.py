@@ -10,7 +10,9 @@ random-weight config each; GQA where the family has it):
   captured input of the output projection;
 * every registered method returns finite scores, and a batch equals single calls (left and right
   padding); generation rows equal per-prefix calls;
-* the attention implementation, dtype and modes are the same after every call.
+* the attention implementation, dtype and modes are the same after every call;
+* a family without attention layers (Mamba) refuses the methods that need attention, with a
+  message, and runs the others.
 """
 from __future__ import annotations
 
@@ -36,6 +38,18 @@ N = 4
 @functools.lru_cache(maxsize=None)
 def explainer(name: str, classifier: bool = False):
     return aieg_fast.load_model(*SPECS[name].build(classifier=classifier))
+
+
+def _needs_attention(method: str) -> bool:
+    m = aieg_fast.get_method(method)
+    return m.needs_attention(m.options())
+
+
+def _refuses(ex, call):
+    before = model_state(ex)
+    with pytest.raises(ValueError, match=r"needs attention layers, but .* has none \(.+\); use one of \["):
+        call()
+    assert model_state(ex) == before
 
 
 def _ids(tok):
@@ -70,8 +84,10 @@ def test_F_equals_model_output(name, head):
 @pytest.mark.parametrize("name", NAMES)
 def test_captured_attention_equals_eager(name):
     model, tok = SPECS[name].build()  # its own model: output_attentions leaves hooks behind
-    model.set_attn_implementation("eager")
     ad = adapter_for(model)
+    if not ad.has_attention:
+        pytest.skip(f"{name} has no attention layers ({ad.attention_free_reason})")
+    model.set_attn_implementation("eager")
     ids = _ids(tok)
     L = ids.shape[1]
     layers = list(range(ad.n_layers))
@@ -91,8 +107,10 @@ def test_captured_attention_equals_eager(name):
 def test_qkv_read_where_the_family_computes_them(name):
     spec = SPECS[name]
     model, tok = spec.build(seed=1)
-    model.set_attn_implementation("eager")
     ad = adapter_for(model)
+    if not ad.has_attention:
+        pytest.skip(f"{name} has no attention layers ({ad.attention_free_reason})")
+    model.set_attn_implementation("eager")
     ids = _ids(tok)
     L, H, Hkv, d = ids.shape[1], ad.n_heads, ad.n_kv_heads, ad.head_dim
     layers = list(range(ad.n_layers))
@@ -125,6 +143,9 @@ def test_qkv_read_where_the_family_computes_them(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_method_batch_equals_single(name, method):
     ex = explainer(name)
+    if _needs_attention(method) and not ex.adapter.has_attention:
+        _refuses(ex, lambda: ex.attribute([TEXT, SHORT], method=method, n_steps=N))
+        return
     before = model_state(ex) + ([p.dtype for p in ex.model.parameters()],)
     single = [ex.attribute(t, method=method, n_steps=N) for t in (TEXT, SHORT)]
     for s in single:
@@ -142,6 +163,9 @@ def test_every_method_batch_equals_single(name, method):
 def test_generation_rows_equal_per_prefix_calls(name, method):
     ex = explainer(name)
     prompt = "the movie is good"
+    if _needs_attention(method) and not ex.adapter.has_attention:
+        _refuses(ex, lambda: ex.attribute_generation(prompt, generated_text=" and", method=method, n_steps=N))
+        return
     enc = ex.tokenizer(" and the actors", add_special_tokens=False, return_offsets_mapping=True)
     gen = enc["input_ids"][:2]
     prefix = " and the actors"[: enc["offset_mapping"][0][1]]  # the text of the first generated token
@@ -153,3 +177,12 @@ def test_generation_rows_equal_per_prefix_calls(name, method):
         assert single.token_ids == p_ids + gen[:t]
         attr = torch.tensor(single.attributable)
         torch.testing.assert_close(res.scores[t, : Lp + t][attr], single.scores[attr], atol=1e-5, rtol=1e-4)
+
+
+def test_attention_free_family_runs_aieg_without_attention():
+    names = [n for n in NAMES if not explainer(n).adapter.has_attention]
+    assert names, "no attention-free family to check"
+    for n in names:
+        ex = explainer(n)
+        res = ex.attribute(TEXT, method="aieg", n_steps=N, attn_layers="none")
+        assert torch.isfinite(res.scores).all() and res.scores.abs().sum() > 0
