@@ -8,20 +8,27 @@
 """
 from .base import DecoderAdapter, QKVPoint, split_last
 from .embedded import DEFAULT_MODEL, NANO_NAME, cache_dir, embedded_model_path, nano_path
+from .falcon import FalconAdapter
 from .gpt2 import GPT2Adapter
+from .gptj import GPTJAdapter
 from .llama import LlamaAdapter
 from .loading import load_hf_model
+from .opt import OPTAdapter
 from .registry import (adapter_class, adapter_for, register_adapter, supported_architectures, supported_model_types,
                        unregister_adapter)
 
 register_adapter("gpt2", GPT2Adapter)
 register_adapter("llama", LlamaAdapter)
+register_adapter("gptj", GPTJAdapter)
+register_adapter("opt", OPTAdapter)
+register_adapter("falcon", FalconAdapter)
 
 #: the architectures of the built-in adapters (``supported_architectures()`` includes user ones)
 SUPPORTED_ARCHITECTURES = supported_architectures()
 
 __all__ = [
     "DEFAULT_MODEL", "NANO_NAME", "SUPPORTED_ARCHITECTURES", "DecoderAdapter", "GPT2Adapter", "LlamaAdapter", "QKVPoint",
+    "FalconAdapter", "GPTJAdapter", "OPTAdapter",
     "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "load_hf_model", "nano_path", "register_adapter",
     "split_last", "supported_architectures", "supported_model_types", "unregister_adapter",
 ]
