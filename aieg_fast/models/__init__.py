@@ -1,29 +1,41 @@
 """Model families and loading.
 
 * :mod:`.base` — :class:`DecoderAdapter`, what a method may ask of an architecture;
-* one file per family (:mod:`.gpt2`, :mod:`.llama`), registered here by ``model_type``;
+* one file per family (:mod:`.gpt2`, :mod:`.llama`, ...), registered here by ``model_type``
+  (:data:`BUILTIN_FAMILIES`);
 * :mod:`.registry` — :func:`register_adapter`, :func:`adapter_for`;
 * :mod:`.loading` — hub id / directory / model object / aliases; :mod:`.embedded` — the
   embedded SmolLM2-135M-Instruct and the user cache.
 """
 from .base import DecoderAdapter, QKVPoint, split_last
 from .embedded import DEFAULT_MODEL, NANO_NAME, cache_dir, embedded_model_path, nano_path
+from .falcon import FalconAdapter
 from .gpt2 import GPT2Adapter
+from .gptj import GPTJAdapter
 from .llama import LlamaAdapter
-from .mamba import MambaAdapter
 from .loading import load_hf_model
+from .mamba import MambaAdapter
+from .opt import OPTAdapter
 from .registry import (adapter_class, adapter_for, register_adapter, supported_architectures, supported_model_types,
                        unregister_adapter)
 
-register_adapter("gpt2", GPT2Adapter)
-register_adapter("llama", LlamaAdapter)
-register_adapter("mamba", MambaAdapter)
+#: ``config.model_type`` → adapter of every built-in family
+BUILTIN_FAMILIES = {
+    "gpt2": GPT2Adapter,
+    "llama": LlamaAdapter,
+    "mamba": MambaAdapter,
+    "gptj": GPTJAdapter,
+    "opt": OPTAdapter,
+    "falcon": FalconAdapter,
+}
+for _model_type, _adapter in BUILTIN_FAMILIES.items():
+    register_adapter(_model_type, _adapter)
 
 #: the architectures of the built-in adapters (``supported_architectures()`` includes user ones)
 SUPPORTED_ARCHITECTURES = supported_architectures()
 
 __all__ = [
-    "DEFAULT_MODEL", "NANO_NAME", "SUPPORTED_ARCHITECTURES", "DecoderAdapter", "GPT2Adapter", "LlamaAdapter", "MambaAdapter", "QKVPoint",
+    "BUILTIN_FAMILIES", "DEFAULT_MODEL", "NANO_NAME", "SUPPORTED_ARCHITECTURES", "DecoderAdapter", "QKVPoint",
     "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "load_hf_model", "nano_path", "register_adapter",
     "split_last", "supported_architectures", "supported_model_types", "unregister_adapter",
-]
+] + [a.__name__ for a in BUILTIN_FAMILIES.values()]
