@@ -91,7 +91,8 @@ def build_batch(adapter, encoded: Sequence[Tuple[List[int], List[bool]]], pad_id
     ids_t, mask, position_ids, fixed, last_index = (t.to(dev) for t in (ids_t, mask, position_ids, fixed, last_index))
     with torch.no_grad():
         E = adapter.embeddings(ids_t).detach()
-        ref = emb_w[ref_token_id].detach()
+        # through the embedding module, as E, so any scaling inside it applies to E′ too
+        ref = adapter.embeddings(torch.tensor([ref_token_id], device=dev))[0].detach()
         Eb = torch.where(fixed.unsqueeze(-1), E, ref.view(1, 1, -1).expand_as(E))
     return Batch(ids_t, mask, position_ids, last_index, fixed, E, Eb, tuple(lengths), tuple(offsets))
 

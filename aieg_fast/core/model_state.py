@@ -24,6 +24,10 @@ def model_prepared(model, eager: bool = False):
     Args:
         model: a ``transformers`` model.
         eager: switch to eager attention (needed to read attention probabilities).
+
+    Raises:
+        RuntimeError: ``eager`` and the model cannot switch its attention implementation at run
+            time (transformers only logs it for such models); nothing is left changed.
     """
     lists = _LISTS.get(model)
     if lists is None:
@@ -40,6 +44,12 @@ def model_prepared(model, eager: bool = False):
             m.training = False
         if switch:
             model.set_attn_implementation("eager")
+            if model.config._attn_implementation != "eager":  # transformers only logged that it cannot
+                raise RuntimeError(
+                    f"{type(model).__name__} cannot switch to eager attention at run time, which this method needs to "
+                    f"read attention probabilities (it runs {old_impl!r}); load the model with "
+                    f"attn_implementation='eager'"
+                )
         yield
     finally:
         for p in trainable:

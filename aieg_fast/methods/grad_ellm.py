@@ -303,14 +303,20 @@ def _score(ad, p, layers, q, k, v, pe, g_rows, src, li, valid, use_rope):
     """Grad-ELLM scores of R rows from captured projections (spec §5.1 step 5).
 
     Row r reads the captured sequence ``src[r]`` (q/k/v Tensor[S, L, ·]), its predicting
-    position ``li[r]`` and gradient ``g_rows[ℓ][r]`` Tensor[D_A]; ``valid`` Tensor[R, L].
+    position ``li[r]`` and gradient ``g_rows[ℓ][r]`` Tensor[D_A]; ``valid`` Tensor[R, L] (the
+    positions row r can see). In a layer with a sliding window w (``ad.sliding_window(l)``) the
+    predicting position sees only keys i > li[r] − w (indices in the row, as the model's mask),
+    so λ and the scores of that layer are restricted to them.
     Returns (total Tensor[R, L], per-layer scores before the ReLU).
     """
     H, Hkv = ad.n_heads, ad.n_kv_heads
     R, L = valid.shape
     total = torch.zeros(R, L, dtype=torch.float32, device=valid.device)
+    pos = torch.arange(L, device=valid.device)
     per_layer = []
     for l, G in zip(layers, g_rows):
+        w = ad.sliding_window(l)
+        seen = valid if w is None else valid & (pos.unsqueeze(0) > li.unsqueeze(1) - w)
         ql, kl, vl = q[l].float(), k[l].float(), v[l].float()
         if use_rope:
             cos, sin = pe[l]
@@ -320,19 +326,18 @@ def _score(ad, p, layers, q, k, v, pe, g_rows, src, li, valid, use_rope):
         vx = expand_kv(vl, H, Hkv, p["kv_expansion"])[src]
         qt = ql[src, li]  # [R, D]
         g = G.float()  # [R, D]
-        lam = spatial_weights(qt, kx, valid, p["lambda_mode"], H, ad.attention_scaling(l))
+        lam = spatial_weights(qt, kx, seen, p["lambda_mode"], H, ad.attention_scaling(l))
         if lam.dim() == 3:  # per head: [R, H, L]
             gv = (vx.reshape(R, L, H, -1) * g.reshape(R, 1, H, -1)).sum(-1)  # [R, L, H]
             s = (lam.transpose(1, 2) * gv).sum(-1)
         else:
             s = lam * (vx * g.unsqueeze(1)).sum(-1)
-        s = torch.where(valid, s, torch.zeros_like(s))
+        s = torch.where(seen, s, torch.zeros_like(s))
         per_layer.append(s)
         total = total + (s.clamp_min(0) if p["relu"] == "per_layer" else s)
     if p["relu"] == "after_sum":
         total = total.clamp_min(0)
     return total, per_layer
-
 
 
 def _settings(ad, o: GradELLMOptions):

@@ -15,7 +15,13 @@ from .gptj import GPTJAdapter
 from .llama import LlamaAdapter
 from .loading import load_hf_model
 from .mamba import MambaAdapter
+from .mistral import MistralAdapter
+from .mixtral import MixtralAdapter
 from .opt import OPTAdapter
+from .qwen2 import Qwen2Adapter
+from .qwen2_moe import Qwen2MoeAdapter
+from .qwen3 import Qwen3Adapter
+from .qwen3_moe import Qwen3MoeAdapter
 from .registry import (adapter_class, adapter_for, register_adapter, supported_architectures, supported_model_types,
                        unregister_adapter)
 
@@ -27,6 +33,12 @@ BUILTIN_FAMILIES = {
     "gptj": GPTJAdapter,
     "opt": OPTAdapter,
     "falcon": FalconAdapter,
+    "mistral": MistralAdapter,
+    "mixtral": MixtralAdapter,
+    "qwen2": Qwen2Adapter,
+    "qwen2_moe": Qwen2MoeAdapter,
+    "qwen3": Qwen3Adapter,
+    "qwen3_moe": Qwen3MoeAdapter,
 }
 for _model_type, _adapter in BUILTIN_FAMILIES.items():
     register_adapter(_model_type, _adapter)

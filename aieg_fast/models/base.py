@@ -63,6 +63,11 @@ class DecoderAdapter:
     has_attention: bool = True
     #: what the family has instead of attention (said in the refusal), when ``has_attention`` is False
     attention_free_reason: str = ""
+    #: c of a ``c·tanh(s/c)`` soft-capping of the attention logits inside attention, or None
+    attn_logit_softcap: Optional[float] = None
+    #: keyword arguments ``load_model`` passes to ``from_pretrained`` for this family (e.g. an
+    #: attention implementation the family cannot switch away from at run time)
+    load_kwargs: Dict[str, object] = {}
 
     def __init__(self, model):
         arch = type(model).__name__
@@ -125,6 +130,12 @@ class DecoderAdapter:
     def apply_rope(self, x: Tensor, cos: Tensor, sin: Tensor, n_heads: int) -> Tensor:
         """x Tensor[B, L, n_heads·d] rotated as the model rotates q and k."""
         raise NotImplementedError(f"{type(self).__name__} has no rotary embeddings")
+
+    def sliding_window(self, layer: int) -> Optional[int]:
+        """How many positions (the query's own included) a query of ``layer`` attends to, or
+        None for full causal attention (the default). A query at row index t sees keys
+        t − w < i ≤ t, as the model's sliding-window mask."""
+        return None
 
     def attention_scaling(self, layer: int) -> float:
         """The factor applied to q·k before the softmax in ``layer``."""

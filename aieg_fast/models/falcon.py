@@ -29,17 +29,15 @@ What is special and how the adapter handles it:
   function than the model computes under SDPA.
 * **Attention implementation.** transformers cannot switch a Falcon model's attention
   implementation at run time (the modeling file does not use the attention interface:
-  ``set_attn_implementation`` only logs a warning), so aieg_fast's temporary switch to eager
-  attention does nothing and the methods that read attention probabilities (``attention``,
-  ``scaled_attention``, ``aieg``) fail with a RuntimeError on a model loaded with SDPA (the
-  ``from_pretrained`` default). Load Falcon with ``attn_implementation="eager"`` for those
-  methods (eager and SDPA compute the same rotary Falcon); the other methods work with either.
-  The adapter warns once when it sees a non-eager Falcon.
+  ``set_attn_implementation`` only logs a warning). ``load_model`` therefore loads Falcon with
+  ``attn_implementation="eager"`` (:attr:`FalconAdapter.load_kwargs`; eager and SDPA compute the
+  same rotary Falcon). A Falcon model object built with SDPA still runs the methods that need no
+  attention probabilities; ``attention``, ``scaled_attention`` and ``aieg`` then stop with a
+  RuntimeError that says to load it with ``attn_implementation="eager"``
+  (:func:`~aieg_fast.core.model_state.model_prepared`).
 * No final logit soft-capping; LM head without bias (tied to the word embeddings).
 """
 from __future__ import annotations
-
-import warnings
 
 from .base import DecoderAdapter, split_last
 from .llama import rotate_half_rope
@@ -50,6 +48,7 @@ __all__ = ["FalconAdapter"]
 class FalconAdapter(DecoderAdapter):
     architectures = ("FalconForCausalLM", "FalconForSequenceClassification")
     has_rope = True
+    load_kwargs = {"attn_implementation": "eager"}
 
     def __init__(self, model):
         super().__init__(model)
@@ -59,14 +58,6 @@ class FalconAdapter(DecoderAdapter):
                 "Falcon with ALiBi (config.alibi=True, e.g. falcon-rw-1b) is not supported: its attention cannot be "
                 "rebuilt from q and k, and transformers' eager ALiBi path (needed to read attention probabilities) "
                 "adds the bias twice, so it computes another function than the SDPA path; see aieg_fast.models.falcon"
-            )
-        impl = getattr(cfg, "_attn_implementation", None)
-        if impl not in (None, "eager"):
-            warnings.warn(
-                f"{self.arch} uses {impl!r} attention and transformers cannot switch Falcon to eager attention at run "
-                "time: the methods that read attention probabilities (attention, scaled_attention, aieg) need the "
-                "model loaded with attn_implementation='eager'; the other methods work as loaded",
-                stacklevel=2,
             )
 
     def decoder(self, model):

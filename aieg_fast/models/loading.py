@@ -53,10 +53,10 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
                 f"model must be a hub id or a local model directory; {name!r} is {where} and could not "
                 f"be loaded from the hub ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
             ) from err
-        adapter_class(config)  # refuse an unsupported family before loading weights
+        adapter = adapter_class(config)  # refuse an unsupported family before loading weights
         archs = list(getattr(config, "architectures", None) or [])
         cls = AutoModelForSequenceClassification if any("SequenceClassification" in a for a in archs) else AutoModelForCausalLM
-        m = cls.from_pretrained(name, dtype=dtype)
+        m = cls.from_pretrained(name, dtype=dtype, **adapter.load_kwargs)
         if tokenizer is None:
             tok = AutoTokenizer.from_pretrained(name)
         elif isinstance(tokenizer, (str, Path)):

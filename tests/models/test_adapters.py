@@ -116,47 +116,27 @@ def test_gqa_mapping_is_the_models():
     torch.testing.assert_close(att, ref, atol=1e-5, rtol=1e-4)
 
 
-def _tiny_mistral():
-    from transformers import MistralConfig, MistralForCausalLM
+def test_falcon_loads_eager_and_an_sdpa_object_says_so(tmp_path):
+    """Falcon cannot switch its attention implementation at run time: load_model loads it with
+    eager attention; a Falcon object built with SDPA runs the gradient methods, and the methods
+    that read attention stop with a message (the model left as it was)."""
+    from builders import family_specs, model_state
 
-    tok = sentencepiece_like_tokenizer()
-    cfg = MistralConfig(
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=32, intermediate_size=64,
-        vocab_size=len(tok), max_position_embeddings=64, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id, initializer_range=0.1, sliding_window=None,
-    )
-    torch.manual_seed(0)
-    return MistralForCausalLM(cfg).eval(), tok
-
-
-def test_register_adapter_adds_a_family():
-    """The walk-through of adding a family: a subclass naming its architectures (here the LLaMA
-    layout, which Mistral shares) and one ``register_adapter`` call."""
-    model, tok = _tiny_mistral()
-    with pytest.raises(ValueError, match="not supported"):
-        aieg_fast.load_model(model, tok)
-
-    class MistralAdapter(LlamaAdapter):
-        architectures = ("MistralForCausalLM",)
-
-    register_adapter("mistral", MistralAdapter)
-    try:
-        with pytest.raises(ValueError, match="already has the adapter"):
-            register_adapter("mistral", MistralAdapter)
-        ex = aieg_fast.load_model(model, tok)
-        assert isinstance(ex.adapter, MistralAdapter)
-        res = ex.attribute(TEXT, method="integrated_gradients", n_steps=64)
-        with torch.no_grad():
-            logit = model(torch.tensor([res.token_ids])).logits[0, -1, res.target["id"]]
-        assert abs(res.info["F_input"] - float(logit)) < 1e-4
-        diff = res.info["F_input"] - res.info["F_baseline"]
-        assert abs(float(res.scores.sum()) - diff) <= 0.05 * abs(diff) + 1e-4
-        g = ex.attribute(TEXT, method="grad_ellm", preset="corrected")
-        assert torch.isfinite(g.scores).all()
-    finally:
-        unregister_adapter("mistral")
-    with pytest.raises(ValueError, match="not supported"):
-        aieg_fast.load_model(model, tok)
+    model, tok = family_specs()["falcon"].build()
+    model.set_attn_implementation("sdpa")
+    if model.config._attn_implementation != "sdpa":
+        pytest.skip("this transformers builds Falcon with eager attention only")
+    ex = aieg_fast.load_model(model, tok)
+    assert torch.isfinite(ex.attribute(TEXT, method="integrated_gradients", n_steps=8).scores).all()
+    before = model_state(ex)
+    with pytest.raises(RuntimeError, match="cannot switch to eager attention at run time.*attn_implementation='eager'"):
+        ex.attribute(TEXT, method="attention")
+    assert model_state(ex) == before
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded = aieg_fast.load_model(str(tmp_path))
+    assert loaded.model.config._attn_implementation == "eager"
+    assert torch.isfinite(loaded.attribute(TEXT, method="attention").scores).all()
 
 
 def test_register_adapter_bad_input():
