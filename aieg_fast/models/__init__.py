@@ -10,6 +10,9 @@
 from .base import DecoderAdapter, QKVPoint, split_last
 from .embedded import DEFAULT_MODEL, NANO_NAME, cache_dir, embedded_model_path, nano_path
 from .falcon import FalconAdapter
+from .gemma import GemmaAdapter
+from .gemma2 import Gemma2Adapter
+from .gemma3_text import Gemma3TextAdapter
 from .gpt2 import GPT2Adapter
 from .gptj import GPTJAdapter
 from .llama import LlamaAdapter
@@ -18,6 +21,7 @@ from .mamba import MambaAdapter
 from .mistral import MistralAdapter
 from .mixtral import MixtralAdapter
 from .opt import OPTAdapter
+from .phi3 import Phi3Adapter
 from .qwen2 import Qwen2Adapter
 from .qwen2_moe import Qwen2MoeAdapter
 from .qwen3 import Qwen3Adapter
@@ -39,6 +43,10 @@ BUILTIN_FAMILIES = {
     "qwen2_moe": Qwen2MoeAdapter,
     "qwen3": Qwen3Adapter,
     "qwen3_moe": Qwen3MoeAdapter,
+    "gemma": GemmaAdapter,
+    "gemma2": Gemma2Adapter,
+    "gemma3_text": Gemma3TextAdapter,
+    "phi3": Phi3Adapter,
 }
 for _model_type, _adapter in BUILTIN_FAMILIES.items():
     register_adapter(_model_type, _adapter)

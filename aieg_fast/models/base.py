@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-__all__ = ["DecoderAdapter", "QKVPoint", "split_last"]
+__all__ = ["DecoderAdapter", "QKVPoint", "split_last", "config_window", "layer_types_window"]
 
 #: One place q/k/v are read: (module, reader). The reader gets the module's forward output and
 #: returns some of ``{"q", "k", "v"}`` as Tensor[B, L, heads·head_dim] (heads concatenated in the
@@ -31,6 +31,21 @@ def split_last(names: Sequence[str], sizes: Optional[Sequence[int]] = None) -> C
         return dict(zip(names, parts))
 
     return read
+
+
+def config_window(cfg) -> Optional[int]:
+    """``config.sliding_window`` as an int, or None when unset / 0 (a window on every layer)."""
+    w = getattr(cfg, "sliding_window", None)
+    return int(w) if w else None
+
+
+def layer_types_window(cfg, layer: int) -> Optional[int]:
+    """``config.sliding_window`` for the layers ``config.layer_types`` marks
+    ``"sliding_attention"`` (the model builds their mask from it), else None."""
+    types = getattr(cfg, "layer_types", None)
+    if not types or types[layer] != "sliding_attention":
+        return None
+    return config_window(cfg)
 
 
 class DecoderAdapter:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .base import config_window
 from .llama import LlamaAdapter
 
 __all__ = ["MistralAdapter"]
@@ -30,5 +31,4 @@ class MistralAdapter(LlamaAdapter):
     def sliding_window(self, layer: int) -> Optional[int]:
         """How many positions (the query's own included) a query of ``layer`` attends to, or
         None for full causal attention. Mistral: ``config.sliding_window`` in every layer."""
-        w = getattr(self.model.config, "sliding_window", None)
-        return int(w) if w else None
+        return config_window(self.model.config)

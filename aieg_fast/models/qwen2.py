@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .base import layer_types_window
 from .mistral import MistralAdapter
 
 __all__ = ["Qwen2Adapter"]
@@ -28,11 +29,5 @@ class Qwen2Adapter(MistralAdapter):
     architectures = ("Qwen2ForCausalLM", "Qwen2ForSequenceClassification")
 
     def sliding_window(self, layer: int) -> Optional[int]:
-        """``config.sliding_window`` for the layers ``config.layer_types`` marks
-        ``"sliding_attention"`` (the model builds their mask from it), else None."""
-        cfg = self.model.config
-        types = getattr(cfg, "layer_types", None)
-        if not types or types[layer] != "sliding_attention":
-            return None
-        w = getattr(cfg, "sliding_window", None)
-        return int(w) if w else None
+        """The window of the layers ``config.layer_types`` marks ``"sliding_attention"``."""
+        return layer_types_window(self.model.config, layer)

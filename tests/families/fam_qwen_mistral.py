@@ -1,11 +1,9 @@
 """Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Mistral and Mixtral (tiny configs: 2 layers, hidden 32,
 4 heads over 2 KV heads, head_dim 8, max positions 64; MoE with 4 tiny experts, top 2).
 
-Sliding windows: the windowed specs use a window of 16, longer than every sequence the matrix
-attributes (at most 10 tokens), so the model's sliding-window mask path runs but does not cut.
-A window that cuts cannot be in the matrix yet: Grad-ELLM rebuilds λ from q/k over every
-causally visible position, and the core does not know a layer's window, so the adapters refuse
-Grad-ELLM over a sequence longer than a windowed layer's window (see aieg_fast/models/mistral.py).
+Sliding windows: the windowed specs use a window of 4, shorter than the matrix's sequences, so
+the windows cut (the matrix checks that each adapter's sliding_window() is the model's mask and
+that every method, Grad-ELLM's λ included, follows it).
 """
 from transformers import (MistralConfig, MistralForCausalLM, MistralForSequenceClassification, MixtralConfig, MixtralForCausalLM,
                           MixtralForSequenceClassification, Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification,
@@ -14,7 +12,7 @@ from transformers import (MistralConfig, MistralForCausalLM, MistralForSequenceC
 
 from builders import TINY, FamilySpec, special_ids
 
-#: window of the sliding-window specs: ≥ every matrix sequence (see the module docstring)
+#: window of the sliding-window specs: shorter than the matrix's sequences, so it cuts
 WINDOW = 4
 HEAD_DIM = TINY["hidden_size"] // TINY["num_attention_heads"]
 MOE = dict(num_experts_per_tok=2, moe_intermediate_size=16)

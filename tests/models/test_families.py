@@ -118,9 +118,14 @@ def test_qkv_read_where_the_family_computes_them(name):
         P_all = model(ids, output_attentions=True).attentions
         q, k, v, pe = cap.projections(layers)
         A = dict(cap.A)
-    cap_logits = getattr(model.config, "attn_logit_softcapping", None)
+    cap_logits = ad.attn_logit_softcap
+    idx = torch.arange(L)
     for l in layers:
         P = P_all[l][0]  # [H, L, L]
+        # the window the adapter declares is the one the model applies (keys t - w < i <= t)
+        w = ad.sliding_window(l)
+        seen = (idx[None, :] <= idx[:, None]) & ((idx[None, :] > idx[:, None] - w) if w else True)
+        assert torch.equal(P > 0, seen.expand_as(P)), f"layer {l}: sliding_window() = {w} is not the model's mask"
         vx = expand_kv(v[l], H, Hkv, "grouped")[0].view(L, H, d)
         av = torch.einsum("hqk,khd->qhd", P, vx).reshape(L, H * d)
         torch.testing.assert_close(A[l][0], av, atol=1e-5, rtol=1e-4)

@@ -1,0 +1,81 @@
+"""Gemma (``GemmaForCausalLM``, ``GemmaForSequenceClassification``): the LLaMA module layout
+(separate q/k/v projections, multi-query / grouped-query attention, ``rotate_half`` RoPE from the
+``position_embeddings`` the decoder passes to every attention module), a GeGLU MLP
+(``gelu_pytorch_tanh``), RMSNorm scaling by ``1 + weight``, tied input / output embeddings, and
+**token embeddings multiplied by √hidden_size inside the model**.
+
+The embedding scale is what needs care. Recent ``transformers`` apply it inside the embedding
+module (``GemmaTextScaledWordEmbedding``: ``embed_tokens(ids) = W[ids] · embed_scale``), so the
+decoder does *not* scale ``inputs_embeds``; older releases kept a plain ``nn.Embedding`` and
+scaled ``inputs_embeds`` in the decoder's forward. The package reads E (``embeddings(ids)``) and
+the baseline E′ (a row of ``embeddings.weight``, the reference token) in one space, so the adapter
+works in the space of the embedding table W in both cases:
+
+* ``embeddings`` looks rows of W up unscaled (:class:`UnscaledEmbedding`, ``weight`` is the
+  model's own parameter, nothing is copied), so E and E′ are both rows of W;
+* :meth:`GemmaAdapter.hidden_states` multiplies the embeddings by the module's ``embed_scale``
+  (in the module's dtype rule, ``W[ids] · embed_scale.to(dtype)``) before the decoder when the
+  embedding module carries the scale; with the older layout the decoder scales them itself.
+
+So F(E) is exactly the model's output (bit for bit on the real input), and since the scale is a
+constant linear map, path methods with a straight path (IG, IDG, AIEG) and input × gradient give
+the same scores as in the scaled space with the correspondingly scaled baseline; saliency scales
+uniformly by √hidden_size.
+
+Bidirectional configurations (``use_bidirectional_attention``, embedding models) are refused:
+every method here assumes causal attention.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .llama import LlamaAdapter
+
+__all__ = ["GemmaAdapter", "UnscaledEmbedding"]
+
+
+class UnscaledEmbedding(nn.Module):
+    """Rows of a (scaled) embedding module's table, without the scale: ``W[ids]``.
+
+    ``weight`` is the wrapped module's parameter itself (same tensor, no copy); ``embed_scale``
+    the wrapped module's scale buffer (or None). Not part of the model: no hooks reach it.
+    """
+
+    def __init__(self, inner: nn.Embedding):
+        super().__init__()
+        self.inner = inner
+
+    @property
+    def weight(self) -> nn.Parameter:
+        return self.inner.weight
+
+    @property
+    def embed_scale(self):
+        return getattr(self.inner, "embed_scale", None)
+
+    def forward(self, input_ids):
+        return nn.Embedding.forward(self.inner, input_ids)
+
+
+class GemmaAdapter(LlamaAdapter):
+    architectures = ("GemmaForCausalLM", "GemmaForSequenceClassification")
+    has_rope = True
+
+    def __init__(self, model):
+        super().__init__(model)
+        if getattr(model.config, "use_bidirectional_attention", False):
+            raise ValueError(f"{self.arch} with use_bidirectional_attention=True is not causal; attributions need a causal decoder")
+        #: whether the adapter scales inputs_embeds (the embedding module carries the scale);
+        #: False: the decoder scales them itself (older transformers)
+        self.scales_inputs = getattr(self.embeddings, "embed_scale", None) is not None
+        if self.scales_inputs:
+            self.embeddings = UnscaledEmbedding(self.embeddings)
+
+    def hidden_states(self, inputs_embeds, attention_mask=None, position_ids=None):
+        """Final hidden states for embeddings E = rows of W (the scale applied here when the
+        embedding module, not the decoder, carries it)."""
+        if self.scales_inputs:
+            s = self.embeddings.embed_scale  # read per call: the buffer follows .to(device/dtype)
+            inputs_embeds = inputs_embeds * s.to(device=inputs_embeds.device, dtype=inputs_embeds.dtype)
+        return super().hidden_states(inputs_embeds, attention_mask, position_ids)
