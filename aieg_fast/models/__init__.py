@@ -14,18 +14,22 @@ from .gemma import GemmaAdapter
 from .gemma2 import Gemma2Adapter
 from .gemma3_text import Gemma3TextAdapter
 from .gpt2 import GPT2Adapter
+from .gpt_neox import GPTNeoXAdapter
 from .gptj import GPTJAdapter
 from .llama import LlamaAdapter
 from .loading import load_hf_model
 from .mamba import MambaAdapter
 from .mistral import MistralAdapter
 from .mixtral import MixtralAdapter
+from .olmo import OlmoAdapter
+from .olmo2 import Olmo2Adapter
 from .opt import OPTAdapter
 from .phi3 import Phi3Adapter
 from .qwen2 import Qwen2Adapter
 from .qwen2_moe import Qwen2MoeAdapter
 from .qwen3 import Qwen3Adapter
 from .qwen3_moe import Qwen3MoeAdapter
+from .stablelm import StableLmAdapter
 from .registry import (adapter_class, adapter_for, register_adapter, supported_architectures, supported_model_types,
                        unregister_adapter)
 
@@ -47,6 +51,10 @@ BUILTIN_FAMILIES = {
     "gemma2": Gemma2Adapter,
     "gemma3_text": Gemma3TextAdapter,
     "phi3": Phi3Adapter,
+    "olmo": OlmoAdapter,
+    "olmo2": Olmo2Adapter,
+    "stablelm": StableLmAdapter,
+    "gpt_neox": GPTNeoXAdapter,
 }
 for _model_type, _adapter in BUILTIN_FAMILIES.items():
     register_adapter(_model_type, _adapter)
