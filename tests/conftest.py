@@ -1,12 +1,11 @@
 """Shared fixtures (the builders live in tests/builders.py)."""
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
-from builders import CORPUS, make_tiny_gpt2, make_tiny_llama, model_state  # noqa: F401 (re-exported for tests)
+from builders import make_tiny_gpt2, make_tiny_llama
+
 
 @pytest.fixture(scope="session")
 def tiny_gpt2():

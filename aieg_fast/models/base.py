@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-__all__ = ["DecoderAdapter", "QKVPoint", "split_last", "config_window", "layer_types_window"]
+__all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "config_window", "layer_types_window"]
 
 #: One place q/k/v are read: (module, reader). The reader gets the module's forward output and
 #: returns some of ``{"q", "k", "v"}`` as Tensor[B, L, heads·head_dim] (heads concatenated in the
@@ -29,6 +29,18 @@ def split_last(names: Sequence[str], sizes: Optional[Sequence[int]] = None) -> C
     def read(out: Tensor) -> Dict[str, Tensor]:
         parts = (out,) if sizes is None else out.split(list(sizes), dim=-1)
         return dict(zip(names, parts))
+
+    return read
+
+
+def merge_heads(name: str, heads_first: bool = False) -> Callable[[Tensor], Dict[str, Tensor]]:
+    """A :data:`QKVPoint` reader for a per-head output (a per-head q/k norm): Tensor[B, L, heads, d]
+    (or Tensor[B, heads, L, d] with ``heads_first``) → ``{name: Tensor[B, L, heads·d]}``."""
+
+    def read(out: Tensor) -> Dict[str, Tensor]:
+        if heads_first:
+            out = out.transpose(1, 2)
+        return {name: out.reshape(*out.shape[:-2], out.shape[-2] * out.shape[-1])}
 
     return read
 

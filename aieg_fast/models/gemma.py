@@ -27,7 +27,6 @@ every method here assumes causal attention.
 """
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from .llama import LlamaAdapter

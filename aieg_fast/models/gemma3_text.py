@@ -20,20 +20,10 @@ Bidirectional configurations (``use_bidirectional_attention=True``, EmbeddingGem
 """
 from __future__ import annotations
 
-from .base import split_last
+from .base import merge_heads, split_last
 from .gemma2 import Gemma2Adapter
 
 __all__ = ["Gemma3TextAdapter"]
-
-
-def _heads_last(name: str):
-    """Reader of a per-head norm's output Tensor[B, heads, L, d] as {name: Tensor[B, L, heads·d]}."""
-
-    def read(out):
-        B, H, L, d = out.shape
-        return {name: out.transpose(1, 2).reshape(B, L, H * d)}
-
-    return read
 
 
 class Gemma3TextAdapter(Gemma2Adapter):
@@ -46,4 +36,5 @@ class Gemma3TextAdapter(Gemma2Adapter):
 
     def qkv_points(self, layer):
         a = self.attn_modules[layer]
-        return [(a.q_norm, _heads_last("q")), (a.k_norm, _heads_last("k")), (a.v_proj, split_last("v"))]
+        return [(a.q_norm, merge_heads("q", heads_first=True)), (a.k_norm, merge_heads("k", heads_first=True)),
+                (a.v_proj, split_last("v"))]

@@ -24,12 +24,10 @@ What is special and how the adapter handles it:
 """
 from __future__ import annotations
 
-import torch
-
 from .base import DecoderAdapter
-from .llama import rotate_half_rope
+from .llama import full_head_rope_tables, partial_rotate_half_rope
 
-__all__ = ["GPTNeoXAdapter", "partial_rotate_half_rope", "split_interleaved_qkv", "full_head_rope_tables"]
+__all__ = ["GPTNeoXAdapter", "split_interleaved_qkv"]
 
 
 def split_interleaved_qkv(n_heads: int, head_dim: int):
@@ -41,34 +39,6 @@ def split_interleaved_qkv(n_heads: int, head_dim: int):
         return {name: x[..., i, :].reshape(*out.shape[:-1], n_heads * head_dim) for i, name in enumerate("qkv")}
 
     return read
-
-
-def full_head_rope_tables(cos, sin, head_dim: int):
-    """Extend partial-rotary (cos, sin) Tensor[B, L, r] to the whole head Tensor[B, L, head_dim]:
-    cos = 1 and sin = 0 on the pass-through channels r…head_dim-1."""
-    r = cos.shape[-1]
-    if r == head_dim:
-        return cos, sin
-    pad = cos.shape[:-1] + (head_dim - r,)
-    return torch.cat((cos, cos.new_ones(pad)), -1), torch.cat((sin, sin.new_zeros(pad)), -1)
-
-
-def partial_rotate_half_rope(x, cos, sin, n_heads: int, rotary_ndims: int):
-    """RoPE on the first ``rotary_ndims`` channels of every head (``rotate_half`` convention within
-    them), the rest unchanged — GPT-NeoX / StableLM ``apply_rotary_pos_emb``.
-
-    Args:
-        x: Tensor[B, L, n_heads·d]. cos, sin: Tensor[B, L, rotary_ndims] (the model's tables) or
-            Tensor[B, L, d] (the full-head tables of :func:`full_head_rope_tables`).
-    """
-    B, L, D = x.shape
-    d = D // n_heads
-    r = rotary_ndims
-    if r == d:
-        return rotate_half_rope(x, cos, sin, n_heads)
-    xh = x.reshape(B, L, n_heads, d)
-    rot = rotate_half_rope(xh[..., :r].reshape(B, L, n_heads * r), cos[..., :r], sin[..., :r], n_heads)
-    return torch.cat((rot.reshape(B, L, n_heads, r), xh[..., r:]), -1).reshape(B, L, D)
 
 
 class GPTNeoXAdapter(DecoderAdapter):

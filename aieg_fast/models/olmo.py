@@ -15,7 +15,6 @@ LLaMA module layout and RoPE (``model.layers[i].self_attn`` with separate
 """
 from __future__ import annotations
 
-from .base import split_last
 from .llama import LlamaAdapter
 
 __all__ = ["OlmoAdapter", "clipped"]

@@ -19,30 +19,12 @@ Phi-4-mini): the LLaMA layout with
 """
 from __future__ import annotations
 
-import torch
-
 from typing import Optional
 
 from .base import config_window, split_last
-from .llama import LlamaAdapter
+from .llama import LlamaAdapter, partial_rotate_half_rope
 
-__all__ = ["Phi3Adapter", "partial_rotate_half_rope"]
-
-
-def partial_rotate_half_rope(x, cos, sin, n_heads: int):
-    """RoPE as Phi-3 applies it to x: Tensor[B, L, n_heads·d]: ``rotate_half`` on the first
-    ``r = cos.shape[-1]`` channels of each head, channels r…d unchanged (r = d: full rotary).
-
-    ``cos``/``sin``: Tensor[B, L, r], the layer's ``position_embeddings``.
-    """
-    B, L, D = x.shape
-    d = D // n_heads
-    r = cos.shape[-1]
-    xh = x.reshape(B, L, n_heads, d)
-    xr, xp = xh[..., :r], xh[..., r:]
-    c, s = cos.unsqueeze(2).to(x.dtype), sin.unsqueeze(2).to(x.dtype)
-    rot = torch.cat((-xr[..., r // 2 :], xr[..., : r // 2]), dim=-1)
-    return torch.cat((xr * c + rot * s, xp), dim=-1).reshape(B, L, D)
+__all__ = ["Phi3Adapter"]
 
 
 class Phi3Adapter(LlamaAdapter):

@@ -16,23 +16,12 @@ What is special and how it is handled:
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import List
 
-from torch import Tensor
-
-from .base import QKVPoint, split_last
+from .base import QKVPoint, merge_heads, split_last
 from .qwen2 import Qwen2Adapter
 
-__all__ = ["Qwen3Adapter", "heads_merged"]
-
-
-def heads_merged(name: str) -> Callable[[Tensor], Dict[str, Tensor]]:
-    """A reader for a per-head output [B, L, heads, d]: ``{name: Tensor[B, L, heads·d]}``."""
-
-    def read(out: Tensor) -> Dict[str, Tensor]:
-        return {name: out.reshape(*out.shape[:-2], out.shape[-2] * out.shape[-1])}
-
-    return read
+__all__ = ["Qwen3Adapter"]
 
 
 class Qwen3Adapter(Qwen2Adapter):
@@ -40,4 +29,4 @@ class Qwen3Adapter(Qwen2Adapter):
 
     def qkv_points(self, layer: int) -> List[QKVPoint]:
         a = self.attn_modules[layer]
-        return [(a.q_norm, heads_merged("q")), (a.k_norm, heads_merged("k")), (a.v_proj, split_last("v"))]
+        return [(a.q_norm, merge_heads("q")), (a.k_norm, merge_heads("k")), (a.v_proj, split_last("v"))]

@@ -9,7 +9,7 @@ grouped-query attention) with these differences, each handled here:
   (``rotate_half`` within those channels); the ``position_embeddings`` (cos, sin) the decoder
   passes cover only them. As for GPT-NeoX, :meth:`rope_tables` extends the tables to the whole
   head (identity on the pass-through channels) and :meth:`apply_rope` rotates the first
-  ``rotary_ndims`` channels of each head (:func:`~.gpt_neox.partial_rotate_half_rope`).
+  ``rotary_ndims`` channels of each head (:func:`~.llama.partial_rotate_half_rope`).
 * **Optional per-head q/k LayerNorm** (``qk_layernorm``, StableLM 2 12B): after the projections
   the model views q and k as ``[B, heads, L, d]`` and applies one LayerNorm *per head*
   (``q_layernorm`` over the query heads, ``k_layernorm`` over the KV heads) before RoPE. With it,
@@ -23,22 +23,10 @@ grouped-query attention) with these differences, each handled here:
 """
 from __future__ import annotations
 
-from .base import split_last
-from .gpt_neox import full_head_rope_tables, partial_rotate_half_rope
-from .llama import LlamaAdapter
+from .base import merge_heads, split_last
+from .llama import LlamaAdapter, full_head_rope_tables, partial_rotate_half_rope
 
-__all__ = ["StableLmAdapter", "heads_first_reader"]
-
-
-def heads_first_reader(name: str):
-    """A q/k/v reader for a module whose output is Tensor[B, heads, L, d] (StableLM's per-head
-    LayerNorm): returns ``{name: Tensor[B, L, heads·d]}``."""
-
-    def read(out):
-        B, H, L, d = out.shape
-        return {name: out.transpose(1, 2).reshape(B, L, H * d)}
-
-    return read
+__all__ = ["StableLmAdapter"]
 
 
 class StableLmAdapter(LlamaAdapter):
@@ -54,7 +42,7 @@ class StableLmAdapter(LlamaAdapter):
     def qkv_points(self, layer):
         a = self.attn_modules[layer]
         if a.qk_layernorm:
-            qk = [(a.q_layernorm, heads_first_reader("q")), (a.k_layernorm, heads_first_reader("k"))]
+            qk = [(a.q_layernorm, merge_heads("q", heads_first=True)), (a.k_layernorm, merge_heads("k", heads_first=True))]
         else:
             qk = [(a.q_proj, split_last("q")), (a.k_proj, split_last("k"))]
         return qk + [(a.v_proj, split_last("v"))]

@@ -8,11 +8,8 @@ and say so in the commit message.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
-
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))

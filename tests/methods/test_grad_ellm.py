@@ -6,7 +6,6 @@ import math
 import pytest
 import torch
 
-import aieg_fast
 from builders import model_state as _model_state
 from aieg_fast.methods import grad_ellm as GE
 from aieg_fast.models.llama import rotate_half_rope

@@ -12,7 +12,7 @@ import torch
 import aieg_fast
 from aieg_fast.core.capture import AttentionCapture, ProjectionCapture
 from aieg_fast.models import LlamaAdapter, adapter_for, register_adapter, unregister_adapter
-from builders import make_tiny_gpt2, make_tiny_llama, sentencepiece_like_tokenizer
+from builders import make_tiny_gpt2, make_tiny_llama
 
 TEXT = "the movie is good and the actors are great"
 FAMILIES = {
