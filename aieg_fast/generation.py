@@ -39,7 +39,7 @@ import torch
 
 from . import ops
 from .core.context import SequenceContext, progress_bar, run_method
-from .core.path import chunk_size
+from .core.path import chunk_size, sequence_pilot_logits
 from .core.model_state import model_prepared
 from .core.validation import check_call_settings, check_int
 from .methods.registry import check_model, get_method
@@ -90,20 +90,6 @@ def _given_ids(ex, generated_text) -> List[int]:
             raise ValueError(f"generated_text has token ids outside [0, {ex.vocab_size}): {bad}")
         return [int(i) for i in generated_text]
     raise TypeError(f"generated_text must be a str, a list of token ids or None, got {type(generated_text).__name__}")
-
-
-def _shared_pilot(sctx: SequenceContext, n_pilot: int) -> List[torch.Tensor]:
-    """Pilot logits of every step from N forwards over the full sequence: list of Tensor[N]."""
-    pa = torch.linspace(0, 1, n_pilot, device=sctx.device)
-    E, Eb, fixed = sctx.seq.embeds[0], sctx.seq.baseline[0], sctx.seq.fixed[0]
-    out = []
-    with model_prepared(sctx.model), torch.no_grad():
-        for s in range(0, n_pilot, sctx.chunk):
-            e = min(s + sctx.chunk, n_pilot)
-            out.append(sctx.scores(ops.interpolate_path(E, Eb, pa[s:e], fixed, backend=sctx.backend)))
-            sctx.advance(e - s)
-    P = torch.cat(out, 0)  # [N, T]
-    return [P[:, t].contiguous() for t in range(P.shape[1])]
 
 
 def attribute_generation(
@@ -230,8 +216,8 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     if sctx is not None and getattr(opts, "adaptive", True):
         n_pilot = getattr(opts, m.pilot_option) or settings["n_steps"]
         t = time.perf_counter()
-        with ops.recording() as pilot_used:
-            ctx.pilot_logits = _shared_pilot(sctx, n_pilot)
+        with ops.recording() as pilot_used, model_prepared(sctx.model), torch.no_grad():
+            ctx.pilot_logits = sequence_pilot_logits(sctx, n_pilot)
         timing["shared_pilot"] = time.perf_counter() - t
     out, used = run_method(m, ctx, opts)
     return out, {**pilot_used, **used}

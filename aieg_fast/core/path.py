@@ -20,7 +20,7 @@ from .validation import parse_memory
 
 __all__ = [
     "TOKEN_REDUCTIONS", "reduce_tokens", "path_chunks", "integrate", "integrate_emphasized", "path_logits",
-    "adaptive_grid", "emphasis", "completeness_info", "bytes_per_path_point", "chunk_size", "DEFAULT_MAX_MEMORY",
+    "adaptive_grid", "emphasis", "completeness_info", "sequence_pilot_logits", "bytes_per_path_point", "chunk_size", "DEFAULT_MAX_MEMORY",
 ]
 
 #: the budget for the automatic internal batch size when no ``max_memory`` is given
@@ -213,6 +213,22 @@ def adaptive_grid(ctx, n_pilot: int, adaptive: bool, alloc: str, idg_compat_quir
             alphas.append(a.to(torch.float32))
             widths.append(w.to(torch.float32))
     return alphas, widths, pilot
+
+
+def sequence_pilot_logits(sctx, n_pilot: int) -> List[Tensor]:
+    """Pilot logits of every generation step from N forwards over the full sequence (one
+    :class:`~aieg_fast.core.context.SequenceContext`; no autograd): list of T Tensor[N], the
+    pilot of step t at ``linspace(0, 1, N)``, as :func:`adaptive_grid` would compute it on the
+    step's own prefix (causal masking)."""
+    pa = torch.linspace(0, 1, n_pilot, device=sctx.device)
+    E, Eb, fixed = sctx.seq.embeds[0], sctx.seq.baseline[0], sctx.seq.fixed[0]
+    out = []
+    for s in range(0, n_pilot, sctx.chunk):
+        e = min(s + sctx.chunk, n_pilot)
+        out.append(sctx.scores(ops.interpolate_path(E, Eb, pa[s:e], fixed, backend=sctx.backend)))
+        sctx.advance(e - s)
+    P = torch.cat(out, 0)  # [N, T]
+    return [P[:, t].contiguous() for t in range(P.shape[1])]
 
 
 def emphasis(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_norm: str):
