@@ -22,7 +22,7 @@ from .explainer import Explainer, load_model
 from .generation import attribute_generation
 from .methods import METHODS, Method, MethodOutput, Options, get_method, list_methods, method_options, register
 from .models import DEFAULT_MODEL, SUPPORTED_ARCHITECTURES, DecoderAdapter, register_adapter
-from .result import Attribution, load_attribution
+from .result import Attribution, load_attribution, load_attributions, save_attributions
 
 __version__ = "0.1.0"
 
@@ -45,6 +45,7 @@ __all__ = [
     "get_method",
     "list_methods",
     "load_attribution",
+    "load_attributions",
     "load_model",
     "method_options",
     "ops",
@@ -53,5 +54,6 @@ __all__ = [
     "reference",
     "register",
     "register_adapter",
+    "save_attributions",
     "__version__",
 ]

@@ -94,6 +94,21 @@ class Explainer:
             ValueError: empty text, a template without ``{text}``, or more tokens than the
                 model's maximum positions.
         """
+        ids, fixed, _, _ = self.encode_with_offsets(text, template, add_special_tokens)
+        return ids, fixed
+
+    def encode_with_offsets(self, text: str, template: Optional[str] = None, add_special_tokens: bool = True):
+        """:meth:`encode` plus the encoded string and each token's character offsets in it.
+
+        Returns:
+            (ids, fixed, full str (the template filled in), offsets): ``offsets`` is a list of
+            ``[start, end)`` per token (None for special tokens) from a fast tokenizer, or
+            ``[]`` for a slow tokenizer (words then follow the marker rule; a template needs a
+            fast tokenizer).
+
+        Raises:
+            ValueError: as :meth:`encode`.
+        """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if not text.strip():
@@ -105,7 +120,8 @@ class Explainer:
                 raise ValueError(f"template must contain '{{text}}', got {template!r}")
             pre, post = template.split("{text}", 1)
             full, span = pre + text + post, (len(pre), len(pre) + len(text))
-        enc = self.tokenizer(full, add_special_tokens=add_special_tokens, return_offsets_mapping=template is not None)
+        fast = bool(getattr(self.tokenizer, "is_fast", False))
+        enc = self.tokenizer(full, add_special_tokens=add_special_tokens, return_offsets_mapping=fast or template is not None)
         ids = list(enc["input_ids"])
         fixed = [i in self.special_ids for i in ids]
         if template is not None:
@@ -120,7 +136,18 @@ class Explainer:
             )
         if all(fixed):
             raise ValueError(f"text has no attributable token (all {len(ids)} are special or template): {text!r}")
-        return ids, fixed
+        offsets = []
+        if "offset_mapping" in enc:
+            offsets = [self.token_span(i, s, e) for i, (s, e) in zip(ids, enc["offset_mapping"])]
+        return ids, fixed, full, offsets
+
+    def token_span(self, token_id: int, start: int, end: int, shift: int = 0):
+        """``[start + shift, end + shift]``, or None for a special token (the UNK token keeps its
+        span: it stands for characters of the text)."""
+        unk = getattr(self.tokenizer, "unk_token_id", None)
+        if token_id in self.special_ids and (token_id != unk or end <= start):
+            return None
+        return [int(start) + shift, int(end) + shift]
 
     def resolve_target(self, target, ids: Optional[List[int]] = None) -> Dict[str, Any]:
         """Turn a user target into ``{"kind", "id", "text"}``.
@@ -239,14 +266,16 @@ class Explainer:
         check_choice("padding_side", padding_side, ("left", "right"))
         texts, targets = self._texts_and_targets(text, target, template)
         t0 = time.perf_counter()
-        encoded = []
+        encoded, sources = [], []
         for i, t in enumerate(texts):
             try:
-                encoded.append(self.encode(t, template))
+                ids, fixed, full, offsets = self.encode_with_offsets(t, template)
             except ValueError as e:
                 if isinstance(text, str):
                     raise
                 raise ValueError(f"text[{i}]: {e}") from None  # name the item of the list
+            encoded.append((ids, fixed))
+            sources.append((full, offsets))
         tinfo = [self.resolve_target(t) for t in targets]
         batch = self.build_batch(encoded, padding_side)
         with progress_bar(progress, method) as bar:
@@ -255,7 +284,7 @@ class Explainer:
             out, used = run_method(m, ctx, opts)
         ctx.timing["total"] = time.perf_counter() - t0
         options_out = dict(out.options, n_steps=n_steps, target_fn=target_fn, template=template)
-        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used) for b in range(batch.B)]
+        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b]) for b in range(batch.B)]
         return results[0] if isinstance(text, str) else results
 
     @staticmethod
@@ -276,8 +305,9 @@ class Explainer:
     def _label(self, class_id: int) -> str:
         return str((getattr(self.model.config, "id2label", {}) or {}).get(class_id, class_id))
 
-    def _result(self, batch: Batch, b: int, ctx: Context, out, tinfo: Dict[str, Any], method: str, options, used) -> Attribution:
-        """The :class:`Attribution` of example ``b`` (its unpadded span)."""
+    def _result(self, batch: Batch, b: int, ctx: Context, out, tinfo: Dict[str, Any], method: str, options, used, source=("", [])) -> Attribution:
+        """The :class:`Attribution` of example ``b`` (its unpadded span); ``source`` = (encoded
+        string, offsets) from :meth:`encode_with_offsets`."""
         off, n = batch.offsets[b], batch.lengths[b]
         ids = batch.ids[b, off : off + n].tolist()
         fixed = batch.fixed[b, off : off + n].tolist()
@@ -300,6 +330,8 @@ class Explainer:
             raw_tokens=self.tokenizer.convert_ids_to_tokens(ids),
             special=[i in self.special_ids for i in ids],
             info={k: (v[b] if isinstance(v, list) else v) for k, v in out.info.items()},
+            text=source[0],
+            offsets=source[1],
         )
 
     attribute_generation = attribute_generation

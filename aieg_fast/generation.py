@@ -167,7 +167,7 @@ def attribute_generation(
     check_call_settings(n_steps, target_fn, backend)
     opts = m.options(**options)
     check_model(m, opts, ex.adapter)
-    prompt_ids, prompt_fixed = ex.encode(prompt, template)
+    prompt_ids, prompt_fixed, full_prompt, prompt_offsets = ex.encode_with_offsets(prompt, template)
     gen_ids = _given_ids(ex, generated_text) if generated_text is not None else None
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
 
@@ -186,7 +186,8 @@ def attribute_generation(
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar)
     timing["total"] = time.perf_counter() - t0
-    return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, template,
+    source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text)
+    return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source,
                      dict(out.options, n_steps=n_steps, target_fn=target_fn, template=template,
                           interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
@@ -234,8 +235,49 @@ def _check_length(ex, Lp: int, gen_ids: Optional[List[int]], max_new_tokens: int
         raise ValueError(f"prompt ({Lp} tokens) plus max_new_tokens={max_new_tokens} exceed the model's {limit} positions")
 
 
-def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_fixed, generated_text, template, options) -> Attribution:
-    """The [T, Lp + T] result; NaN where a token is not attributed for that row."""
+def _continuation(ex, ctx_ids: List[int], gen_ids: List[int]):
+    """(text, offsets into it) of generated tokens, by incremental decoding after the last
+    context token (so a SentencePiece word start keeps its space): a token whose bytes end
+    inside a character gets an empty span, the token completing it gets the character."""
+    def dec(ids):
+        return ex.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    base = dec(ctx_ids)
+    text, offsets = "", []
+    for k in range(len(gen_ids)):
+        s = dec(ctx_ids + gen_ids[: k + 1])
+        if not s.startswith(base):
+            return None
+        stable = s[len(base) :]
+        if k + 1 < len(gen_ids):
+            stable = stable.rstrip("\ufffd")
+        if not stable.startswith(text):
+            return None
+        offsets.append([len(text), len(stable)])
+        text = stable
+    return text, offsets
+
+
+def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], gen_ids: List[int], generated_text):
+    """(text, offsets) of prompt ⊕ continuation for the result; ("", []) without offsets."""
+    if not prompt_offsets:
+        return "", []
+    n = len(full_prompt)
+    if isinstance(generated_text, str):
+        enc = ex.tokenizer(generated_text, add_special_tokens=False, return_offsets_mapping=True)
+        gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, enc["offset_mapping"])]
+        return full_prompt + generated_text, prompt_offsets + gen_offsets
+    cont = _continuation(ex, prompt_ids[-1:], gen_ids)
+    if cont is None:  # the decoder does not extend the text token by token: no offsets
+        return "", []
+    text, offs = cont
+    gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, offs)]
+    return full_prompt + text, prompt_offsets + gen_offsets
+
+
+def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_fixed, generated_text, source, options) -> Attribution:
+    """The [T, Lp + T] result; NaN where a token is not attributed for that row; ``source`` =
+    (text, offsets) of prompt ⊕ continuation."""
     Lp, T = len(prompt_ids), len(gen_ids)
     L = Lp + T
     scores = torch.full((T, L), float("nan"), dtype=torch.float32)
@@ -279,4 +321,6 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
         raw_tokens=ex.tokenizer.convert_ids_to_tokens(ids),
         special=[i in ex.special_ids for i in ids],
         info=info,
+        text=source[0],
+        offsets=source[1],
     )

@@ -8,10 +8,13 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import display
-from .display import aggregate_words
+from .display import aggregate_words, html, plots, terminal
+from .display.words import group_text, marker_groups, marker_text, offset_groups, reduce_groups, token_display_texts, visible
 
-__all__ = ["Attribution", "load_attribution", "aggregate_words"]
+__all__ = ["Attribution", "load_attribution", "save_attributions", "load_attributions", "aggregate_words"]
+
+#: ``format`` of a file written by :func:`save_attributions`
+MULTI_FORMAT = "aieg_fast.attributions"
 
 
 @dataclass
@@ -38,6 +41,13 @@ class Attribution:
         special (List[bool]): special-token flags.
         info (dict): method-specific extras (``F_input``, ``F_baseline``, ``convergence_delta``,
             components); JSON-serialisable.
+        text (str): the encoded string (the template filled in; for a generation, followed by
+            the decoded continuation); "" when unknown (slow tokenizer, old files).
+        offsets (List[Optional[List[int]]]): per token ``[start, end)`` into ``text`` from the
+            fast tokenizer (None for special tokens); empty when unknown. With offsets, words
+            follow :func:`~aieg_fast.display.words.offset_groups` (``word_rule == "offsets"``),
+            else the marker rule of :func:`aggregate_words` (``"markers"``). Tokens whose own
+            decoding holds U+FFFD (bytes of one character) take their text from ``text``.
     """
 
     tokens: List[str]
@@ -53,6 +63,8 @@ class Attribution:
     raw_tokens: List[str] = field(default_factory=list)
     special: List[bool] = field(default_factory=list)
     info: Dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+    offsets: List[Optional[List[int]]] = field(default_factory=list)
 
     def __post_init__(self):
         self.scores = torch.as_tensor(self.scores, dtype=torch.float32).detach().cpu()
@@ -67,6 +79,12 @@ class Attribution:
             self.raw_tokens = list(self.tokens)
         if not self.special:
             self.special = [False] * L
+        if self.offsets:
+            if len(self.offsets) != L:
+                raise ValueError(f"offsets has {len(self.offsets)} entries but there are {L} tokens")
+            self.offsets = [None if o is None else [int(o[0]), int(o[1])] for o in self.offsets]
+            from_text = token_display_texts(self.text, self.offsets, self.tokens)
+            self.tokens = [f if "\ufffd" in t else t for t, f in zip(self.tokens, from_text)]
 
     # ------------------------------------------------------------------ views
     @property
@@ -74,24 +92,74 @@ class Attribution:
         """True for a per-generation-step result (2-D ``scores``, one row per generated token)."""
         return self.scores.dim() == 2
 
+    @property
+    def word_rule(self) -> str:
+        """How tokens are grouped into words: ``"offsets"`` (the tokenizer's character offsets
+        into :attr:`text`) or ``"markers"`` (``Ġ``/``▁`` markers of :attr:`raw_tokens`, the
+        fallback for slow tokenizers and results saved without offsets)."""
+        return "offsets" if self.offsets else "markers"
+
+    @property
+    def prompt_length(self) -> int:
+        """Number of prompt (context) tokens: ``info["prompt_length"]`` for a generation, else L."""
+        if self.is_generation:
+            return int(self.info.get("prompt_length", len(self.tokens) - self.scores.shape[0]))
+        return len(self.tokens)
+
+    def word_groups(self) -> List[List[int]]:
+        """Token indices of each word (consecutive, covering every token once), by :attr:`word_rule`.
+
+        For a generation the prompt is grouped into words and each generated token is a column
+        of its own, so no row shows the token it explains inside a context word.
+        """
+        n = self.prompt_length
+        if self.word_rule == "offsets":
+            groups = offset_groups(self.text, self.offsets[:n], self.special[:n])
+        else:
+            groups = marker_groups(self.raw_tokens[:n], self.special[:n])
+        return groups + [[i] for i in range(n, len(self.tokens))]
+
+    def word_labels(self) -> List[str]:
+        """Display text of each word of :meth:`word_groups`: taken from :attr:`text` (accents,
+        CJK and emoji as typed), whitespace-only words as visible symbols (``␣``, ``⏎``)."""
+        out = []
+        for g in self.word_groups():
+            if self.word_rule == "offsets":
+                lab = group_text(self.text, self.offsets, g, self.tokens)
+            else:
+                lab = marker_text(self.raw_tokens, g) if len(g) > 1 or g[0] < self.prompt_length else self.tokens[g[0]]
+            out.append(visible(lab) or "◌")
+        return out
+
+    def token_labels(self) -> List[str]:
+        """Display text of each token: from :attr:`text` where the token's own decoding cannot
+        show it (U+FFFD, UNK, an empty piece), whitespace-only tokens as visible symbols, ``◌``
+        for a token that carries no character of its own (a byte completed by the next token)."""
+        toks = list(self.tokens)
+        if self.offsets:
+            from_text = token_display_texts(self.text, self.offsets, self.tokens)
+            for i, off in enumerate(self.offsets):
+                if off is not None and (self.special[i] or toks[i] == ""):
+                    toks[i] = from_text[i]
+        return [visible(t) or "◌" for t in toks]
+
     def words(self, reduce: str = "sum"):
-        """Word-level view: (words, word_scores) using :func:`aggregate_words` on the attributable tokens.
+        """Word-level view: (words, word_scores) over :meth:`word_groups` (NaN-skipping ``reduce``
+        of the attributable tokens; NaN for a word with none).
 
         For a 2-D result ``word_scores`` is a list of rows (one per generated token), NaN for
         words with no attributed token in that row.
+
+        Raises:
+            ValueError: ``reduce`` not ``"sum"``, ``"mean"`` or ``"max"``.
         """
         scores = self.scores.clone()
         mask = torch.tensor(self.attributable, dtype=torch.bool)
         scores[..., ~mask] = float("nan")
+        groups, labels = self.word_groups(), self.word_labels()
         if scores.dim() == 1:
-            words, ws, _ = aggregate_words(self.raw_tokens, scores, self.special, reduce)
-            return words, ws
-        rows = []
-        words: List[str] = []
-        for r in scores:
-            words, ws, _ = aggregate_words(self.raw_tokens, r, self.special, reduce)
-            rows.append(ws)
-        return words, rows
+            return labels, reduce_groups(groups, scores.tolist(), reduce)
+        return labels, [reduce_groups(groups, r, reduce) for r in scores.tolist()]
 
     def top_tokens(self, k: int = 5, row: Optional[int] = None):
         """The k attributable tokens with the largest scores, as (token, score) pairs.
@@ -110,22 +178,32 @@ class Attribution:
         return [(self.tokens[i], float(vals[i])) for i in idx[:k]]
 
     # ------------------------------------------------------------------ display
-    def show(self, file=None, words: bool = True, width: int = 100, top_k: int = 5) -> None:
-        """Print a terminal heatmap (red = drives the target, blue = against it) and a score table.
+    def show(self, file=None, words: bool = True, width: Optional[int] = None, top_k: int = 5) -> None:
+        """Print a terminal heatmap and a score table (red = drives the target, blue = against
+        it), wrapped to the terminal's width (or ``width`` columns). A 2-D (generation) result
+        prints one line per generated token with its ``top_k`` context words (or tokens).
+        See :func:`aieg_fast.display.terminal.show`."""
+        terminal.show(self, file, words, width, top_k)
 
-        A 2-D (generation) result prints one line per generated token: the token, then the
-        ``top_k`` prefix words (or tokens) with their scores, coloured per row on a terminal.
-        See :func:`aieg_fast.display.show`.
-        """
-        display.show(self, file, words, width, top_k)
+    def to_html(self, words: bool = True, values: bool = False) -> str:
+        """A self-contained HTML snippet: legend with the colour scale, method, target and model,
+        then the coloured words (or tokens); a generation result as a grid of generated tokens
+        × context. ``values=True`` prints the values too. See :func:`aieg_fast.display.html.to_html`."""
+        return html.to_html(self, words, values)
 
-    def to_html(self, words: bool = True) -> str:
-        """A self-contained HTML snippet with the heatmap (background colour per word or token).
+    def _repr_html_(self) -> str:
+        """Notebook display: :meth:`to_html` of the words."""
+        return self.to_html()
 
-        A 2-D (generation) result gives a table with one row per generated token. See
-        :func:`aieg_fast.display.to_html`.
-        """
-        return display.to_html(self, words)
+    def plot(self, words: bool = True, ax=None, figsize=None):
+        """A matplotlib Figure: heatmap strip (1-D) or generation matrix (2-D); save it with
+        ``fig.savefig(path)`` (PNG, PDF, SVG). See :func:`aieg_fast.display.plots.plot`."""
+        return plots.plot(self, words, ax, figsize)
+
+    def to_dataframe(self, words: bool = False):
+        """A pandas DataFrame, one row per token (or word; per (step, token) for a generation).
+        Needs pandas. See :func:`aieg_fast.display.plots.to_dataframe`."""
+        return plots.to_dataframe(self, words)
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> Dict[str, Any]:
@@ -158,6 +236,9 @@ class Attribution:
                 "special": self.special,
                 "words": words,
                 "word_scores": wscores,
+                "word_rule": self.word_rule,
+                "text": self.text,
+                "offsets": self.offsets,
                 "info": self.info,
             }
         )
@@ -169,6 +250,8 @@ class Attribution:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Attribution":
+        """The result of a :meth:`to_dict` dict; dicts written before ``text`` / ``offsets``
+        existed load too (words then follow the marker rule)."""
         scores = torch.tensor([float("nan") if v is None else v for v in _flatten_rows(d["scores"])], dtype=torch.float32)
         if d["scores"] and isinstance(d["scores"][0], list):
             scores = scores.view(len(d["scores"]), -1)
@@ -186,6 +269,8 @@ class Attribution:
             raw_tokens=d.get("raw_tokens", []),
             special=d.get("special", []),
             info=d.get("info", {}),
+            text=d.get("text") or "",
+            offsets=d.get("offsets") or [],
         )
 
     @classmethod
@@ -202,5 +287,48 @@ def _flatten_rows(x):
 
 
 def load_attribution(path) -> Attribution:
-    """Read an :class:`Attribution` saved with :meth:`Attribution.save`."""
-    return Attribution.load(path)
+    """Read an :class:`Attribution` saved with :meth:`Attribution.save`.
+
+    Raises:
+        ValueError: the file holds several results (read it with :func:`load_attributions`).
+    """
+    with open(path, encoding="utf-8") as fh:
+        d = json.load(fh)
+    if isinstance(d, dict) and d.get("format") == MULTI_FORMAT:
+        raise ValueError(f"{path} holds {len(d.get('results', []))} results; read it with aieg_fast.load_attributions")
+    return Attribution.from_dict(d)
+
+
+def save_attributions(results, path) -> None:
+    """Write several results to one JSON file: ``{"format": "aieg_fast.attributions",
+    "version": 1, "results": [to_dict(), ...]}``.
+
+    Args:
+        results: a sequence of :class:`Attribution` (next-token and generation results may mix).
+        path: the file to write (UTF-8; text kept as typed).
+
+    Raises:
+        TypeError: an element is not an :class:`Attribution`.
+    """
+    results = list(results)
+    for i, r in enumerate(results):
+        if not isinstance(r, Attribution):
+            raise TypeError(f"results[{i}] is a {type(r).__name__}, not an Attribution")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump({"format": MULTI_FORMAT, "version": 1, "results": [r.to_dict() for r in results]}, fh, ensure_ascii=False, indent=1)
+
+
+def load_attributions(path) -> List[Attribution]:
+    """Read the results of :func:`save_attributions` (in order); a file written by
+    :meth:`Attribution.save` gives a list of one.
+
+    Raises:
+        ValueError: the file is neither format.
+    """
+    with open(path, encoding="utf-8") as fh:
+        d = json.load(fh)
+    if isinstance(d, dict) and d.get("format") == MULTI_FORMAT:
+        return [Attribution.from_dict(x) for x in d["results"]]
+    if isinstance(d, dict) and "tokens" in d and "scores" in d:
+        return [Attribution.from_dict(d)]
+    raise ValueError(f"{path} is not a file of attributions (no 'format': {MULTI_FORMAT!r} and no single result)")

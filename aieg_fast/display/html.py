@@ -1,0 +1,134 @@
+"""One self-contained HTML renderer (no script, no network) for next-token and generation
+results: a legend with the colour scale, then the text as coloured words (1-D) or an aligned
+grid of generated tokens × context (2-D)."""
+from __future__ import annotations
+
+import html as _html
+import itertools
+import math
+
+from .scale import grid, make_scale, strip
+
+__all__ = ["to_html"]
+
+_ids = itertools.count()
+
+# scoped by the container's id; explicit colours so light and dark page themes both read
+_CSS = """
+#{id} {{ color: #111; background: #fff; font-family: system-ui, -apple-system, 'Segoe UI', sans-serif;
+  font-size: 14px; line-height: 1.9; padding: 8px 10px; border: 1px solid #ddd; border-radius: 6px; }}
+#{id} .aieg-legend {{ font-size: 12px; color: #333; margin-bottom: 6px; line-height: 1.5; }}
+#{id} .aieg-bar {{ display: inline-block; width: 140px; height: 10px; vertical-align: middle;
+  border: 1px solid #999; margin: 0 4px; background: linear-gradient(to right, {grad}); }}
+#{id} .aieg-w {{ padding: 1px 3px; margin: 1px; border-radius: 3px; border: 1px solid #e0e0e0;
+  white-space: pre; }}
+#{id} .aieg-fixed {{ color: #777 !important; background: repeating-linear-gradient(135deg, #fff 0 3px, #eee 3px 6px) !important;
+  border: 1px dashed #aaa; font-style: italic; }}
+#{id} .aieg-v {{ font-size: 10px; color: #444; margin-left: 2px; }}
+#{id} table {{ border-collapse: collapse; font-size: 12px; line-height: 1.3; }}
+#{id} th {{ font-weight: 600; color: #111; padding: 2px 4px; white-space: pre; }}
+#{id} tr.aieg-head th {{ writing-mode: vertical-rl; transform: rotate(180deg); text-align: left;
+  vertical-align: bottom; max-height: 12em; }}
+#{id} td {{ min-width: 1.6em; height: 1.6em; padding: 1px 3px; text-align: center; border: 1px solid #eee; }}
+#{id} td.aieg-future {{ background: transparent; border-color: transparent; }}
+"""
+
+
+def _style(scale, v: float) -> str:
+    (r, g, b), (ir, ig, ib) = scale.rgb(v), scale.ink(v)
+    return f"background: rgb({r},{g},{b}); color: rgb({ir},{ig},{ib})"
+
+
+def _legend(attr, scale, words: bool) -> str:
+    tgt = attr.target.get("text", attr.target.get("id"))
+    parts = [f"<b>{_html.escape(str(attr.method))}</b>"]
+    if attr.scores.dim() == 2:
+        parts.append(f"generation of {attr.scores.shape[0]} tokens")
+    else:
+        parts.append(f"target <b>{_html.escape(repr(tgt))}</b>")
+    for key, name in (("prob", "p"), ("target_prob", "p"), ("F_input", "F(x)")):
+        if isinstance(attr.info.get(key), (int, float)):
+            parts.append(f"{name} = {attr.info[key]:.4g}")
+    parts.append(f"model {_html.escape(str(attr.model or '?'))}")
+    lo = f"−{scale.vmax:.3g}" if scale.signed else "0"
+    bar = f'{lo}<b class="aieg-bar"></b>+{scale.vmax:.3g}'
+    note = f' — <i>{_html.escape(scale.note)}</i>' if scale.note else ""
+    unit = "words" if words else "tokens"
+    kind = "diverging (blue − / red +)" if scale.signed else "sequential (0 → orange)"
+    fixed = '<em class="aieg-w aieg-fixed">held fixed</em>'
+    return (f'<div class="aieg-legend">{" · ".join(parts)}<br>scale: {kind} {bar}{note} · {unit} · '
+            f'{fixed} = template / special (not attributed) · hover for values</div>')
+
+
+def _wrap(attr, scale, body: str, words: bool) -> str:
+    uid = f"aieg-fast-{next(_ids)}"
+    if scale.signed:
+        grad = "rgb(0,0,255), rgb(255,255,255), rgb(255,0,0)"
+    else:
+        grad = "rgb(255,255,255), rgb(255,120,0)"
+    css = _CSS.format(id=uid, grad=grad)
+    return (f'<div class="aieg-fast" id="{uid}" lang="und"><style>{css}</style>'
+            f"{_legend(attr, scale, words)}{body}</div>")
+
+
+def _strip_html(attr, words: bool, values: bool) -> str:
+    labels, vals, fixed = strip(attr, words)
+    scale = make_scale(vals)
+    spans = []
+    for lab, v, fx in zip(labels, vals, fixed):
+        text = _html.escape(lab)
+        if fx:
+            spans.append(f'<span class="aieg-w aieg-fixed" title="held fixed (template / special)">{text}</span>')
+            continue
+        title = f"{v:+.4g}" if not math.isnan(v) else "no score"
+        val = f'<sub class="aieg-v">{v:+.2g}</sub>' if values and not math.isnan(v) else ""
+        spans.append(f'<span class="aieg-w" title="{title}" style="{_style(scale, v)}">{text}{val}</span>')
+    return _wrap(attr, scale, f'<div class="aieg-text">{" ".join(spans)}</div>', words)
+
+
+def _grid_html(attr, words: bool, values: bool) -> str:
+    labels, row_labels, rows, visible = grid(attr, words)
+    fixed_cols = [all(math.isnan(r[c]) for r in rows) for c in range(len(labels))]
+    scale = make_scale([v for r, vis in zip(rows, visible) for v, ok in zip(r, vis) if ok])
+    head = "".join(f"<th{' class=aieg-fixed' if fx else ''}>{_html.escape(lab)}</th>" for lab, fx in zip(labels, fixed_cols))
+    trs = [f'<tr class="aieg-head"><th></th>{head}</tr>']
+    for t, (rl, r, vis) in enumerate(zip(row_labels, rows, visible)):
+        cells = []
+        for c, (v, ok) in enumerate(zip(r, vis)):
+            if not ok:
+                cells.append('<td class="aieg-future"></td>')
+            elif math.isnan(v):
+                cells.append(f'<td class="aieg-fixed" title="{_html.escape(labels[c])}: held fixed"></td>')
+            else:
+                tip = _html.escape(f"step {t + 1} {rl!r} ← {labels[c]!r}: {v:+.4g}")
+                cells.append(f'<td title="{tip}" style="{_style(scale, v)}">{f"{v:+.2g}" if values else ""}</td>')
+        trs.append(f"<tr><th>{_html.escape(rl)}</th>{''.join(cells)}</tr>")
+    gen = _html.escape(str(attr.info.get("generated_text", "")))
+    prompt = _html.escape(str(attr.info.get("prompt", "")))
+    intro = f'<div class="aieg-legend">prompt: <b>{prompt}</b> · generated: <b>{gen}</b></div>'
+    return _wrap(attr, scale, f'{intro}<table>{"".join(trs)}</table>', words)
+
+
+def to_html(attr, words: bool = True, values: bool = False) -> str:
+    """A self-contained HTML snippet of ``attr`` (inline CSS, no script, no network).
+
+    A legend names the method, target (or generation), model and ``F(x)`` when recorded, and
+    draws the colour scale with its maximum: diverging blue-white-red centred at 0 when any
+    score is negative, white to orange for non-negative scores; a near-zero or near-constant
+    result is drawn without colour and the legend says so. Held-fixed (template, special)
+    entries are hatched grey, distinct from a zero score. Text colour is set explicitly, so the
+    snippet reads on light and dark pages. A 1-D result shows the text, one ``<span>`` per word
+    (or token); a generation result shows a grid: one row per generated token, one column per
+    context word (or token), cells of the future blank, values on hover.
+
+    Args:
+        attr: an :class:`~aieg_fast.result.Attribution`.
+        words: group tokens into words (default), else one entry per token.
+        values: also print each value (in the word's span, or in each grid cell).
+
+    Returns:
+        str: the HTML (a ``<div>``; wrap it in a page with ``<meta charset='utf-8'>``).
+    """
+    if attr.scores.dim() == 2:
+        return _grid_html(attr, words, values)
+    return _strip_html(attr, words, values)

@@ -1,0 +1,109 @@
+"""Pictures (matplotlib) and tables (pandas) of a result; both imported only when used."""
+from __future__ import annotations
+
+import math
+
+from .scale import grid, make_scale, strip
+
+__all__ = ["plot", "to_dataframe"]
+
+
+def _title(attr) -> str:
+    if attr.scores.dim() == 2:
+        what = f"generation of {attr.scores.shape[0]} tokens"
+    else:
+        what = f"target {attr.target.get('text', attr.target.get('id'))!r}"
+    return f"{attr.method} · {what} · {attr.model or '?'}"
+
+
+def _cmap(scale):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["RdBu_r" if scale.signed else "Oranges"].with_extremes(bad="#dddddd")  # bad = held fixed
+    return cmap, (-scale.vmax if scale.signed else 0.0), (scale.vmax or 1.0)
+
+
+def plot(attr, words: bool = True, ax=None, figsize=None):
+    """Draw ``attr`` with matplotlib and return the Figure (``fig.savefig("x.png" / ".pdf" /
+    ".svg")``).
+
+    A 1-D result is a heatmap strip (one cell per word or token, labels below); a generation
+    result is a matrix (rows = generated tokens, columns = context words or tokens; cells of the
+    future left white). Diverging ``RdBu_r`` centred at 0 for signed scores, ``Oranges`` for
+    non-negative ones; held-fixed cells grey; a colour bar gives the scale.
+
+    Args:
+        attr: an :class:`~aieg_fast.result.Attribution`.
+        words: group tokens into words (default), else one cell per token.
+        ax: a matplotlib Axes to draw into (default: a new figure).
+        figsize: (width, height) in inches for a new figure (default: from the size).
+
+    Returns:
+        matplotlib.figure.Figure.
+
+    Raises:
+        ImportError: matplotlib is not installed.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if attr.scores.dim() == 2:
+        labels, row_labels, rows, visible = grid(attr, words)
+        data = np.array([[v if ok else math.nan for v, ok in zip(r, vis)] for r, vis in zip(rows, visible)], dtype=float)
+        future = np.array([[not ok for ok in vis] for vis in visible])
+        size = figsize or (min(2 + 0.35 * len(labels), 40), min(1.5 + 0.3 * len(row_labels), 40))
+    else:
+        labels, vals, _ = strip(attr, words)
+        row_labels, data, future = [], np.array([vals], dtype=float), None
+        size = figsize or (min(2 + 0.45 * len(labels), 40), 2.2)
+    scale = make_scale(data[np.isfinite(data)].tolist())
+    cmap, vmin, vmax = _cmap(scale)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=size, layout="constrained")
+    else:
+        fig = ax.figure
+    im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    if future is not None:  # the future is blank, not "held fixed"
+        ax.imshow(np.ma.masked_where(~future, np.ones_like(data)), cmap="Greys", vmin=0, vmax=10, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(len(labels)), labels, rotation=60 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center")
+    ax.set_yticks(range(len(row_labels)), row_labels) if row_labels else ax.set_yticks([])
+    ax.set_title(_title(attr) + (f"\n{scale.note}" if scale.note else ""), fontsize=9)
+    fig.colorbar(im, ax=ax, shrink=0.8, label="score")
+    return fig
+
+
+def to_dataframe(attr, words: bool = False):
+    """A pandas DataFrame of ``attr``.
+
+    One row per token (``words=False``) or per word: columns ``position`` (token index or word
+    index), ``token`` / ``word`` (display text), ``score`` (NaN where not attributed),
+    ``attributable``, and for tokens ``token_id``, ``special``, ``start``, ``end`` (character
+    offsets into ``attr.text``, None when unknown). A generation result gives one row per
+    (step, token) with ``step`` and ``generated`` (the explained token) first, for the tokens
+    visible at that step.
+
+    Raises:
+        ImportError: pandas is not installed (``pip install pandas``).
+    """
+    import pandas as pd
+
+    L = len(attr.tokens)
+    groups = attr.word_groups() if words else [[i] for i in range(L)]
+    labels = attr.word_labels() if words else attr.token_labels()
+    name = "word" if words else "token"
+
+    def base(c, g):
+        rec = {"position": c, name: labels[c], "attributable": any(attr.attributable[i] for i in g)}
+        if not words:
+            off = attr.offsets[c] if attr.offsets else None
+            rec.update(token_id=attr.token_ids[c], special=attr.special[c], start=off[0] if off else None, end=off[1] if off else None)
+        return rec
+
+    if attr.scores.dim() == 1:
+        vals = attr.words()[1] if words else [float(s) if a else math.nan for s, a in zip(attr.scores.tolist(), attr.attributable)]
+        return pd.DataFrame([dict(base(c, g), score=vals[c]) for c, g in enumerate(groups)])
+    _, row_labels, rows, visible = grid(attr, words)
+    recs = []
+    for t, (rl, r, vis) in enumerate(zip(row_labels, rows, visible)):
+        recs.extend(dict({"step": t, "generated": rl}, **base(c, g), score=r[c]) for c, g in enumerate(groups) if vis[c])
+    return pd.DataFrame(recs)

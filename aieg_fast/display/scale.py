@@ -1,0 +1,124 @@
+"""What the views share: the colour scale (diverging for signed scores, sequential for
+non-negative ones; flat rows detected), and the label / value layout of a result."""
+from __future__ import annotations
+
+import math
+import unicodedata
+from dataclasses import dataclass
+from typing import List, Sequence, Tuple
+
+__all__ = ["Scale", "make_scale", "strip", "grid", "text_width"]
+
+#: below this largest |score| a row is "near zero"
+ZERO_TOL = 1e-9
+#: a row whose spread is below this fraction of its largest |score| is "near constant"
+FLAT_REL = 1e-6
+
+
+@dataclass
+class Scale:
+    """A colour scale: ``signed`` (diverging blue-white-red centred at 0, ±vmax) or sequential
+    (white to orange, 0..vmax); ``note`` says why a flat row is drawn without colour ("" else)."""
+
+    signed: bool
+    vmax: float
+    note: str = ""
+
+    def rgb(self, v: float) -> Tuple[int, int, int]:
+        """Background colour of value ``v`` (white for NaN, 0 and flat rows)."""
+        if math.isnan(v) or self.vmax <= 0 or self.note:
+            return (255, 255, 255)
+        t = max(-1.0, min(1.0, v / self.vmax))
+        if not self.signed:
+            t = max(t, 0.0)
+            return (255, int(round(255 - t * 135)), int(round(255 - t * 255)))
+        if t >= 0:
+            return (255, int(round(255 * (1 - t))), int(round(255 * (1 - t))))
+        return (int(round(255 * (1 + t))), int(round(255 * (1 + t))), 255)
+
+    def ink(self, v: float) -> Tuple[int, int, int]:
+        """Text colour readable on :meth:`rgb` (near-black, or white on dark backgrounds)."""
+        r, g, b = self.rgb(v)
+        return (255, 255, 255) if 0.299 * r + 0.587 * g + 0.114 * b < 140 else (17, 17, 17)
+
+    @property
+    def legend(self) -> str:
+        """The scale in words, e.g. ``"diverging, ±0.53"``."""
+        if self.note:
+            return self.note
+        return f"diverging, ±{self.vmax:.3g}" if self.signed else f"sequential, 0 to {self.vmax:.3g}"
+
+
+def make_scale(values: Sequence[float]) -> Scale:
+    """The scale of ``values`` (NaN skipped): signed when any value is negative; ``note`` set
+    for a near-zero (max |v| < 1e-9) or near-constant (spread < 1e-6·max |v|) set of 2+ values."""
+    vals = [float(v) for v in values if not math.isnan(float(v))]
+    vmax = max((abs(v) for v in vals), default=0.0)
+    signed = any(v < 0 for v in vals)
+    note = ""
+    if vals and vmax < ZERO_TOL:
+        note = f"all scores ≈ 0 (max |score| = {vmax:.2g}): no colour"
+    elif len(vals) > 1 and max(vals) - min(vals) <= FLAT_REL * vmax:
+        note = f"all scores ≈ {vals[0]:+.4g} (near-constant): no colour"
+    return Scale(signed, vmax, note)
+
+
+def strip(attr, words: bool = True):
+    """(labels, values, fixed) of a 1-D result: one entry per word (or token); ``fixed`` marks
+    entries with no attributed token (template, special), whose value is NaN."""
+    L = len(attr.tokens)
+    groups = attr.word_groups() if words else [[i] for i in range(L)]
+    labels = attr.word_labels() if words else attr.token_labels()
+    if words:
+        vals = attr.words()[1]
+    else:
+        vals = [float(s) if a else float("nan") for s, a in zip(attr.scores.tolist(), attr.attributable)]
+    fixed = [not any(attr.attributable[i] for i in g) for g in groups]
+    return labels, vals, fixed
+
+
+def grid(attr, words: bool = True):
+    """The layout of a generation result: (column labels, row labels, rows of values, visible),
+    ``visible[t][c]`` = column c is in step t's context (its first token precedes the token
+    that step explains); invisible cells are NaN and drawn blank."""
+    L = len(attr.tokens)
+    Lp = attr.prompt_length
+    groups = attr.word_groups() if words else [[i] for i in range(L)]
+    labels = attr.word_labels() if words else attr.token_labels()
+    if words:
+        rows = attr.words()[1]
+    else:
+        rows = [[v if a else float("nan") for v, a in zip(r, attr.attributable)] for r in attr.scores.tolist()]
+    tok_labels = attr.token_labels()
+    T = len(rows)
+    row_labels = [tok_labels[Lp + t] if Lp + t < L else "?" for t in range(T)]
+    visible = [[g[0] < Lp + t for g in groups] for t in range(T)]
+    return labels, row_labels, rows, visible
+
+
+def text_width(s: str) -> int:
+    """Columns ``s`` takes on a terminal: wide (CJK, emoji) characters 2, combining marks 0."""
+    n = 0
+    for ch in s:
+        if unicodedata.combining(ch):
+            continue
+        n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return n
+
+
+def clip(s: str, width: int) -> str:
+    """``s`` cut to at most ``width`` terminal columns (``…`` marks a cut)."""
+    if text_width(s) <= width:
+        return s
+    out = ""
+    for ch in s:
+        if text_width(out + ch) > width - 1:
+            break
+        out += ch
+    return out + "…"
+
+
+def pad(s: str, width: int, right: bool = False) -> str:
+    """``s`` padded with spaces to ``width`` columns (left-aligned, or right-aligned)."""
+    fill = " " * max(0, width - text_width(s))
+    return fill + s if right else s + fill

@@ -1,0 +1,220 @@
+"""Word grouping: from the tokenizer's character offsets into the encoded string (rule
+``"offsets"``), or from the marker characters of the raw tokens (rule ``"markers"``, for slow
+tokenizers and results saved before offsets were recorded); display text of tokens and words."""
+from __future__ import annotations
+
+import math
+import re
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+__all__ = ["aggregate_words", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts"]
+
+_WORD_MARKERS = ("Ġ", "▁", "Ċ", " ", "\n", "\t")
+
+
+def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = None, reduce: str = "sum"):
+    """Group sub-word tokens into words and aggregate their scores.
+
+    A new word starts at a token whose raw form begins with a word marker — byte-level BPE
+    ``"Ġ"`` (space) / ``"Ċ"`` (newline), SentencePiece ``"▁"``, or a literal space — and at
+    every special token and the token after one. Source: reconstruction (the AIEG paper reports
+    word-level scores without a rule), see specs/aieg.md §6.1.
+
+    Args:
+        tokens (List[str]): raw token strings (``tokenizer.convert_ids_to_tokens``).
+        scores (Tensor[L] or list): token scores; NaN entries are skipped in the aggregate.
+        special (List[bool], optional): special-token flags.
+        reduce: ``"sum"`` (default), ``"mean"`` or ``"max"``.
+
+    Returns:
+        (words: List[str], word_scores: List[float], token_to_word: List[int]).
+
+    Raises:
+        ValueError: unknown ``reduce`` or length mismatch.
+    """
+    if reduce not in ("sum", "mean", "max"):
+        raise ValueError(f"reduce must be 'sum', 'mean' or 'max', got {reduce!r}")
+    vals = [float(x) for x in (scores.tolist() if torch.is_tensor(scores) else scores)]
+    if len(vals) != len(tokens):
+        raise ValueError(f"scores has {len(vals)} entries but tokens has {len(tokens)}")
+    groups = marker_groups(tokens, special)
+    words, tok2word = [], [0] * len(tokens)
+    for g_idx, g in enumerate(groups):
+        words.append(marker_text(tokens, g))
+        for i in g:
+            tok2word[i] = g_idx
+    return words, reduce_groups(groups, vals, reduce), tok2word
+
+
+def marker_groups(tokens: Sequence[str], special: Optional[Sequence[bool]] = None) -> List[List[int]]:
+    """Token indices of each word by the marker rule (see :func:`aggregate_words`).
+
+    Args:
+        tokens: raw token strings. special: special-token flags (optional).
+
+    Returns:
+        List of groups (lists of consecutive token indices), covering every token once.
+    """
+    special = list(special) if special else [False] * len(tokens)
+    groups: List[List[int]] = []
+    for i, tok in enumerate(tokens):
+        if i == 0 or special[i] or special[i - 1] or tok.startswith(_WORD_MARKERS):
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    return groups
+
+
+def marker_text(tokens: Sequence[str], group: Sequence[int]) -> str:
+    """Display text of a marker-rule word: markers turned back into spaces / ``\\n``."""
+    text = "".join(tokens[i] for i in group)
+    for m in _WORD_MARKERS:
+        text = text.replace(m, " " if m in ("Ġ", "▁", " ") else ("\\n" if m in ("Ċ", "\n") else " "))
+    return text.strip() or text
+
+
+def reduce_groups(groups: Sequence[Sequence[int]], vals: Sequence[float], reduce: str = "sum") -> List[float]:
+    """One value per group: the sum / mean / max of its non-NaN values (NaN when it has none).
+
+    Raises:
+        ValueError: unknown ``reduce``.
+    """
+    if reduce not in ("sum", "mean", "max"):
+        raise ValueError(f"reduce must be 'sum', 'mean' or 'max', got {reduce!r}")
+    out = []
+    for g in groups:
+        vs = [float(vals[i]) for i in g if not math.isnan(float(vals[i]))]
+        if not vs:
+            out.append(float("nan"))
+        elif reduce == "sum":
+            out.append(sum(vs))
+        elif reduce == "mean":
+            out.append(sum(vs) / len(vs))
+        else:
+            out.append(max(vs))
+    return out
+
+
+# ------------------------------------------------------------------ offsets rule
+#: characters that are a word each (CJK ideographs, kana, CJK punctuation): scripts written without spaces
+_CJK = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+_SYMBOLS = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
+
+
+def _char_units(text: str) -> List[int]:
+    """Per character: its word unit (-1 for whitespace). A unit is a run of non-whitespace
+    characters; each CJK character is a unit of its own."""
+    units, cur, prev_run = [], -1, False
+    for ch in text:
+        if ch.isspace():
+            units.append(-1)
+            prev_run = False
+        elif _CJK.match(ch):
+            cur += 1
+            units.append(cur)
+            prev_run = False
+        else:
+            if not prev_run:
+                cur += 1
+            units.append(cur)
+            prev_run = True
+    return units
+
+
+def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special: Optional[Sequence[bool]] = None) -> List[List[int]]:
+    """Token indices of each word by the offsets rule.
+
+    Words are the whitespace-separated runs of ``text`` (each CJK character a word of its own);
+    a token joins the word of its characters (tokens sharing a word are grouped, whatever the
+    tokenizer: WordPiece ``##``, SentencePiece ``▁``, byte-level ``Ġ``); a whitespace-only token
+    (a space, a newline) is a word of its own; a token without offsets (a special token) is a
+    word of its own; a token with an empty span (a byte completed by the next token) joins the
+    next token's word.
+
+    Args:
+        text: the string the offsets point into.
+        offsets: per token ``[start, end)`` or None.
+        special: special-token flags (optional): a special token with offsets (UNK) is grouped
+            by its characters; one with an empty span stands alone.
+
+    Returns:
+        List of groups of consecutive token indices, covering every token once.
+
+    Raises:
+        ValueError: an offset outside ``text``.
+    """
+    special = list(special) if special else [False] * len(offsets)
+    units = _char_units(text)
+    groups: List[List[int]] = []
+    last_units: set = set()
+    pending: List[int] = []  # empty-span tokens waiting for the next token
+    for i, off in enumerate(offsets):
+        if off is None:
+            groups.extend([[j] for j in pending] + [[i]])
+            pending, last_units = [], set()
+            continue
+        s, e = int(off[0]), int(off[1])
+        if not (0 <= s <= e <= len(text)):
+            raise ValueError(f"token {i} has offsets {list(off)} outside the text (length {len(text)})")
+        if s == e and special[i]:
+            groups.extend([[j] for j in pending] + [[i]])
+            pending, last_units = [], set()
+            continue
+        if s == e:
+            pending.append(i)
+            continue
+        mine = {u for u in units[s:e] if u >= 0}
+        if mine and mine & last_units and groups:
+            groups[-1].extend(pending + [i])
+            last_units |= mine
+        else:
+            groups.append(pending + [i])
+            last_units = mine
+        pending = []
+    if pending:
+        if groups and not special[groups[-1][-1]]:
+            groups[-1].extend(pending)
+        else:
+            groups.append(pending)
+    return groups
+
+
+def visible(s: str) -> str:
+    """``s`` with whitespace made visible (``␣`` space, ``⏎`` newline, ``⇥`` tab) when it is
+    whitespace only; other text is returned unchanged."""
+    if s and not s.strip():
+        return "".join(_SYMBOLS.get(c, c) for c in s)
+    return s
+
+
+def group_text(text: str, offsets: Sequence[Optional[Sequence[int]]], group: Sequence[int], tokens: Optional[Sequence[str]] = None) -> str:
+    """Display text of a word: its characters in ``text`` (from the first token's start to the
+    last token's end), stripped, or the visible symbols of a whitespace-only word.
+
+    Tokens without offsets (special tokens) fall back to ``tokens[i]``; an empty word gives ``""``.
+    """
+    spans = [offsets[i] for i in group if offsets[i] is not None and offsets[i][1] > offsets[i][0]]
+    if not spans:
+        return "".join(tokens[i] for i in group) if tokens is not None and any(offsets[i] is None for i in group) else ""
+    raw = text[min(s for s, _ in spans) : max(e for _, e in spans)]
+    return raw.strip() or visible(raw)
+
+
+def token_display_texts(text: str, offsets: Sequence[Optional[Sequence[int]]], fallback: Sequence[str]) -> List[str]:
+    """Text of each token from ``text``: its span, with the whitespace between it and the
+    previous token prepended (so the pieces concatenate to the text); a token whose characters
+    were already given to an earlier token (bytes of one character) gets ``""``; tokens
+    without offsets keep ``fallback[i]``."""
+    out, covered = [], 0
+    for i, off in enumerate(offsets):
+        if off is None:
+            out.append(fallback[i])
+            continue
+        s, e = int(off[0]), int(off[1])
+        start = max(s, covered)
+        gap = text[covered:start] if covered < start and not text[covered:start].strip() else ""
+        out.append(gap + text[start:e] if e > start else "")
+        covered = max(covered, e)
+    return out

@@ -1,0 +1,182 @@
+"""HTML (legend, scale, fixed tokens, generation grid, notebook display), the terminal view
+(visible-width wrapping, near-zero rows, hidden whitespace), plots, DataFrames and saving
+several results in one file."""
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+import torch
+
+import aieg_fast
+from aieg_fast.display.scale import text_width
+from builders import byte_level_tokenizer
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TEXT = "café naïve 今天 😀 ok."
+
+
+class Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def _result(text=TEXT, scores=None, method="saliency"):
+    tok = byte_level_tokenizer()
+    enc = tok(text, return_offsets_mapping=True)
+    ids = enc["input_ids"]
+    L = len(ids)
+    return aieg_fast.Attribution(
+        tokens=[tok.decode([i]) for i in ids], token_ids=ids,
+        scores=torch.linspace(-1, 2, L) if scores is None else scores, method=method,
+        target={"kind": "token", "id": 5, "text": " great"}, model="tiny-gpt2",
+        raw_tokens=tok.convert_ids_to_tokens(ids), text=text, offsets=[list(o) for o in enc["offset_mapping"]],
+    )
+
+
+@pytest.fixture(scope="module")
+def gen(tiny_gpt2):
+    return tiny_gpt2.attribute_generation("The capital is Paris", generated_text=".\nIs it", method="saliency", template="Q: {text}")
+
+
+def test_html_next_token():
+    res = _result()
+    h = res.to_html()
+    words = res.words()[0]
+    assert h.count("<span") == len(words) and all(w.replace("&", "&amp;") in h for w in words)
+    assert "\ufffd" not in h and "Ã" not in h
+    assert "aieg-legend" in h and "saliency" in h and "tiny-gpt2" in h and "great" in h
+    assert "diverging" in h and "−" in h and "+" in h  # signed scores: diverging scale centred at 0
+    assert "color: #111" in h and "background: #fff" in h  # explicit colours for dark themes
+    assert "http" not in h and "<script" not in h and "<link" not in h  # self-contained
+    assert res._repr_html_().count("<span") == len(words)
+    pos = _result(scores=torch.linspace(0, 1, len(res.tokens)))
+    assert "sequential" in pos.to_html()
+    assert "<sub" in res.to_html(values=True)
+
+
+def test_html_fixed_tokens_distinct_from_zero(tiny_gpt2):
+    res = tiny_gpt2.attribute("a charming journey", method="saliency", template="Review: {text} Sentiment:")
+    h = res.to_html()
+    n_fixed = sum(1 for g in res.word_groups() if not any(res.attributable[i] for i in g))
+    assert n_fixed >= 2 and h.count('<span class="aieg-w aieg-fixed"') == n_fixed
+    zero = _result(scores=torch.zeros(len(_result().tokens)))
+    assert '<span class="aieg-w aieg-fixed"' not in zero.to_html()  # zeros are not drawn as fixed
+
+
+def test_html_generation_grid(gen):
+    h = gen.to_html()
+    T = gen.scores.shape[0]
+    labels = gen.word_labels()
+    assert h.count("<tr>") == T and h.count('<tr class="aieg-head">') == 1
+    future = sum(1 for t in range(T) for g in gen.word_groups() if g[0] >= gen.prompt_length + t)
+    assert h.count('class="aieg-future"') == future
+    assert "held fixed" in h and "Q:" in labels  # template word shown as held fixed
+    assert "⏎" in h and "title=" in h and "Paris." not in h
+    assert gen._repr_html_().count("<tr>") == T
+
+
+def test_show_wraps_on_visible_width():
+    res = _result(text="the movie is great and the actors are charming and the story is good " * 2)
+    for width in (40, 80):
+        buf = Tty()
+        res.show(file=buf, width=width)
+        out = buf.getvalue()
+        assert "\x1b[48;2;" in out
+        heat = out.split("\n")[2:]
+        body = [ANSI.sub("", l) for l in heat if l and not l.startswith("  ")]
+        assert body and all(text_width(l) <= width for l in body)
+        assert len(body) > 1 and max(text_width(l) for l in body) > width - 15  # lines are filled, not cut early
+
+
+def test_show_width_from_terminal(monkeypatch):
+    import os
+    import shutil
+
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=(100, 24): os.terminal_size((30, 24)))
+    buf = io.StringIO()
+    _result().show(file=buf)
+    lines = buf.getvalue().splitlines()[2:]
+    assert all(text_width(l) <= 30 for l in lines if not l.startswith("  "))
+
+
+def test_near_zero_row_is_said_not_coloured():
+    res = _result(scores=torch.full((len(_result().tokens),), 1e-12))
+    buf = Tty()
+    res.show(file=buf)
+    out = buf.getvalue()
+    assert "≈ 0" in out and "\x1b[48;2;255;0;0m" not in out and "+1.00" not in out
+    assert "≈ 0" in res.to_html() and "rgb(255,0,0)" not in res.to_html()
+    const = _result(scores=torch.full((len(_result().tokens),), 0.5))
+    assert "near-constant" in const.to_html(words=False)
+
+
+def test_hidden_whitespace_is_shown():
+    base = _result(text="it is good ")
+    scores = torch.ones(len(base.tokens))
+    scores[-1] = 11.5  # the largest score on the trailing space token
+    res = _result(text="it is good ", scores=scores)
+    assert res.words()[0][-1] == "␣"
+    buf = io.StringIO()
+    res.show(file=buf)
+    out = buf.getvalue()
+    assert "␣[+1.00]" in out and "␣ +11.5" in out
+    assert "␣</span>" in res.to_html()
+
+
+def test_generation_show(gen):
+    buf = io.StringIO()
+    gen.show(file=buf, width=80)
+    steps = [l for l in buf.getvalue().splitlines() if "<-" in l and "mean" not in l]
+    assert len(steps) == gen.scores.shape[0] and "⏎" in steps[1]
+    assert all(text_width(l) <= 80 for l in steps)
+
+
+def test_plot_strip_and_matrix(tmp_path, gen):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    for res in (_result(), gen):
+        fig = res.plot()
+        assert isinstance(fig, Figure)
+        for ext in ("png", "svg"):
+            fig.savefig(tmp_path / f"x.{ext}")
+            assert (tmp_path / f"x.{ext}").stat().st_size > 1000
+    img = gen.plot(words=False).axes[0].images[0].get_array()
+    assert img.shape == (gen.scores.shape[0], len(gen.tokens))
+
+
+def test_to_dataframe(gen):
+    pd = pytest.importorskip("pandas")
+    res = _result()
+    df = res.to_dataframe()
+    assert isinstance(df, pd.DataFrame) and len(df) == len(res.tokens)
+    assert {"position", "token", "token_id", "score", "attributable", "start", "end"} <= set(df.columns)
+    assert df["score"].sum() == pytest.approx(float(res.scores.sum()), rel=1e-5)
+    dw = res.to_dataframe(words=True)
+    assert list(dw["word"]) == res.words()[0]
+    dg = gen.to_dataframe()
+    T, Lp = gen.scores.shape[0], gen.prompt_length
+    assert len(dg) == sum(Lp + t for t in range(T)) and {"step", "generated"} <= set(dg.columns)
+
+
+def test_save_and_load_several(tmp_path, gen):
+    a, b = _result(), _result(text="日本語のテキスト 🎉")
+    p = tmp_path / "all.json"
+    aieg_fast.save_attributions([a, gen, b], p)
+    d = json.loads(p.read_text(encoding="utf-8"))
+    assert d["format"] == "aieg_fast.attributions" and len(d["results"]) == 3
+    back = aieg_fast.load_attributions(p)
+    assert [r.words()[0] for r in back] == [r.words()[0] for r in (a, gen, b)]
+    torch.testing.assert_close(back[1].scores, gen.scores, equal_nan=True)
+    assert back[1].is_generation and back[2].text == "日本語のテキスト 🎉"
+    with pytest.raises(ValueError, match="load_attributions"):
+        aieg_fast.load_attribution(p)
+    a.save(tmp_path / "one.json")
+    assert len(aieg_fast.load_attributions(tmp_path / "one.json")) == 1
+    with pytest.raises(TypeError, match="not an Attribution"):
+        aieg_fast.save_attributions([a, "x"], p)

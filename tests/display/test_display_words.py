@@ -1,0 +1,132 @@
+"""Words from the tokenizer's offsets: byte-level BPE, SentencePiece (Metaspace) and WordPiece
+tokenizers; accented, CJK and emoji text read as typed (words, tokens, JSON round trip); the
+marker fallback for old files; the generation word view."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import aieg_fast
+from aieg_fast.display.words import offset_groups, visible
+from builders import byte_level_tokenizer
+
+TEXT = "café naïve résumé 今天 😀 ok.\nIs"
+WORDS = ["café", "␣", "naïve", "␣", "résumé", "␣", "今", "天", "␣", "😀", "␣", "ok.", "⏎", "Is"]
+
+
+def _result(tok, text, scores=None):
+    enc = tok(text, return_offsets_mapping=True, add_special_tokens=False)
+    ids = enc["input_ids"]
+    L = len(ids)
+    return aieg_fast.Attribution(
+        tokens=[tok.decode([i]) for i in ids], token_ids=ids,
+        scores=torch.arange(1, L + 1, dtype=torch.float32) if scores is None else scores,
+        method="saliency", target={"kind": "token", "id": 0, "text": "x"}, model="tiny",
+        raw_tokens=tok.convert_ids_to_tokens(ids), text=text, offsets=[list(o) for o in enc["offset_mapping"]],
+    )
+
+
+def wordpiece_tokenizer():
+    """BERT style WordPiece (``##`` continuation, no marker on word starts)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = ["[UNK]", "[CLS]", "[SEP]", "un", "##believ", "##able", "movie", "##s", "!", "the", "is", "great"]
+    tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]")
+
+
+def test_byte_level_words_read_as_typed(tmp_path):
+    tok = byte_level_tokenizer()
+    res = _result(tok, TEXT)
+    assert any("\ufffd" in tok.decode([i]) for i in res.token_ids)  # the tokenizer splits characters into bytes
+    assert res.word_rule == "offsets"
+    words, ws = res.words()
+    assert words == WORDS
+    assert "\ufffd" not in "".join(res.tokens) and "Ã" not in "".join(words)
+    assert "".join(res.tokens) == TEXT  # the token texts concatenate to the text
+    assert sum(ws) == pytest.approx(float(res.scores.sum()))
+    # JSON round trip keeps text, offsets, words and the rule
+    p = tmp_path / "r.json"
+    res.save(p)
+    d = json.loads(p.read_text(encoding="utf-8"))
+    assert d["word_rule"] == "offsets" and d["words"] == WORDS and d["text"] == TEXT
+    back = aieg_fast.load_attribution(p)
+    assert back.words() == res.words() and back.tokens == res.tokens and back.offsets == res.offsets
+
+
+def test_wordpiece_words():
+    tok = wordpiece_tokenizer()
+    text = "The unbelievable movies is great!"
+    res = _result(tok, text)
+    assert res.raw_tokens[1:4] == ["un", "##believ", "##able"]
+    words, _ = res.words()
+    assert [w for w in words if w != "␣"] == ["The", "unbelievable", "movies", "is", "great!"]
+    # the marker rule (no Ġ/▁ markers in WordPiece) would make the sentence one word
+    assert len(aieg_fast.aggregate_words(res.raw_tokens, res.scores)[0]) == 1
+
+
+def test_sentencepiece_words(tiny_llama):
+    res = tiny_llama.attribute("café naïve 今天 ok.\nIs", method="saliency")
+    assert res.word_rule == "offsets"
+    words, ws = res.words()
+    assert words[0] == "<s>" and ws[0] != ws[0]  # BOS: its own word, held fixed (NaN)
+    assert [w for w in words[1:] if w not in ("␣", "⏎")] == ["café", "naïve", "今", "天", "ok.", "Is"]
+    labels = res.token_labels()
+    assert "<unk>" not in "".join(labels[1:]) and "\ufffd" not in "".join(labels)
+
+
+def test_offset_groups_rules():
+    # a byte completed by the next token (empty span) joins that token's word
+    assert offset_groups("ab é", [[0, 2], [2, 3], [3, 3], [3, 4]]) == [[0], [1], [2, 3]]
+    # tokens without offsets (special) stand alone; an offset outside the text is an error
+    assert offset_groups("ab", [None, [0, 1], [1, 2], None]) == [[0], [1, 2], [3]]
+    with pytest.raises(ValueError, match="outside the text"):
+        offset_groups("ab", [[0, 5]])
+    assert visible(" \n") == "␣⏎" and visible(" a") == " a"
+
+
+def test_old_files_fall_back_to_markers(tmp_path):
+    tok = byte_level_tokenizer()
+    d = _result(tok, "the movie is great").to_dict()
+    for k in ("text", "offsets", "word_rule", "words", "word_scores"):
+        d.pop(k)  # a file written before offsets were recorded
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(d), encoding="utf-8")
+    old = aieg_fast.load_attribution(p)
+    assert old.word_rule == "markers" and old.offsets == [] and old.text == ""
+    assert old.words()[0] == ["the", "movie", "is", "great"]
+    assert old.words()[0] == aieg_fast.aggregate_words(old.raw_tokens, old.scores)[0]
+    old.to_html(), old.to_dict()  # every view works without offsets
+
+
+def test_generation_word_view(tiny_gpt2):
+    res = tiny_gpt2.attribute_generation("The capital is Paris", generated_text=".\nIs it", method="saliency")
+    Lp = res.prompt_length
+    T = res.scores.shape[0]
+    assert res.word_rule == "offsets" and res.text == "The capital is Paris.\nIs it"
+    groups = res.word_groups()
+    # prompt words, then one column per generated token: no row explains a token of its own context word
+    assert all(max(g) < Lp or len(g) == 1 for g in groups)
+    assert not any(min(g) < Lp <= max(g) for g in groups)
+    words, rows = res.words()
+    assert "Paris" in words and "Paris." not in words
+    labels = res.token_labels()
+    assert labels[Lp:Lp + 2] == [".", "⏎"]  # the newline step has a visible label
+    for t in range(T):
+        for c, g in enumerate(groups):
+            if g[0] >= Lp + t:  # the explained token and the future carry no score
+                assert rows[t][c] != rows[t][c]
+
+
+def test_greedy_generation_has_offsets(tiny_gpt2):
+    res = tiny_gpt2.attribute_generation("café", max_new_tokens=3, method="saliency")
+    assert res.text.startswith("café") and len(res.offsets) == len(res.tokens)
+    Lp = res.prompt_length
+    gen = "".join(res.text[o[0]:o[1]] for o in res.offsets[Lp:] if o)
+    assert gen == res.text[len("café"):]
