@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import unicodedata
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import Sequence, Tuple
 
 __all__ = ["Scale", "make_scale", "strip", "grid", "text_width"]
 

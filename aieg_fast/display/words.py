@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 import torch
 
