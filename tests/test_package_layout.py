@@ -71,3 +71,19 @@ def test_import_contracts():
         pytest.skip("import-linter is not installed (pip install import-linter)")
     out = subprocess.run([exe, "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_transformers_floor_is_declared_alike_and_installed():
+    """pyproject.toml and the Makefile declare the same transformers minimum, the one
+    tests/floor/check_transformers_floor.sh checked, and the installed release meets it."""
+    import re
+
+    import transformers
+    from packaging.version import Version
+
+    pyproject = re.search(r'"transformers>=([0-9.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    makefile = re.search(r'"transformers>=([0-9.]+)"', (ROOT / "Makefile").read_text()).group(1)
+    checked = re.search(r"check_transformers_floor\.sh ([0-9.]+)\s+# the declared floor", (ROOT / "tests" / "floor" / "check_transformers_floor.sh").read_text()).group(1)
+    assert pyproject == makefile
+    assert Version(checked).release[:2] == Version(pyproject).release[:2]
+    assert Version(transformers.__version__) >= Version(pyproject)
