@@ -100,7 +100,8 @@ def _unit(x: Tensor) -> Tensor:
     return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-def spatial_weights(qt: Tensor, k: Tensor, valid: Tensor, mode: str, n_heads: int, scaling: float = 1.0) -> Tensor:
+def spatial_weights(qt: Tensor, k: Tensor, valid: Tensor, mode: str, n_heads: int, scaling: float = 1.0,
+                    softcap: Optional[float] = None) -> Tensor:
     """The loosened spatial weight λ.
 
     Args:
@@ -111,7 +112,11 @@ def spatial_weights(qt: Tensor, k: Tensor, valid: Tensor, mode: str, n_heads: in
             ``softmax`` (softmax of q·k/√D, D the full width), ``headmean_minmax`` (mean over
             heads of the scaled per-head logits, min-max), ``per_head_cosine_minmax``
             (per-head cosine, min-max per head).
-        scaling: the attention scale of ``headmean_minmax`` (min-max makes it irrelevant).
+        scaling: the attention scale of ``headmean_minmax`` (min-max alone makes it irrelevant;
+            with ``softcap`` it sets where the cap bends).
+        softcap: c of the model's attention-logit soft-capping c·tanh(s/c) (Gemma-2), applied to
+            each head's scaled logit before the head mean of ``headmean_minmax``, as the model
+            applies it before its softmax; None = no capping.
 
     Returns:
         Tensor[B, L], or Tensor[B, n_heads, L] for ``per_head_cosine_minmax``; 0 where invalid.
@@ -129,8 +134,10 @@ def spatial_weights(qt: Tensor, k: Tensor, valid: Tensor, mode: str, n_heads: in
     kh = k.reshape(B, L, n_heads, d)
     qh = qt.reshape(B, 1, n_heads, d)
     if mode == "headmean_minmax":
-        logits = ((kh * qh).sum(-1) * scaling).mean(-1)
-        return masked_minmax(logits, valid)
+        logits = (kh * qh).sum(-1) * scaling  # [B, L, H]
+        if softcap:
+            logits = torch.tanh(logits / softcap) * softcap
+        return masked_minmax(logits.mean(-1), valid)
     cos = (_unit(kh) * _unit(qh)).sum(-1).transpose(1, 2)  # [B, H, L]
     return masked_minmax(cos, valid.unsqueeze(1))
 
@@ -326,7 +333,7 @@ def _score(ad, p, layers, q, k, v, pe, g_rows, src, li, valid, use_rope):
         vx = expand_kv(vl, H, Hkv, p["kv_expansion"])[src]
         qt = ql[src, li]  # [R, D]
         g = G.float()  # [R, D]
-        lam = spatial_weights(qt, kx, seen, p["lambda_mode"], H, ad.attention_scaling(l))
+        lam = spatial_weights(qt, kx, seen, p["lambda_mode"], H, ad.attention_scaling(l), ad.attn_logit_softcap)
         if lam.dim() == 3:  # per head: [R, H, L]
             gv = (vx.reshape(R, L, H, -1) * g.reshape(R, 1, H, -1)).sum(-1)  # [R, L, H]
             s = (lam.transpose(1, 2) * gv).sum(-1)

@@ -302,6 +302,13 @@ def test_lambda_minmax_toy():
     hm = GE.spatial_weights(q2, k, valid, "headmean_minmax", n_heads=2, scaling=0.5)
     # mean over heads of (2, 0, -1) and (0, 3, 0) = (1, 1.5, -0.5) -> (0.75, 1, 0)
     torch.testing.assert_close(hm, torch.tensor([[0.75, 1.0, 0.0, 0.0]]))
+    # with the model's attention-logit soft-cap c = 1 (Gemma-2): per-head scaled logits
+    # (1, 0, -0.5) and (0, 1.5, 0) -> tanh -> head mean -> min-max
+    capped = GE.spatial_weights(q2, k, valid, "headmean_minmax", n_heads=2, scaling=0.5, softcap=1.0)
+    m = (torch.tanh(torch.tensor([1.0, 0.0, -0.5])) + torch.tanh(torch.tensor([0.0, 1.5, 0.0]))) / 2
+    expect = (m - m.min()) / (m.max() - m.min())
+    torch.testing.assert_close(capped, torch.cat([expect, torch.zeros(1)]).unsqueeze(0))
+    assert not torch.allclose(capped, hm)
 
 
 def test_constant_similarity_gives_zeros(tiny_gpt2):
