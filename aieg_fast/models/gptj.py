@@ -66,10 +66,17 @@ class GPTJAdapter(DecoderAdapter):
 
     def rope_tables(self, args, kwargs):
         pe = kwargs.get("position_embeddings")
-        if pe is None and len(args) > 1:
+        if pe is None and len(args) > 1 and isinstance(args[1], (tuple, list)):
             pe = args[1]
         if pe is None:
-            raise RuntimeError("the attention module received no position_embeddings (rotary tables)")
+            # transformers before 5.16: the attention module gathers its tables itself from its
+            # ``embed_positions`` buffer at ``position_ids`` ([sin | cos], each rotary_dim/2 wide)
+            pos = kwargs.get("position_ids", args[3] if len(args) > 3 else None)
+            if pos is None:
+                raise RuntimeError("the attention module received neither position_embeddings nor position_ids (rotary tables)")
+            table = self.attn_modules[0].embed_positions.to(pos.device)
+            sincos = table[pos]
+            pe = sincos.split(sincos.shape[-1] // 2, dim=-1)
         sin, cos = pe  # GPT-J's order; each [B, L, rotary_dim/2]
         cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
         rest = self.head_dim - cos.shape[-1]  # channels GPT-J passes through unrotated
