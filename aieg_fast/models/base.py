@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-__all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "config_window", "layer_types_window"]
+__all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "separate_qkv", "config_window", "layer_types_window"]
 
 #: One place q/k/v are read: (module, reader). The reader gets the module's forward output and
 #: returns some of ``{"q", "k", "v"}`` as Tensor[B, L, heads·head_dim] (heads concatenated in the
@@ -31,6 +31,12 @@ def split_last(names: Sequence[str], sizes: Optional[Sequence[int]] = None) -> C
         return dict(zip(names, parts))
 
     return read
+
+
+def separate_qkv(attn) -> List[QKVPoint]:
+    """The q/k/v points of an attention module with separate ``q_proj``, ``k_proj`` and ``v_proj``
+    (LLaMA, GPT-J, OPT and most families), read at the projections' outputs."""
+    return [(attn.q_proj, split_last("q")), (attn.k_proj, split_last("k")), (attn.v_proj, split_last("v"))]
 
 
 def merge_heads(name: str, heads_first: bool = False) -> Callable[[Tensor], Dict[str, Tensor]]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import DecoderAdapter, split_last
+from .base import DecoderAdapter, separate_qkv
 
 __all__ = ["GPTJAdapter", "rotate_every_two_rope"]
 
@@ -55,8 +55,7 @@ class GPTJAdapter(DecoderAdapter):
         return block.attn
 
     def qkv_points(self, layer):
-        a = self.attn_modules[layer]
-        return [(a.q_proj, split_last("q")), (a.k_proj, split_last("k")), (a.v_proj, split_last("v"))]
+        return separate_qkv(self.attn_modules[layer])
 
     def o_proj(self, layer):
         return self.attn_modules[layer].out_proj

@@ -7,7 +7,7 @@ from typing import Optional
 
 import torch
 
-from .base import DecoderAdapter, split_last
+from .base import DecoderAdapter, separate_qkv
 
 __all__ = ["LlamaAdapter", "rotate_half_rope", "partial_rotate_half_rope", "full_head_rope_tables"]
 
@@ -68,8 +68,7 @@ class LlamaAdapter(DecoderAdapter):
         return block.self_attn
 
     def qkv_points(self, layer):
-        a = self.attn_modules[layer]
-        return [(a.q_proj, split_last("q")), (a.k_proj, split_last("k")), (a.v_proj, split_last("v"))]
+        return separate_qkv(self.attn_modules[layer])
 
     def o_proj(self, layer):
         return self.attn_modules[layer].o_proj

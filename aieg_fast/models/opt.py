@@ -23,7 +23,7 @@ What is special and how the adapter handles it:
 """
 from __future__ import annotations
 
-from .base import DecoderAdapter, split_last
+from .base import DecoderAdapter, separate_qkv
 
 __all__ = ["OPTAdapter"]
 
@@ -42,8 +42,7 @@ class OPTAdapter(DecoderAdapter):
         return block.self_attn
 
     def qkv_points(self, layer):
-        a = self.attn_modules[layer]
-        return [(a.q_proj, split_last("q")), (a.k_proj, split_last("k")), (a.v_proj, split_last("v"))]
+        return separate_qkv(self.attn_modules[layer])
 
     def o_proj(self, layer):
         return self.attn_modules[layer].out_proj
