@@ -4,7 +4,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test install clean bench verify
+.PHONY: demo test install clean bench verify browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,10 +21,19 @@ $(STAMP): $(BIN)/python pyproject.toml setup.py $(shell find csrc -type f 2>/dev
 
 install: $(STAMP)
 
+# Chromium for the browser test of the HTML views (Debian's package; needs root). Best effort:
+# where it cannot be installed, tests/display/test_display_browser.py skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the browser test (best effort) ..."; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  timeout 600 apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	  { timeout 300 apt-get update -qq >/dev/null 2>&1 && timeout 600 apt-get install -y -qq chromium >/dev/null 2>&1; } || \
+	  echo "chromium could not be installed: the browser test will be skipped"; }
+
 demo: $(STAMP)
 	$(BIN)/aieg-fast explain --task sentiment --method aieg --json demo_result.json
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/lint-imports pyproject.toml
 	$(BIN)/python -m pytest -q tests
 
