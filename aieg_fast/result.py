@@ -185,11 +185,12 @@ class Attribution:
         See :func:`aieg_fast.display.terminal.show`."""
         terminal.show(self, file, words, width, top_k)
 
-    def to_html(self, words: bool = True, values: bool = False) -> str:
+    def to_html(self, words: bool = True, values: bool = False, toggle: bool = False) -> str:
         """A self-contained HTML snippet: legend with the colour scale, method, target and model,
         then the coloured words (or tokens); a generation result as a grid of generated tokens
-        × context. ``values=True`` prints the values too. See :func:`aieg_fast.display.html.to_html`."""
-        return html.to_html(self, words, values)
+        × context. ``values=True`` prints the values too; ``toggle=True`` renders both views with
+        a words / tokens switch (CSS only). See :func:`aieg_fast.display.html.to_html`."""
+        return html.to_html(self, words, values, toggle)
 
     def _repr_html_(self) -> str:
         """Notebook display: :meth:`to_html` of the words."""

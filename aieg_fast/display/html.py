@@ -109,7 +109,25 @@ def _grid_html(attr, words: bool, values: bool) -> str:
     return _wrap(attr, scale, f'{intro}<table>{"".join(trs)}</table>', words)
 
 
-def to_html(attr, words: bool = True, values: bool = False) -> str:
+_TOGGLE_CSS = """
+#{id} .aieg-view-tokens {{ display: none; }}
+#{id} > input:checked ~ .aieg-view-words {{ display: none; }}
+#{id} > input:checked ~ .aieg-view-tokens {{ display: block; }}
+#{id} > label {{ font: 12px system-ui, sans-serif; color: #111; background: #fff; cursor: pointer; }}
+"""
+
+
+def _toggle_html(attr, values: bool) -> str:
+    """Both views, words and tokens, with a checkbox that switches between them in CSS alone."""
+    uid = f"aieg-fast-{next(_ids)}"
+    render = _grid_html if attr.scores.dim() == 2 else _strip_html
+    return (f'<div class="aieg-fast-toggle" id="{uid}"><style>{_TOGGLE_CSS.format(id=uid)}</style>'
+            f'<input type="checkbox" id="{uid}-tokens"><label for="{uid}-tokens"> show tokens instead of words</label>'
+            f'<div class="aieg-view-words">{render(attr, True, values)}</div>'
+            f'<div class="aieg-view-tokens">{render(attr, False, values)}</div></div>')
+
+
+def to_html(attr, words: bool = True, values: bool = False, toggle: bool = False) -> str:
     """A self-contained HTML snippet of ``attr`` (inline CSS, no script, no network).
 
     A legend names the method, target (or generation), model and ``F(x)`` when recorded, and
@@ -125,10 +143,14 @@ def to_html(attr, words: bool = True, values: bool = False) -> str:
         attr: an :class:`~aieg_fast.result.Attribution`.
         words: group tokens into words (default), else one entry per token.
         values: also print each value (in the word's span, or in each grid cell).
+        toggle: render both views, with a checkbox that switches between words and tokens
+            (CSS only, no script); ``words`` is then ignored.
 
     Returns:
         str: the HTML (a ``<div>``; wrap it in a page with ``<meta charset='utf-8'>``).
     """
+    if toggle:
+        return _toggle_html(attr, values)
     if attr.scores.dim() == 2:
         return _grid_html(attr, words, values)
     return _strip_html(attr, words, values)

@@ -4,7 +4,7 @@
   and ``summary.md``: mean [95 % bootstrap CI] per method and metric with the paired-test stars,
   the table of p-values, and, when the settings hold a top-k sweep, ``summary_topk.csv`` and its
   tables (:func:`topk_lines`);
-* :func:`plot_pi_soft` — ``pi_soft_curves.png``, the mean π-Soft-NC / NS curves (needs
+* :func:`plot_pi_soft` — ``pi_soft_curves.png``, the mean π-Soft-NC / NS curves with bootstrap bands (needs
   matplotlib; skipped with a note).
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from .metrics import HARD_METRICS, METRICS
-from .stats import REFERENCE_METHOD, summarise_topk
+from .stats import REFERENCE_METHOD, bootstrap_band, summarise_topk
 
-__all__ = ["write_csv", "fmt", "topk_lines", "write_summary", "plot_pi_soft"]
+__all__ = ["write_csv", "fmt", "topk_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
 
 
 def write_csv(path: Path, rows: List[dict]) -> None:
@@ -130,19 +130,18 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     return text
 
 
-def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis: Sequence[float]) -> Optional[Path]:
-    """Write ``out/pi_soft_curves.png``: mean π-Soft-NC and NS curves over ``pis`` (with the
-    analytic endpoints) per method and for the ``uniform`` control; its path, or None (with a
-    note on stdout) when matplotlib is not installed."""
-    try:
-        import matplotlib
+def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequence[float]):
+    """The π-Soft-NC and NS figure: per method (and the ``uniform`` control) the mean curve over
+    ``pis`` with the analytic endpoints, a 95 % pointwise bootstrap band over the examples
+    (:func:`~aieg_fast.eval.stats.bootstrap_band`) and n in the legend. Needs matplotlib.
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("note: matplotlib is not installed; skipping the π-Soft plot (pip install matplotlib)")
-        return None
+    Returns:
+        the matplotlib Figure (two axes: NC, NS).
+    """
+    import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    xs = [0.0] + list(pis) + [1.0]
     for ax, c, ends in ((axes[0], "nc", (1.0, 0.0)), (axes[1], "ns", (0.0, 1.0))):
         for m in list(methods) + ["uniform"]:
             curves = [
@@ -153,13 +152,32 @@ def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis
             if curves.size == 0:
                 continue
             mean = np.nanmean(curves, 0)
-            ax.plot([0.0] + list(pis) + [1.0], [ends[0]] + list(mean) + [ends[1]], marker="o", ms=3, label=m,
-                    linestyle="--" if m in ("uniform", "random") else "-")
+            line, = ax.plot(xs, [ends[0]] + list(mean) + [ends[1]], marker="o", ms=3, label=f"{m} (n={len(curves)})",
+                            linestyle="--" if m in ("uniform", "random") else "-")
+            lo, hi = bootstrap_band(curves)
+            if np.isfinite(lo).all():
+                ax.fill_between(xs, [ends[0]] + list(lo) + [ends[1]], [ends[0]] + list(hi) + [ends[1]],
+                                color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_xlabel("expected retention π")
-        ax.set_ylabel(f"π-Soft-{c.upper()}")
+        ax.set_ylabel(f"π-Soft-{c.upper()} (mean, 95 % bootstrap band)")
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis: Sequence[float]) -> Optional[Path]:
+    """Write ``out/pi_soft_curves.png`` (:func:`pi_soft_figure`); its path, or None (with a note
+    on stdout) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed; skipping the π-Soft plot (pip install matplotlib)")
+        return None
+    fig = pi_soft_figure(records, methods, pis)
     path = out / "pi_soft_curves.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)

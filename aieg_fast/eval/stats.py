@@ -1,6 +1,7 @@
 """Statistics of an evaluation: bootstrap CIs, paired tests, and the mean / CI rows of the tables.
 
-* :func:`bootstrap_ci` — percentile bootstrap CI of a mean;
+* :func:`bootstrap_ci` — percentile bootstrap CI of a mean; :func:`bootstrap_band` — the same
+  for a mean curve, point by point;
 * :func:`paired_test` — two-sided p-value of a paired difference (Wilcoxon signed-rank from scipy
   when installed, else an exact / Monte-Carlo sign-flip permutation test of the mean difference
   in numpy);
@@ -18,7 +19,7 @@ import numpy as np
 
 from .metrics import HARD_METRICS, METRICS
 
-__all__ = ["REFERENCE_METHOD", "bootstrap_ci", "paired_test", "mean_ci", "summarise", "summarise_topk"]
+__all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "summarise", "summarise_topk"]
 
 #: the method the paired tests compare against by default.
 REFERENCE_METHOD = "integrated_gradients"
@@ -33,6 +34,26 @@ def bootstrap_ci(x: Sequence[float], n_boot: int = 2000, seed: int = 0, level: f
     means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(1)
     a = (1 - level) / 2
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+def bootstrap_band(curves, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Tuple[np.ndarray, np.ndarray]:
+    """Pointwise percentile bootstrap band of a mean curve.
+
+    Args:
+        curves: array-like [n, P], one curve per example (NaN entries are skipped in the means).
+        n_boot: resamples of the n examples (with replacement, the same draw for every point).
+
+    Returns:
+        (lo, hi), each ndarray[P]; NaN everywhere when n < 2.
+    """
+    c = np.asarray(curves, dtype=float)
+    n, P = c.shape
+    if n < 2:
+        return np.full(P, np.nan), np.full(P, np.nan)
+    rng = np.random.default_rng(seed)
+    means = np.nanmean(c[rng.integers(0, n, size=(n_boot, n))], axis=1)  # [n_boot, P]
+    a = (1 - level) / 2
+    return np.nanquantile(means, a, axis=0), np.nanquantile(means, 1 - a, axis=0)
 
 
 def paired_test(x: Sequence[float], y: Sequence[float], n_perm: int = 20000, seed: int = 0) -> Tuple[float, str]:

@@ -32,9 +32,9 @@ def _chromium(*args):
 
 
 def _check(tmp_path, name, res):
-    page = _page(tmp_path, name, res.to_html())
+    page = _page(tmp_path, name, res.to_html(toggle=True))
     dom = _chromium("--dump-dom", page.as_uri())
-    assert "aieg-legend" in dom and "\ufffd" not in dom
+    assert "aieg-legend" in dom and "\ufffd" not in dom and 'type="checkbox"' in dom
     for w in res.words()[0]:
         assert w.replace("&", "&amp;").replace("<", "&lt;") in dom, w
     png = tmp_path / f"{name}.png"

@@ -180,3 +180,15 @@ def test_save_and_load_several(tmp_path, gen):
     assert len(aieg_fast.load_attributions(tmp_path / "one.json")) == 1
     with pytest.raises(TypeError, match="not an Attribution"):
         aieg_fast.save_attributions([a, "x"], p)
+
+
+def test_html_words_tokens_toggle(gen):
+    res = _result()
+    h = res.to_html(toggle=True)
+    n_words, n_tokens = len(res.words()[0]), len(res.tokens)
+    assert h.count("<span") == n_words + n_tokens  # both views are in the page
+    assert h.count('type="checkbox"') == 1 and "<script" not in h
+    assert h.index('class="aieg-view-words"') < h.index('class="aieg-view-tokens"')
+    assert "input:checked ~ .aieg-view-tokens { display: block; }" in h
+    g = gen.to_html(toggle=True)
+    assert g.count("<table") == 2 and g.count('type="checkbox"') == 1

@@ -12,3 +12,28 @@ def test_paired_test_and_bootstrap():
     assert E.paired_test([1.0, 2.0], [1.0, 2.0])[0] == 1.0
     lo, hi = E.bootstrap_ci([1.0, 2.0, 3.0, 4.0])
     assert 1.0 <= lo < 2.5 < hi <= 4.0
+
+
+def test_bootstrap_band_and_pi_soft_figure():
+    import numpy as np
+
+    from aieg_fast.eval.report import pi_soft_figure
+
+    rng = np.random.default_rng(0)
+    curves = rng.uniform(0, 1, size=(40, 3))
+    lo, hi = E.bootstrap_band(curves)
+    mean = curves.mean(0)
+    assert lo.shape == hi.shape == (3,) and np.all(lo < mean) and np.all(mean < hi)
+    # a band of n examples narrows as n grows, and vanishes for identical curves
+    lo2, hi2 = E.bootstrap_band(np.tile(curves, (16, 1)))
+    assert np.all(hi2 - lo2 < hi - lo)
+    clo, chi = E.bootstrap_band(np.full((5, 3), 0.25))
+    assert np.allclose(clo, 0.25) and np.allclose(chi, 0.25)
+    assert np.isnan(E.bootstrap_band(curves[:1])[0]).all()
+    pis = [0.25, 0.5, 0.75]
+    recs = [{"methods": {"ig": {"pi_soft_nc_curve": list(c), "pi_soft_ns_curve": list(1 - c)}},
+             "controls": {"uniform": {"pi_soft_nc_curve": [0.5] * 3, "pi_soft_ns_curve": [0.5] * 3}}} for c in curves]
+    fig = pi_soft_figure(recs, ["ig"], pis)
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert labels == ["ig (n=40)", "uniform (n=40)"]
+    assert len(fig.axes[0].collections) == 2  # one band per curve
