@@ -332,6 +332,7 @@ class Explainer:
             info={k: (v[b] if isinstance(v, list) else v) for k, v in out.info.items()},
             text=source[0],
             offsets=source[1],
+            target_prob=None if ctx.probs is None else float(ctx.probs[b, tid]),
         )
 
     attribute_generation = attribute_generation

@@ -48,6 +48,9 @@ class Attribution:
             follow :func:`~aieg_fast.display.words.offset_groups` (``word_rule == "offsets"``),
             else the marker rule of :func:`aggregate_words` (``"markers"``). Tokens whose own
             decoding holds U+FFFD (bytes of one character) take their text from ``text``.
+        target_prob (float or None): the model's probability of the target on the full input
+            (next token over the vocabulary, or class), when the call computed the model's full
+            output (a predicted target, AIEG's attention pass, Grad-ELLM); else None.
     """
 
     tokens: List[str]
@@ -65,6 +68,7 @@ class Attribution:
     info: Dict[str, Any] = field(default_factory=dict)
     text: str = ""
     offsets: List[Optional[List[int]]] = field(default_factory=list)
+    target_prob: Optional[float] = None
 
     def __post_init__(self):
         self.scores = torch.as_tensor(self.scores, dtype=torch.float32).detach().cpu()
@@ -240,6 +244,7 @@ class Attribution:
                 "word_rule": self.word_rule,
                 "text": self.text,
                 "offsets": self.offsets,
+                "target_prob": self.target_prob,
                 "info": self.info,
             }
         )
@@ -272,6 +277,7 @@ class Attribution:
             info=d.get("info", {}),
             text=d.get("text") or "",
             offsets=d.get("offsets") or [],
+            target_prob=d.get("target_prob"),
         )
 
     @classmethod

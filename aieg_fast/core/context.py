@@ -47,6 +47,9 @@ class Context:
     timing: Dict[str, float] = field(default_factory=dict)
     progress: Any = None
     pilot_logits: Optional[Sequence[Tensor]] = None
+    #: Tensor[B, V] the model's output distribution on the inputs, when a forward computed all
+    #: logits anyway (a predicted target, the reference forward); None otherwise
+    probs: Optional[Tensor] = None
     _chunk: Optional[int] = field(default=None, repr=False)
 
     @property
@@ -100,8 +103,9 @@ class Context:
         missing = self.targets < 0
         if bool(missing.any()):
             with torch.no_grad():
-                pred = self.adapter.full_logits(hidden.detach()).argmax(-1)
-            self.targets = torch.where(missing, pred, self.targets)
+                logits = self.adapter.full_logits(hidden.detach()).float()
+            self.probs = torch.softmax(logits, -1)
+            self.targets = torch.where(missing, logits.argmax(-1), self.targets)
 
     def ensure_targets(self) -> None:
         """One no-grad forward on the inputs, only when some target is missing (the prediction)."""
@@ -138,6 +142,7 @@ class Context:
                 if cap is not None:
                     attn = {l: (v[:B] if v is not None else None) for l, v in cap.pop().items()}
             probs = torch.softmax(logits, -1)
+            self.probs = probs
         return {"F_input": F[:B], "F_baseline": F[B:] if baseline else None, "pred": pred, "probs": probs, "attn": attn}
 
     def gradient_at_input(self):

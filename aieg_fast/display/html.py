@@ -46,9 +46,11 @@ def _legend(attr, scale, words: bool) -> str:
         parts.append(f"generation of {attr.scores.shape[0]} tokens")
     else:
         parts.append(f"target <b>{_html.escape(repr(tgt))}</b>")
-    for key, name in (("prob", "p"), ("target_prob", "p"), ("F_input", "F(x)")):
-        if isinstance(attr.info.get(key), (int, float)):
-            parts.append(f"{name} = {attr.info[key]:.4g}")
+    prob = attr.target_prob if attr.target_prob is not None else attr.info.get("target_prob")
+    if isinstance(prob, (int, float)):
+        parts.append(f"p(target) = {prob:.3g}")
+    if isinstance(attr.info.get("F_input"), (int, float)):
+        parts.append(f"F(x) = {attr.info['F_input']:.4g}")
     parts.append(f"model {_html.escape(str(attr.model or '?'))}")
     lo = f"−{scale.vmax:.3g}" if scale.signed else "0"
     bar = f'{lo}<b class="aieg-bar"></b>+{scale.vmax:.3g}'

@@ -271,7 +271,7 @@ class GradELLM(Method):
             total, per_layer = _score(ad, p, layers, q, k, v, pe, [G[rows, li] for G in grads], rows, li, valid, use_rope)
             scores = torch.where(batch.fixed | ~valid, torch.zeros_like(total), total)
         ctx.advance(B)
-        probs = torch.softmax(logits, -1)
+        probs = ctx.probs = torch.softmax(logits, -1)
         info = {
             "F_input": F.detach().tolist(),
             "target_prob": [float(probs[b, ctx.targets[b]]) for b in range(B)],

@@ -192,3 +192,20 @@ def test_html_words_tokens_toggle(gen):
     assert "input:checked ~ .aieg-view-tokens { display: block; }" in h
     g = gen.to_html(toggle=True)
     assert g.count("<table") == 2 and g.count('type="checkbox"') == 1
+
+
+def test_target_probability_recorded_and_in_the_legend(tiny_gpt2, tmp_path):
+    """When the call computed the model's full output (a predicted target), the result records
+    p(target) — equal to the model's softmax — and the HTML legend shows it; with a given target
+    and a method that never computes all logits (IG), nothing is claimed."""
+    ex = tiny_gpt2
+    text = "the movie is good"
+    res = ex.attribute(text, method="saliency")
+    with torch.no_grad():
+        p = torch.softmax(ex.model(torch.tensor([res.token_ids])).logits[0, -1], -1)
+    assert abs(res.target_prob - float(p[res.target["id"]])) < 1e-5
+    assert f"p(target) = {res.target_prob:.3g}" in res.to_html()
+    res.save(tmp_path / "r.json")
+    assert aieg_fast.load_attribution(tmp_path / "r.json").target_prob == pytest.approx(res.target_prob)
+    ig = ex.attribute(text, method="integrated_gradients", target=res.target["id"], n_steps=4)
+    assert ig.target_prob is None and "p(target)" not in ig.to_html()
