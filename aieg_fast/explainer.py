@@ -45,6 +45,9 @@ class Explainer:
         self.device = next(model.parameters()).device
         self.special_ids = set(int(i) for i in (getattr(tokenizer, "all_special_ids", None) or []))
         self.vocab_size = self.adapter.embeddings.weight.shape[0]
+        if ref_token_id is not None and (isinstance(ref_token_id, bool) or not isinstance(ref_token_id, int)
+                                         or not 0 <= ref_token_id < self.vocab_size):
+            raise ValueError(f"ref_token_id must be a token id in [0, {self.vocab_size}), got {ref_token_id!r}")
         self.ref_token_id = self._default_ref_token(tokenizer) if ref_token_id is None else int(ref_token_id)
         self.pad_id = self.ref_token_id
         #: id → decoded text of that token alone, filled as tokens are seen (:meth:`token_texts`)
@@ -116,8 +119,8 @@ class Explainer:
         if template is None:
             full, span = text, (0, len(text))
         else:
-            if "{text}" not in template:
-                raise ValueError(f"template must contain '{{text}}', got {template!r}")
+            if template.count("{text}") != 1:
+                raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
             pre, post = template.split("{text}", 1)
             full, span = pre + text + post, (len(pre), len(pre) + len(text))
         fast = bool(getattr(self.tokenizer, "is_fast", False))
@@ -239,7 +242,8 @@ class Explainer:
             target: token string (single token), token id, or class index / label for a
                 classification head; None = the model's own prediction (greedy next token or
                 argmax class). A list gives one target per text.
-            n_steps (int): interpolation steps M ≥ 2 for path methods (ignored by the others).
+            n_steps (int): interpolation steps M ≥ 2 for path methods (checked for every method,
+                used by the path methods only).
             internal_batch_size (int, optional): path points per forward/backward; bounds peak
                 memory. None = chosen from ``max_memory`` (default "2GB").
             template (str, optional): prompt with ``{text}``; template tokens are held fixed.
@@ -362,8 +366,8 @@ def load_model(model=None, tokenizer=None, device=None, dtype: Optional[torch.dt
 
     Args:
         model: None (the embedded SmolLM2-135M-Instruct), a hub id or local directory, or a
-            ``transformers`` model object of a registered family (``aieg_fast.models``: GPT-2,
-            LLaMA; causal LM or sequence classification).
+            ``transformers`` model object of a registered family (``aieg_fast.models.BUILTIN_FAMILIES``
+            and ``register_adapter``; causal LM or sequence classification).
         tokenizer: tokenizer object or id/path; required with a model object.
         device: torch device (default: where the model is, CPU for loaded models).
         dtype: parameter dtype for models loaded by name (default float32).

@@ -163,6 +163,11 @@ def attribute_generation(
     if ex.adapter.kind != "causal_lm":
         raise ValueError("attribute_generation needs a causal language model, not a classification head")
     check_int("max_new_tokens", max_new_tokens, 1)
+    if "target" in options:
+        raise ValueError(
+            f"attribute_generation explains each generated token, so its targets are the generated tokens "
+            f"(choose them with generated_text=); got target={options['target']!r}"
+        )
     m = get_method(method)
     check_call_settings(n_steps, target_fn, backend)
     opts = m.options(**options)

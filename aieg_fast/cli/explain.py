@@ -55,6 +55,8 @@ def _input_error(args):
         return "--generate explains the generated tokens; it cannot be combined with --task or --target"
     if args.text is None and args.task is None:
         return "TEXT is required (or use --task sentiment to explain a shipped SST-2 sentence)"
+    if args.target_is_id and (args.target is None or not args.target.lstrip("-").isdigit()):
+        return f"--target-is-id needs --target to be an integer (a token id or class index), got --target {args.target!r}"
     for flag, path in (("--json", args.json), ("--html", args.html)):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             return f"{flag} {path!r}: the folder {os.path.dirname(os.path.abspath(path))!r} does not exist"

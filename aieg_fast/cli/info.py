@@ -1,9 +1,10 @@
-"""``aieg-fast info``: the package, torch and extension versions and build, as JSON."""
+"""``aieg-fast info``: the package, torch, transformers and extension versions and build, as JSON."""
 from __future__ import annotations
 
 import json
 
 import torch
+import transformers
 
 from .. import __version__
 from .._ext import build_info
@@ -18,6 +19,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    """Print ``{"aieg_fast", "torch", "extension"}`` as indented JSON; 0."""
-    print(json.dumps({"aieg_fast": __version__, "torch": torch.__version__, "extension": build_info()}, indent=1, default=str))
+    """Print ``{"aieg_fast", "torch", "transformers", "extension"}`` as indented JSON; 0."""
+    info = {"aieg_fast": __version__, "torch": torch.__version__, "transformers": transformers.__version__, "extension": build_info()}
+    print(json.dumps(info, indent=1, default=str))
     return 0

@@ -84,3 +84,10 @@ def test_cli_explain_json(tmp_path, smollm):
 def test_cli_bad_input_exit_code():
     proc = subprocess.run([sys.executable, "-m", "aieg_fast.cli", "explain", "hello", "--method", "nope"], capture_output=True, text=True)
     assert proc.returncode != 0 and "invalid choice" in proc.stderr
+
+
+def test_cli_target_is_id_needs_an_integer(capsys):
+    from aieg_fast.cli import main
+
+    assert main(["explain", "the movie is great", "--target", "xx", "--target-is-id"]) == 2
+    assert "--target-is-id needs --target to be an integer" in capsys.readouterr().err

@@ -433,3 +433,16 @@ def test_wrong_types(tiny_gpt2, call, match):
 def test_load_model_wrong_type():
     with pytest.raises(TypeError, match=r"model must be None, a hub id or local directory .* got int"):
         aieg_fast.load_model(123)
+
+
+def test_bad_input_found_by_a_new_user(tiny_gpt2):
+    """A template with {text} twice, an out-of-range ref_token_id and a target for generation are
+    refused with messages naming them, before any work."""
+    from builders import make_tiny_gpt2
+
+    with pytest.raises(ValueError, match="exactly once"):
+        tiny_gpt2.attribute(TEXT, method="saliency", template="{text} and {text}")
+    with pytest.raises(ValueError, match=r"ref_token_id must be a token id in \[0, \d+\), got 10000000"):
+        aieg_fast.load_model(*make_tiny_gpt2(), ref_token_id=10**7)
+    with pytest.raises(ValueError, match="targets are the generated tokens"):
+        tiny_gpt2.attribute_generation("the movie", method="saliency", target=" good", max_new_tokens=2)
