@@ -21,6 +21,7 @@ This module imports nothing else of the package.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from dataclasses import dataclass
@@ -70,7 +71,8 @@ def read_sst2_tsv(path) -> List[Tuple[str, int]]:
         ValueError: a line that is not ``sentence<TAB>0|1`` (names the file and line).
     """
     rows = []
-    with open(path, encoding="utf-8") as fh:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
         next(fh, None)
         for no, line in enumerate(fh, start=2):
             line = line.rstrip("\n")
@@ -140,7 +142,7 @@ DATASETS: Dict[str, DatasetSpec] = {
     "sst2-dev": DatasetSpec("sst2-dev", "sst2_dev.tsv", "sst2_dev.tsv", read_sst2_tsv),
     "sst2-test": DatasetSpec("sst2-test", "sst2_test.tsv", "sst2_test.tsv", read_sst2_tsv),
     "imdb": DatasetSpec("imdb", "imdb_test_sample.jsonl", "imdb_test_sample_200.jsonl", read_jsonl),
-    "sst2-train": DatasetSpec("sst2-train", "sst2_train.tsv", None, read_sst2_tsv, evaluation=False),
+    "sst2-train": DatasetSpec("sst2-train", "sst2_train.tsv", "sst2_train.tsv.gz", read_sst2_tsv, evaluation=False),
 }
 #: names of the datasets ``evaluate`` accepts, in registry order.
 EVALUATION_DATASETS = tuple(k for k, d in DATASETS.items() if d.evaluation)

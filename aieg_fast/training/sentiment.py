@@ -1,0 +1,270 @@
+"""SmolLM2-SST2: the embedded SmolLM2-135M-Instruct fine-tuned with LoRA to answer the sentiment prompt.
+
+The AIEG paper explains models fine-tuned on the task; the zero-shot SmolLM2-135M barely reads the
+review (58.5 % SST-2 dev accuracy). :func:`train_sentiment` fine-tunes it as a *language model*:
+the prompt is :data:`aieg_fast.datasets.SENTIMENT_TEMPLATE` and the loss is the cross-entropy of
+the label word (``" negative"`` / ``" positive"``, one token each) over the whole vocabulary at the
+last prompt position. The model stays a causal LM, so next-token, label-set, contrast and generation
+methods all apply to it.
+
+Recipe (the shipped adapter was made by ``aieg-fast train-sentiment`` with these defaults):
+
+* LoRA (``peft``) rank 8, alpha 16, dropout 0.05 on every attention and MLP projection
+  (q, k, v, o, gate, up, down) of the 30 layers: 2.44 M trainable parameters;
+* the first ``n_train`` rows of SST-2 train after a seeded shuffle, batches of ``batch_size``
+  grouped by length, AdamW (lr 5e-4, weight decay 0), linear warm-up over 5 % of the steps then
+  cosine decay, gradient clipping at 1.0;
+* float32 on the CPU. The base weights are the de-quantized GGUF of the embedded model, so the
+  adapter belongs to that base.
+
+Training is resumable: every ``checkpoint_every`` steps the adapter, optimizer, scheduler and step
+are saved in ``out_dir/checkpoint``; a rerun with the same settings continues from there (a run
+killed mid-way loses at most that many steps). The finished adapter (``adapter_config.json``,
+``adapter_model.safetensors``) and ``training.json`` (settings, loss curve, SST-2 dev accuracy,
+time) go in ``out_dir``; ``load_model("smollm2-sst2")`` merges the copy shipped in
+``aieg_fast/data/smollm2-sst2`` (see :func:`aieg_fast.models.load_hf_model`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..core.batch import right_pad
+from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
+from ..models import SST2_NAME, cache_dir, load_hf_model
+
+__all__ = ["LORA_CONFIG", "SST2_NAME", "train_sentiment", "sentiment_accuracy"]
+
+#: the LoRA settings of the shipped adapter.
+LORA_CONFIG = {
+    "r": 8, "lora_alpha": 16, "lora_dropout": 0.05,
+    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+}
+
+
+def _encode(tok, texts: Sequence[str], template: str) -> List[List[int]]:
+    """Token ids of each text placed in ``template``, encoded as :meth:`Explainer.encode` does."""
+    return [list(tok(template.replace("{text}", t), add_special_tokens=True)["input_ids"]) for t in texts]
+
+
+def _label_ids(tok, labels: Sequence[str]) -> List[int]:
+    ids = []
+    for w in labels:
+        t = tok.encode(w, add_special_tokens=False)
+        if len(t) != 1:
+            raise ValueError(f"labels: each label word must be one token, {w!r} is {len(t)} tokens")
+        ids.append(t[0])
+    return ids
+
+
+def _batches(seqs: List[List[int]], batch_size: int, seed: int) -> List[List[int]]:
+    """Index batches: a seeded shuffle, then sorting by length within windows of 50 batches
+    (less padding), then a seeded shuffle of the batches."""
+    rng = random.Random(seed)
+    order = list(range(len(seqs)))
+    rng.shuffle(order)
+    window = 50 * batch_size
+    out = []
+    for s in range(0, len(order), window):
+        chunk = sorted(order[s : s + window], key=lambda i: len(seqs[i]))
+        out += [chunk[k : k + batch_size] for k in range(0, len(chunk), batch_size)]
+    rng.shuffle(out)
+    return out
+
+
+def _last_logits(model, seqs: List[List[int]], pad_id: int) -> torch.Tensor:
+    """Logits [B, V] at each sequence's last token (right padding, so earlier positions are exact)."""
+    ids, mask = right_pad(seqs, pad_id)
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    last = mask.sum(1) - 1
+    return logits[torch.arange(len(seqs)), last]
+
+
+@torch.no_grad()
+def sentiment_accuracy(model, tok, rows: Sequence[Tuple[str, int]], template: str = SENTIMENT_TEMPLATE,
+                       labels: Sequence[str] = SENTIMENT_LABELS, batch_size: int = 32) -> float:
+    """Share of ``rows`` ((text, label) pairs) whose label word has the higher logit of the label
+    words at the end of ``template`` (the decision :mod:`aieg_fast.eval` scores).
+
+    Raises:
+        ValueError: a label word that is not one token.
+    """
+    was_training = model.training
+    model.eval()
+    lab = _label_ids(tok, labels)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    seqs = _encode(tok, [t for t, _ in rows], template)
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    correct = 0
+    for s in range(0, len(order), batch_size):
+        idx = order[s : s + batch_size]
+        pred = _last_logits(model, [seqs[i] for i in idx], pad_id)[:, lab].argmax(-1)
+        correct += int((pred == torch.tensor([rows[i][1] for i in idx])).sum())
+    model.train(was_training)
+    return correct / max(1, len(rows))
+
+
+def _check(n_train, batch_size, lr, checkpoint_every) -> None:
+    for name, v in (("n_train", n_train), ("batch_size", batch_size), ("checkpoint_every", checkpoint_every)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+
+
+def _schedule(opt, total: int):
+    warm = max(1, total // 20)
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
+    )
+
+
+def _save_checkpoint(ckpt: Path, model, opt, sched, step: int, losses: List[float], settings: dict) -> None:
+    from peft import get_peft_model_state_dict
+
+    tmp = ckpt.with_name(ckpt.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    torch.save({"adapter": get_peft_model_state_dict(model), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                "step": step, "losses": losses, "settings": settings}, tmp / "state.pt")
+    if ckpt.exists():
+        import shutil
+
+        shutil.rmtree(ckpt)
+    tmp.rename(ckpt)  # the old checkpoint is replaced only once the new one is complete
+
+
+def _load_checkpoint(ckpt: Path, model, opt, sched, settings: dict) -> Tuple[int, List[float]]:
+    from peft import set_peft_model_state_dict
+
+    f = ckpt / "state.pt"
+    if not f.is_file():
+        return 0, []
+    state = torch.load(f, weights_only=False)
+    if state["settings"] != settings:
+        raise ValueError(
+            f"out_dir holds a checkpoint made with other settings ({state['settings']}); pass another out_dir "
+            f"or delete {ckpt} to start again"
+        )
+    set_peft_model_state_dict(model, state["adapter"])
+    opt.load_state_dict(state["optimizer"])
+    sched.load_state_dict(state["scheduler"])
+    return int(state["step"]), list(state["losses"])
+
+
+def train_sentiment(
+    *,
+    out_dir=None,
+    train_file=None,
+    n_train: int = 16000,
+    batch_size: int = 16,
+    lr: float = 5e-4,
+    seed: int = 0,
+    checkpoint_every: int = 50,
+    max_steps: Optional[int] = None,
+    n_dev: Optional[int] = None,
+    progress: bool = True,
+) -> Dict[str, object]:
+    """Fine-tune the embedded SmolLM2-135M-Instruct on SST-2 with LoRA (module docstring: recipe).
+
+    Args:
+        out_dir: where the adapter, ``training.json`` and the checkpoint go (default
+            ``<cache>/smollm2-sst2-train``).
+        train_file: SST-2 train (default: the copy shipped with the package).
+        n_train: rows used, the first of a seeded shuffle of the train set.
+        batch_size, lr, seed: batches of this many rows; peak AdamW learning rate; seed of the
+            shuffle, LoRA initialisation and dropout.
+        checkpoint_every: steps between checkpoints (resume on rerun).
+        max_steps: stop after this many steps in this call (the run resumes next call); None to
+            finish.
+        n_dev: score the first n SST-2 dev sentences at the end (default all 872).
+
+    Returns:
+        the contents of ``training.json`` when finished (``"finished": True``, ``"dev_accuracy"``,
+        ``"steps"``, ``"seconds"``, ``"losses"`` per 10 steps, ``"settings"``), else a dict with
+        ``"finished": False`` and the step reached.
+
+    Raises:
+        ValueError: a bad argument (named) or a checkpoint of other settings in ``out_dir``.
+        ImportError: ``peft`` is not installed.
+    """
+    _check(n_train, batch_size, lr, checkpoint_every)
+    from peft import LoraConfig, get_peft_model
+
+    out = Path(out_dir) if out_dir is not None else cache_dir() / (SST2_NAME + "-train")
+    ckpt = out / "checkpoint"
+    train_path = Path(train_file) if train_file is not None else SHIPPED_DATA_DIR / DATASETS["sst2-train"].shipped
+    settings = {"n_train": n_train, "batch_size": batch_size, "lr": lr, "seed": seed, "lora": LORA_CONFIG,
+                "template": SENTIMENT_TEMPLATE, "labels": list(SENTIMENT_LABELS), "train_file": train_path.name}
+
+    model, tok, _ = load_hf_model(None, dtype=torch.float32)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    rows = DATASETS["sst2-train"].read(train_path)
+    rng = random.Random(seed)
+    pick = list(range(len(rows)))
+    rng.shuffle(pick)
+    rows = [rows[i] for i in pick[:n_train]]
+    seqs = _encode(tok, [t for t, _ in rows], SENTIMENT_TEMPLATE)
+    lab = torch.tensor(_label_ids(tok, SENTIMENT_LABELS))
+    targets = lab[torch.tensor([y for _, y in rows])]
+    batches = _batches(seqs, batch_size, seed)
+
+    torch.manual_seed(seed)
+    model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **LORA_CONFIG))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    sched = _schedule(opt, len(batches))
+    step, losses = _load_checkpoint(ckpt, model, opt, sched, settings)
+    t_prev = json.loads((out / "progress.json").read_text())["seconds"] if (out / "progress.json").is_file() and step else 0.0
+    stop = len(batches) if max_steps is None else min(len(batches), step + max_steps)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(batches), initial=step, desc="train-sentiment", unit="step", file=sys.stderr)
+    t0, running = time.perf_counter(), []
+    model.train()
+    torch.manual_seed(seed + step)  # dropout stream, reproducible per resume point
+    try:
+        while step < stop:
+            idx = batches[step]
+            loss = torch.nn.functional.cross_entropy(_last_logits(model, [seqs[i] for i in idx], pad_id), targets[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            running.append(float(loss.detach()))
+            if step % 10 == 0 or step == len(batches):
+                losses.append(sum(running) / len(running))
+                running = []
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1] if losses else running[-1]:.3f}")
+            if step % checkpoint_every == 0 or step == stop:
+                _save_checkpoint(ckpt, model, opt, sched, step, losses, settings)
+                (out / "progress.json").write_text(json.dumps({"step": step, "seconds": t_prev + time.perf_counter() - t0}))
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = t_prev + time.perf_counter() - t0
+    if step < len(batches):
+        return {"finished": False, "step": step, "steps": len(batches), "out_dir": str(out), "seconds": seconds}
+    model.eval()
+    dev = DATASETS["sst2-dev"].read(dataset_path("sst2-dev"))
+    dev = dev[:n_dev] if n_dev is not None else dev
+    acc = sentiment_accuracy(model, tok, dev)
+    model.save_pretrained(out)
+    record = {"finished": True, "out_dir": str(out), "dev_accuracy": acc, "n_dev": len(dev), "steps": len(batches),
+              "seconds": seconds, "losses_per_10_steps": losses, "settings": settings,
+              "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
+              "threads": torch.get_num_threads()}
+    (out / "training.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    return record
