@@ -9,9 +9,11 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 
 from .core.batch import Batch, build_batch
+from .core.call import apply_baseline, check_targets_against, resolve_call, run_samples
 from .core.context import Context, progress_bar, run_method
 from .core.path import bytes_per_path_point
 from .core.model_state import model_prepared
+from .core.objective import LabelSet
 from .core.validation import check_call_settings, check_choice
 from .generation import attribute_generation
 from .methods.registry import check_model, get_method
@@ -226,7 +228,14 @@ class Explainer:
         internal_batch_size: Optional[int] = None,
         *,
         template: Optional[str] = None,
-        target_fn: str = "logit",
+        target_fn="logit",
+        label_set: Optional[Sequence] = None,
+        contrast_target=None,
+        baseline=None,
+        alpha_range=None,
+        n_baseline_samples: int = 1,
+        baseline_noise: Optional[float] = None,
+        seed: int = 0,
         backend: str = "auto",
         max_memory=None,
         padding_side: str = "right",
@@ -247,7 +256,20 @@ class Explainer:
             internal_batch_size (int, optional): path points per forward/backward; bounds peak
                 memory. None = chosen from ``max_memory`` (default "2GB").
             template (str, optional): prompt with ``{text}``; template tokens are held fixed.
-            target_fn: ``"logit"`` (default), ``"logprob"`` or ``"prob"`` (specs/aieg.md §6.2).
+            target_fn: the explained F (:mod:`aieg_fast.core.objective`): ``"logit"`` (default),
+                ``"logprob"``, ``"prob"`` (specs/aieg.md §6.2), ``"label_logprob"`` (log p of the
+                target renormalised over ``label_set``: what label-set metrics score), or a
+                callable ``logits Tensor[B, V] -> Tensor[B]``.
+            label_set: the label tokens (strings or ids) of ``target_fn="label_logprob"``; the
+                target must be one of them (None target: the most likely of them).
+            contrast_target: a token (or class) c, or one per text: F = z_target − z_c
+                (p_target − p_c with ``target_fn="prob"``; Inseq's ``contrast_logits_diff``).
+            baseline: for integrated_gradients, integrated_decision_gradients and aieg: None (the
+                reference token ``ref_token_id``), ``"zero"``, ``"mean"``, ``"unk"``, ``"pad"``,
+                ``"eos"``, a token id, or a Tensor [d] / [L, d] (:mod:`aieg_fast.core.baselines`).
+            alpha_range: ``(α0, 1)``: integrate from x(α0) (default ``(0, 1)``).
+            n_baseline_samples: average over this many baselines x′ + σε (ε ~ N(0, 1), seeded by
+                ``seed``); ``baseline_noise`` = σ (default 0.1 × the RMS of the input embeddings).
             backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels.
             max_memory: memory budget for the automatic internal batch size (bytes or "4GB").
             padding_side: ``"right"`` or ``"left"`` for batches of several texts.
@@ -261,14 +283,21 @@ class Explainer:
 
         Raises:
             ValueError: empty text, too many tokens, unknown method, a target that is not a
-                single token, n_steps < 2, an unknown option. The model is left as it was.
+                single token or not in ``label_set``, a contrast equal to the target, n_steps < 2,
+                an unknown option, a baseline for a method without one. The model is left as it was.
+
+        Warns:
+            RuntimeWarning: non-finite scores (a numerically degenerate baseline).
         """
         m = get_method(method)
-        check_call_settings(n_steps, target_fn, backend)
+        check_call_settings(n_steps, backend)
         opts = m.options(**options)
         check_model(m, opts, self.adapter)
         check_choice("padding_side", padding_side, ("left", "right"))
         texts, targets = self._texts_and_targets(text, target, template)
+        call = resolve_call(self, m, len(texts), target_fn=target_fn, label_set=label_set, contrast_target=contrast_target,
+                            baseline=baseline, alpha_range=alpha_range, n_baseline_samples=n_baseline_samples,
+                            baseline_noise=baseline_noise, seed=seed)
         t0 = time.perf_counter()
         encoded, sources = [], []
         for i, t in enumerate(texts):
@@ -281,13 +310,20 @@ class Explainer:
             encoded.append((ids, fixed))
             sources.append((full, offsets))
         tinfo = [self.resolve_target(t) for t in targets]
-        batch = self.build_batch(encoded, padding_side)
+        check_targets_against(call, [ti["id"] for ti in tinfo])
+        batch = apply_baseline(self, self.build_batch(encoded, padding_side), call, m.uses_baseline)
         with progress_bar(progress, method) as bar:
             ctx = self.context(batch, [ti["id"] for ti in tinfo], n_steps=n_steps, internal_batch_size=internal_batch_size,
-                               max_memory=max_memory, target_fn=target_fn, backend=backend, progress=bar)
-            out, used = run_method(m, ctx, opts)
+                               max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
+                               contrast=call.contrast_tensor(self.device))
+            out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
         ctx.timing["total"] = time.perf_counter() - t0
-        options_out = dict(out.options, n_steps=n_steps, target_fn=target_fn, template=template)
+        options_out = dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record)
+        if isinstance(call.target_fn, LabelSet):
+            options_out["label_set"] = list(call.target_fn.texts)
+        for b, c in enumerate(call.contrast):
+            if c is not None:
+                tinfo[b] = dict(tinfo[b], contrast_id=c["id"], contrast_text=c["text"])
         results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b]) for b in range(batch.B)]
         return results[0] if isinstance(text, str) else results
 

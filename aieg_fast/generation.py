@@ -33,11 +33,13 @@ module holds decoding / teacher forcing, the shared pilot pass and the [T, L] as
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
 from . import ops
+from .core.call import apply_baseline, resolve_call, run_samples
 from .core.context import SequenceContext, progress_bar, run_method
 from .core.path import chunk_size, sequence_pilot_logits
 from .core.model_state import model_prepared
@@ -105,7 +107,13 @@ def attribute_generation(
     interpolate_generated: bool = False,
     progress: bool = False,
     *,
-    target_fn: str = "logit",
+    target_fn="logit",
+    contrast_target=None,
+    baseline=None,
+    alpha_range=None,
+    n_baseline_samples: int = 1,
+    baseline_noise: Optional[float] = None,
+    seed: int = 0,
     max_memory=None,
     shared: bool = True,
     **options,
@@ -134,7 +142,12 @@ def attribute_generation(
         backend: ``"auto"``, ``"ext"`` or ``"reference"``.
         interpolate_generated (bool): also interpolate and attribute the generated tokens.
         progress (bool): progress bar over the path points.
-        target_fn: ``"logit"`` (default), ``"logprob"`` or ``"prob"`` of each y_t.
+        target_fn: ``"logit"`` (default), ``"logprob"`` or ``"prob"`` of each y_t, or a callable
+            ``logits Tensor[n, V] -> Tensor[n]`` applied at every step.
+        contrast_target: one token c subtracted at every step: F_t = z_{y_t} − z_c.
+        baseline, alpha_range, n_baseline_samples, baseline_noise, seed: as
+            :meth:`Explainer.attribute` (a tensor baseline must be [d]); with noise samples the
+            steps run on the batch of the T contexts (``shared`` is not used).
         max_memory: memory budget for the automatic ``internal_batch_size``.
         shared (bool): share one teacher-forced forward over the whole sequence between the
             steps where the method allows it (module docstring); False runs the method on the
@@ -150,7 +163,9 @@ def attribute_generation(
         ``attributable[i]`` says whether column i is attributed in at least one row.
         ``info``: ``generated_ids``, ``generated_text``, ``prompt``, ``prompt_length`` (L_p),
         ``teacher_forced``, ``steps`` (the method's per-row info, e.g. ``F_input``),
-        ``sequence_scores`` (mean over rows, specs/aieg.md §6.11; NaN-skipping).
+        ``sequence_scores`` (mean over rows, specs/aieg.md §6.11; NaN-skipping),
+        ``step_probs`` (p(y_t | prompt ⊕ y_<t) of each step, Inseq's ``probability`` step
+        score; also ``steps[t]["target"]["prob"]``).
 
     Raises:
         ValueError: empty prompt, max_new_tokens < 1, empty ``generated_text``, too many tokens
@@ -169,9 +184,17 @@ def attribute_generation(
             f"(choose them with generated_text=); got target={options['target']!r}"
         )
     m = get_method(method)
-    check_call_settings(n_steps, target_fn, backend)
+    check_call_settings(n_steps, backend)
     opts = m.options(**options)
     check_model(m, opts, ex.adapter)
+    if isinstance(target_fn, str) and target_fn == "label_logprob":
+        raise ValueError("target_fn='label_logprob' is for label decisions; attribute_generation explains free tokens")
+    if isinstance(contrast_target, (list, tuple)):
+        raise ValueError(f"contrast_target: attribute_generation takes one contrast token for every step, got {contrast_target!r}")
+    if isinstance(baseline, torch.Tensor) and baseline.dim() != 1:
+        raise ValueError(f"baseline: attribute_generation takes a [d] tensor, got shape {tuple(baseline.shape)}")
+    call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
+                        n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = ex.encode_with_offsets(prompt, template)
     gen_ids = _given_ids(ex, generated_text) if generated_text is not None else None
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
@@ -187,18 +210,32 @@ def attribute_generation(
     Lp, T = len(prompt_ids), len(gen_ids)
     # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
     encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
-    settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=target_fn, backend=backend)
+    if call.contrast[0] is not None and call.contrast[0]["id"] in gen_ids:
+        warnings.warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there", RuntimeWarning, stacklevel=2)
+    settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=call.target_fn, backend=backend)
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
-        out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar)
+        out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
+    out.info["step_probs"] = _step_probs(ex, encoded[-1][0], Lp, gen_ids)
     source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text)
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source,
-                     dict(out.options, n_steps=n_steps, target_fn=target_fn, template=template,
+                     dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
+                          contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"],
                           interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
 
 
-def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settings: dict, timing: dict, bar):
+def _step_probs(ex, full_ids: List[int], Lp: int, gen_ids: List[int]) -> List[float]:
+    """p(y_t | prompt ⊕ y_<t) of every step from one no-grad forward over the sequence."""
+    ids = torch.tensor([full_ids], dtype=torch.long, device=ex.device)
+    with model_prepared(ex.model), torch.no_grad():
+        h = ex.adapter.hidden_states(ex.adapter.embeddings(ids), torch.ones_like(ids), torch.arange(ids.shape[1], device=ex.device).view(1, -1))
+        logits = ex.adapter.full_logits(h[0, Lp - 1 : Lp - 1 + len(gen_ids)]).float()
+    p = torch.softmax(logits, -1)
+    return [float(p[t, y]) for t, y in enumerate(gen_ids)]
+
+
+def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settings: dict, timing: dict, bar, call):
     """Run method ``m`` for every step: ``run_sequence`` on one shared forward over the whole
     sequence, or ``run`` on the batch of the T contexts (with the pilot pass shared, for
     methods that have one). Returns (output with one row per step, {op: backend})."""
@@ -206,18 +243,20 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     T = len(gen_ids)
     sctx = None
     if shared and (m.run_sequence is not None or m.shares_pilot):
-        seq = ex.build_batch([(full_ids, full_fixed)], "right")
+        seq = apply_baseline(ex, ex.build_batch([(full_ids, full_fixed)], "right"), call, m.uses_baseline)
         chunk = chunk_size(ex.adapter, len(full_ids), settings["internal_batch_size"], settings["max_memory"])
         sctx = SequenceContext(
             ex.adapter, seq, torch.arange(Lp - 1, Lp - 1 + T, device=ex.device), torch.tensor(gen_ids, dtype=torch.long, device=ex.device),
-            settings["n_steps"], chunk, settings["target_fn"], settings["backend"], timing, bar,
+            settings["n_steps"], chunk, settings["target_fn"], settings["backend"], timing, bar, call.contrast_tensor(ex.device),
         )
     if sctx is not None and m.run_sequence is not None:
         t = time.perf_counter()
         out, used = run_method(m, sctx, opts, sequence=True)
         timing["shared"] = time.perf_counter() - t
         return out, used
-    ctx = ex.context(ex.build_batch(encoded, "right"), list(gen_ids), progress=bar, timing=timing, **settings)
+    batch = apply_baseline(ex, ex.build_batch(encoded, "right"), call, m.uses_baseline)
+    contrast = call.contrast_tensor(ex.device)
+    ctx = ex.context(batch, list(gen_ids), progress=bar, timing=timing, contrast=None if contrast is None else contrast.expand(T), **settings)
     pilot_used: Dict[str, str] = {}
     if sctx is not None and getattr(opts, "adaptive", True):
         n_pilot = getattr(opts, m.pilot_option) or settings["n_steps"]
@@ -225,7 +264,7 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
         with ops.recording() as pilot_used, model_prepared(sctx.model), torch.no_grad():
             ctx.pilot_logits = sequence_pilot_logits(sctx, n_pilot)
         timing["shared_pilot"] = time.perf_counter() - t
-    out, used = run_method(m, ctx, opts)
+    out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
     return out, {**pilot_used, **used}
 
 
@@ -297,7 +336,7 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
             if not f:
                 col_attributed[i] = True
         step = {k: (v[t] if isinstance(v, list) else v) for k, v in out.info.items()}
-        step["target"] = {"id": int(gen_ids[t]), "text": ex.token_texts([int(gen_ids[t])])[0]}
+        step["target"] = {"id": int(gen_ids[t]), "text": ex.token_texts([int(gen_ids[t])])[0], "prob": out.info["step_probs"][t]}
         steps.append(step)
     ids = prompt_ids + gen_ids
     teacher_forced = generated_text is not None
@@ -311,6 +350,7 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
         "interpolate_generated": options["interpolate_generated"],
         "steps": steps,
         "sequence_scores": torch.nanmean(scores, 0).tolist(),
+        "step_probs": list(out.info.get("step_probs", [])),
     }
     return Attribution(
         tokens=ex.token_texts(ids),

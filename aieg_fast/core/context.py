@@ -13,6 +13,7 @@ from .. import ops
 from .batch import Batch
 from .capture import AttentionCapture
 from .model_state import model_prepared
+from .objective import predicted, target_scores
 from .path import chunk_size
 from .vjp import sequence_scores
 
@@ -29,8 +30,9 @@ class Context:
     Attributes:
         adapter: the :class:`~aieg_fast.models.DecoderAdapter`. batch: the :class:`Batch`.
         targets: Tensor[B] long. n_steps: path steps M. internal_batch_size / max_memory: the
-        chunk settings (:attr:`chunk`). target_fn: ``"logit"`` / ``"logprob"`` / ``"prob"``.
-        backend: kernel backend. ref_token_id: the baseline token. timing: seconds per phase
+        chunk settings (:attr:`chunk`). target_fn: ``"logit"`` / ``"logprob"`` / ``"prob"``, a
+        :class:`~aieg_fast.core.objective.LabelSet` or a callable (:mod:`~aieg_fast.core.objective`).
+        contrast: Tensor[B] long contrast token ids (F = z_t − z_c), or None. backend: kernel backend. ref_token_id: the baseline token. timing: seconds per phase
         (filled by the method). progress: a tqdm-like bar or None. pilot_logits: per example
         Tensor[N] pilot logits already computed by the caller (generation shares one pilot pass).
     """
@@ -41,9 +43,10 @@ class Context:
     n_steps: int = 50
     internal_batch_size: Optional[int] = None
     max_memory: Any = None
-    target_fn: str = "logit"
+    target_fn: Any = "logit"
     backend: str = "auto"
     ref_token_id: int = 0
+    contrast: Optional[Tensor] = None
     timing: Dict[str, float] = field(default_factory=dict)
     progress: Any = None
     pilot_logits: Optional[Sequence[Tensor]] = None
@@ -90,10 +93,18 @@ class Context:
             return self.adapter.hidden_last(embeds, None, None, None)
         return self.adapter.hidden_last(embeds, b.attention_mask[rows], b.position_ids[rows], b.last_index[rows])
 
+    def score(self, hidden: Tensor, rows: Optional[Tensor] = None) -> Tensor:
+        """F (:func:`~aieg_fast.core.objective.target_scores`) of final hidden states [n, D];
+        ``rows`` [n] names each row's example (None: the rows are the examples, or B = 1)."""
+        t, c = self.targets, self.contrast
+        if rows is not None and self.batch.B > 1:  # with B = 1 one target broadcasts
+            t = t[rows]
+            c = None if c is None else c[rows]
+        return target_scores(self.adapter, hidden, t, self.target_fn, c).float()
+
     def F(self, rows: Optional[Tensor], embeds: Tensor) -> Tensor:
         """F of each row of ``embeds``; ``rows`` [n] names each row's example (None when B = 1)."""
-        targets = self.targets if self.batch.B == 1 else self.targets[rows]  # one target broadcasts
-        return self.adapter.target_scores(self.hidden(rows, embeds), targets, self.target_fn).float()
+        return self.score(self.hidden(rows, embeds), rows)
 
     def all_rows(self) -> Tensor:
         return torch.arange(self.batch.B, device=self.device)
@@ -105,7 +116,7 @@ class Context:
             with torch.no_grad():
                 logits = self.adapter.full_logits(hidden.detach()).float()
             self.probs = torch.softmax(logits, -1)
-            self.targets = torch.where(missing, logits.argmax(-1), self.targets)
+            self.targets = torch.where(missing, predicted(logits, self.target_fn), self.targets)
 
     def ensure_targets(self) -> None:
         """One no-grad forward on the inputs, only when some target is missing (the prediction)."""
@@ -135,9 +146,9 @@ class Context:
                     X = torch.cat([b.embeds, b.baseline], 0) if baseline else b.embeds
                     h = self.hidden(r2, X)
                     logits = self.adapter.full_logits(h[:B]).float()
-                    pred = logits.argmax(-1)
+                    pred = predicted(logits, self.target_fn)
                     self.targets = torch.where(self.targets < 0, pred, self.targets)
-                    F = self.adapter.target_scores(h, self.targets[r2], self.target_fn).float()
+                    F = self.score(h, r2)
                 attn = None
                 if cap is not None:
                     attn = {l: (v[:B] if v is not None else None) for l, v in cap.pop().items()}
@@ -152,7 +163,7 @@ class Context:
         with torch.enable_grad():
             h = self.hidden(self.all_rows(), X)
             self.fill_targets(h)
-            f = self.adapter.target_scores(h, self.targets, self.target_fn).float()
+            f = self.score(h)
             (g,) = torch.autograd.grad(f.sum(), X)
         return g, f.detach()
 
@@ -174,10 +185,12 @@ class SequenceContext:
     step_targets: Tensor
     n_steps: int
     chunk: int
-    target_fn: str = "logit"
+    target_fn: Any = "logit"
     backend: str = "auto"
     timing: Dict[str, float] = field(default_factory=dict)
     progress: Any = None
+    #: Tensor[1] long, a contrast token subtracted at every step (F_t = z_{y_t} − z_c), or None
+    contrast: Optional[Tensor] = None
 
     @property
     def model(self):
@@ -197,7 +210,7 @@ class SequenceContext:
 
     def scores(self, X: Tensor) -> Tensor:
         """F of every step for each row of X [c, L, d]: Tensor[c, T] (:func:`~aieg_fast.core.vjp.sequence_scores`)."""
-        return sequence_scores(self.adapter, X, self.positions, self.step_targets, self.target_fn)
+        return sequence_scores(self.adapter, X, self.positions, self.step_targets, self.target_fn, self.contrast)
 
 
 def run_method(method, ctx, opts, sequence: bool = False):

@@ -8,7 +8,7 @@ __all__ = ["check_call_settings", "check_choice", "check_int", "check_bool", "ch
 
 BACKENDS = ("auto", "ext", "reference")
 #: what F is: the target's logit, log-probability or probability (specs/aieg.md §6.2)
-TARGET_FNS = ("logit", "logprob", "prob")
+TARGET_FNS = ("logit", "logprob", "prob", "label_logprob")
 
 
 def check_choice(name: str, value, choices) -> None:
@@ -58,9 +58,8 @@ def parse_memory(value) -> int:
     return int(num * mult)
 
 
-def check_call_settings(n_steps, target_fn: str, backend: str) -> None:
-    """The checks shared by every attribution call: ``n_steps`` an int ≥ 2, ``target_fn`` one
-    of :data:`TARGET_FNS`, ``backend`` one of :data:`BACKENDS`."""
+def check_call_settings(n_steps, backend: str) -> None:
+    """The checks shared by every attribution call: ``n_steps`` an int ≥ 2, ``backend`` one of
+    :data:`BACKENDS` (``target_fn`` is checked by :func:`aieg_fast.core.call.resolve_call`)."""
     check_int("n_steps", n_steps, 2)
-    check_choice("target_fn", target_fn, TARGET_FNS)
     check_choice("backend", backend, BACKENDS)

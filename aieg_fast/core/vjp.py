@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import torch
+from typing import Optional
+
 from torch import Tensor
+
+from .objective import target_scores
 
 __all__ = ["rows_vjp", "sequence_scores", "sequence_input_gradients"]
 
@@ -25,7 +29,7 @@ def rows_vjp(F: Tensor, inputs, T: int):
     return torch.autograd.grad(F, inputs, grad_outputs=go, is_grads_batched=True)
 
 
-def sequence_scores(adapter, X: Tensor, q: Tensor, y: Tensor, target_fn: str) -> Tensor:
+def sequence_scores(adapter, X: Tensor, q: Tensor, y: Tensor, target_fn, contrast: Optional[Tensor] = None) -> Tensor:
     """F of every step for each unpadded sequence in X, from one forward (causal masking makes
     position q[t] see exactly its prefix).
 
@@ -33,7 +37,8 @@ def sequence_scores(adapter, X: Tensor, q: Tensor, y: Tensor, target_fn: str) ->
         adapter: the model's adapter.
         X: Tensor[c, L, d] input embeddings (c copies / path points of one sequence).
         q: Tensor[T] long, the predicting position of step t; y: Tensor[T] long, its target.
-        target_fn: ``"logit"``, ``"logprob"`` or ``"prob"``.
+        target_fn: as :func:`~aieg_fast.core.objective.target_scores`; contrast: Tensor[1] long
+            contrast id subtracted at every step, or None.
 
     Returns:
         Tensor[c, T] float32.
@@ -43,7 +48,7 @@ def sequence_scores(adapter, X: Tensor, q: Tensor, y: Tensor, target_fn: str) ->
     pos = torch.arange(L, device=X.device).expand(c, L)
     h = adapter.hidden_states(X, mask, pos)[:, q]
     T = q.numel()
-    return adapter.target_scores(h.reshape(c * T, -1), y.repeat(c), target_fn).float().view(c, T)
+    return target_scores(adapter, h.reshape(c * T, -1), y.repeat(c), target_fn, contrast).float().view(c, T)
 
 
 def sequence_input_gradients(sctx):

@@ -124,6 +124,7 @@ class AIEG(Method):
     name = "aieg"
     doc = "Attended Integrated and Emphasized Gradients (reconstruction, specs/aieg.md §6)"
     Options = AIEGOptions
+    uses_baseline = True
     shares_pilot = True
     pilot_option = "n_pilot"
 

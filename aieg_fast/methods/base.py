@@ -57,6 +57,9 @@ class Method:
     doc: ClassVar[str] = ""
     Options: ClassVar[type] = Options
     #: generation computes the pilot logits of every step in one shared pass (AIEG, IDG)
+    #: whether the method integrates from a baseline (``baseline``, ``alpha_range`` and
+    #: ``n_baseline_samples`` apply; the baseline is recorded in its results)
+    uses_baseline: ClassVar[bool] = False
     shares_pilot: ClassVar[bool] = False
     #: option holding the pilot size, when :attr:`shares_pilot`
     pilot_option: ClassVar[Optional[str]] = None

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from ..core.capture import ProjectionCapture
+from ..core.objective import predicted, target_scores
 from ..core.validation import check_choice
 from ..core.vjp import rows_vjp
 from .base import Method, MethodOutput, Options
@@ -261,8 +262,8 @@ class GradELLM(Method):
                 h = ad.hidden_last(batch.embeds, batch.attention_mask, batch.position_ids, li)
                 with torch.no_grad():
                     logits = ad.full_logits(h.detach()).float()
-                ctx.targets = torch.where(ctx.targets < 0, logits.argmax(-1), ctx.targets)
-                F = ad.target_scores(h, ctx.targets, ctx.target_fn).float()
+                ctx.targets = torch.where(ctx.targets < 0, predicted(logits, ctx.target_fn), ctx.targets)
+                F = ctx.score(h)
                 grads = torch.autograd.grad(F.sum(), [cap.A[l] for l in layers])
             q, k, v, pe = cap.projections(layers)
         with ctx.timed("scoring"):
@@ -293,7 +294,7 @@ class GradELLM(Method):
         with ProjectionCapture(ad, layers, p["grad_source"], use_rope) as cap:
             with torch.enable_grad():
                 h = ad.hidden_states(seq.embeds, seq.attention_mask, seq.position_ids)[0, qpos]  # [T, D]
-                F = ad.target_scores(h, sctx.step_targets, sctx.target_fn).float().view(1, T)
+                F = target_scores(ad, h, sctx.step_targets, sctx.target_fn, sctx.contrast).float().view(1, T)
                 grads = rows_vjp(F, [cap.A[l] for l in layers], T)  # each [T, 1, L, D_A]
             q, k, v, pe = cap.projections(layers)
         t_idx = torch.arange(T, device=dev)

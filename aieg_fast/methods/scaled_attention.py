@@ -62,7 +62,7 @@ class ScaledAttention(Method):
                 X = ctx.batch.embeds.clone().requires_grad_(True)
                 h = ctx.hidden(ctx.all_rows(), X)
                 ctx.fill_targets(h)
-                f = ctx.adapter.target_scores(h, ctx.targets, ctx.target_fn).float()
+                f = ctx.score(h)
                 attn = cap.pop()
                 mats = [attn[l] for l in layers]
                 grads = torch.autograd.grad(f.sum(), mats)

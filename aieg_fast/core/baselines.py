@@ -1,0 +1,140 @@
+"""Baselines x′ of the path methods (IG, IDG, AIEG): what an input is compared against.
+
+The path from the baseline to the input is x(α) = x′ + α (x − x′) at the attributable positions
+(template, special and generated tokens stay at x). :func:`baseline_rows` turns a user's
+``baseline=`` into the rows of x′:
+
+* ``None`` / ``"reference"``: the reference token's embedding (``ref_token_id``; the default,
+  DIG's convention, specs/aieg.md §6.3);
+* ``"zero"``: the zero vector (Sundararajan et al. 2017's black image, specs/aieg.md §6.1);
+* ``"mean"``: the mean input embedding over the whole vocabulary (computed through the
+  embedding module, so models that scale embeddings are covered);
+* ``"unk"`` / ``"pad"`` / ``"eos"``: the tokenizer's special token of that name;
+* an int: that token id's embedding;
+* a Tensor [d] (every attributable position) or [L, d] (one row per token of the example).
+
+``alpha_range=(α0, 1)`` starts the path at x(α0) instead of x′; since x(α) for α ∈ [α0, 1] is
+the straight path from x(α0) to x, this equals the baseline x′ + α0 (x − x′) (IG's integral over
+[α0, 1] is the integral over [0, 1] from that point), which :func:`shift_baseline` builds.
+
+``n_baseline_samples`` > 1 averages the attributions of that many baselines x′ + σ ε (ε standard
+normal, seeded), an expected-gradients-style smoothing (Erion et al. 2021, "Improving performance
+of deep learning models with axiomatic attribution priors and expected gradients"; here the
+distribution is noise around x′ rather than training examples).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+__all__ = ["BASELINE_NAMES", "baseline_rows", "check_alpha_range", "describe_baseline", "noisy_baseline", "shift_baseline"]
+
+#: the baselines named by a string.
+BASELINE_NAMES = ("reference", "zero", "mean", "unk", "pad", "eos")
+
+
+def check_alpha_range(alpha_range) -> float:
+    """α0 of ``alpha_range`` = (α0, 1) with 0 ≤ α0 < 1 (None → 0).
+
+    Raises:
+        ValueError: anything else (names ``alpha_range`` and the value received).
+    """
+    if alpha_range is None:
+        return 0.0
+    ok = isinstance(alpha_range, (tuple, list)) and len(alpha_range) == 2
+    ok = ok and all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in alpha_range)
+    if not ok or float(alpha_range[1]) != 1.0 or not (0.0 <= float(alpha_range[0]) < 1.0):
+        raise ValueError(f"alpha_range must be (alpha0, 1) with 0 <= alpha0 < 1, got {alpha_range!r}")
+    return float(alpha_range[0])
+
+
+def _mean_embedding(adapter, chunk: int = 4096) -> Tensor:
+    emb = adapter.embeddings
+    V = emb.weight.shape[0]
+    dev = emb.weight.device
+    total = None
+    with torch.no_grad():
+        for s in range(0, V, chunk):
+            e = emb(torch.arange(s, min(V, s + chunk), device=dev)).float().sum(0)
+            total = e if total is None else total + e
+    return (total / V).to(emb.weight.dtype)
+
+
+def _token_row(adapter, token_id: int) -> Tensor:
+    emb = adapter.embeddings
+    with torch.no_grad():
+        return emb(torch.tensor([token_id], device=emb.weight.device))[0].detach()
+
+
+def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, special: Dict[str, Optional[int]]) -> Tuple[List[Tensor], str]:
+    """The baseline rows of each example and a description for the records.
+
+    Args:
+        adapter: the model's adapter (its ``embeddings`` and ``vocab_size``).
+        baseline: see the module docstring.
+        lengths: token count of each example (for an [L, d] tensor).
+        ref_token_id: the reference token (``None`` / ``"reference"``).
+        special: ``{"unk": id or None, "pad": ..., "eos": ...}`` from the tokenizer.
+
+    Returns:
+        (per example Tensor[d] or Tensor[n_i, d], description such as ``"reference:0"``,
+        ``"zero"``, ``"mean"``, ``"eos:2"``, ``"token:17"``, ``"tensor[d]"``).
+
+    Raises:
+        ValueError / TypeError: an unknown name, a special token the tokenizer lacks, an id out
+            of range, a tensor of the wrong shape or with non-finite values.
+    """
+    d = adapter.embeddings.weight.shape[1]
+    V = adapter.embeddings.weight.shape[0]
+    if baseline is None or (isinstance(baseline, str) and baseline == "reference"):
+        return [_token_row(adapter, ref_token_id)] * len(lengths), f"reference:{ref_token_id}"
+    if isinstance(baseline, str):
+        if baseline not in BASELINE_NAMES:
+            raise ValueError(f"baseline must be one of {list(BASELINE_NAMES)}, a token id or a tensor, got {baseline!r}")
+        if baseline == "zero":
+            return [torch.zeros(d, dtype=adapter.embeddings.weight.dtype, device=adapter.embeddings.weight.device)] * len(lengths), "zero"
+        if baseline == "mean":
+            return [_mean_embedding(adapter)] * len(lengths), "mean"
+        tid = special.get(baseline)
+        if tid is None:
+            raise ValueError(f"baseline={baseline!r}: the tokenizer has no {baseline} token")
+        return [_token_row(adapter, int(tid))] * len(lengths), f"{baseline}:{int(tid)}"
+    if isinstance(baseline, int) and not isinstance(baseline, bool):
+        if not 0 <= baseline < V:
+            raise ValueError(f"baseline token id must be in [0, {V}), got {baseline}")
+        return [_token_row(adapter, baseline)] * len(lengths), f"token:{baseline}"
+    if isinstance(baseline, Tensor):
+        t = baseline.detach().to(adapter.embeddings.weight.device, adapter.embeddings.weight.dtype)
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError("baseline tensor has non-finite values")
+        if t.dim() == 1 and t.shape[0] == d:
+            return [t] * len(lengths), "tensor[d]"
+        if t.dim() == 2 and t.shape[1] == d:
+            bad = [n for n in lengths if n != t.shape[0]]
+            if bad:
+                raise ValueError(f"baseline tensor [L, d] must have one row per token; it has {t.shape[0]} rows, the text has {bad[0]} tokens")
+            return [t] * len(lengths), "tensor[L,d]"
+        raise ValueError(f"baseline tensor must be [d] or [L, d] with d = {d}, got shape {tuple(t.shape)}")
+    raise TypeError(f"baseline must be None, a name, a token id or a tensor, got {type(baseline).__name__}")
+
+
+def describe_baseline(description: str, alpha0: float, n_samples: int, noise: Optional[float], seed: int) -> Dict[str, object]:
+    """The record of the baseline of one call (stored in the result's options)."""
+    rec: Dict[str, object] = {"baseline": description, "alpha_range": [alpha0, 1.0], "n_baseline_samples": n_samples}
+    if n_samples > 1:
+        rec.update(baseline_noise=noise, baseline_seed=seed)
+    return rec
+
+
+def shift_baseline(embeds: Tensor, baseline: Tensor, alpha0: float) -> Tensor:
+    """x′ + α0 (x − x′): the baseline whose straight path to x is x(α), α ∈ [α0, 1]."""
+    return baseline if alpha0 == 0.0 else baseline + alpha0 * (embeds - baseline)
+
+
+def noisy_baseline(baseline: Tensor, fixed: Tensor, sigma: float, generator: torch.Generator) -> Tensor:
+    """x′ + σ ε at the attributable positions (``fixed`` bool [B, L] stays), ε ~ N(0, 1) from
+    ``generator`` (CPU, for reproducibility on every device)."""
+    eps = torch.randn(baseline.shape, generator=generator, dtype=torch.float32).to(baseline.device, baseline.dtype)
+    return torch.where(fixed.unsqueeze(-1), baseline, baseline + sigma * eps)

@@ -1,0 +1,192 @@
+"""The per-call settings shared by ``attribute`` and ``attribute_generation``: the explained
+quantity (target function, label set, contrast token) and the baseline (kind, α range, noise
+samples). Resolved and checked once, before any model work (:func:`resolve_call`)."""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+from .baselines import baseline_rows, check_alpha_range, describe_baseline, noisy_baseline, shift_baseline
+from .batch import Batch
+from .objective import LabelSet, check_target_fn, target_fn_name
+from .validation import check_int
+
+__all__ = ["CallSettings", "resolve_call", "apply_baseline", "run_samples", "check_targets_against"]
+
+
+@dataclass
+class CallSettings:
+    """Resolved settings of one call.
+
+    Attributes:
+        target_fn: a name, :class:`~aieg_fast.core.objective.LabelSet` or callable.
+        contrast: per text a resolved target dict (``{"kind", "id", "text"}``) or None.
+        baseline: the user's ``baseline=`` (resolved per batch by :func:`apply_baseline`).
+        alpha0: start of the path (``alpha_range[0]``). n_samples, noise, seed: baseline noise
+        draws, their standard deviation (None: 0.1 × the RMS of the input embeddings) and seed.
+        record: what results store (filled by :func:`apply_baseline`).
+    """
+
+    target_fn: Any = "logit"
+    contrast: List[Optional[Dict[str, Any]]] = dataclasses.field(default_factory=list)
+    baseline: Any = None
+    alpha0: float = 0.0
+    n_samples: int = 1
+    noise: Optional[float] = None
+    seed: int = 0
+    record: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def target_fn_name(self) -> str:
+        return target_fn_name(self.target_fn, any(c is not None for c in self.contrast))
+
+    def contrast_tensor(self, device) -> Optional[torch.Tensor]:
+        """Tensor[B] long of the contrast ids, or None when no text has one."""
+        if all(c is None for c in self.contrast):
+            return None
+        if any(c is None for c in self.contrast):
+            raise ValueError("contrast_target: give a contrast for every text or for none")
+        return torch.tensor([c["id"] for c in self.contrast], dtype=torch.long, device=device)
+
+
+def _resolve_target_fn(ex, target_fn, label_set):
+    if label_set is not None:
+        if target_fn != "label_logprob":
+            raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
+        if isinstance(label_set, str) or not isinstance(label_set, (list, tuple)):
+            raise TypeError(f"label_set must be a list of labels (token strings or ids), got {type(label_set).__name__}")
+        ids = [ex.resolve_target(l)["id"] for l in label_set]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"label_set has repeated labels: {list(label_set)} (ids {ids})")
+        target_fn = LabelSet(tuple(int(i) for i in ids), tuple(str(l) for l in label_set))
+    elif isinstance(target_fn, str) and target_fn == "label_logprob":
+        if ex.adapter.kind != "classifier":
+            raise ValueError("target_fn='label_logprob' needs label_set=[...] (the label tokens)")
+        n = ex.adapter.num_labels
+        target_fn = LabelSet(tuple(range(n)), tuple(ex._label(i) for i in range(n)))  # all classes
+    check_target_fn(target_fn)
+    return target_fn
+
+
+def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None, contrast_target=None, baseline=None,
+                 alpha_range=None, n_baseline_samples: int = 1, baseline_noise: Optional[float] = None, seed: int = 0) -> CallSettings:
+    """Check and resolve the target and baseline settings of a call (before any model work).
+
+    Args:
+        ex: the :class:`~aieg_fast.Explainer` (``resolve_target``, ``adapter``, tokenizer).
+        method: the :class:`~aieg_fast.methods.Method` (``uses_baseline``).
+        n_texts: texts in the call (a list ``contrast_target`` has one entry per text).
+        target_fn, label_set, contrast_target, baseline, alpha_range, n_baseline_samples,
+            baseline_noise, seed: as ``Explainer.attribute``.
+
+    Raises:
+        ValueError / TypeError: naming the argument and the value received.
+    """
+    tfn = _resolve_target_fn(ex, target_fn, label_set)
+    if contrast_target is not None and not isinstance(tfn, (str, LabelSet)):
+        raise ValueError("contrast_target cannot be combined with a callable target_fn (compute the contrast inside it)")
+    cts = contrast_target if isinstance(contrast_target, (list, tuple)) else [contrast_target] * n_texts
+    if len(cts) != n_texts:
+        raise ValueError(f"contrast_target has {len(cts)} entries for {n_texts} texts")
+    contrast = [None if c is None else ex.resolve_target(c) for c in cts]
+    alpha0 = check_alpha_range(alpha_range)
+    check_int("n_baseline_samples", n_baseline_samples, 1)
+    if baseline_noise is not None and not (isinstance(baseline_noise, (int, float)) and not isinstance(baseline_noise, bool) and baseline_noise >= 0):
+        raise ValueError(f"baseline_noise must be a number >= 0 or None, got {baseline_noise!r}")
+    check_int("seed", seed, 0)
+    custom = baseline is not None or alpha0 > 0 or n_baseline_samples > 1
+    if custom and not getattr(method, "uses_baseline", False):
+        raise ValueError(
+            f"method {method.name!r} does not use a baseline; baseline, alpha_range and n_baseline_samples apply to "
+            "integrated_gradients, integrated_decision_gradients and aieg"
+        )
+    return CallSettings(tfn, contrast, baseline, alpha0, n_baseline_samples, baseline_noise, seed)
+
+
+def check_targets_against(settings: CallSettings, target_ids: Sequence[Optional[int]]) -> None:
+    """A given target must be in the label set and differ from its contrast (ValueError)."""
+    tfn = settings.target_fn
+    for i, t in enumerate(target_ids):
+        if t is None:
+            continue
+        if isinstance(tfn, LabelSet) and t not in tfn.ids:
+            raise ValueError(f"target {t} is not in label_set {list(tfn.texts)} (ids {list(tfn.ids)})")
+        c = settings.contrast[i] if i < len(settings.contrast) else None
+        if c is not None and c["id"] == t:
+            raise ValueError(f"contrast_target equals the target (id {t}); F = z_t − z_c would be 0")
+
+
+def apply_baseline(ex, batch: Batch, settings: CallSettings, uses_baseline: bool) -> Batch:
+    """``batch`` with the baseline of ``settings`` (and α0 shift); fills ``settings.record``."""
+    if not uses_baseline:
+        settings.record = {}
+        return batch
+    special = {k: getattr(ex.tokenizer, f"{k}_token_id", None) for k in ("unk", "pad", "eos")}
+    special = {k: (v if isinstance(v, int) else None) for k, v in special.items()}
+    rows, desc = baseline_rows(ex.adapter, settings.baseline, batch.lengths, ex.ref_token_id, special)
+    if settings.baseline is not None:
+        batch = _with_rows(batch, rows)
+    if settings.alpha0 > 0:
+        batch = dataclasses.replace(batch, baseline=shift_baseline(batch.embeds, batch.baseline, settings.alpha0))
+    if settings.n_samples > 1 and settings.noise is None:
+        att = ~batch.fixed
+        settings.noise = 0.1 * float(batch.embeds[att].float().pow(2).mean().sqrt()) if bool(att.any()) else 0.0
+    settings.record = describe_baseline(desc, settings.alpha0, settings.n_samples, settings.noise, settings.seed)
+    return batch
+
+
+def _with_rows(batch: Batch, rows) -> Batch:
+    Eb = batch.baseline.clone()
+    for b, (r, o, n) in enumerate(zip(rows, batch.offsets, batch.lengths)):
+        keep = batch.fixed[b, o : o + n].unsqueeze(-1)
+        Eb[b, o : o + n] = torch.where(keep, batch.embeds[b, o : o + n], r.to(Eb.dtype).expand(n, -1))
+    return dataclasses.replace(batch, baseline=Eb)
+
+
+def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
+    """``run(ctx)`` → (MethodOutput, used) once, or averaged over ``settings.n_samples`` noisy
+    baselines (scores averaged; ``F_baseline`` averaged, per-sample values in
+    ``info["F_baseline_samples"]``). Non-finite scores raise a RuntimeWarning naming the baseline."""
+    if settings.n_samples == 1:
+        out, used = run(ctx)
+    else:
+        gen = torch.Generator().manual_seed(settings.seed)
+        base = getattr(ctx, batch_field)
+        outs = []
+        for s in range(settings.n_samples):
+            noisy = dataclasses.replace(base, baseline=noisy_baseline(base.baseline, base.fixed, settings.noise, gen))
+            ctx_s = dataclasses.replace(ctx, **{batch_field: noisy}, timing={})
+            if s > 0:
+                ctx_s.targets = outs[0][2].targets  # the prediction of the first draw
+            o, used = run(ctx_s)
+            outs.append((o, used, ctx_s))
+        out = _average([o for o, _, _ in outs])
+        ctx.targets, ctx.probs = outs[0][2].targets, outs[0][2].probs
+        ctx.timing.update({k: sum(c.timing.get(k, 0.0) for _, _, c in outs) for k in outs[0][2].timing})
+    bad = sum(int((~torch.isfinite(s)).sum()) for s in out.scores)
+    if bad:
+        warnings.warn(
+            f"{bad} attribution scores are not finite with baseline {settings.record.get('baseline', 'reference')!r}; "
+            "the baseline is numerically degenerate for this model (try baseline='mean' or alpha_range=(0.05, 1))",
+            RuntimeWarning, stacklevel=3,
+        )
+    return out, used
+
+
+def _average(outs):
+    n = len(outs)
+    first = outs[0]
+    scores = [sum(o.scores[b].float() for o in outs) / n for b in range(len(first.scores))]
+    info = dict(first.info)
+    if isinstance(first.info.get("F_baseline"), list):
+        per = [o.info["F_baseline"] for o in outs]
+        B = len(per[0])
+        info["F_baseline_samples"] = [[p[b] for p in per] for b in range(B)]  # per example, one value per draw
+        info["F_baseline"] = [sum(p[b] for p in per) / n for b in range(B)]
+    for k in ("convergence_delta",):
+        info.pop(k, None)  # a per-draw quantity; recomputed by the caller when needed
+    return dataclasses.replace(first, scores=scores, info=info)

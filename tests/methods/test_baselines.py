@@ -1,0 +1,127 @@
+"""Baselines of the path methods (issue 13): every kind keeps IG's completeness, F(x′) equals a
+plain forward on the baseline, the baseline is recorded, and bad baselines are refused."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from builders import model_state
+
+TEXT = "the movie is good and the actors are great"
+
+
+def _forward_F(ex, embeds, target):
+    with torch.no_grad():
+        return float(ex.model(inputs_embeds=embeds.unsqueeze(0)).logits[0, -1, target])
+
+
+def _baseline_embeds(ex, text, row):
+    """x′ as the package should build it: the row at attributable positions, x elsewhere."""
+    ids, fixed = ex.encode(text)
+    E = ex.adapter.embeddings(torch.tensor(ids)).detach()
+    keep = torch.tensor(fixed).unsqueeze(-1)
+    return torch.where(keep, E, row.expand_as(E) if row.dim() == 1 else row), E
+
+
+def _kinds(ex):
+    d = ex.adapter.embeddings.weight.shape[1]
+    n = len(ex.encode(TEXT)[0])
+    g = torch.Generator().manual_seed(3)
+    W = ex.adapter.embeddings.weight.detach()
+    return {
+        "zero": ("zero", torch.zeros(d)),
+        "mean": ("mean", W.mean(0)),
+        "eos": ("eos", W[ex.tokenizer.eos_token_id]),
+        "unk": ("unk", W[ex.tokenizer.unk_token_id]),
+        "id": (7, W[7]),
+        "vec": (torch.randn(d, generator=g) * 0.1, None),
+        "mat": (torch.randn(n, d, generator=g) * 0.1, None),
+    }
+
+
+@pytest.mark.parametrize("kind", ["zero", "mean", "eos", "unk", "id", "vec", "mat"])
+def test_every_baseline_kind_is_complete(tiny, kind):
+    spec, row = _kinds(tiny)[kind]
+    row = spec if row is None else row
+    res = tiny.attribute(TEXT, method="integrated_gradients", target=5, baseline=spec, n_steps=256, integration="gausslegendre")
+    xb, _ = _baseline_embeds(tiny, TEXT, row)
+    assert res.info["F_baseline"] == pytest.approx(_forward_F(tiny, xb, 5), abs=1e-4)
+    diff = res.info["F_input"] - res.info["F_baseline"]
+    assert abs(diff) > 1e-3
+    assert abs(float(res.scores.sum()) - diff) <= 0.01 * abs(diff)
+    assert res.options["baseline"].split(":")[0] in {"zero", "mean", "eos", "unk", "token", "tensor[d]", "tensor[L,d]"}
+
+
+def test_alpha_range_starts_the_path_later(tiny):
+    full = tiny.attribute(TEXT, method="integrated_gradients", target=5, n_steps=256, integration="gausslegendre")
+    part = tiny.attribute(TEXT, method="integrated_gradients", target=5, n_steps=256, integration="gausslegendre", alpha_range=(0.5, 1))
+    ref = tiny.adapter.embeddings.weight[tiny.ref_token_id].detach()
+    xb, E = _baseline_embeds(tiny, TEXT, ref)
+    assert part.info["F_baseline"] == pytest.approx(_forward_F(tiny, xb + 0.5 * (E - xb), 5), abs=1e-4)
+    assert part.info["F_input"] == pytest.approx(full.info["F_input"], abs=1e-5)
+    diff = part.info["F_input"] - part.info["F_baseline"]
+    assert abs(float(part.scores.sum()) - diff) <= 0.01 * abs(diff) + 1e-5
+    assert part.options["alpha_range"] == [0.5, 1.0]
+    assert not torch.allclose(part.scores, full.scores)
+
+
+def test_noise_samples_average_and_are_seeded(tiny):
+    kw = dict(method="integrated_gradients", target=5, n_steps=64, integration="gausslegendre", baseline="zero", n_baseline_samples=3)
+    a = tiny.attribute(TEXT, **kw)
+    b = tiny.attribute(TEXT, **kw)
+    c = tiny.attribute(TEXT, seed=1, **kw)
+    torch.testing.assert_close(a.scores, b.scores)
+    assert not torch.allclose(a.scores, c.scores)
+    per = a.info["F_baseline_samples"]
+    assert len(per) == 3 and len(set(per)) == 3
+    diff = a.info["F_input"] - sum(per) / 3  # completeness holds for the mean of the draws
+    assert abs(float(a.scores.sum()) - diff) <= 0.02 * abs(diff) + 1e-4
+    assert a.options["n_baseline_samples"] == 3 and a.options["baseline_seed"] == 0 and a.options["baseline_noise"] > 0
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "integrated_decision_gradients", "aieg"])
+def test_baseline_is_recorded(tiny_gpt2, method):
+    res = tiny_gpt2.attribute(TEXT, method=method, n_steps=8)
+    assert res.options["baseline"] == f"reference:{tiny_gpt2.ref_token_id}"
+    res = tiny_gpt2.attribute(TEXT, method=method, n_steps=8, baseline="zero")
+    assert res.options["baseline"] == "zero"
+
+
+def test_zero_baseline_through_rmsnorm_is_finite(tiny_llama):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for m in ("integrated_gradients", "integrated_decision_gradients", "aieg"):
+            res = tiny_llama.attribute(TEXT, method=m, n_steps=16, baseline="zero")
+            assert bool(torch.isfinite(res.scores).all())
+
+
+def test_bad_baselines_refused_before_work(tiny):
+    before = model_state(tiny)
+    d = tiny.adapter.embeddings.weight.shape[1]
+    cases = [
+        (dict(baseline="ones"), "baseline must be one of"),
+        (dict(baseline=10**9), "baseline token id"),
+        (dict(baseline=-1), "baseline token id"),
+        (dict(baseline=torch.zeros(d + 1)), "must be \\[d\\] or \\[L, d\\]"),
+        (dict(baseline=torch.zeros(3, d)), "one row per token"),
+        (dict(baseline=torch.full((d,), float("nan"))), "non-finite"),
+        (dict(alpha_range=(0.2, 0.9)), "alpha_range"),
+        (dict(alpha_range=(1.0, 1.0)), "alpha_range"),
+        (dict(n_baseline_samples=0), "n_baseline_samples"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            tiny.attribute(TEXT, method="integrated_gradients", n_steps=4, **kw)
+    with pytest.raises(ValueError, match="does not use a baseline"):
+        tiny.attribute(TEXT, method="saliency", baseline="zero")
+    assert model_state(tiny) == before
+
+
+def test_generation_baseline(tiny_gpt2):
+    res = tiny_gpt2.attribute_generation("the film was", max_new_tokens=2, method="integrated_gradients", n_steps=8, baseline="zero")
+    assert res.options["baseline"] == "zero"
+    noisy = tiny_gpt2.attribute_generation("the film was", max_new_tokens=2, method="integrated_gradients", n_steps=8,
+                                           baseline="zero", n_baseline_samples=2)
+    assert noisy.options["n_baseline_samples"] == 2 and noisy.scores.shape == res.scores.shape

@@ -1,0 +1,115 @@
+"""What is explained: contrast targets, the label-set log-probability, user callables,
+multi-token targets and generation step probabilities (issue 13), against plain forwards."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from builders import model_state
+
+TEXT = "the movie is good and the actors are great"
+
+
+def _last_logits(ex, text):
+    ids = torch.tensor([ex.encode(text)[0]])
+    with torch.no_grad():
+        return ex.model(input_ids=ids).logits[0, -1].float()
+
+
+def _two_tokens(ex, text):
+    z = _last_logits(ex, text)
+    top = z.topk(3).indices.tolist()
+    return top[1], top[2]
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "saliency"])
+def test_contrast_F_is_logit_difference(tiny, method):
+    t, c = _two_tokens(tiny, TEXT)
+    z = _last_logits(tiny, TEXT)
+    res = tiny.attribute(TEXT, method=method, target=t, contrast_target=c, n_steps=8)
+    torch.testing.assert_close(torch.tensor(res.info["F_input"]), z[t] - z[c], atol=1e-4, rtol=1e-4)
+    assert res.target["contrast_id"] == c and res.options["target_fn"] == "logit-contrast"
+
+
+def test_contrast_prob_difference_and_completeness(tiny):
+    t, c = _two_tokens(tiny, TEXT)
+    p = torch.softmax(_last_logits(tiny, TEXT), -1)
+    res = tiny.attribute(TEXT, method="integrated_gradients", target=t, contrast_target=c, target_fn="prob", n_steps=256)
+    torch.testing.assert_close(torch.tensor(res.info["F_input"]), p[t] - p[c], atol=1e-5, rtol=1e-4)
+    diff = res.info["F_input"] - res.info["F_baseline"]
+    assert abs(float(res.scores.sum()) - diff) <= 0.02 * abs(diff) + 1e-6
+
+
+def test_contrast_scores_are_difference_of_gradient_maps(tiny):
+    """Saliency is linear in F: the contrast map is the difference of the two maps."""
+    t, c = _two_tokens(tiny, TEXT)
+    a = tiny.attribute(TEXT, method="input_x_gradient", target=t)
+    b = tiny.attribute(TEXT, method="input_x_gradient", target=c)
+    ab = tiny.attribute(TEXT, method="input_x_gradient", target=t, contrast_target=c)
+    torch.testing.assert_close(ab.scores, a.scores - b.scores, atol=1e-5, rtol=1e-4)
+
+
+def test_label_logprob_is_renormalised_log_probability(tiny):
+    labels = [5, 17, 42]
+    z = _last_logits(tiny, TEXT)
+    logp = torch.log_softmax(z[labels], -1)
+    res = tiny.attribute(TEXT, method="saliency", target=17, target_fn="label_logprob", label_set=labels)
+    torch.testing.assert_close(torch.tensor(res.info["F_input"]), logp[1], atol=1e-5, rtol=1e-4)
+    pred = tiny.attribute(TEXT, method="saliency", target_fn="label_logprob", label_set=labels)
+    assert pred.target["id"] == labels[int(logp.argmax())]  # the prediction is taken within the set
+    assert pred.options["label_set"] == [str(l) for l in labels]
+
+
+def test_label_set_checks_before_work(tiny):
+    before = model_state(tiny)
+    with pytest.raises(ValueError, match="not in label_set"):
+        tiny.attribute(TEXT, method="saliency", target=3, target_fn="label_logprob", label_set=[5, 17])
+    with pytest.raises(ValueError, match="label_set is used only"):
+        tiny.attribute(TEXT, method="saliency", label_set=[5, 17])
+    with pytest.raises(ValueError, match="needs label_set"):
+        tiny.attribute(TEXT, method="saliency", target_fn="label_logprob")
+    with pytest.raises(ValueError, match="repeated"):
+        tiny.attribute(TEXT, method="saliency", target_fn="label_logprob", label_set=[5, 5])
+    with pytest.raises(ValueError, match="equals the target"):
+        tiny.attribute(TEXT, method="saliency", target=5, contrast_target=5)
+    with pytest.raises(ValueError, match="target_fn must be one of"):
+        tiny.attribute(TEXT, method="saliency", target_fn="logits")
+    assert model_state(tiny) == before
+
+
+def test_callable_target_fn_matches_named(tiny):
+    def logprob_of_7(logits):
+        return torch.log_softmax(logits, -1)[:, 7]
+
+    a = tiny.attribute(TEXT, method="integrated_gradients", target=7, target_fn="logprob", n_steps=16)
+    b = tiny.attribute(TEXT, method="integrated_gradients", target_fn=logprob_of_7, n_steps=16)
+    torch.testing.assert_close(b.scores, a.scores, atol=1e-5, rtol=1e-4)
+    assert b.options["target_fn"] == "custom:logprob_of_7"
+    with pytest.raises(ValueError, match="returned"):
+        tiny.attribute(TEXT, method="saliency", target_fn=lambda z: z[:, :2])
+
+
+def test_classifier_contrast(tiny_gpt2_clf):
+    ex = tiny_gpt2_clf
+    ids = torch.tensor([ex.encode(TEXT)[0]])
+    with torch.no_grad():
+        z = ex.model(input_ids=ids).logits[0].float()
+    res = ex.attribute(TEXT, method="saliency", target=1, contrast_target=0)
+    torch.testing.assert_close(torch.tensor(res.info["F_input"]), z[1] - z[0], atol=1e-5, rtol=1e-4)
+
+
+def test_generation_contrast_and_step_probs(tiny_gpt2):
+    ex = tiny_gpt2
+    prompt = "the film was"
+    res = ex.attribute_generation(prompt, max_new_tokens=3, method="saliency", contrast_target=11)
+    gen = res.info["generated_ids"]
+    pids = ex.encode(prompt)[0]
+    ids = torch.tensor([pids + gen])
+    with torch.no_grad():
+        z = ex.model(input_ids=ids).logits[0].float()
+    Lp = len(pids)
+    for t, y in enumerate(gen):
+        zt = z[Lp - 1 + t]
+        assert res.info["steps"][t]["F_input"] == pytest.approx(float(zt[y] - zt[11]), abs=1e-4)
+        assert res.info["step_probs"][t] == pytest.approx(float(torch.softmax(zt, -1)[y]), abs=1e-6)
+    assert res.options["contrast_target"] == ex.token_texts([11])[0]
