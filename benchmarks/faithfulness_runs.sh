@@ -9,6 +9,8 @@
 set -euo pipefail
 OUT=${1:-runs/faithfulness}
 DATA=${DATA:-../shared/data}
+# grad_ellm ran with its default of the time, preset paper_v1; the default is now "consistent"
+# (issue 13), so write grad_ellm:preset=paper_v1 in M to reproduce the recorded Grad-ELLM rows.
 M=aieg,integrated_gradients,integrated_decision_gradients,saliency,input_x_gradient,attention,scaled_attention,grad_ellm,random
 SOFT="--n-samples 2 --pis 0.1,0.3,0.5,0.7,0.9"
 SWEEP="--topk-sweep 0.05,0.1,0.2,0.3"

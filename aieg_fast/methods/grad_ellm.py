@@ -10,8 +10,10 @@ For the predicting position t and each of the top ``n_layers`` decoder layers �
 positions i:
 
 * g^(ℓ) = ∂F/∂A^(ℓ)[t] — F is the target score (the pre-softmax logit of the target token with
-  ``target_fn="logit"``, the paper's objective), A^(ℓ) the attention output after the output
-  projection (``grad_source="post_o"``) or its input, the heads-merged A·V (``"pre_o"``);
+  ``target_fn="logit"``, the paper's objective), A^(ℓ) the input of the output projection, the
+  heads-merged A·V whose channels are v's (``grad_source="pre_o"``, the default ``consistent``
+  preset), or the attention output after it (``"post_o"``, the ``paper_v1`` preset: the
+  pairing of the public port of the supplied code);
 * q_t, k_i, v_i — the q/k/v projections captured at the points the model adapter declares
   (pre-RoPE; K and V expanded from the KV heads to the query heads by ``kv_expansion``);
 * λ_i — the "loosened" spatial weight (``lambda_mode``);
@@ -44,9 +46,13 @@ GRAD_SOURCES = ("post_o", "pre_o")
 KV_EXPANSIONS = ("legacy", "grouped")
 RELU_MODES = ("per_layer", "after_sum")
 
-#: Settings of each preset; explicit options override them.
+#: Settings of each preset; explicit options override them. The default is ``consistent``
+#: (see :class:`GradELLMOptions` for why).
 PRESETS: Dict[str, Dict] = {
-    # reproduction of the supplied code (spec §2.4, §5.1 "paper_v1")
+    # the paper's λ and layers, with gradient and value channels paired where o = Σ_i A_i v_i holds
+    # (before the output projection) and KV heads mapped as the model maps them ([R], issue 13)
+    "consistent": dict(n_layers=1, lambda_mode="cosine_minmax", grad_source="pre_o", kv_expansion="grouped", relu="per_layer", rope=False),
+    # the pairing of the public port of the supplied code (spec §2.4, §5.1 "paper_v1")
     "paper_v1": dict(n_layers=1, lambda_mode="cosine_minmax", grad_source="post_o", kv_expansion="legacy", relu="per_layer", rope=False),
     # the KV mapping, RoPE and gradient channels as the model computes them (spec §5.1 "principled", [R])
     "corrected": dict(n_layers=1, lambda_mode="per_head_cosine_minmax", grad_source="pre_o", kv_expansion="grouped", relu="per_layer", rope=True),
@@ -150,11 +156,39 @@ def spatial_weights(qt: Tensor, k: Tensor, valid: Tensor, mode: str, n_heads: in
 class GradELLMOptions(Options):
     """Options of :class:`GradELLM`; None takes the preset's value.
 
+    Presets (all: last layer only, per-layer ReLU; explicit options override them):
+
+    ============== ============= ================ ============ =====================
+    preset         grad_source   kv_expansion     rope         lambda_mode
+    ============== ============= ================ ============ =====================
+    ``consistent`` ``pre_o``     ``grouped``      False        ``cosine_minmax``
+    ``paper_v1``   ``post_o``    ``legacy``       False        ``cosine_minmax``
+    ``corrected``  ``pre_o``     ``grouped``      True         ``per_head_cosine_minmax``
+    ============== ============= ================ ============ =====================
+
+    * ``consistent`` (default) changes only the two pairings of ``paper_v1`` that contradict
+      the method's own derivation (spec §2.2): o[c] = Σ_i A_{h,i} v_i[c] (channel c of head h)
+      holds for the channels *before* the output projection, so the gradient is taken there (``pre_o``, as Grad-ECLIP
+      does, spec §2.3), and query head h reads KV head h // n_rep, as the model does
+      (``grouped``). λ stays the paper's (full-width cosine of the pre-RoPE q and k, min-max),
+      so the preset is Grad-ELLM with its channels lined up, not a new λ. It also runs on
+      models whose query width differs from the hidden size, which ``paper_v1`` refuses.
+      On a GPT-nano SST-2 dev pilot (issue 13), ``paper_v1`` scored at chance (log-odds
+      −0.111 against random scores' −0.123), while ``paper_v1`` with ``grad_source="pre_o"``,
+      which on that MHA model is this preset, was 3.5–6× better on every hard metric.
+    * ``paper_v1``: the pairing of the public (third-party Inseq) port of the authors'
+      supplied code (spec §2.4, [C-port]): the gradient after the output projection times the
+      value channels before it, legacy KV tiling (query head h reads KV head h mod n_kv). Use
+      it to reproduce that code; whether the paper's tables used it is not known (spec §6 q. 6).
+    * ``corrected`` ([R], spec §5.1 "principled"): ``consistent`` plus a per-head λ from the
+      rotated q and k (the normalised logit each head uses). It changes λ as well as the
+      pairing, so it is a variant of the method, kept as an ablation.
+
+    On a model without grouped-query attention (GPT-2) ``legacy`` and ``grouped`` coincide,
+    and ``consistent`` differs from ``paper_v1`` only in ``grad_source``.
+
     Attributes:
-        preset: ``"paper_v1"`` (default; the supplied code, spec §2.4: n_layers 1,
-            cosine_minmax, post_o, legacy KV tiling, per-layer ReLU, pre-RoPE q/k) or
-            ``"corrected"`` (n_layers 1, per_head_cosine_minmax, pre_o, grouped KV mapping,
-            per-layer ReLU, RoPE applied).
+        preset: ``"consistent"`` (default), ``"paper_v1"`` or ``"corrected"`` (table above).
         n_layers: number of top layers (int in [1, n_layers of the model] or ``"all"``).
         lambda_mode: ``cosine_minmax`` | ``softmax`` | ``headmean_minmax`` |
             ``per_head_cosine_minmax`` (the last needs ``grad_source="pre_o"``).
@@ -166,7 +200,7 @@ class GradELLMOptions(Options):
             True for ``headmean_minmax`` unless given.
     """
 
-    preset: str = "paper_v1"
+    preset: str = "consistent"
     n_layers: object = None
     lambda_mode: Optional[str] = None
     grad_source: Optional[str] = None
@@ -226,17 +260,20 @@ class GradELLM(Method):
     (per example, per layer s^(ℓ) before the ReLU, padded length L). ``options`` records the
     resolved settings and ``layers`` (0-based indices).
 
-    Confirmed vs reconstructed (spec labels): the derivation (§2.2) and the paper_v1 defaults
-    (§2.4, [C-port]: post-o_proj gradient paired with pre-o_proj values, legacy GQA tiling,
-    pre-RoPE full-width cosine min-max, per-layer ReLU, last layer only) reproduce the supplied
-    code; ``headmean_minmax`` is the later variant (§2.5). Reconstructions [R]: the
-    ``corrected`` preset, ``per_head_cosine_minmax``, and, beyond the spec, ``rope=True`` in
-    that preset (the per-head cosine of the rotated q/k, i.e. the normalised logit the model
-    uses); λ min-max runs over all visible positions including fixed ones (BOS, template,
-    generated tokens), as the supplied code does over the whole prefix. Deviations from
-    spec §5.1: the target score follows ``target_fn`` (default ``"logit"``, the paper's
-    objective); missing targets are the model's argmax from the same forward; ``post_o`` on a
-    model whose query width differs from the hidden size is refused (ValueError).
+    Confirmed vs reconstructed (spec labels): the derivation (§2.2) and the ``paper_v1``
+    preset (§2.4, [C-port]: post-o_proj gradient paired with pre-o_proj values, legacy GQA
+    tiling, pre-RoPE full-width cosine min-max, per-layer ReLU, last layer only) reproduce the
+    supplied code; ``headmean_minmax`` is the later variant (§2.5). Reconstructions [R]: the
+    default ``consistent`` preset (``paper_v1`` with the gradient before the output projection
+    and the model's KV mapping, see :class:`GradELLMOptions`), the ``corrected`` preset,
+    ``per_head_cosine_minmax``, and, beyond the spec, ``rope=True`` in ``corrected`` (the
+    per-head cosine of the rotated q/k, i.e. the normalised logit the model uses); λ min-max
+    runs over all visible positions including fixed ones (BOS, template, generated tokens), as
+    the supplied code does over the whole prefix. Deviations from spec §5.1: the default
+    preset is ``consistent``, not ``paper_v1``; the target score follows ``target_fn``
+    (default ``"logit"``, the paper's objective); missing targets are the model's argmax from
+    the same forward; ``post_o`` on a model whose query width differs from the hidden size is
+    refused (ValueError).
 
     Raises:
         ValueError: an unknown option value, n_layers out of range, per-head λ with post_o,

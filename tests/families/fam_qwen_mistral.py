@@ -1,5 +1,6 @@
 """Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Mistral and Mixtral (tiny configs: 2 layers, hidden 32,
 4 heads over 2 KV heads, head_dim 8, max positions 64; MoE with 4 tiny experts, top 2).
+``qwen3-wide_heads``: head_dim 16, so the query width (64) differs from the hidden size (32).
 
 Sliding windows: the windowed specs use a window of 4, shorter than the matrix's sequences, so
 the windows cut (the matrix checks that each adapter's sliding_window() is the model's mask and
@@ -36,6 +37,12 @@ def _qwen3(tok):
     return Qwen3Config(**TINY, **special_ids(tok), head_dim=HEAD_DIM)
 
 
+def _qwen3_wide_heads(tok):
+    # query width 4 x 16 = 64 ≠ hidden 32, as in the released Qwen3 (0.6B: 16 x 128 over 1024):
+    # methods must not assume n_heads·head_dim = hidden size
+    return Qwen3Config(**TINY, **special_ids(tok), head_dim=2 * HEAD_DIM)
+
+
 def _qwen3_moe(tok):
     return Qwen3MoeConfig(**TINY, **special_ids(tok), **MOE, num_experts=4, head_dim=HEAD_DIM)
 
@@ -55,6 +62,7 @@ FAMILIES = [
     FamilySpec("qwen2-sliding", _qwen2_sliding, Qwen2ForCausalLM, Qwen2ForSequenceClassification),
     FamilySpec("qwen2_moe", _qwen2_moe, Qwen2MoeForCausalLM, Qwen2MoeForSequenceClassification),
     FamilySpec("qwen3", _qwen3, Qwen3ForCausalLM, Qwen3ForSequenceClassification),
+    FamilySpec("qwen3-wide_heads", _qwen3_wide_heads, Qwen3ForCausalLM, Qwen3ForSequenceClassification),
     FamilySpec("qwen3_moe", _qwen3_moe, Qwen3MoeForCausalLM, Qwen3MoeForSequenceClassification),
     FamilySpec("mixtral", _mixtral, MixtralForCausalLM, MixtralForSequenceClassification),
     FamilySpec("mistral", _mistral, MistralForCausalLM, MistralForSequenceClassification),

@@ -223,7 +223,7 @@ def test_shared_path_equals_context_batch(tiny_llama, method):
     torch.testing.assert_close(a.scores, b.scores, atol=1e-5, rtol=1e-4, equal_nan=True)
 
 
-@pytest.mark.parametrize("preset", ["paper_v1", "corrected"])
+@pytest.mark.parametrize("preset", ["consistent", "paper_v1", "corrected"])
 def test_shared_grad_ellm_two_layers(tiny_llama, preset):
     kw = dict(generated_text=" the movie is good", method="grad_ellm", preset=preset, n_layers=2)
     a = tiny_llama.attribute_generation("a positive review", shared=True, **kw)

@@ -25,7 +25,7 @@ OPTION_SETS = {
     "input_x_gradient": [{}, {"token_reduction": "l2"}],
     "attention": [{}, {"attn_layers": "all"}, {"attn_layers": "rollout"}, {"attn_heads": "max"}],
     "scaled_attention": [{}, {"reduce": "mean_of_products", "attn_layers": "all"}],
-    "grad_ellm": [{}, {"preset": "corrected"}, {"n_layers": "all", "relu": "after_sum"}],
+    "grad_ellm": [{}, {"preset": "corrected"}, {"n_layers": "all", "relu": "after_sum"}, {"preset": "paper_v1"}],
 }
 MODELS = ("gpt2", "llama", "clf")
 

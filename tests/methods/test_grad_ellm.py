@@ -14,7 +14,7 @@ TEXT = "the movie is good and the actors are great"
 SHORT = "the film was bad"
 PROMPT = "the movie is good"
 CONT = " and the actors are great"
-PRESETS = ["paper_v1", "corrected"]
+PRESETS = ["consistent", "paper_v1", "corrected"]
 
 
 
@@ -246,6 +246,8 @@ def _literal_reference(ex, text, target, *, layers, lambda_mode, grad_source, kv
 
 
 REF_CASES = {
+    "default": dict(),
+    "consistent_two_layers": dict(preset="consistent", n_layers=2),
     "paper_v1": dict(preset="paper_v1"),
     "corrected": dict(preset="corrected"),
     "paper_v1_two_layers": dict(preset="paper_v1", n_layers=2),
@@ -274,10 +276,82 @@ def test_matches_literal_reference(tiny_llama, case):
 
 
 def test_preset_settings(tiny_llama):
-    a = tiny_llama.attribute(TEXT, method="grad_ellm").options
-    assert (a["n_layers"], a["lambda_mode"], a["grad_source"], a["kv_expansion"], a["relu"], a["rope"]) == (1, "cosine_minmax", "post_o", "legacy", "per_layer", False)
-    b = tiny_llama.attribute(TEXT, method="grad_ellm", preset="corrected").options
-    assert (b["n_layers"], b["lambda_mode"], b["grad_source"], b["kv_expansion"], b["relu"], b["rope"]) == (1, "per_head_cosine_minmax", "pre_o", "grouped", "per_layer", True)
+    def resolved(**kw):
+        o = tiny_llama.attribute(TEXT, method="grad_ellm", **kw).options
+        return o["preset"], (o["n_layers"], o["lambda_mode"], o["grad_source"], o["kv_expansion"], o["relu"], o["rope"])
+
+    # the default pairs pre-o_proj gradients with pre-o_proj values, KV heads as the model maps them
+    assert resolved() == ("consistent", (1, "cosine_minmax", "pre_o", "grouped", "per_layer", False))
+    assert GE.GradELLMOptions().preset == "consistent"
+    # paper_v1: the public port's pairing (post-o_proj gradient, legacy KV tiling)
+    assert resolved(preset="paper_v1") == ("paper_v1", (1, "cosine_minmax", "post_o", "legacy", "per_layer", False))
+    assert resolved(preset="corrected") == ("corrected", (1, "per_head_cosine_minmax", "pre_o", "grouped", "per_layer", True))
+    # consistent = paper_v1 with only grad_source and kv_expansion changed
+    diff = {k for k in GE.PRESETS["paper_v1"] if GE.PRESETS["paper_v1"][k] != GE.PRESETS["consistent"][k]}
+    assert diff == {"grad_source", "kv_expansion"}
+
+
+def _gpt2_pre_and_post_o_scores(ex, text, target):
+    """Last-layer Grad-ELLM of the tiny GPT-2 (MHA, no RoPE) from tensors captured here with
+    plain hooks: λ = min-max of cos(q_t, k_i), times V·g with g the gradient of the target logit
+    at the input of ``c_proj`` (pre_o) or at the attention output (post_o). Returns (pre, post)."""
+    model = ex.model
+    ids = torch.tensor([ex.encode(text)[0]])
+    attn = model.transformer.h[-1].attn
+    store = {}
+    hs = [
+        attn.c_attn.register_forward_hook(lambda m, i, o: store.__setitem__("qkv", o)),
+        attn.c_proj.register_forward_pre_hook(lambda m, a: store.__setitem__("pre", a[0])),
+        attn.register_forward_hook(lambda m, i, o: store.__setitem__("post", o[0])),
+    ]
+    try:
+        logit = model(input_ids=ids, use_cache=False).logits[0, -1, target]
+        g_pre, g_post = torch.autograd.grad(logit, [store["pre"], store["post"]])
+    finally:
+        for h in hs:
+            h.remove()
+    q, k, v = store["qkv"].detach()[0].split(model.config.n_embd, dim=-1)
+    cos = torch.nn.functional.cosine_similarity(q[-1:], k, dim=-1)
+    lam = (cos - cos.min()) / (cos.max() - cos.min())
+    return [(lam * (v @ g[0, -1])).clamp_min(0) for g in (g_pre, g_post)]
+
+
+def test_default_pairs_pre_o_gradient_paper_v1_post_o(tiny_gpt2):
+    """The default (consistent) is λ·(V g) with g taken before the output projection, the
+    channels V lives in; paper_v1 takes g after it. Checked against tensors captured here."""
+    ex = tiny_gpt2
+    default = ex.attribute(TEXT, method="grad_ellm")
+    paper = ex.attribute(TEXT, method="grad_ellm", preset="paper_v1")
+    assert default.target == paper.target
+    pre, post = _gpt2_pre_and_post_o_scores(ex, TEXT, default.target["id"])
+    assert all(default.attributable) and float(pre.sum()) > 0 and float(post.sum()) > 0
+    torch.testing.assert_close(default.scores, pre, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(paper.scores, post, atol=1e-5, rtol=1e-4)
+    # the two pairings give different scores on this model, so the checks above tell them apart
+    assert not torch.allclose(pre, post, atol=1e-3, rtol=1e-2)
+    # on GPT-2 (no GQA, no RoPE) the presets differ only in grad_source
+    same = ex.attribute(TEXT, method="grad_ellm", preset="paper_v1", grad_source="pre_o")
+    torch.testing.assert_close(same.scores, default.scores, atol=0, rtol=0)
+
+
+def test_default_runs_where_query_width_differs_from_hidden():
+    """A Qwen3 with head_dim 16 (query width 64, hidden 32): the default (pre_o) runs and equals
+    its batch; paper_v1 (post_o) is refused with a message naming pre_o."""
+    from builders import family_specs
+
+    import aieg_fast
+
+    ex = aieg_fast.load_model(*family_specs()["qwen3-wide_heads"].build())
+    ad = ex.adapter
+    assert ad.n_heads * ad.head_dim != ad.hidden_size
+    single = [ex.attribute(t, method="grad_ellm") for t in (TEXT, SHORT)]
+    batch = ex.attribute([TEXT, SHORT], method="grad_ellm", padding_side="left")
+    for s, b in zip(single, batch):
+        pre_relu = torch.tensor(s.info["layer_scores"])
+        assert torch.isfinite(s.scores).all() and float(pre_relu.abs().sum()) > 0
+        torch.testing.assert_close(b.scores, s.scores, atol=2e-5, rtol=1e-3)
+    with pytest.raises(ValueError, match="query width 64 != hidden size 32; use grad_source='pre_o'"):
+        ex.attribute(TEXT, method="grad_ellm", preset="paper_v1")
 
 
 # ------------------------------------------------------------------------------------------
