@@ -11,8 +11,8 @@ dataset's label, 0 negative, 1 positive).
   full);
 * ``imdb``: the 2,000-review IMDb test sample ``imdb_test_sample.jsonl`` of a data folder, else
   its first 200 reviews shipped with the package;
-* ``sst2-train``: the SST-2 train set (67,349 rows, not shipped), read by
-  :func:`aieg_fast.training.train_nano` only; not an evaluation dataset.
+* ``sst2-train``: the SST-2 train set (67,349 rows, shipped gzipped as ``sst2_train.tsv.gz``),
+  read by :mod:`aieg_fast.training` only; not an evaluation dataset.
 
 The data folder is ``data_dir`` when given, else ``$AIEG_FAST_DATA`` when set
 (:func:`data_folder`); with neither, the shipped copies are read (:func:`dataset_path`).

@@ -16,7 +16,7 @@ from .core.model_state import model_prepared
 from .core.objective import LabelSet
 from .core.validation import check_call_settings, check_choice
 from .generation import attribute_generation
-from .methods.registry import check_model, get_method
+from .methods.registry import METHODS, check_model, get_method
 from .models import adapter_for, load_hf_model
 from .result import Attribution
 
@@ -154,15 +154,18 @@ class Explainer:
             return None
         return [int(start) + shift, int(end) + shift]
 
-    def resolve_target(self, target, ids: Optional[List[int]] = None) -> Dict[str, Any]:
+    def resolve_target(self, target, ids: Optional[List[int]] = None, multi_token: bool = False) -> Dict[str, Any]:
         """Turn a user target into ``{"kind", "id", "text"}``.
 
         Args:
             target: None (the model's prediction, filled in later), a token string (must be a
                 single token), a token id, or a class index / label name for a classifier.
+            multi_token: accept a string of several tokens: ``{"kind": "tokens", "id": None,
+                "ids": [...], "text"}``.
 
         Raises:
-            ValueError: a string that is not a single token, an id out of range, an unknown label.
+            ValueError: a string that is not a single token (unless ``multi_token``), an id out
+                of range, an unknown label.
         """
         if self.adapter.kind == "classifier":
             n = self.adapter.num_labels
@@ -186,11 +189,14 @@ class Explainer:
                 raise ValueError(f"target token id must be in [0, {self.vocab_size}), got {target}")
             return {"kind": "token", "id": int(target), "text": self.token_texts([int(target)])[0]}
         toks = self.tokenizer.encode(target, add_special_tokens=False)
+        if multi_token and len(toks) > 1:
+            return {"kind": "tokens", "id": None, "ids": [int(t) for t in toks], "text": target}
         if len(toks) != 1:
             pieces = self.tokenizer.convert_ids_to_tokens(toks)
             raise ValueError(
                 f"target {target!r} is not a single token: it tokenizes as {pieces} (ids {toks}); "
-                "pass one token (a leading space often matters) or a token id"
+                "pass one token (a leading space often matters) or a token id; with target_fn='logprob' a "
+                "string of several tokens is explained as the sum of their log-probabilities"
             )
         return {"kind": "token", "id": int(toks[0]), "text": target}
 
@@ -309,13 +315,14 @@ class Explainer:
                 raise ValueError(f"text[{i}]: {e}") from None  # name the item of the list
             encoded.append((ids, fixed))
             sources.append((full, offsets))
-        tinfo = [self.resolve_target(t) for t in targets]
+        tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob") for t in targets]
+        step_ids, encoded = self._multi_token(m, call, tinfo, encoded)
         check_targets_against(call, [ti["id"] for ti in tinfo])
         batch = apply_baseline(self, self.build_batch(encoded, padding_side), call, m.uses_baseline)
         with progress_bar(progress, method) as bar:
             ctx = self.context(batch, [ti["id"] for ti in tinfo], n_steps=n_steps, internal_batch_size=internal_batch_size,
                                max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
-                               contrast=call.contrast_tensor(self.device))
+                               contrast=call.contrast_tensor(self.device), step_ids=step_ids)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
         ctx.timing["total"] = time.perf_counter() - t0
         options_out = dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record)
@@ -324,7 +331,8 @@ class Explainer:
         for b, c in enumerate(call.contrast):
             if c is not None:
                 tinfo[b] = dict(tinfo[b], contrast_id=c["id"], contrast_text=c["text"])
-        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b]) for b in range(batch.B)]
+        trim = 0 if step_ids is None else step_ids.shape[1] - 1
+        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b], trim) for b in range(batch.B)]
         return results[0] if isinstance(text, str) else results
 
     @staticmethod
@@ -345,15 +353,40 @@ class Explainer:
     def _label(self, class_id: int) -> str:
         return str((getattr(self.model.config, "id2label", {}) or {}).get(class_id, class_id))
 
-    def _result(self, batch: Batch, b: int, ctx: Context, out, tinfo: Dict[str, Any], method: str, options, used, source=("", [])) -> Attribution:
-        """The :class:`Attribution` of example ``b`` (its unpadded span); ``source`` = (encoded
-        string, offsets) from :meth:`encode_with_offsets`."""
-        off, n = batch.offsets[b], batch.lengths[b]
+    def _multi_token(self, m, call, tinfo, encoded):
+        """A multi-token target (every text's, same length T): (Tensor[B, T] of its ids, the
+        texts with y_<T appended and held fixed); (None, encoded) otherwise. ValueError for a
+        method or setting that cannot take one."""
+        multi = [ti for ti in tinfo if ti["kind"] == "tokens"]
+        if not multi:
+            return None, encoded
+        if len(multi) != len(tinfo) or len({len(ti["ids"]) for ti in tinfo}) != 1:
+            raise ValueError("target: a multi-token target must be given for every text, with the same number of tokens")
+        if not m.multi_token_targets:
+            ok = sorted(n for n, c in METHODS.items() if c.multi_token_targets)
+            raise ValueError(f"method {m.name!r} does not explain multi-token targets; use one of {ok}")
+        if any(c is not None for c in call.contrast):
+            raise ValueError("contrast_target cannot be combined with a multi-token target")
+        T = len(multi[0]["ids"])
+        out = [(ids + ti["ids"][:-1], fx + [True] * (T - 1)) for (ids, fx), ti in zip(encoded, tinfo)]
+        limit = self.adapter.max_positions
+        if max(len(ids) for ids, _ in out) > limit:
+            raise ValueError(f"text plus the multi-token target exceed the model's {limit} positions")
+        for ti in tinfo:
+            ti["id"] = ti["ids"][-1]  # the context's target row: the last token (F sums every step)
+        return torch.tensor([ti["ids"] for ti in tinfo], dtype=torch.long, device=self.device), out
+
+    def _result(self, batch: Batch, b: int, ctx: Context, out, tinfo: Dict[str, Any], method: str, options, used,
+                source=("", []), trim: int = 0) -> Attribution:
+        """The :class:`Attribution` of example ``b`` (its unpadded span without the last ``trim``
+        tokens: the teacher-forced part of a multi-token target); ``source`` = (encoded string,
+        offsets) from :meth:`encode_with_offsets`."""
+        off, n = batch.offsets[b], batch.lengths[b] - trim
         ids = batch.ids[b, off : off + n].tolist()
         fixed = batch.fixed[b, off : off + n].tolist()
         tgt = dict(tinfo)
         tid = int(ctx.targets[b])
-        tgt["id"] = tid
+        tgt["id"] = tid if tgt["kind"] != "tokens" else None
         if tgt["text"] is None:
             tgt["text"] = self.token_texts([tid])[0] if tgt["kind"] == "token" else self._label(tid)
         return Attribution(
@@ -372,8 +405,17 @@ class Explainer:
             info={k: (v[b] if isinstance(v, list) else v) for k, v in out.info.items()},
             text=source[0],
             offsets=source[1],
-            target_prob=None if ctx.probs is None else float(ctx.probs[b, tid]),
+            target_prob=self._target_prob(ctx, out, b, tid, tgt["kind"]),
         )
+
+    @staticmethod
+    def _target_prob(ctx: Context, out, b: int, tid: int, kind: str) -> Optional[float]:
+        """p(target) when the call computed it: from the output distribution, or for a
+        multi-token target exp(F(x)) = Π_t p(y_t | …)."""
+        if kind == "tokens":
+            f = out.info.get("F_input")
+            return None if f is None else float(torch.tensor(f if not isinstance(f, list) else f[b]).exp())
+        return None if ctx.probs is None else float(ctx.probs[b, tid])
 
     attribute_generation = attribute_generation
 

@@ -30,7 +30,9 @@ def test_registry_sample_and_data_folder(monkeypatch, tmp_path):
     assert len(sample) == 24 and sample == D.load_dataset("sst2-sample")
     assert sample == D.DATASETS["sst2-sample"].read(D.SHIPPED_DATA_DIR / D.DATASETS["sst2-sample"].shipped)
     assert D.EVALUATION_DATASETS == ("sst2-sample", "sst2-dev", "sst2-test", "imdb")
-    assert D.DATASETS["sst2-train"].shipped is None and not D.DATASETS["sst2-train"].evaluation
+    assert not D.DATASETS["sst2-train"].evaluation
+    train = D.DATASETS["sst2-train"].read(D.SHIPPED_DATA_DIR / D.DATASETS["sst2-train"].shipped)  # gzipped copy
+    assert len(train) == 67349 and train[0] == ("hide new secretions from the parental units ", 0)
     (tmp_path / "sst2_dev.tsv").write_text("sentence\tlabel\ngood film \t1\nbad film \t0\n")
     monkeypatch.setenv("AIEG_FAST_DATA", str(tmp_path))
     assert D.data_folder() == tmp_path and D.data_folder(tmp_path / "x") == tmp_path / "x"

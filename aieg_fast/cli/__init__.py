@@ -7,7 +7,8 @@
 * :mod:`.methods` — ``aieg-fast methods``: the attribution methods;
 * :mod:`.info` — ``aieg-fast info``: versions and extension build;
 * :mod:`.evaluate` — ``aieg-fast evaluate``: faithfulness metrics on a sentiment dataset;
-* :mod:`.train_nano` — ``aieg-fast train-nano``: GPT-nano on SST-2 train.
+* :mod:`.train_nano` — ``aieg-fast train-nano``: GPT-nano on SST-2 train;
+* :mod:`.train_sentiment` — ``aieg-fast train-sentiment``: SmolLM2 fine-tuned on SST-2 with LoRA.
 
 Each command module has ``add_parser(sub)`` (its options; the choices come from the registries)
 and ``run(args) -> int`` (the exit status).
@@ -18,12 +19,12 @@ import argparse
 import sys
 from typing import List, Optional
 
-from . import evaluate, explain, info, methods, train_nano, verify
+from . import evaluate, explain, info, methods, train_nano, train_sentiment, verify
 
 __all__ = ["build_parser", "main", "COMMANDS"]
 
 #: the command modules, in the order of ``aieg-fast --help``.
-COMMANDS = (explain, verify, methods, info, evaluate, train_nano)
+COMMANDS = (explain, verify, methods, info, evaluate, train_nano, train_sentiment)
 
 
 def build_parser() -> argparse.ArgumentParser:

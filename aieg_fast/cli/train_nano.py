@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
     tn = sub.add_parser("train-nano", help="train GPT-nano (3 layers, 3 heads, 48 dims) on SST-2 train; saves to the cache",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     tn.add_argument("--data-dir", default=None,
-                    help=f"folder with {train} (not shipped) and optionally {dev} (default: $AIEG_FAST_DATA)")
+                    help=f"folder with {train} and optionally {dev} (default: $AIEG_FAST_DATA, else the copies shipped with the package)")
     tn.add_argument("--train-file", default=None, help=f"sentence<TAB>label file (default: DATA_DIR/{train})")
     tn.add_argument("--dev-file", default=None, help=f"default: DATA_DIR/{dev}, else the shipped SST-2 dev set")
     tn.add_argument("--out", default=None, help="output folder (default: <cache>/gpt-nano-sst2, loaded by --model gpt-nano)")

@@ -47,6 +47,9 @@ class Context:
     backend: str = "auto"
     ref_token_id: int = 0
     contrast: Optional[Tensor] = None
+    #: Tensor[B, T] long: a multi-token target y_1…y_T teacher-forced after each text (the batch
+    #: holds text ⊕ y_<T, the y fixed); F = Σ_t log p(y_t | text ⊕ y_<t). None: one target token.
+    step_ids: Optional[Tensor] = None
     timing: Dict[str, float] = field(default_factory=dict)
     progress: Any = None
     pilot_logits: Optional[Sequence[Tensor]] = None
@@ -86,9 +89,18 @@ class Context:
 
     # ------------------------------------------------------------------ forwards
     def hidden(self, rows: Optional[Tensor], embeds: Tensor) -> Tensor:
-        """Final hidden state at the predicting position of each row of ``embeds`` [n, L, d];
+        """Final hidden state at the predicting position of each row of ``embeds`` [n, L, d]:
+        Tensor[n, D] (Tensor[n, T, D] at the T predicting positions of a multi-token target);
         ``rows`` [n] names each row's example (ignored for an unpadded batch)."""
         b = self.batch
+        if self.step_ids is not None:
+            T = self.step_ids.shape[1]
+            n = embeds.shape[0]
+            rows = torch.zeros(n, dtype=torch.long, device=embeds.device) if rows is None else rows
+            mask, pos = (None, None) if b.plain else (b.attention_mask[rows], b.position_ids[rows])
+            h = self.adapter.hidden_states(embeds, mask, pos)
+            q = b.last_index[rows].view(-1, 1) - (T - 1) + torch.arange(T, device=embeds.device).view(1, -1)
+            return h.gather(1, q.unsqueeze(-1).expand(n, T, h.shape[-1]))
         if b.plain:  # no per-chunk mask, positions or last-index gathers
             return self.adapter.hidden_last(embeds, None, None, None)
         return self.adapter.hidden_last(embeds, b.attention_mask[rows], b.position_ids[rows], b.last_index[rows])
@@ -96,6 +108,10 @@ class Context:
     def score(self, hidden: Tensor, rows: Optional[Tensor] = None) -> Tensor:
         """F (:func:`~aieg_fast.core.objective.target_scores`) of final hidden states [n, D];
         ``rows`` [n] names each row's example (None: the rows are the examples, or B = 1)."""
+        if self.step_ids is not None:  # Σ_t log p(y_t | text ⊕ y_<t)
+            n, T, D = hidden.shape
+            y = self.step_ids[rows] if rows is not None else self.step_ids.expand(n, T)
+            return target_scores(self.adapter, hidden.reshape(n * T, D), y.reshape(-1), "logprob").view(n, T).sum(-1)
         t, c = self.targets, self.contrast
         if rows is not None and self.batch.B > 1:  # with B = 1 one target broadcasts
             t = t[rows]
@@ -145,14 +161,18 @@ class Context:
                 with torch.no_grad():
                     X = torch.cat([b.embeds, b.baseline], 0) if baseline else b.embeds
                     h = self.hidden(r2, X)
-                    logits = self.adapter.full_logits(h[:B]).float()
-                    pred = predicted(logits, self.target_fn)
+                    if self.step_ids is not None:  # the targets are given; p(y_1…y_T) = exp(F)
+                        logits = None
+                        pred = self.targets
+                    else:
+                        logits = self.adapter.full_logits(h[:B]).float()
+                        pred = predicted(logits, self.target_fn)
                     self.targets = torch.where(self.targets < 0, pred, self.targets)
                     F = self.score(h, r2)
                 attn = None
                 if cap is not None:
                     attn = {l: (v[:B] if v is not None else None) for l, v in cap.pop().items()}
-            probs = torch.softmax(logits, -1)
+            probs = None if logits is None else torch.softmax(logits, -1)
             self.probs = probs
         return {"F_input": F[:B], "F_baseline": F[B:] if baseline else None, "pred": pred, "probs": probs, "attn": attn}
 

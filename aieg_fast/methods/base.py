@@ -60,6 +60,9 @@ class Method:
     #: whether the method integrates from a baseline (``baseline``, ``alpha_range`` and
     #: ``n_baseline_samples`` apply; the baseline is recorded in its results)
     uses_baseline: ClassVar[bool] = False
+    #: whether the method explains a multi-token target (F = Σ_t log p(y_t), teacher-forced):
+    #: methods that reach the model only through the context's F and gradients
+    multi_token_targets: ClassVar[bool] = False
     shares_pilot: ClassVar[bool] = False
     #: option holding the pilot size, when :attr:`shares_pilot`
     pilot_option: ClassVar[Optional[str]] = None

@@ -38,6 +38,7 @@ class InputXGradient(Method):
     name = "input_x_gradient"
     doc = "Input x gradient (Shrikumar et al. 2016), summed over the embedding"
     Options = InputXGradientOptions
+    multi_token_targets = True
 
     def run(self, ctx, o):
         with ctx.timed("gradient"):

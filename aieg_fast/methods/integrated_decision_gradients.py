@@ -59,6 +59,7 @@ class IntegratedDecisionGradients(Method):
     name = "integrated_decision_gradients"
     doc = "Integrated Decision Gradients (Walker et al., AAAI 2024)"
     Options = IntegratedDecisionGradientsOptions
+    multi_token_targets = True
     uses_baseline = True
     shares_pilot = True
     pilot_option = "n_pilot"

@@ -47,6 +47,7 @@ class IntegratedGradients(Method):
     name = "integrated_gradients"
     doc = "Integrated Gradients on token embeddings (Sundararajan et al. 2017)"
     Options = IntegratedGradientsOptions
+    multi_token_targets = True
     uses_baseline = True
 
     def run(self, ctx, o):

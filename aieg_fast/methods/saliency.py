@@ -38,6 +38,7 @@ class Saliency(Method):
     name = "saliency"
     doc = "Gradient magnitude (Simonyan et al. 2014), L2 norm over the embedding"
     Options = SaliencyOptions
+    multi_token_targets = True
 
     def run(self, ctx, o):
         with ctx.timed("gradient"):

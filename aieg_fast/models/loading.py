@@ -7,7 +7,7 @@ from typing import Optional
 
 import torch
 
-from .embedded import DEFAULT_MODEL, NANO_NAME, load_embedded, nano_path
+from .embedded import DEFAULT_MODEL, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class
 
 __all__ = ["load_hf_model"]
@@ -17,8 +17,10 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     """Resolve ``model`` to (model, tokenizer, name).
 
     Args:
-        model: None (the embedded default), ``"gpt-nano"`` (the GPT-nano trained by
-            ``aieg-fast train-nano``, see :mod:`aieg_fast.training.nano`), a hub id or local directory
+        model: None (the embedded default), ``"smollm2-sst2"`` (the embedded model with the
+            shipped SST-2 LoRA adapter merged, :mod:`aieg_fast.training.sentiment`; needs
+            ``peft``), ``"gpt-nano"`` (the GPT-nano trained by ``aieg-fast train-nano``, see
+            :mod:`aieg_fast.training.nano`), a hub id or local directory
             (str / Path), or a ``transformers`` model object (then ``tokenizer`` is required).
         tokenizer: a tokenizer object, a hub id / directory, or None (loaded with the model).
         dtype: parameter dtype (default float32).
@@ -43,6 +45,11 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
             )
         m, tok, _ = load_hf_model(path, tokenizer, dtype)
         return m, tok, "gpt-nano"
+    if isinstance(model, str) and model == SST2_NAME:
+        return _load_sst2(tokenizer, dtype)
+    if isinstance(model, (str, Path)) and (Path(model) / "adapter_config.json").is_file() and not (Path(model) / "config.json").is_file():
+        m, tok, _ = _load_sst2(tokenizer, dtype, adapter_dir=model)  # a LoRA adapter of the embedded model
+        return m, tok, str(model)
     if isinstance(model, (str, Path)):
         name = str(model)
         try:
@@ -73,3 +80,30 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     tok = AutoTokenizer.from_pretrained(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     return model, tok, name
+
+
+def _load_sst2(tokenizer, dtype, adapter_dir=None):
+    """The embedded SmolLM2-135M-Instruct with the SST-2 LoRA adapter merged into its weights
+    (the adapter shipped in ``aieg_fast/data/smollm2-sst2``, or ``adapter_dir``)."""
+    path = Path(adapter_dir) if adapter_dir is not None else sst2_adapter_path()
+    if not (path / "adapter_config.json").is_file():
+        raise ValueError(f"model {SST2_NAME!r}: no LoRA adapter in {path} (made by `aieg-fast train-sentiment`)")
+    try:
+        from peft import PeftModel
+    except ImportError as err:
+        raise RuntimeError(f"model {SST2_NAME!r} needs the package peft (`pip install peft`)") from err
+    import json
+
+    base_name = str(json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path") or "")
+    if not base_name.rstrip("/").endswith(DEFAULT_MODEL):
+        raise ValueError(f"model: the LoRA adapter in {path} is for {base_name!r}; only adapters of the embedded {DEFAULT_MODEL} load by folder")
+    base, tok, _ = load_embedded(torch.float32)
+    m = PeftModel.from_pretrained(base, str(path)).merge_and_unload()  # merged in float32
+    m.config._name_or_path = SST2_NAME
+    if dtype is not None and dtype != torch.float32:
+        m = m.to(dtype)
+    if tokenizer is not None:
+        from transformers import AutoTokenizer
+
+        tok = tokenizer if not isinstance(tokenizer, (str, Path)) else AutoTokenizer.from_pretrained(tokenizer)
+    return m, tok, SST2_NAME

@@ -3,7 +3,7 @@
 The AIEG paper evaluates on "GPT-nano", minGPT's ``gpt-nano`` configuration (3 layers, 3 heads,
 48-dimensional embeddings, GPT-2 architecture) fine-tuned for SST-2 (specs/aieg.md §7). No
 trained copy is published, so :func:`train_nano` trains one from scratch on the SST-2 train set
-(67,349 phrases; the ``sst2-train`` entry of :data:`aieg_fast.datasets.DATASETS`) as a
+(67,349 phrases; the ``sst2-train`` entry of :data:`aieg_fast.datasets.DATASETS`, shipped) as a
 ``GPT2ForSequenceClassification`` with two classes (0 negative, 1 positive). The tokenizer is
 the embedded SmolLM2 tokenizer (available offline; GPT-2's BPE would need the hub), so the
 vocabulary has 49,152 tokens and the token embedding holds most of the ~2.5 M parameters.
@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from ..core.batch import right_pad
-from ..datasets import DATASETS, data_folder, dataset_path
+from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
 
 __all__ = ["NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
@@ -83,11 +83,8 @@ def _data_files(train_file, dev_file, data_dir) -> Tuple[Path, Path]:
     shipped copy. FileNotFoundError names what is missing and how to point to it."""
     train_spec, dev_spec = DATASETS["sst2-train"], DATASETS["sst2-dev"]
     folder = data_folder(data_dir)
-    if train_file is None and folder is None:
-        raise FileNotFoundError(
-            f"train_file: the SST-2 train set ({train_spec.file}, 3.8 MB) is not shipped; pass --data-dir DIR "
-            "(or set AIEG_FAST_DATA) to a folder holding it, or --train-file FILE"
-        )
+    if train_file is None and folder is None:  # the copy shipped with the package (gzipped)
+        train_file = SHIPPED_DATA_DIR / train_spec.shipped
     train_file = Path(train_file) if train_file is not None else folder / train_spec.file
     if dev_file is None:  # the dev set is also shipped with the package
         in_folder = folder is not None and (folder / dev_spec.file).is_file()
@@ -190,9 +187,8 @@ def train_nano(
 
     Args:
         train_file, dev_file: ``sentence<TAB>label`` files with a header (default:
-            ``sst2_train.tsv`` / ``sst2_dev.tsv`` in ``data_dir``, else ``$AIEG_FAST_DATA``;
-            the train set (3.8 MB) is not shipped, the dev set is and is used when no folder
-            holds it).
+            ``sst2_train.tsv`` / ``sst2_dev.tsv`` in ``data_dir``, else ``$AIEG_FAST_DATA``,
+            else the copies shipped with the package).
         out_dir: where to save (default :func:`nano_path`).
         epochs, batch_size, lr, weight_decay: AdamW with linear warm-up (5 % of the steps) and
             cosine decay to 0; dropout 0.1 (GPT-2 default).

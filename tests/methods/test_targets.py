@@ -113,3 +113,50 @@ def test_generation_contrast_and_step_probs(tiny_gpt2):
         assert res.info["steps"][t]["F_input"] == pytest.approx(float(zt[y] - zt[11]), abs=1e-4)
         assert res.info["step_probs"][t] == pytest.approx(float(torch.softmax(zt, -1)[y]), abs=1e-6)
     assert res.options["contrast_target"] == ex.token_texts([11])[0]
+
+
+def _multi_target(ex):
+    """A target string of at least two tokens."""
+    for cand in (" good film", " the actors are", " great movie"):
+        if len(ex.tokenizer.encode(cand, add_special_tokens=False)) >= 2:
+            return cand
+    raise AssertionError("no multi-token candidate")
+
+
+def test_multi_token_target_is_sum_of_logprobs(tiny):
+    tgt = _multi_target(tiny)
+    y = tiny.tokenizer.encode(tgt, add_special_tokens=False)
+    ids = tiny.encode(TEXT)[0]
+    with torch.no_grad():
+        z = tiny.model(input_ids=torch.tensor([ids + y[:-1]])).logits[0].float()
+    logp = sum(float(torch.log_softmax(z[len(ids) - 1 + t], -1)[y[t]]) for t in range(len(y)))
+    res = tiny.attribute(TEXT, method="integrated_gradients", target=tgt, target_fn="logprob", n_steps=128, integration="gausslegendre")
+    assert res.info["F_input"] == pytest.approx(logp, abs=1e-4)
+    assert res.token_ids == ids and res.target["kind"] == "tokens" and res.target["ids"] == y  # scores over the text only
+    assert res.target_prob == pytest.approx(float(torch.tensor(logp).exp()), rel=1e-4)
+    diff = res.info["F_input"] - res.info["F_baseline"]
+    assert abs(float(res.scores.sum()) - diff) <= 0.01 * abs(diff)
+
+
+@pytest.mark.parametrize("method", ["input_x_gradient", "integrated_gradients"])
+def test_multi_token_target_equals_sum_of_generation_rows(tiny_gpt2, method):
+    """Both methods (signed sum over d) are linear in F on a shared path: the multi-token map is the sum over the
+    teacher-forced generation rows (prompt columns)."""
+    ex = tiny_gpt2
+    tgt = _multi_target(ex)
+    kw = dict(method=method, target_fn="logprob", n_steps=16)
+    multi = ex.attribute(TEXT, target=tgt, **kw)
+    gen = ex.attribute_generation(TEXT, generated_text=tgt, **kw)
+    Lp = len(multi.token_ids)
+    torch.testing.assert_close(multi.scores, gen.scores[:, :Lp].nansum(0), atol=1e-5, rtol=1e-4)
+
+
+def test_multi_token_target_refusals(tiny_gpt2):
+    ex = tiny_gpt2
+    tgt = _multi_target(ex)
+    with pytest.raises(ValueError, match="not a single token"):
+        ex.attribute(TEXT, method="saliency", target=tgt)  # needs target_fn="logprob"
+    with pytest.raises(ValueError, match="does not explain multi-token"):
+        ex.attribute(TEXT, method="attention", target=tgt, target_fn="logprob")
+    with pytest.raises(ValueError, match="every text"):
+        ex.attribute([TEXT, TEXT], method="saliency", target=[tgt, " a"], target_fn="logprob")
