@@ -184,9 +184,10 @@ class Attribution:
     # ------------------------------------------------------------------ display
     def show(self, file=None, words: bool = True, width: Optional[int] = None, top_k: int = 5) -> None:
         """Print a terminal heatmap and a score table (red = drives the target, blue = against
-        it), wrapped to the terminal's width (or ``width`` columns). A 2-D (generation) result
-        prints one line per generated token with its ``top_k`` context words (or tokens).
-        See :func:`aieg_fast.display.terminal.show`."""
+        it), drawn with ``rich`` and wrapped to the terminal's width (or ``width`` columns);
+        plain text with each word's relative score where the stream shows no colour (not a
+        terminal, ``NO_COLOR``). A 2-D (generation) result prints one line per generated token
+        with its ``top_k`` context words (or tokens). See :func:`aieg_fast.display.terminal.show`."""
         terminal.show(self, file, words, width, top_k)
 
     def to_html(self, words: bool = True, values: bool = False, toggle: bool = False) -> str:

@@ -3,11 +3,10 @@ non-negative ones; flat rows detected), and the label / value layout of a result
 from __future__ import annotations
 
 import math
-import unicodedata
 from dataclasses import dataclass
 from typing import Sequence, Tuple
 
-__all__ = ["Scale", "make_scale", "strip", "grid", "text_width"]
+__all__ = ["Scale", "make_scale", "strip", "grid"]
 
 #: below this largest |score| a row is "near zero"
 ZERO_TOL = 1e-9
@@ -95,30 +94,3 @@ def grid(attr, words: bool = True):
     visible = [[g[0] < Lp + t for g in groups] for t in range(T)]
     return labels, row_labels, rows, visible
 
-
-def text_width(s: str) -> int:
-    """Columns ``s`` takes on a terminal: wide (CJK, emoji) characters 2, combining marks 0."""
-    n = 0
-    for ch in s:
-        if unicodedata.combining(ch):
-            continue
-        n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-    return n
-
-
-def clip(s: str, width: int) -> str:
-    """``s`` cut to at most ``width`` terminal columns (``…`` marks a cut)."""
-    if text_width(s) <= width:
-        return s
-    out = ""
-    for ch in s:
-        if text_width(out + ch) > width - 1:
-            break
-        out += ch
-    return out + "…"
-
-
-def pad(s: str, width: int, right: bool = False) -> str:
-    """``s`` padded with spaces to ``width`` columns (left-aligned, or right-aligned)."""
-    fill = " " * max(0, width - text_width(s))
-    return fill + s if right else s + fill

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 
 import pytest
 import torch
+from rich.cells import cell_len
+from rich.console import Console
 
 import aieg_fast
-from aieg_fast.display.scale import text_width
+from aieg_fast.display.scale import grid, make_scale, strip
+from aieg_fast.display.terminal import Heatmap
 from builders import byte_level_tokenizer
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -78,39 +82,97 @@ def test_html_generation_grid(gen):
     assert gen._repr_html_().count("<tr>") == T
 
 
+def _console(width, color=True):
+    """A console of ``width`` columns, truecolor (or no colour), writing nowhere."""
+    return Console(file=io.StringIO(), width=width, color_system="truecolor" if color else None)
+
+
+def _lines(res, width, color=True, **kw):
+    """The lines of the terminal heatmap as rich segments (text, style)."""
+    return _console(width, color).render_lines(Heatmap(res, **kw), pad=False, new_lines=False)
+
+
+def _text(line):
+    return "".join(seg.text for seg in line)
+
+
+def _cells(line):
+    """The segments drawn on a background colour that hold text (not the legend's colour bar)."""
+    return [seg for seg in line if seg.style and seg.style.bgcolor and seg.text.strip()]
+
+
 def test_show_wraps_on_visible_width():
     res = _result(text="the movie is great and the actors are charming and the story is good " * 2)
+    labels, vals, _ = strip(res, words=True)
+    scale = make_scale(vals)
     for width in (40, 80):
-        buf = Tty()
-        res.show(file=buf, width=width)
-        out = buf.getvalue()
-        assert "\x1b[48;2;" in out
-        heat = out.split("\n")[2:]
-        body = [ANSI.sub("", l) for l in heat if l and not l.startswith("  ")]
-        assert body and all(text_width(l) <= width for l in body)
-        assert len(body) > 1 and max(text_width(l) for l in body) > width - 15  # lines are filled, not cut early
+        lines = _lines(res, width)
+        assert all(cell_len(_text(l)) <= width for l in lines)
+        body = [l for l in lines if _cells(l) and not _text(l).startswith("  ")]  # not the score table
+        assert len(body) > 1 and max(cell_len(_text(l).rstrip()) for l in body) > width - 15  # filled, not cut early
+        cells = [seg for l in body for seg in _cells(l)]
+        assert [seg.text for seg in cells] == labels
+        for seg, v in zip(cells, vals):  # each word on its score's colour, with readable ink
+            assert seg.style.bgcolor.triplet == scale.rgb(v) and seg.style.color.triplet == scale.ink(v)
+        assert len({seg.style.bgcolor.triplet for seg in cells}) > 5
+
+
+def test_show_colour_only_on_a_colour_terminal(monkeypatch):
+    res = _result(text="the movie is great and the actors are charming " * 2)
+    for var in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COLORTERM", "truecolor")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    buf = Tty()
+    res.show(file=buf, width=40)
+    out = buf.getvalue()
+    assert ";48;2;" in out and "[+1.00]" not in out  # a TTY: colours instead of values
+    assert all(cell_len(l) <= 40 for l in ANSI.sub("", out).splitlines())
+    for stream, no_color in ((io.StringIO(), None), (Tty(), "1")):  # not a terminal; NO_COLOR
+        if no_color:
+            monkeypatch.setenv("NO_COLOR", no_color)
+        res.show(file=stream, width=40)
+        out = stream.getvalue()
+        assert "\x1b[" not in out and "[+1.00]" in out and "scale: diverging" in out
+
+
+def test_show_header_and_legend():
+    res = _result()
+    text = [_text(l) for l in _lines(res, 200, color=False)]
+    assert text[0].rstrip() == "method: saliency   target: ' great'" and text[1].rstrip() == "model: tiny-gpt2"
+    assert text[2].startswith("scale: diverging, ±")
+    res.target_prob = 0.25
+    res.info["F_input"] = 1.5
+    head = _text(_lines(res, 200, color=False)[0])
+    assert "   p(target): 0.25" in head and "   F(x): 1.5" in head
+    bar = [seg.style.bgcolor.triplet for seg in _lines(res, 200)[2] if seg.style and seg.style.bgcolor]
+    scale = make_scale(strip(res)[1])
+    assert bar[0] == scale.rgb(-scale.vmax) and bar[-1] == scale.rgb(scale.vmax)  # colour bar, blue to red
 
 
 def test_show_width_from_terminal(monkeypatch):
-    import os
-    import shutil
-
-    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=(100, 24): os.terminal_size((30, 24)))
+    monkeypatch.setenv("COLUMNS", "30")
     buf = io.StringIO()
     _result().show(file=buf)
-    lines = buf.getvalue().splitlines()[2:]
-    assert all(text_width(l) <= 30 for l in lines if not l.startswith("  "))
+    lines = buf.getvalue().splitlines()
+    assert len(lines) > 4 and all(cell_len(l) <= 30 for l in lines)
+    buf = io.StringIO()
+    _result().show(file=buf, width=70)  # the argument wins
+    assert max(cell_len(l) for l in buf.getvalue().splitlines()) > 30
 
 
 def test_near_zero_row_is_said_not_coloured():
     res = _result(scores=torch.full((len(_result().tokens),), 1e-12))
-    buf = Tty()
-    res.show(file=buf)
-    out = buf.getvalue()
-    assert "≈ 0" in out and "\x1b[48;2;255;0;0m" not in out and "+1.00" not in out
+    lines = _lines(res, 80)
+    out = "\n".join(_text(l) for l in lines)
+    assert "≈ 0" in out and "+1.00" not in out
+    assert not any(seg.style and seg.style.bgcolor for l in lines for seg in l)
     assert "≈ 0" in res.to_html() and "rgb(255,0,0)" not in res.to_html()
     const = _result(scores=torch.full((len(_result().tokens),), 0.5))
     assert "near-constant" in const.to_html(words=False)
+    lines = _lines(const, 80, words=False)
+    assert "near-constant" in _text(lines[2])
+    assert not any(seg.style and seg.style.bgcolor for l in lines for seg in l)
 
 
 def test_hidden_whitespace_is_shown():
@@ -126,12 +188,36 @@ def test_hidden_whitespace_is_shown():
     assert "␣</span>" in res.to_html()
 
 
+def test_show_fixed_words_in_brackets(tiny_gpt2):
+    res = tiny_gpt2.attribute("a charming journey", method="saliency", template="Review: {text} Sentiment:")
+    labels, _, fixed = strip(res)
+    held = [lab for lab, fx in zip(labels, fixed) if fx]
+    assert "Review:" in held
+    lines = _lines(res, 80)
+    out = " ".join(_text(l) for l in lines)
+    assert all(f"[{lab}]" in out for lab in held)
+    assert not any(seg.text == f"[{lab}]" and seg.style and seg.style.bgcolor for l in lines for seg in l for lab in held)
+
+
 def test_generation_show(gen):
     buf = io.StringIO()
     gen.show(file=buf, width=80)
     steps = [l for l in buf.getvalue().splitlines() if "<-" in l and "mean" not in l]
     assert len(steps) == gen.scores.shape[0] and "⏎" in steps[1]
-    assert all(text_width(l) <= 80 for l in steps)
+    assert all(cell_len(l) <= 80 for l in steps)
+    labels, _, rows, visible = grid(gen, words=True)
+    lines = [l for l in _lines(gen, 80) if "<-" in _text(l) and "mean" not in _text(l)]
+    assert len(lines) == len(rows)
+    for line, row, vis in zip(lines, rows, visible):  # each step on its own scale, largest |score| first
+        finite = sorted(((labels[i], v) for i, v in enumerate(row) if vis[i] and not math.isnan(v)), key=lambda p: -abs(p[1]))
+        scale = make_scale([v for _, v in finite])
+        cells = _cells(line)
+        assert 1 <= len(cells) <= 5
+        for seg, (lab, v) in zip(cells, finite):
+            assert lab.startswith(seg.text.rstrip("…")) and seg.style.bgcolor.triplet == scale.rgb(v)
+    narrow = [_text(l) for l in _lines(gen, 44) if "<-" in _text(l)]  # entries that do not fit are left out, not cut
+    assert all(cell_len(l) <= 44 and re.search(r" [+-][0-9.e+-]+$", l) for l in narrow)
+    assert any(l.count(" | ") < 4 for l in narrow)
 
 
 def test_plot_strip_and_matrix(tmp_path, gen):
