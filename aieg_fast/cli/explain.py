@@ -7,6 +7,8 @@ import os
 import sys
 
 from .. import ops
+from ..core.baselines import BASELINE_NAMES
+from ..core.validation import TARGET_FNS
 from ..datasets import DATASETS, TASKS, load_dataset
 from ..explainer import load_model
 from ..methods.registry import list_methods, option_value
@@ -35,6 +37,15 @@ def add_parser(sub) -> None:
     e.add_argument("--method", default="aieg", choices=list_methods())
     e.add_argument("--target", default=None, help="target token (single token, e.g. ' positive'); default: the prediction")
     e.add_argument("--target-is-id", action="store_true", help="read --target as a token id / class index")
+    e.add_argument("--contrast-target", default=None, help="contrast token c: explain z_target - z_c (with --target-is-id, an id)")
+    e.add_argument("--no-contrast", action="store_true", help="with --task: explain the label's logit alone, not the decision against the other label")
+    e.add_argument("--target-fn", default="logit", choices=list(TARGET_FNS),
+                   help="explained F: logit, logprob, prob, or label_logprob (with --task: log p over the label words)")
+    e.add_argument("--baseline", default=None, type=_baseline_arg,
+                   help=f"path methods: {', '.join(BASELINE_NAMES)} or a token id (default: the reference token)")
+    e.add_argument("--alpha-start", type=float, default=0.0, help="path methods: integrate over [ALPHA_START, 1]")
+    e.add_argument("--n-baseline-samples", type=int, default=1, help="path methods: average over this many noisy baselines")
+    e.add_argument("--seed", type=int, default=0, help="seed of the baseline noise")
     e.add_argument("--n-steps", type=int, default=50)
     e.add_argument("--internal-batch-size", type=int, default=None)
     e.add_argument("--template", default=None, help="prompt template with {text}; template tokens are held fixed")
@@ -49,14 +60,23 @@ def add_parser(sub) -> None:
     e.set_defaults(fn=run)
 
 
+def _baseline_arg(s: str):
+    """``--baseline``: a name of BASELINE_NAMES or a token id."""
+    return int(s) if s.lstrip("-").isdigit() else s
+
+
 def _input_error(args):
     """The error message of inconsistent arguments or missing output folders, else None."""
+    if args.target_fn == "label_logprob" and args.task is None:
+        return "--target-fn label_logprob needs --task (the label words); in Python pass label_set="
     if args.generate is not None and (args.task is not None or args.target is not None):
         return "--generate explains the generated tokens; it cannot be combined with --task or --target"
     if args.text is None and args.task is None:
         return "TEXT is required (or use --task sentiment to explain a shipped SST-2 sentence)"
     if args.target_is_id and (args.target is None or not args.target.lstrip("-").isdigit()):
         return f"--target-is-id needs --target to be an integer (a token id or class index), got --target {args.target!r}"
+    if args.target_is_id and args.contrast_target is not None and not args.contrast_target.lstrip("-").isdigit():
+        return f"--target-is-id needs --contrast-target to be an integer too, got {args.contrast_target!r}"
     for flag, path in (("--json", args.json), ("--html", args.html)):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             return f"{flag} {path!r}: the folder {os.path.dirname(os.path.abspath(path))!r} does not exist"
@@ -64,7 +84,8 @@ def _input_error(args):
 
 
 def _task_target(ex, task: str, text: str, template):
-    """The task's template and its predicted label word (printed with the label probabilities)."""
+    """The task's template, its predicted label word and the other label words (printed with
+    the label probabilities)."""
     spec = DATASETS[TASKS[task]]
     template = template or spec.template
     probs = ex.label_probs(text, spec.labels, template)
@@ -74,7 +95,7 @@ def _task_target(ex, task: str, text: str, template):
         f"predicted sentiment: {spec.label_names[label]}  "
         f"(p(positive) = {probs[1]:.3f}, p(negative) = {probs[0]:.3f}, renormalised over the two label words)"
     )
-    return template, spec.labels[label]
+    return template, spec.labels[label], spec.labels[1 - label], list(spec.labels)
 
 
 def _write_outputs(res, args) -> None:
@@ -97,23 +118,33 @@ def run(args) -> int:
     ex = load_model(args.model)
     options = dict(args.option or [])
     template = args.template
-    target = args.target
+    target, contrast = args.target, args.contrast_target
+    calls = dict(target_fn=args.target_fn)
     if args.task is not None:
-        template, predicted = _task_target(ex, args.task, text, template)
+        template, predicted, other, labels = _task_target(ex, args.task, text, template)
         if target is None:
             target = predicted
-    if target is not None and isinstance(target, str) and target.lstrip("-").isdigit() and args.target_is_id:
+        if contrast is None and not args.no_contrast and args.target_fn != "label_logprob" and target == predicted:
+            contrast = other  # the decision: the predicted label against the other one
+        if args.target_fn == "label_logprob":
+            calls["label_set"] = labels
+    if args.target_is_id:
         target = int(target)
+        contrast = int(contrast) if contrast is not None else None
+    if contrast is not None:
+        calls["contrast_target"] = contrast
+    if args.baseline is not None or args.alpha_start > 0 or args.n_baseline_samples > 1:
+        calls.update(baseline=args.baseline, alpha_range=(args.alpha_start, 1.0), n_baseline_samples=args.n_baseline_samples, seed=args.seed)
     if args.generate is not None:
         res = ex.attribute_generation(
             text, max_new_tokens=args.generate, method=args.method, n_steps=args.n_steps,
             internal_batch_size=args.internal_batch_size, template=template, backend=args.backend,
-            progress=not args.no_progress, **options,
+            progress=not args.no_progress, **calls, **options,
         )
     else:
         res = ex.attribute(
             text, method=args.method, target=target, n_steps=args.n_steps, internal_batch_size=args.internal_batch_size,
-            template=template, backend=args.backend, progress=not args.no_progress, **options,
+            template=template, backend=args.backend, progress=not args.no_progress, **calls, **options,
         )
     res.show(words=not args.tokens)
     print(f"backend: {res.backend or 'no kernel op used'}   time: {res.timing.get('total', 0):.2f} s")

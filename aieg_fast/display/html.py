@@ -8,6 +8,7 @@ import itertools
 import math
 
 from .scale import grid, make_scale, strip
+from .words import describe_target
 
 __all__ = ["to_html"]
 
@@ -40,12 +41,11 @@ def _style(scale, v: float) -> str:
 
 
 def _legend(attr, scale, words: bool) -> str:
-    tgt = attr.target.get("text", attr.target.get("id"))
     parts = [f"<b>{_html.escape(str(attr.method))}</b>"]
     if attr.scores.dim() == 2:
         parts.append(f"generation of {attr.scores.shape[0]} tokens")
     else:
-        parts.append(f"target <b>{_html.escape(repr(tgt))}</b>")
+        parts.append(f"target <b>{_html.escape(describe_target(attr))}</b>")
     prob = attr.target_prob if attr.target_prob is not None else attr.info.get("target_prob")
     if isinstance(prob, (int, float)):
         parts.append(f"p(target) = {prob:.3g}")

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .scale import Scale, grid, make_scale, strip
+from .words import describe_target
 
 __all__ = ["Heatmap", "show"]
 
@@ -62,8 +63,7 @@ class Heatmap:
 
 def _header(attr):
     """``method: ...   target: ...   p(target): ...   F(x): ...`` (the last two when known), then ``model: ...``."""
-    tgt = attr.target.get("text", attr.target.get("id"))
-    parts = [f"method: {attr.method}", f"target: {tgt!r}"]
+    parts = [f"method: {attr.method}", f"target: {describe_target(attr)}"]
     prob = attr.target_prob if attr.target_prob is not None else attr.info.get("target_prob")
     if isinstance(prob, (int, float)):
         parts.append(f"p(target): {prob:.3g}")

@@ -9,7 +9,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
-__all__ = ["aggregate_words", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts"]
+__all__ = ["aggregate_words", "describe_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts"]
 
 _WORD_MARKERS = ("Ġ", "▁", "Ċ", " ", "\n", "\t")
 
@@ -217,4 +217,17 @@ def token_display_texts(text: str, offsets: Sequence[Optional[Sequence[int]]], f
         gap = text[covered:start] if covered < start and not text[covered:start].strip() else ""
         out.append(gap + text[start:e] if e > start else "")
         covered = max(covered, e)
+    return out
+
+
+def describe_target(attr) -> str:
+    """The target as views print it: ``' positive'``, ``' positive' vs ' negative'`` with a
+    contrast token, and the explained F when it is not the logit (``[label_logprob]``)."""
+    t = attr.target
+    out = repr(t.get("text", t.get("id")))
+    if t.get("contrast_text") is not None or t.get("contrast_id") is not None:
+        out += " vs " + repr(t.get("contrast_text", t.get("contrast_id")))
+    fn = (attr.options or {}).get("target_fn")
+    if fn and fn not in ("logit", "logit-contrast"):
+        out += f" [{fn}]"
     return out

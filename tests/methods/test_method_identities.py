@@ -444,5 +444,7 @@ def test_bad_input_found_by_a_new_user(tiny_gpt2):
         tiny_gpt2.attribute(TEXT, method="saliency", template="{text} and {text}")
     with pytest.raises(ValueError, match=r"ref_token_id must be a token id in \[0, \d+\), got 10000000"):
         aieg_fast.load_model(*make_tiny_gpt2(), ref_token_id=10**7)
+    with pytest.raises(ValueError, match=r"ref_token_id must be a token id in \[0, \d+\), got -1"):
+        aieg_fast.load_model(*make_tiny_gpt2(), ref_token_id=-1)
     with pytest.raises(ValueError, match="targets are the generated tokens"):
         tiny_gpt2.attribute_generation("the movie", method="saliency", target=" good", max_new_tokens=2)
