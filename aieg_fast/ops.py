@@ -239,7 +239,7 @@ def adaptive_alphas(
         pilot_logits (Tensor[N]): target logit along the pilot grid (any shape with N elements).
         n_steps (int): M ≥ 2.
         alloc: "abs" or "idg_minmax".
-        idg_compat_quirk: reproduce the official IDG placement quirk.
+        idg_compat_quirk: reproduce the official IDG code's allocation and placement.
         backend: "auto", "ext" or "reference".
 
     Returns:

@@ -116,11 +116,35 @@ def adaptive_alphas(
 
     Integer allocation (IDG): n_j = ⌊M π_j⌋; the R = M − Σn_j leftover samples go one each to the
     empty bins j ≥ 1 with the largest M π_j (ties to the lower index); if R exceeds the number of
-    empty bins (never seen in practice), the rest go to the bins with the largest fractional part
-    of M π_j, then round-robin from bin 1. Placement: bin j gets n_j left-endpoint samples
-    α̃_{j−1} + k·h/n_j with width δ = h/n_j (the *intended* mapping). With
-    ``idg_compat_quirk=True`` the official code's placement is reproduced: empty bins do not
-    advance the start offset, so later bins shift toward 0.
+    empty bins, the rest go to the bins with the largest fractional part of M π_j, then
+    round-robin from bin 1. Placement: bin j gets n_j left-endpoint samples α̃_{j−1} + k·h/n_j
+    with width δ = h/n_j (the *intended* mapping; Σ n_j = M).
+
+    ``idg_compat_quirk=True`` reproduces the official code (``getAlphaParameters`` of
+    chasewalker26/Integrated-Decision-Gradients, specs/aieg.md §3.2 steps 3–4) step by step:
+
+    * leftovers: every bin with n_j = 0 *including bin 0* (M π_0 = 0) is a candidate, and the
+      others are keyed −1; the keys are sorted with ``torch.sort`` (not stable) and the order is
+      reversed; the first R bins get n_j := 1 (set, not incremented). So when R exceeds the
+      number of empty bins j ≥ 1, bin 0 gets a sample, and beyond that, bins that already held
+      samples are *reset* to 1, so Σ n_j < M;
+    * placement: bins are visited from 0 and the start offset advances by h only on non-empty
+      bins, so the k-th non-empty bin covers [(k − 1)h, kh) and later bins shift toward 0;
+      when bin 0 holds a sample and no other bin is empty, the last bin starts at α = 1 and its
+      further samples lie past the input (α < 1 + h);
+    * the M − Σ n_j samples left unplaced keep α = 0 with width 0 (the official arrays start as
+      zeros).
+
+    Remaining differences from the official code: the allocation is computed here in fp64 (the
+    official code works in its logits' fp32, so a count can differ where M π_j lies within fp32
+    rounding of an integer); exact ties of the keys are ordered as ``torch.sort`` orders them on
+    the CPU (the official evaluation sorts on the GPU, whose order of ties is not specified);
+    α = start + k·h/n_j is computed in fp64 rather than with an fp32 ``linspace``; the grid is
+    returned sorted, while the official arrays keep the unplaced α = 0 samples at the end (the
+    finite-difference weights are the same either way, all 0 at α = 0). With two or
+    more unplaced samples the official finite-difference slope divides 0 by 0 and its
+    attribution is NaN; here those samples get weight 0 (r_m = 0 where α_m = α_{m−1}, see
+    :func:`emphasis_factors`).
 
     Degenerate cases: N < 2, all slopes equal (π undefined), any non-finite pilot logit, or
     slopes that overflow to ±inf → the uniform grid of :func:`uniform_alphas`.
@@ -131,10 +155,11 @@ def adaptive_alphas(
 
     Returns:
         (alphas Tensor[M], widths Tensor[M]) on ``pilot_logits``' device, in fp32 (fp64 for an
-        fp64 pilot); alphas are sorted ascending in [0, 1) and Σ widths = (number of
-        non-empty bins)·h ≤ 1 (= 1 when every bin gets a sample; specs/aieg.md §6.13.7 says
-        "= 1", which does not hold when flat bins get none). The allocation is
-        computed in fp64 on the CPU (it is O(N + M) scalar work).
+        fp64 pilot); alphas are sorted ascending (stable) in [0, 1) ([0, 1 + h) with the quirk)
+        and Σ widths = (number of non-empty bins)·h ≤ 1 (≤ N·h with the quirk; = 1 when every
+        bin j ≥ 1 gets a sample; specs/aieg.md §6.13.7 says "= 1", which does not hold when
+        flat bins get none). The allocation is computed in fp64 on the CPU (it is O(N + M)
+        scalar work).
     """
     _check_choice("alloc", alloc, ALLOC_MODES)
     if n_steps < 2:
@@ -166,33 +191,61 @@ def adaptive_alphas(
     n = torch.floor(mp).to(torch.int64)
     n[0] = 0
     R = M - int(n.sum())
+    if idg_compat_quirk:
+        n = _official_leftovers(mp, n, R)
+    elif R > 0:
+        n = _intended_leftovers(mp, n, R)
+    return _place(n, M, idg_compat_quirk, device, out_dtype)
+
+
+def _intended_leftovers(mp: Tensor, n: Tensor, R: int) -> Tensor:
+    """Counts after the R leftovers of the intended allocation (see :func:`adaptive_alphas`)."""
+    N = n.numel()
+    empty = [j for j in range(1, N) if int(n[j]) == 0]
+    # largest M*pi first, ties to the lower index (stable sort on the negated key)
+    empty.sort(key=lambda j: (-float(mp[j]), j))
+    for j in empty[:R]:
+        n[j] = 1
+    R -= min(R, len(empty))
     if R > 0:
-        empty = [j for j in range(1, N) if int(n[j]) == 0]
-        # largest M*pi first, ties to the lower index (stable sort on the negated key)
-        empty.sort(key=lambda j: (-float(mp[j]), j))
-        for j in empty[:R]:
-            n[j] = 1
-        R -= min(R, len(empty))
-        if R > 0:
-            frac = mp - torch.floor(mp)
-            order = sorted(range(1, N), key=lambda j: (-float(frac[j]), j))
-            k = 0
-            while R > 0:
-                n[order[k % len(order)]] += 1
-                R -= 1
-                k += 1
+        frac = mp - torch.floor(mp)
+        order = sorted(range(1, N), key=lambda j: (-float(frac[j]), j))
+        k = 0
+        while R > 0:
+            n[order[k % len(order)]] += 1
+            R -= 1
+            k += 1
+    return n
+
+
+def _official_leftovers(mp: Tensor, n: Tensor, R: int) -> Tensor:
+    """Counts after the R leftovers of the official IDG code: bins with samples keyed −1, the
+    keys sorted by ``torch.sort`` (CPU, not stable) and reversed, the first R bins set to 1."""
+    key = torch.where(n != 0, torch.full_like(mp, -1.0), mp)
+    order = torch.sort(key).indices.flip(0)
+    n[order[:R]] = 1
+    return n
+
+
+def _place(n: Tensor, M: int, quirk: bool, device, out_dtype) -> Tuple[Tensor, Tensor]:
+    """Alphas and widths of the counts ``n`` [N] (intended mapping, or the official placement
+    with ``quirk``: bins from 0, the offset advancing only on non-empty bins, unplaced samples
+    at α = 0 with width 0), sorted by α (stable)."""
+    N = n.numel()
     h = 1.0 / (N - 1)
     alphas, widths = [], []
-    start_bin = 1  # quirk: the offset only advances on non-empty bins
-    for j in range(1, N):
+    placed = 0  # non-empty bins so far: the official start offset is placed·h
+    for j in range(0 if quirk else 1, N):
         nj = int(n[j])
         if nj == 0:
             continue
-        left = (start_bin - 1) * h if idg_compat_quirk else (j - 1) * h
-        start_bin += 1
+        left = placed * h if quirk else (j - 1) * h
+        placed += 1
         for k in range(nj):
             alphas.append(left + k * h / nj)
             widths.append(h / nj)
+    alphas += [0.0] * (M - len(alphas))  # official quirk only: unplaced samples
+    widths += [0.0] * (M - len(widths))
     a = torch.tensor(alphas, dtype=torch.float64)
     w = torch.tensor(widths, dtype=torch.float64)
     a, order = torch.sort(a, stable=True)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..datasets import DATASETS, EVALUATION_DATASETS
-from ..eval import DEFAULT_METHODS, METRIC_SETS, PROB_SPACES, REFERENCE_METHOD, evaluate
+from ..eval import DEFAULT_METHODS, DEFAULT_SOFT_MAPS, METRIC_SETS, PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate
 
 __all__ = ["add_parser", "run", "parse_fractions"]
 
@@ -47,8 +47,15 @@ def add_parser(sub) -> None:
     ev.add_argument("--pis", type=parse_fractions, default=None, metavar="P1,P2,...",
                     help="π grid of the π-Soft curves (default 0.1,0.2,...,0.9)")
     ev.add_argument("--n-samples", type=int, default=4, help="Bernoulli draws per soft-metric point")
-    ev.add_argument("--prob-space", choices=list(PROB_SPACES), default="vocab",
-                    help="p(label): softmax over the whole vocabulary, or over the label words only")
+    ev.add_argument("--prob-space", choices=list(PROB_SPACES), default=None,
+                    help="p(label): softmax over the label words only (default: these are label tasks), "
+                         "or over the whole vocabulary")
+    ev.add_argument("--soft-maps", default=",".join(DEFAULT_SOFT_MAPS), metavar="MAP1,MAP2",
+                    help=f"soft maps of the soft metrics, from {','.join(SOFT_MAPS)}: relu clips negative scores to 0, "
+                         "minmax is the min-max of the signed scores (unchanged by a constant shift); "
+                         "maps other than relu get columns ending in _MAP")
+    ev.add_argument("--ties", choices=list(TIE_RULES), default="random",
+                    help="order of equal scores in the top-k: random (seeded per example, recorded) or lower index first")
     ev.add_argument("--data-dir", default=None,
                     help=f"folder with {folder_files} (default: $AIEG_FAST_DATA, "
                          "else the copies shipped with the package)")
@@ -63,7 +70,8 @@ def run(args) -> int:
             model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, max_tokens=args.max_tokens,
             out_dir=args.out, seed=args.seed, topk=args.topk, n_steps=args.n_steps, n_samples=args.n_samples,
             prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
-            topk_sweep=args.topk_sweep, start=args.start, reference=args.reference, metrics=args.metrics, **({"pis": args.pis} if args.pis else {}),
+            topk_sweep=args.topk_sweep, start=args.start, reference=args.reference, metrics=args.metrics,
+            soft_maps=args.soft_maps, ties=args.ties, **({"pis": args.pis} if args.pis else {}),
         )
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,29 +1,35 @@
 """Faithfulness evaluation of token attributions: metrics, the ``evaluate`` run and its reports.
 
 * :mod:`.metrics` — the metrics (hard DIG metrics, Soft-NC/NS, π-Soft, controls) and
-  :data:`METRICS`; :mod:`.scores` — score normalisation and retention; :mod:`.forwards` — the
-  batched last-position forwards; :mod:`.checks` — argument checks;
+  :data:`METRICS`; :mod:`.context` — the per-instance context (:func:`prepare`); :mod:`.soft` —
+  Soft-NC/NS and π-Soft; :mod:`.scores` — soft maps, score normalisation, retention and top-k;
+  :mod:`.forwards` — the batched last-position forwards; :mod:`.checks` — argument checks;
 * :mod:`.runner` — :func:`evaluate` over a dataset of :mod:`aieg_fast.datasets` and
   :func:`evaluate_example`;
 * :mod:`.records` — ``records.jsonl`` (strict JSON, resume); :mod:`.stats` — bootstrap CIs,
   paired tests, summary rows; :mod:`.report` — ``summary.md`` / ``summary.csv`` / top-k tables
   and the π-Soft plot.
 """
-from .checks import check_pis, check_positive_int, check_topk
+from .checks import check_choices, check_pis, check_positive_int, check_topk
 from .forwards import last_logits_embeds, last_logits_ids
 from .metrics import (
     DEFAULT_PI_GRID,
+    DEFAULT_SOFT_MAPS,
     HARD_METRICS,
     METRIC_SETS,
     METRICS,
     NORMALISATIONS,
     PROB_SPACES,
+    SOFT_MAPS,
+    TIE_RULES,
     MetricContext,
     comprehensiveness,
     evaluate_attribution,
     flat_metrics,
     hard_metrics,
     log_odds,
+    map_scores,
+    metric_base,
     normalise_scores,
     pi_soft,
     pi_soft_nc,
@@ -34,6 +40,7 @@ from .metrics import (
     soft_metrics,
     soft_nc,
     soft_ns,
+    soft_key,
     soft_probs,
     sufficiency,
     top_k_positions,
@@ -44,12 +51,13 @@ from .runner import CONFIG_FILE, CONTROLS, DEFAULT_METHODS, TOPK_SWEEP, RunSetti
 from .stats import REFERENCE_METHOD, bootstrap_ci, mean_ci, paired_test, summarise, summarise_topk
 
 __all__ = [
-    "CONFIG_FILE", "CONTROLS", "DEFAULT_METHODS", "DEFAULT_PI_GRID", "HARD_METRICS", "METRICS", "METRIC_SETS",
-    "NORMALISATIONS", "PROB_SPACES", "RECORDS_FILE", "REFERENCE_METHOD", "TOPK_SWEEP", "MetricContext", "RunSettings",
-    "append_record", "bootstrap_ci", "check_pis", "check_positive_int", "check_topk", "comprehensiveness", "evaluate",
-    "evaluate_attribution", "evaluate_example", "flat_metrics", "fmt", "hard_metrics", "json_safe",
-    "last_logits_embeds", "last_logits_ids", "log_odds", "mean_ci", "normalise_scores", "paired_test", "pi_soft",
+    "CONFIG_FILE", "CONTROLS", "DEFAULT_METHODS", "DEFAULT_PI_GRID", "DEFAULT_SOFT_MAPS", "HARD_METRICS", "METRICS",
+    "METRIC_SETS", "NORMALISATIONS", "PROB_SPACES", "RECORDS_FILE", "REFERENCE_METHOD", "SOFT_MAPS", "TIE_RULES",
+    "TOPK_SWEEP", "MetricContext", "RunSettings", "append_record", "bootstrap_ci", "check_choices", "check_pis",
+    "check_positive_int", "check_topk", "comprehensiveness", "evaluate", "evaluate_attribution", "evaluate_example",
+    "flat_metrics", "fmt", "hard_metrics", "json_safe", "last_logits_embeds", "last_logits_ids", "log_odds",
+    "map_scores", "mean_ci", "metric_base", "normalise_scores", "paired_test", "pi_soft",
     "pi_soft_nc", "pi_soft_ns", "plot_pi_soft", "prepare", "random_attribution", "read_records", "retention_probs",
-    "soft_metrics", "soft_nc", "soft_ns", "soft_probs", "sufficiency", "summarise", "summarise_topk", "top_k_positions",
+    "soft_key", "soft_metrics", "soft_nc", "soft_ns", "soft_probs", "sufficiency", "summarise", "summarise_topk", "top_k_positions",
     "topk_lines", "write_csv", "write_summary",
 ]

@@ -2,7 +2,8 @@
 
 A record is ``{"id", "index", "text", "label", "pred_label", "target", "label_probs", "methods":
 {spec: metrics}, "controls": {"uniform": metrics}, "n_tokens", "n_attributable", "p", "p0",
-"degenerate"}``. NaN / infinite floats are written as null (:func:`json_safe`). Reading merges
+"degenerate", "tie_seed"}`` (``tie_seed``: the seed of the random order of equal scores in the
+top-k, :func:`~aieg_fast.eval.scores.top_k_positions`). NaN / infinite floats are written as null (:func:`json_safe`). Reading merges
 lines of the same id (a rerun that adds methods appends a line with only those) and skips a line
 cut by an interrupt, so a folder resumes where it stopped.
 """

@@ -4,8 +4,9 @@
   and ``summary.md``: mean [95 % bootstrap CI] per method and metric with the paired-test stars,
   the table of p-values, and, when the settings hold a top-k sweep, ``summary_topk.csv`` and its
   tables (:func:`topk_lines`);
-* :func:`plot_pi_soft` — ``pi_soft_curves.png``, the mean π-Soft-NC / NS curves with bootstrap bands (needs
-  matplotlib; skipped with a note).
+* :func:`plot_pi_soft` — ``pi_soft_curves.png`` (``pi_soft_curves_<map>.png`` for a soft map other
+  than ``"relu"``), the mean π-Soft-NC / NS curves with bootstrap bands (needs matplotlib;
+  skipped with a note).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from .metrics import HARD_METRICS, METRICS
+from .metrics import HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, summarise_topk
 
 __all__ = ["write_csv", "fmt", "topk_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
@@ -83,16 +84,27 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     hard = config.get("metrics", "all") == "hard"
     soft_info = "" if hard else (
         f"degenerate for soft metrics (p(y|x_∅) ≥ p(y|x)): {n_deg}; soft samples K = {config['n_samples']}; "
-        f"π grid = {config['pis']}; "
+        f"π grid = {config['pis']}; soft maps = {config.get('soft_maps', ['relu'])}; "
     )
+    ties = config.get("ties", "first")
+    tie_info = ("top-k ties broken at random (seed per example in the records: tie_seed)" if ties == "random"
+                else "top-k ties to the lower index")
+    map_text = {
+        "relu": "columns without a suffix use soft_map relu (negative scores clipped to 0: rewards positive scores "
+                "that single out the decisive tokens; adding a constant to all scores changes them)",
+        "minmax": "`_minmax` columns use the min-max of the signed scores (unchanged by adding a constant: rewards "
+                  "the ordering and gaps of all scores)",
+        "abs": "`_abs` columns use |scores|",
+    }
+    map_info = "" if hard else " Soft metrics: " + "; ".join(map_text[m] for m in config.get("soft_maps", ["relu"])) + "."
     lines = [
         f"# Faithfulness: {config['model']} on {config['dataset']}",
         "",
         f"n = {n} examples; accuracy of the predicted label = {fmt(float(acc))}; {soft_info}top-k = {config['topk']}; "
         f"n_steps = {config['n_steps']}; max_tokens = {config['max_tokens']}; seed = {config['seed']}; "
-        f"prob_space = {config['prob_space']}" + ("; hard metrics only." if hard else "."),
+        f"prob_space = {config['prob_space']}; {tie_info}" + ("; hard metrics only." if hard else "."),
         "",
-        "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better. "
+        "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better." + map_info + " "
         + (
             f"`*` / `**`: paired test against {reference} p < 0.05 / p < 0.01 ({', '.join(tests) or 'no test'})."
             if reference in methods
@@ -130,10 +142,11 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     return text
 
 
-def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequence[float]):
-    """The π-Soft-NC and NS figure: per method (and the ``uniform`` control) the mean curve over
-    ``pis`` with the analytic endpoints, a 95 % pointwise bootstrap band over the examples
-    (:func:`~aieg_fast.eval.stats.bootstrap_band`) and n in the legend. Needs matplotlib.
+def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequence[float], soft_map: str = "relu"):
+    """The π-Soft-NC and NS figure under ``soft_map``: per method (and the ``uniform`` control,
+    which ignores the map) the mean curve over ``pis`` with the analytic endpoints, a 95 %
+    pointwise bootstrap band over the examples (:func:`~aieg_fast.eval.stats.bootstrap_band`)
+    and n in the legend. Needs matplotlib.
 
     Returns:
         the matplotlib Figure (two axes: NC, NS).
@@ -144,10 +157,9 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
     xs = [0.0] + list(pis) + [1.0]
     for ax, c, ends in ((axes[0], "nc", (1.0, 0.0)), (axes[1], "ns", (0.0, 1.0))):
         for m in list(methods) + ["uniform"]:
-            curves = [
-                (r["controls"].get("uniform", {}) if m == "uniform" else r["methods"].get(m, {})).get(f"pi_soft_{c}_curve")
-                for r in records
-            ]
+            key = f"pi_soft_{c}_curve" if m == "uniform" else soft_key(f"pi_soft_{c}_curve", soft_map)
+            curves = [(r["controls"].get("uniform", {}) if m == "uniform" else r["methods"].get(m, {})).get(key)
+                      for r in records]
             curves = np.array([cv for cv in curves if cv is not None], dtype=float)
             if curves.size == 0:
                 continue
@@ -160,15 +172,18 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
                                 color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_xlabel("expected retention π")
         ax.set_ylabel(f"π-Soft-{c.upper()} (mean, 95 % bootstrap band)")
+        ax.set_title(f"soft map: {soft_map}", fontsize=9)
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=7)
     fig.tight_layout()
     return fig
 
 
-def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis: Sequence[float]) -> Optional[Path]:
-    """Write ``out/pi_soft_curves.png`` (:func:`pi_soft_figure`); its path, or None (with a note
-    on stdout) when matplotlib is not installed."""
+def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis: Sequence[float],
+                 soft_map: str = "relu") -> Optional[Path]:
+    """Write ``out/pi_soft_curves.png`` (``pi_soft_curves_<soft_map>.png`` for a map other than
+    ``"relu"``; :func:`pi_soft_figure`); its path, or None (with a note on stdout) when
+    matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -177,8 +192,8 @@ def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis
     except ImportError:
         print("note: matplotlib is not installed; skipping the π-Soft plot (pip install matplotlib)")
         return None
-    fig = pi_soft_figure(records, methods, pis)
-    path = out / "pi_soft_curves.png"
+    fig = pi_soft_figure(records, methods, pis, soft_map)
+    path = out / ("pi_soft_curves.png" if soft_map == "relu" else f"pi_soft_curves_{soft_map}.png")
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

@@ -8,13 +8,19 @@ attribution with :mod:`aieg_fast.eval.metrics` (:func:`evaluate_example`) and wr
 
 * ``records.jsonl`` — one JSON line per example, appended as soon as the example is done; a
   rerun skips the example ids already there (resume after an interrupt;
-  :mod:`aieg_fast.eval.records`);
+  :mod:`aieg_fast.eval.records`); each record holds its ``tie_seed``, the seed of the random
+  order of equal scores in the top-k;
 * ``config.json`` — the settings; a rerun with other settings in the same folder is refused;
 * ``summary.md`` / ``summary.csv`` — mean and 95 % bootstrap CI per metric and method, and a
   paired test of each method against ``integrated_gradients`` (Wilcoxon signed-rank from scipy
   when installed, else an exact / Monte-Carlo sign-flip permutation test of the mean
   difference in numpy; :mod:`aieg_fast.eval.stats`, :mod:`aieg_fast.eval.report`);
-* ``pi_soft_curves.png`` — mean π-Soft-NC / NS curves (needs matplotlib; skipped with a note).
+* ``pi_soft_curves.png`` (``pi_soft_curves_<map>.png`` for the soft maps other than ``"relu"``)
+  — mean π-Soft-NC / NS curves (needs matplotlib; skipped with a note).
+
+The soft metrics are computed under each soft map of ``soft_maps`` (default ``"relu"``, the
+clipped map, and ``"minmax"``, the offset-invariant min-max of the signed scores; see
+:mod:`aieg_fast.eval.metrics`); the columns of a map other than ``"relu"`` end in ``_<map>``.
 
 Datasets: the evaluation datasets of :data:`aieg_fast.datasets.DATASETS`: ``sst2-sample`` (24
 sentences shipped in the package), ``sst2-dev``, ``sst2-test``, ``imdb`` (files of the
@@ -36,19 +42,24 @@ import numpy as np
 from ..datasets import DATASETS, dataset_path, load_dataset
 from ..explainer import load_model
 from ..methods.registry import list_methods, method_options as allowed_options, parse_method_spec
-from .checks import check_pis, check_positive_int, check_topk
+from .checks import check_choices, check_pis, check_positive_int, check_topk
 from .metrics import (
     DEFAULT_PI_GRID,
+    DEFAULT_SOFT_MAPS,
     HARD_METRICS,
     METRIC_SETS,
     NORMALISATIONS,
     PROB_SPACES,
+    SOFT_MAPS,
+    SOFT_METRICS,
+    TIE_RULES,
     evaluate_attribution,
     flat_metrics,
     hard_metrics,
     pi_soft,
     prepare,
     random_attribution,
+    soft_key,
 )
 from .records import RECORDS_FILE, append_record, read_records
 from .report import plot_pi_soft, write_summary
@@ -74,7 +85,8 @@ class RunSettings:
 
     ``specs`` maps each method spec to its (method name, options) (:func:`parse_method_spec`);
     ``labels`` are the label words or class indices and ``label_ids`` their token / class ids;
-    ``hard_only`` is ``metrics == "hard"``.
+    ``hard_only`` is ``metrics == "hard"``; ``soft_maps`` the soft maps of the soft metrics;
+    ``ties`` the tie rule of the top-k.
     """
 
     specs: Dict[str, Tuple[str, dict]]
@@ -93,6 +105,8 @@ class RunSettings:
     method_options: Dict[str, dict]
     topk_sweep: Optional[List[float]] = None
     hard_only: bool = False
+    soft_maps: Tuple[str, ...] = DEFAULT_SOFT_MAPS
+    ties: str = "random"
 
 
 # ============================================================================================
@@ -119,9 +133,9 @@ def _check_methods(methods, reference: str) -> Tuple[List[str], Dict[str, Tuple[
 
 
 def _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis, prob_space,
-                    normalise) -> Tuple[Optional[List[float]], List[float]]:
+                    normalise, soft_maps, ties) -> Tuple[Optional[List[float]], List[float], List[str]]:
     """Check the numeric and named settings (in this order); return the top-k sweep (sorted, no
-    repeats, None when empty) and the π grid as lists."""
+    repeats, None when empty), the π grid and the soft maps as lists."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
     check_positive_int("n_steps", n_steps)
@@ -143,11 +157,14 @@ def _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_swe
             raise ValueError(f"topk_sweep values must be fractions in (0, 1], got {list(topk_sweep)}") from None
     check_positive_int("n_samples", n_samples)
     pis = check_pis(pis)
-    if prob_space not in PROB_SPACES:
-        raise ValueError(f"prob_space must be one of {list(PROB_SPACES)}, got {prob_space!r}")
+    if prob_space is not None and prob_space not in PROB_SPACES:
+        raise ValueError(f"prob_space must be one of {list(PROB_SPACES)} or None, got {prob_space!r}")
     if normalise not in NORMALISATIONS:
         raise ValueError(f"normalise must be one of {list(NORMALISATIONS)}, got {normalise!r}")
-    return topk_sweep, pis
+    soft_maps = check_choices("soft_maps", soft_maps, SOFT_MAPS)
+    if ties not in TIE_RULES:
+        raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
+    return topk_sweep, pis, soft_maps
 
 
 def _writable_folder(out_dir) -> Path:
@@ -217,6 +234,8 @@ def _run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> 
         "model": ex.name or type(ex.model).__name__, "dataset": dataset, "max_tokens": s.max_tokens, "seed": s.seed,
         "topk": s.topk, "n_steps": s.n_steps, "n_samples": s.n_samples, "pis": s.pis, "prob_space": s.prob_space,
         "normalise": s.normalise, "template": s.template, "labels": list(s.labels), "method_options": s.method_options,
+        # always recorded: folders written before soft maps / random ties existed are refused, not mixed
+        "soft_maps": list(s.soft_maps), "ties": s.ties,
     }
     if metrics != "all":  # only when not the default, so folders written before the option resume
         config["metrics"] = metrics
@@ -299,15 +318,16 @@ def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, tar
 def _score(ex: "Explainer", s: RunSettings, a, ctx) -> dict:
     """The metrics of one attribution (hard only, or all), with its top-k sweep."""
     if s.hard_only:
-        r = flat_metrics(hard_metrics(ex, a, s.topk, ctx=ctx), None, {"degenerate": ctx.degenerate})
+        r = flat_metrics(hard_metrics(ex, a, s.topk, ties=s.ties, ctx=ctx), None, {"degenerate": ctx.degenerate})
     else:
-        r = evaluate_attribution(ex, a, topk=s.topk, n_samples=s.n_samples, pis=s.pis, normalise=s.normalise, ctx=ctx)
+        r = evaluate_attribution(ex, a, topk=s.topk, n_samples=s.n_samples, pis=s.pis, normalise=s.normalise,
+                                 soft_maps=s.soft_maps, ties=s.ties, ctx=ctx)
     if s.topk_sweep:
         hard = set(HARD_METRICS) | {"k"}
         r["topk_sweep"] = {
             f"{k:g}": {key: h[key] for key in hard}
             for k in s.topk_sweep
-            for h in [{key: r[key] for key in hard} if k == s.topk else hard_metrics(ex, a, k, ctx=ctx)]
+            for h in [{key: r[key] for key in hard} if k == s.topk else hard_metrics(ex, a, k, ties=s.ties, ctx=ctx)]
         }
     return r
 
@@ -344,7 +364,7 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
     ctx = prepare(ex, base, prob_space=s.prob_space, label_ids=s.label_ids if s.prob_space == "labels" else None,
                   seed=s.seed, instance_id=eid)
     rec.update({"n_tokens": len(base.token_ids), "n_attributable": int(sum(base.attributable)), "p": ctx.p, "p0": ctx.p0,
-                "degenerate": ctx.degenerate})
+                "degenerate": ctx.degenerate, "tie_seed": ctx.tie_seed})
     if "random" in methods:
         attrs["random"] = (random_attribution(base, s.seed, eid), 0.0)
     for m in methods:
@@ -381,8 +401,10 @@ def evaluate(
     n_steps: int = 20,
     n_samples: int = 4,
     pis: Sequence[float] = DEFAULT_PI_GRID,
-    prob_space: str = "vocab",
+    prob_space: Optional[str] = None,
     normalise: str = "minmax",
+    soft_maps: Union[str, Sequence[str]] = DEFAULT_SOFT_MAPS,
+    ties: str = "random",
     data_dir=None,
     template: Optional[str] = None,
     labels: Optional[Sequence[Union[str, int]]] = None,
@@ -420,8 +442,15 @@ def evaluate(
             only (the AIEG paper's metrics), skipping the Soft-NC/NS and π-Soft forwards, which
             cost about 10× more on long inputs (:data:`~aieg_fast.eval.metrics.METRIC_SETS`).
         n_steps: path steps of the path methods. n_samples: Bernoulli draws K per soft point.
-        pis: π grid. prob_space: ``"vocab"`` or ``"labels"`` (softmax over the label words).
+        pis: π grid. prob_space: ``"labels"`` (softmax over the label words / classes; what
+            None, the default, means, since these are label tasks) or ``"vocab"`` (softmax over
+            the whole vocabulary; the default before).
         normalise: score normalisation of Soft-NC / NS. data_dir: evaluation data folder.
+        soft_maps: the soft maps of the soft metrics (a list or a comma-separated string of
+            :data:`~aieg_fast.eval.metrics.SOFT_MAPS`): default ``("relu", "minmax")``, both
+            reported, the second in columns ending in ``_minmax``.
+        ties: order of equal scores in the top-k: ``"random"`` (default; seeded per example by
+            (seed, example id), recorded as ``tie_seed``) or ``"first"`` (lower index first).
         template, labels: prompt and label words (single tokens or token ids; index = dataset
             label). Defaults: for a causal LM the dataset's template and label words
             (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE` and
@@ -430,16 +459,18 @@ def evaluate(
         method_options: per-method options, e.g. ``{"aieg": {"ef_mode": "none"}}``.
 
     Returns:
-        ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot"}``; ``computed``
-        counts the examples computed in this call, ``skipped`` those found in the records.
+        ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots"}``; ``computed``
+        counts the examples computed in this call, ``skipped`` those found in the records;
+        ``plot`` is the first π-Soft plot (or None), ``plots`` all of them (one per soft map).
 
     Raises:
         ValueError: bad arguments (each names the argument), settings that differ from those
             already recorded in ``out_dir``. FileNotFoundError: missing data file.
     """
     methods, specs = _check_methods(methods, reference)
-    topk_sweep, pis = _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis,
-                                      prob_space, normalise)
+    topk_sweep, pis, soft_maps = _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
+                                                 n_samples, pis, prob_space, normalise, soft_maps, ties)
+    prob_space = prob_space or "labels"  # a label task: the label words / classes
     method_options = dict(method_options or {})
     out = _writable_folder(out_dir)
     data = _examples(dataset, data_dir, n, start)
@@ -449,7 +480,7 @@ def evaluate(
         specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed,
         topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise,
         internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
-        hard_only=metrics == "hard",
+        hard_only=metrics == "hard", soft_maps=tuple(soft_maps), ties=ties,
     )
     config = _run_config(ex, dataset, settings, metrics)
     _check_or_write_config(out, config)
@@ -461,7 +492,10 @@ def evaluate(
 
     allrec = read_records(rec_path)
     records = [allrec[e] for e in (_example_id(dataset, i) for i in range(len(data))) if e in allrec]
-    rows = summarise(records, methods, seed, reference)
+    run_metrics = list(HARD_METRICS) + ([soft_key(k, m) for m in soft_maps for k in SOFT_METRICS] if metrics == "all" else [])
+    rows = summarise(records, methods, seed, reference, metrics=run_metrics)
     md = write_summary(out, rows, config, records, reference)
-    png = plot_pi_soft(out, records, methods, pis) if plot and metrics == "all" else None
-    return {"rows": rows, "summary_md": md, "computed": computed, "skipped": skipped, "out_dir": str(out), "plot": str(png) if png else None}
+    pngs = [plot_pi_soft(out, records, methods, pis, m) for m in soft_maps] if plot and metrics == "all" else []
+    pngs = [str(p) for p in pngs if p]
+    return {"rows": rows, "summary_md": md, "computed": computed, "skipped": skipped, "out_dir": str(out),
+            "plot": pngs[0] if pngs else None, "plots": pngs}

@@ -1,9 +1,14 @@
-"""Score transforms of the soft metrics: normalisation to [0, 1] and proportional retention.
+"""Score transforms of the metrics: soft maps, normalisation to [0, 1], retention, top-k.
 
+* :func:`map_scores` — the *soft map* that turns signed scores into non-negative importances
+  before the soft metrics: ``"relu"`` (negatives clipped to 0), ``"abs"`` (|a|) or ``"minmax"``
+  (min-max of the signed scores, as SoftFaith does; unchanged when a constant is added);
 * :func:`normalise_scores` — ã of Soft-NC / Soft-NS (Zhao & Aletras 2023; specs/grad_ellm.md §5.2);
-* :func:`retention_probs` — the water-filling W(a, π) of the π-Soft metrics (specs/grad_ellm.md §5.3).
+* :func:`retention_probs` — the water-filling W(a, π) of the π-Soft metrics (specs/grad_ellm.md §5.3);
+* :func:`top_k_positions` — the top-k positions of the hard metrics, ties broken at random with
+  a given seed (or towards the lower index).
 
-Both are pure functions of the scores (no model), used by :mod:`aieg_fast.eval.metrics`.
+All are pure functions of the scores (no model), used by :mod:`aieg_fast.eval.metrics`.
 """
 from __future__ import annotations
 
@@ -13,27 +18,82 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-__all__ = ["NORMALISATIONS", "normalise_scores", "retention_probs"]
+from .checks import check_topk
+
+__all__ = ["NORMALISATIONS", "SOFT_MAPS", "TIE_RULES", "map_scores", "normalise_scores", "retention_probs",
+           "top_k_positions"]
 
 NORMALISATIONS = ("minmax", "max", "sigmoid", "l1")
+#: soft maps (signed scores → non-negative importances); ``"relu"`` is the default of the metric
+#: functions (the only map before it became an option).
+SOFT_MAPS = ("relu", "minmax", "abs")
+#: tie rules of :func:`top_k_positions`.
+TIE_RULES = ("random", "first")
 
 
-def normalise_scores(scores: Tensor, eligible: Tensor, method: str = "minmax") -> Tensor:
+def map_scores(scores: Tensor, eligible: Tensor, soft_map: str = "relu") -> Tensor:
+    """Signed scores mapped to non-negative importances on eligible positions (0 elsewhere).
+
+    * ``"relu"``: max(a, 0). Negative scores count as "not important", like zero scores; adding a
+      constant to all scores changes which tokens are clipped, so the soft metrics change although
+      the ranking does not. Rewards methods whose positive scores pick the tokens the prediction
+      depends on and whose sign is meaningful (negative = evidence against the target).
+    * ``"abs"``: |a|. Strongly negative tokens count as important as strongly positive ones.
+    * ``"minmax"``: (a − min a) / (max a − min a) over eligible tokens, 0.5 everywhere for a
+      constant vector (SoftFaith's min-max of the signed scores). Unchanged when a constant is
+      added to all scores or all are multiplied by c > 0, so it depends on the ordering and the
+      relative gaps only; the most negative token becomes the least important.
+
+    Args:
+        scores: Tensor[L] of signed scores (any unit). eligible: bool Tensor[L].
+        soft_map: one of :data:`SOFT_MAPS`.
+
+    Returns:
+        Tensor[L], float64, CPU.
+
+    Raises:
+        ValueError: unknown ``soft_map``, or ``eligible`` selects no position.
+    """
+    if soft_map not in SOFT_MAPS:
+        raise ValueError(f"soft_map must be one of {list(SOFT_MAPS)}, got {soft_map!r}")
+    a = scores.detach().double().cpu()
+    e = eligible.detach().cpu().bool()
+    if not bool(e.any()):
+        raise ValueError("eligible selects no position")
+    if soft_map == "relu":
+        m = a.clamp_min(0)
+    elif soft_map == "abs":
+        m = a.abs()
+    else:
+        lo, hi = a[e].min(), a[e].max()
+        m = (a - lo) / (hi - lo) if hi > lo else torch.full_like(a, 0.5)
+    return torch.where(e, m.clamp_min(0), torch.zeros_like(m))
+
+
+def normalise_scores(scores: Tensor, eligible: Tensor, method: str = "minmax", soft_map: str = "relu") -> Tensor:
     """Scores mapped to [0, 1] on eligible positions (0 elsewhere), for Soft-NC / Soft-NS.
 
-    * ``"minmax"`` (default, specs/grad_ellm.md §5.2): negatives clipped to 0, then
-      (a − min) / (max − min) over eligible tokens; a constant vector gives 0.5 everywhere.
-    * ``"max"``: max(a, 0) / max(a); all ≤ 0 gives 0.5 everywhere.
-    * ``"sigmoid"``: σ(a) (SoftFaith option 1). ``"l1"``: max(a, 0) / Σ max(a, 0) (ReAGent).
+    First the soft map m = :func:`map_scores` (``"relu"``: max(a, 0), default; ``"abs"``: |a|;
+    ``"minmax"``: min-max of the signed scores), then ``method``:
+
+    * ``"minmax"`` (default, specs/grad_ellm.md §5.2): (m − min m) / (max m − min m) over eligible
+      tokens; a constant vector gives 0.5 everywhere. With ``soft_map="minmax"`` this is the
+      min-max of the signed scores.
+    * ``"max"``: m / max m; all m = 0 gives 0.5 everywhere.
+    * ``"sigmoid"``: σ(a) of the signed scores (SoftFaith option 1); the soft map is not applied.
+    * ``"l1"``: m / Σ m (ReAGent).
+
+    Raises:
+        ValueError: unknown ``method`` (named ``normalise``) or ``soft_map``.
     """
     if method not in NORMALISATIONS:
         raise ValueError(f"normalise must be one of {list(NORMALISATIONS)}, got {method!r}")
+    r = map_scores(scores, eligible, soft_map)
     a = scores.detach().double().cpu()
     e = eligible.detach().cpu().bool()
     if method == "sigmoid":
         out = torch.sigmoid(a)
     else:
-        r = a.clamp_min(0)
         if method == "minmax":
             lo, hi = r[e].min(), r[e].max()
             out = (r - lo) / (hi - lo) if hi > lo else torch.full_like(r, 0.5)
@@ -98,3 +158,42 @@ def retention_probs(scores: Tensor, pi, eligible: Optional[Tensor] = None, sign:
     out = torch.zeros(P.numel(), a.numel(), dtype=torch.float64)
     out[:, e] = r
     return out[0] if scalar else out
+
+
+def top_k_positions(scores: Tensor, candidates: Tensor, topk: float = 0.20, dig_compat: bool = False, *,
+                    ties: str = "random", tie_seed: int = 0) -> Tensor:
+    """Indices of the top-k signed scores among ``candidates``, largest first: Tensor[k] (int64, CPU).
+
+    k = int(#candidates · topk) (``dig_compat=False``) or int(L · topk) over all L positions
+    (``dig_compat=True``; then any position may be chosen). Equal scores are ordered by
+    ``ties``: ``"random"`` (default) — a random permutation drawn from a generator seeded with
+    ``tie_seed``, so every tied position is equally likely to be chosen and the same seed gives
+    the same choice; ``"first"`` — the lower index first (the rule before ties became random;
+    it favours early positions).
+
+    Args:
+        scores: Tensor[L]. candidates: bool Tensor[L]. topk: fraction in (0, 1].
+        dig_compat: count and choose among all positions (DIG's rule).
+        ties: one of :data:`TIE_RULES`. tie_seed: seed of the random tie order (an int).
+
+    Raises:
+        ValueError: ``topk`` outside (0, 1], unknown ``ties``, ``tie_seed`` not an int.
+    """
+    topk = check_topk(topk)
+    if ties not in TIE_RULES:
+        raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
+    if isinstance(tie_seed, bool) or not isinstance(tie_seed, int):
+        raise ValueError(f"tie_seed must be an int, got {tie_seed!r}")
+    s = scores.detach().float().cpu()
+    cand = candidates.detach().cpu().bool() if not dig_compat else torch.ones_like(candidates, dtype=torch.bool, device="cpu")
+    k = int(int(cand.sum()) * topk + 1e-9)
+    if k == 0:
+        return torch.empty(0, dtype=torch.long)
+    key = torch.where(cand, -s, torch.full_like(s, math.inf))
+    if ties == "random":
+        g = torch.Generator(device="cpu").manual_seed(int(tie_seed))
+        perm = torch.randperm(s.numel(), generator=g)
+        order = perm[torch.sort(key[perm], stable=True).indices]  # equal scores keep the random order
+    else:
+        order = torch.sort(key, stable=True).indices  # equal scores keep index order
+    return order[:k]

@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .metrics import HARD_METRICS, METRICS
+from .metrics import HARD_METRICS, METRICS, metric_base
 
 __all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "summarise", "summarise_topk"]
 
@@ -93,21 +93,34 @@ def mean_ci(values: Sequence[Optional[float]], seed: int) -> dict:
     return {"n": len(vals), "mean": float(np.mean(vals)) if vals else float("nan"), "ci_low": lo, "ci_high": hi}
 
 
-def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, reference: str = REFERENCE_METHOD) -> List[dict]:
+def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, reference: str = REFERENCE_METHOD,
+              metrics: Optional[Sequence[str]] = None) -> List[dict]:
     """Rows (method, metric, n, mean, CI, paired p-value vs ``reference``) over records.
 
-    One row per method and metric of :data:`~aieg_fast.eval.metrics.METRICS`, plus the
-    ``uniform`` control's π-Soft rows. Keys: ``method``, ``metric``, ``better``, ``n``,
-    ``mean``, ``ci_low``, ``ci_high``, ``p_vs_reference`` (NaN without a test),
-    ``reference`` ("" without a test), ``test``.
+    One row per method and metric of ``metrics`` (default: every metric of
+    :data:`~aieg_fast.eval.metrics.METRICS`), plus the ``uniform`` control's π-Soft rows (the
+    control ignores the scores, so its value is the same under every soft map). Keys:
+    ``method``, ``metric``, ``better``, ``n``, ``mean``, ``ci_low``, ``ci_high``,
+    ``p_vs_reference`` (NaN without a test), ``reference`` ("" without a test), ``test``.
+
+    Raises:
+        ValueError: a name in ``metrics`` that is not in :data:`~aieg_fast.eval.metrics.METRICS`.
     """
+    metrics = list(METRICS) if metrics is None else list(metrics)
+    bad = [m for m in metrics if m not in METRICS]
+    if bad:
+        raise ValueError(f"metrics has unknown name(s) {bad}; choose from {list(METRICS)}")
     rows = []
     names = list(methods) + ["uniform"]
     for m in names:
-        for metric, better in METRICS.items():
+        for metric in metrics:
+            better = METRICS[metric]
             if m == "uniform" and not metric.startswith("pi_soft"):
                 continue
-            get = (lambda r: r.get("controls", {}).get("uniform", {}).get(metric)) if m == "uniform" else (lambda r: r["methods"].get(m, {}).get(metric))
+            if m == "uniform":
+                get = lambda r, key=metric_base(metric): r.get("controls", {}).get("uniform", {}).get(key)  # noqa: E731
+            else:
+                get = lambda r, key=metric: r["methods"].get(m, {}).get(key)  # noqa: E731
             pairs = [(get(r), r["methods"].get(reference, {}).get(metric)) for r in records]
             stat = mean_ci([v for v, _ in pairs], seed)
             p, test = float("nan"), ""

@@ -31,7 +31,8 @@ class AIEGOptions(Options):
         n_pilot: pilot points N ≥ 2 of the adaptive grid (default ``n_steps``) (§6.4).
         adaptive: IDG adaptive grid (True) or uniform (§6.4). alloc: ``"abs"`` (allocation
             ∝ |slope|, default) or ``"idg_minmax"``. idg_compat_quirk: the official IDG
-            placement quirk (§3.2).
+            code's leftover allocation and placement (§3.2; see
+            :func:`aieg_fast.reference.adaptive_alphas`).
         ef_mode: ``"fd"`` (finite-difference logit increments, default), ``"autograd"``
             (G_m·Δ slopes, IDG's original code), ``"none"`` (§6.5). ef_sign: ``"abs"``,
             ``"signed"``, ``"relu"``, ``"minmax"``. ef_norm: ``"l1"`` or ``"none"``.

@@ -23,7 +23,11 @@ class IntegratedDecisionGradientsOptions(Options):
         n_pilot (int): pilot points N ≥ 2 (default ``n_steps``, the official default).
         adaptive (bool): False = uniform grid.
         alloc: ``"idg_minmax"`` (official, default) or ``"abs"``.
-        idg_compat_quirk (bool): reproduce the official placement quirk (§3.2 step 4).
+        idg_compat_quirk (bool): reproduce the official code's grid (§3.2 steps 3–4): leftover
+            samples may go to bin 0 and reset filled bins to 1, and non-empty bins are packed
+            from α = 0, so α can reach 1 or pass it by up to one pilot bin, and samples left
+            unplaced sit at α = 0 with width 0 (:func:`aieg_fast.reference.adaptive_alphas` says
+            where it still differs: fp64 arithmetic, tie order, weight 0 instead of NaN).
         token_reduction: ``"sum"``, ``"l2"`` or ``"sum_abs"``.
     """
 

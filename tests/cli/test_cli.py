@@ -35,6 +35,25 @@ def test_cli_evaluate_sample(tiny_gpt2, tmp_path, monkeypatch, capsys):
     assert "data-dir" in capsys.readouterr().err
 
 
+def test_cli_evaluate_soft_maps_ties_prob_space(tmp_path, monkeypatch):
+    """--soft-maps, --ties and --prob-space reach evaluate; the defaults are both soft maps,
+    random ties and None (the label words for these label tasks)."""
+    seen = []
+
+    def fake(**kw):
+        seen.append(kw)
+        return {"summary_md": "", "computed": 0, "skipped": 0, "out_dir": kw["out_dir"]}
+
+    monkeypatch.setattr(cli_evaluate, "evaluate", fake)
+    assert cli.main(["evaluate", "--out", str(tmp_path / "a")]) == 0
+    assert seen[0]["soft_maps"] == "relu,minmax" and seen[0]["ties"] == "random" and seen[0]["prob_space"] is None
+    assert cli.main(["evaluate", "--out", str(tmp_path / "b"), "--soft-maps", "abs", "--ties", "first",
+                     "--prob-space", "vocab"]) == 0
+    assert seen[1]["soft_maps"] == "abs" and seen[1]["ties"] == "first" and seen[1]["prob_space"] == "vocab"
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", "--ties", "last"])
+
+
 def test_cli_evaluate_interrupt(tmp_path, monkeypatch, capsys):
     """An interrupted evaluation exits with 130 and says how to resume."""
 

@@ -73,13 +73,57 @@ def test_hard_metrics_match_direct_forward(case):
 def test_topk_ties_lower_index_and_k_zero(case):
     ex, a = case
     cand = torch.tensor([False, True, True, True, True, True])
-    idx = M.top_k_positions(torch.tensor([9.0, 1.0, 2.0, 2.0, 2.0, -1.0]), cand, topk=0.4)
+    idx = M.top_k_positions(torch.tensor([9.0, 1.0, 2.0, 2.0, 2.0, -1.0]), cand, topk=0.4, ties="first")
     assert idx.tolist() == [2, 3]
     assert M.top_k_positions(torch.ones(6), cand, topk=0.1).numel() == 0
     # dig_compat counts every position and may pick a fixed one
-    assert M.top_k_positions(torch.tensor([9.0, 1.0, 2.0, 2.0, 2.0, -1.0]), cand, 0.34, dig_compat=True).tolist() == [0, 2]
+    assert M.top_k_positions(torch.tensor([9.0, 1.0, 2.0, 2.0, 2.0, -1.0]), cand, 0.34, dig_compat=True,
+                             ties="first").tolist() == [0, 2]
     h = M.hard_metrics(ex, a, topk=0.01)
     assert h["k"] == 0 and h["log_odds"] == h["comprehensiveness"] == h["sufficiency"] == 0.0
+
+
+def test_topk_random_ties_reproducible_and_unbiased():
+    """Equal scores are ordered by a permutation seeded with tie_seed: the same seed gives the same
+    choice, and over many seeds every tied position is chosen about equally often (no pull
+    towards early positions). Positions with distinct scores are chosen as before."""
+    L = 10
+    cand = torch.ones(L, dtype=torch.bool)
+    tied = torch.ones(L)
+    counts = torch.zeros(L)
+    for seed in range(1000):
+        idx = M.top_k_positions(tied, cand, topk=0.2, tie_seed=seed)
+        assert idx.numel() == 2
+        assert torch.equal(idx, M.top_k_positions(tied, cand, topk=0.2, tie_seed=seed))  # reproducible
+        counts[idx] += 1
+    # 2000 picks over 10 positions: 200 each expected (binomial sd ≈ 12.6)
+    assert counts.sum() == 2000 and counts.min() >= 140 and counts.max() <= 260, counts
+    assert 0.45 <= float(counts[: L // 2].sum() / counts.sum()) <= 0.55
+    # the lower-index rule always takes positions 0 and 1
+    assert M.top_k_positions(tied, cand, topk=0.2, ties="first").tolist() == [0, 1]
+    # only equal scores are permuted: the largest comes first, the second from the tied 2.0s only
+    s = torch.tensor([5.0, 2.0, 2.0, 2.0, 1.0, 0.0, -1.0, -2.0, -3.0, -4.0])
+    seconds = {int(M.top_k_positions(s, cand, 0.2, tie_seed=seed)[1]) for seed in range(50)}
+    assert seconds == {1, 2, 3}
+    assert all(int(M.top_k_positions(s, cand, 0.2, tie_seed=seed)[0]) == 0 for seed in range(50))
+    distinct = torch.randn(L, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(M.top_k_positions(distinct, cand, 0.5, tie_seed=3), M.top_k_positions(distinct, cand, 0.5, ties="first"))
+
+
+def test_hard_metrics_record_tie_seed(case):
+    """hard_metrics draws the tie order from ctx.tie_seed (derived from seed and instance id) and
+    returns it; with all scores equal the removed tokens are those of that order."""
+    ex, a = case
+    flat = _with_scores(a, torch.ones(len(a.token_ids)))
+    c1 = M.prepare(ex, a, seed=0, instance_id="a")
+    c2 = M.prepare(ex, a, seed=0, instance_id="b")
+    assert c1.tie_seed == M.prepare(ex, a, seed=0, instance_id="a").tie_seed != c2.tie_seed
+    h = M.hard_metrics(ex, flat, 0.5, ctx=c1)
+    assert h["tie_seed"] == c1.tie_seed
+    assert M.hard_metrics(ex, flat, 0.5, ctx=c1, ties="first")["tie_seed"] is None
+    top = M.top_k_positions(flat.scores, c1.eligible, 0.5, tie_seed=c1.tie_seed).tolist()
+    keep = [t for i, t in enumerate(a.token_ids) if i not in top]
+    assert h["comprehensiveness"] == pytest.approx(c1.p - _p_direct(ex, keep, a.target["id"]), abs=1e-6)
 
 
 def test_classifier_uses_class_probability(tiny_gpt2_clf):
@@ -98,6 +142,19 @@ def test_label_prob_space(case):
     with model_prepared(ex.model), torch.no_grad():
         lg = ex.model(input_ids=torch.tensor([a.token_ids])).logits[0, -1].float()
     assert ctx.p == pytest.approx(float(torch.softmax(lg[[a.target["id"], other]], -1)[0]), abs=1e-5)
+
+
+def test_prob_space_defaults_to_labels_for_label_tasks(case):
+    ex, a = case
+    other = (a.target["id"] + 1) % ex.vocab_size
+    labels = [a.target["id"], other]
+    ctx = M.prepare(ex, a, label_ids=labels)
+    assert ctx.prob_space == "labels" and ctx.label_ids == labels
+    assert ctx.p == pytest.approx(M.prepare(ex, a, prob_space="labels", label_ids=labels).p, abs=1e-9)
+    plain = M.prepare(ex, a)
+    assert plain.prob_space == "vocab" and plain.label_ids is None
+    assert M.prepare(ex, a, prob_space="vocab", label_ids=labels).p == pytest.approx(plain.p, abs=1e-9)
+    assert abs(ctx.p - plain.p) > 1e-6  # the two spaces are really different here
 
 
 # ------------------------------------------------------------------ π-Soft retention
@@ -148,6 +205,52 @@ def test_pi_soft_invariant_to_scaling(case):
     s1 = M.soft_metrics(ex, a, n_samples=2, ctx=ctx)
     s2 = M.soft_metrics(ex, _with_scores(a, a.scores * 0.01), n_samples=2, ctx=ctx)
     assert s1["soft_nc"] == pytest.approx(s2["soft_nc"], abs=1e-9, nan_ok=True)
+
+
+def test_soft_maps_under_a_constant_shift(case):
+    """soft_map="minmax" (min-max of the signed scores) gives the same Soft-NC/NS and π-Soft
+    curves when a constant is added to every score; soft_map="relu" (negatives clipped) does
+    not, although the ranking (and so every hard metric) is the same."""
+    ex, a = case
+    e = torch.tensor(a.attributable)
+    # scores on a 1/1024 grid in [-1, 1], so that adding 2 is exact in float32
+    s = torch.round(a.scores / a.scores[e].abs().max() * 1024) / 1024
+    a = _with_scores(a, s)
+    assert (s[e] < 0).any() and (s[e] > 0).any()  # mixed signs: the clip matters
+    moved = _with_scores(a, s + 2.0)
+    # the keep probabilities themselves
+    for norm in ("minmax", "max", "l1"):
+        torch.testing.assert_close(M.normalise_scores(moved.scores, e, norm, "minmax"),
+                                   M.normalise_scores(s, e, norm, "minmax"), rtol=0, atol=1e-12)
+    assert not torch.allclose(M.normalise_scores(moved.scores, e, "minmax", "relu"), M.normalise_scores(s, e, "minmax", "relu"))
+    pis = (0.2, 0.5, 0.8)
+    # p from the model, p0 forced to 0 so that no metric is clipped at 0 or 1
+    ctx = _forced_ctx(ex, a, p=M.prepare(ex, a).p, p0=0.0, seed=5, instance_id="shift")
+
+    def all_soft(attr, m):
+        sm = M.soft_metrics(ex, attr, n_samples=3, soft_map=m, ctx=ctx)
+        ps = M.pi_soft(ex, attr, pis=pis, n_samples=3, soft_map=m, ctx=ctx)
+        return [sm["soft_nc"], sm["soft_ns"]] + ps["nc"]["curve"] + ps["ns"]["curve"] + [ps["nc"]["auc"], ps["ns"]["auc"]]
+
+    assert all_soft(moved, "minmax") == pytest.approx(all_soft(a, "minmax"), abs=1e-9)
+    relu_a, relu_moved = all_soft(a, "relu"), all_soft(moved, "relu")
+    assert max(abs(x - y) for x, y in zip(relu_a, relu_moved)) > 1e-4
+    assert torch.equal(M.top_k_positions(s, e, 0.5, ties="first"), M.top_k_positions(moved.scores, e, 0.5, ties="first"))
+    # evaluate_attribution reports both maps, the second in columns ending in _minmax
+    out = M.evaluate_attribution(ex, a, n_samples=1, pis=(0.5,), ctx=ctx)
+    assert out["soft_nc"] == pytest.approx(M.soft_metrics(ex, a, n_samples=1, ctx=ctx)["soft_nc"], abs=1e-12)
+    assert out["soft_nc_minmax"] == pytest.approx(M.soft_metrics(ex, a, n_samples=1, soft_map="minmax", ctx=ctx)["soft_nc"], abs=1e-12)
+    assert {"pi_soft_nc_auc_minmax", "pi_soft_ns_curve_minmax"} <= set(out) and "soft_nc_abs" not in out
+
+
+def test_pi_soft_sign_is_the_old_name_of_soft_map(case):
+    ex, a = case
+    ctx = _forced_ctx(ex, a, p=M.prepare(ex, a).p, p0=0.0)
+    old = M.pi_soft(ex, a, pis=(0.3, 0.7), n_samples=2, sign="abs", ctx=ctx)
+    new = M.pi_soft(ex, a, pis=(0.3, 0.7), n_samples=2, soft_map="abs", ctx=ctx)
+    assert old["nc"]["curve"] == new["nc"]["curve"] and old["ns"]["curve"] == new["ns"]["curve"]
+    with pytest.raises(ValueError, match="sign"):
+        M.pi_soft(ex, a, sign="abs", soft_map="minmax", ctx=ctx)
 
 
 def _forced_ctx(ex, a, p=0.6, p0=0.1, **kw):
@@ -235,6 +338,16 @@ def test_bad_inputs_name_the_argument(case):
         M.prepare(ex, a, prob_space="labels")
     with pytest.raises(ValueError, match="normalise"):
         M.soft_metrics(ex, a, normalise="softmax2")
+    with pytest.raises(ValueError, match="soft_map.*'clip'"):
+        M.soft_metrics(ex, a, soft_map="clip")
+    with pytest.raises(ValueError, match="soft_map"):
+        M.pi_soft(ex, a, soft_map="shift")
+    with pytest.raises(ValueError, match="soft_maps"):
+        M.evaluate_attribution(ex, a, soft_maps=("relu", "bogus"))
+    with pytest.raises(ValueError, match="ties.*'last'"):
+        M.hard_metrics(ex, a, ties="last")
+    with pytest.raises(ValueError, match="tie_seed"):
+        M.top_k_positions(a.scores, torch.ones(len(a.token_ids), dtype=torch.bool), tie_seed=1.5)
     with pytest.raises(ValueError, match="scores"):
         M.hard_metrics(ex, _with_scores(a, torch.zeros(len(a.token_ids) + 1)))
     with pytest.raises(ValueError, match="pi"):

@@ -101,9 +101,11 @@ def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
     assert set(m["topk_sweep"]) == {"0.1", "0.2", "0.5"}
     assert m["topk_sweep"]["0.2"]["comprehensiveness"] == m["comprehensiveness"]
     assert m["topk_sweep"]["0.5"]["k"] >= m["topk_sweep"]["0.1"]["k"]
-    # a sweep value equals a direct hard-metric call at that k
+    # a sweep value equals a direct hard-metric call at that k (label words: the default for
+    # label tasks; the same tie seed as recorded)
     b = tiny_gpt2.attribute(r0["text"], method="integrated_gradients", target=r0["target"], template="{text} :", n_steps=4)
-    ctx = M.prepare(tiny_gpt2, b, prob_space="vocab", seed=0, instance_id=r0["id"])
+    ctx = M.prepare(tiny_gpt2, b, label_ids=(10, 11), seed=0, instance_id=r0["id"])
+    assert ctx.prob_space == "labels" and r0["tie_seed"] == ctx.tie_seed
     h = M.hard_metrics(tiny_gpt2, b, 0.5, ctx=ctx)
     assert m["topk_sweep"]["0.5"]["log_odds"] == pytest.approx(h["log_odds"], rel=1e-5, abs=1e-7)
     md = (tmp_path / "summary.md").read_text()
@@ -182,3 +184,51 @@ def test_evaluate_input_errors_before_work(tiny_gpt2, tmp_path):
         parse_method_spec("aieg:attn_layers=none:attn_layers=last")
     with pytest.raises(ValueError, match="methods: 'aieg:ef_mode=bogus'"):
         E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "d", **dict(kw, methods="aieg:ef_mode=bogus"))
+
+
+def test_evaluate_defaults_soft_maps_ties_prob_space(tiny_gpt2, tmp_path):
+    """Both soft maps are reported (the min-max one in columns ending in _minmax), each record
+    holds its tie seed, p is over the label words, and all three are recorded settings, so a
+    folder written before them is refused rather than mixed."""
+    kw = dict(dataset="sst2-sample", methods="saliency,random", n_steps=2, n_samples=1, pis=(0.5,), progress=False,
+              plot=False, labels=(10, 11), template="{text} :", max_tokens=20)
+    res = E.evaluate(tiny_gpt2, n=2, out_dir=tmp_path / "a", **kw)
+    cfg = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert cfg["prob_space"] == "labels" and cfg["soft_maps"] == ["relu", "minmax"] and cfg["ties"] == "random"
+    recs = [json.loads(l) for l in (tmp_path / "a" / "records.jsonl").read_text().splitlines()]
+    for r in recs:
+        assert r["tie_seed"] == M.prepare(tiny_gpt2, random_attr(tiny_gpt2, r), label_ids=(10, 11), seed=0,
+                                          instance_id=r["id"]).tie_seed
+        m = r["methods"]["saliency"]
+        assert {"soft_nc", "soft_nc_minmax", "pi_soft_ns_auc", "pi_soft_ns_auc_minmax"} <= set(m)
+        assert "soft_nc_abs" not in m
+        # p is the probability over the two label words: p(10) + p(11) = 1 on the full input
+        assert sum(r["label_probs"]) == pytest.approx(1.0) and r["p"] == pytest.approx(max(r["label_probs"]), rel=1e-4)
+    assert len({r["tie_seed"] for r in recs}) == 2
+    rows = {(r["method"], r["metric"]): r for r in res["rows"]}
+    assert ("saliency", "soft_nc_minmax") in rows and ("saliency", "soft_nc_abs") not in rows
+    u, um = rows[("uniform", "pi_soft_nc_auc")], rows[("uniform", "pi_soft_nc_auc_minmax")]
+    assert um["n"] == u["n"] >= 1 and um["mean"] == u["mean"]  # the control ignores the map
+    md = res["summary_md"]
+    assert "soft_nc_minmax ↑" in md and "`_minmax`" in md and "tie_seed" in md and "prob_space = labels" in md
+    # one map only: its columns alone
+    only = E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "b", soft_maps="minmax", **kw)
+    assert {r["metric"] for r in only["rows"]} == {"log_odds", "comprehensiveness", "sufficiency", "soft_nc_minmax",
+                                                   "soft_ns_minmax", "pi_soft_nc_auc_minmax", "pi_soft_ns_auc_minmax"}
+    # a folder whose config predates soft maps and random ties is refused, naming them
+    cfg_old = {k: v for k, v in cfg.items() if k not in ("soft_maps", "ties")}
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "config.json").write_text(json.dumps(cfg_old))
+    with pytest.raises(ValueError, match="soft_maps, ties"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "c", **kw)
+    with pytest.raises(ValueError, match="soft_maps"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "d", soft_maps="relu,clip", **kw)
+    with pytest.raises(ValueError, match="ties"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "e", ties="last", **kw)
+    with pytest.raises(ValueError, match="prob_space"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "f", prob_space="words", **kw)
+
+
+def random_attr(ex, rec):
+    """An attribution of the record's text and target (only its input and target matter here)."""
+    return ex.attribute(rec["text"], method="saliency", target=rec["target"], template="{text} :")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -117,19 +118,108 @@ def test_idg_allocation(alloc, quirk):
 
     The spec says "δ sums to 1"; that holds only when every pilot bin receives a sample. Bins
     left empty by the allocation (flat logit) are not covered, so Σδ = (#non-empty bins)·h.
+    With ``idg_compat_quirk`` the official placement packs the non-empty bins from α = 0 and
+    can give bin 0 a sample, so the last one can end one bin past 1 (Σδ ≤ N·h, α < 1 + h).
     """
     torch.manual_seed(2)
     for N, M in [(50, 50), (10, 37), (25, 5), (2, 2)]:
         pilot = torch.randn(N).cumsum(0)
         a, w = R.adaptive_alphas(pilot, M, alloc, quirk)
         assert a.numel() == M and w.numel() == M
-        assert torch.all(a[1:] >= a[:-1]) and float(a.min()) >= 0 and float(a.max()) <= 1
+        h = 1.0 / (N - 1)
+        top = 1.0 + h - 1e-9 if quirk else 1.0
+        assert torch.all(a[1:] >= a[:-1]) and float(a.min()) >= 0 and float(a.max()) <= top
         if torch.allclose(a, torch.linspace(0, 1, M)):  # degenerate pilot: uniform fallback grid
             continue
-        h = 1.0 / (N - 1)
         bins = torch.unique(torch.floor(a.double() / h + 1e-3))  # tolerance for fp32 α
         assert abs(float(w.sum()) - len(bins) * h) < 1e-5
-        assert float(w.sum()) <= 1.0 + 1e-6
+        assert float(w.sum()) <= (N * h if quirk else 1.0) + 1e-6
+        if quirk and alloc == "idg_minmax":
+            _assert_official_grid(pilot, M, a, w)
+
+
+def _official_grid(pilot, M):
+    """The grid of the official IDG code (specs/aieg.md §3.2 steps 1–4, with both quirks),
+    re-derived step by step in plain Python: (alphas, widths) in the official order.
+
+    Leftovers: bins with n_j = 0 (bin 0 included) are keyed M·π_j, the others −1; the keys are
+    sorted with torch.sort (as the official code does) and reversed; the first R are *set* to 1.
+    Placement: from bin 0, the start advancing by h only on non-empty bins; unplaced samples
+    stay at α = 0 with width 0."""
+    f = [float(v) for v in pilot]
+    N = len(f)
+    s = [0.0] + [(f[j] - f[j - 1]) * (N - 1) for j in range(1, N)]
+    lo, hi = min(s), max(s)
+    shat = [(v - lo) / (hi - lo) for v in s]
+    shat[0] = 0.0
+    total = float(torch.tensor(shat, dtype=torch.float64).sum())
+    mp = [M * (v / total) for v in shat]
+    n = [int(math.floor(v)) for v in mp]
+    left = M - sum(n)
+    key = torch.tensor([v if c == 0 else -1.0 for c, v in zip(n, mp)], dtype=torch.float64)
+    for j in torch.sort(key).indices.flip(0)[:left].tolist():
+        n[j] = 1
+    h = 1.0 / (N - 1)
+    alphas, widths, start = [], [], 0.0
+    for c in n:
+        if c == 0:
+            continue
+        alphas += [start + k * h / c for k in range(c)]
+        widths += [h / c] * c
+        start += h
+    return alphas + [0.0] * (M - len(alphas)), widths + [0.0] * (M - len(widths))
+
+
+def _assert_official_grid(pilot, M, a, w):
+    oa, ow = _official_grid(pilot.double(), M)
+    order = sorted(range(M), key=lambda i: oa[i])  # stable: the unplaced zeros after the first α = 0
+    torch.testing.assert_close(a.double(), torch.tensor([oa[i] for i in order], dtype=torch.float64), rtol=0, atol=1e-6)
+    torch.testing.assert_close(w.double(), torch.tensor([ow[i] for i in order], dtype=torch.float64), rtol=0, atol=1e-6)
+
+
+def test_idg_quirk_minimal_case_leftovers_outnumber_empty_bins():
+    """Issue 13 item 6: pilot logits [0, 1, 2.1, 3.0, 4.2], N = M = 5, official allocation.
+
+    Slopes (N − 1 = 4): [0, 4, 4.4, 3.6, 4.8] → M·π = [0, 1.19, 1.31, 1.07, 1.43]; every bin
+    j ≥ 1 gets one sample and R = 1 is left. The official code gives it to bin 0 (key 0, the
+    others −1) and packs the five one-sample bins from 0: α = 0, 0.25, 0.5, 0.75, 1.0, all
+    δ = 0.25. The intended mapping gives it to bin 4 (largest fractional part): α ends at 0.875.
+    """
+    pilot = torch.tensor([0.0, 1.0, 2.1, 3.0, 4.2], dtype=torch.float64)
+    a, w = R.adaptive_alphas(pilot, 5, "idg_minmax", idg_compat_quirk=True)
+    assert a.tolist() == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0], abs=1e-12)
+    assert w.tolist() == pytest.approx([0.25] * 5, abs=1e-12)
+    _assert_official_grid(pilot, 5, a, w)
+    a0, w0 = R.adaptive_alphas(pilot, 5, "idg_minmax", idg_compat_quirk=False)
+    assert a0.tolist() == pytest.approx([0.0, 0.25, 0.5, 0.75, 0.875], abs=1e-12)
+    assert w0.tolist() == pytest.approx([0.25, 0.25, 0.25, 0.125, 0.125], abs=1e-12)
+    # the extension, where built, places them the same way
+    if aieg_fast.HAS_EXT:
+        from aieg_fast import ops
+
+        for q in (False, True):
+            ea, ew = ops.adaptive_alphas(pilot, 5, "idg_minmax", q, backend="ext")
+            ra, rw = R.adaptive_alphas(pilot, 5, "idg_minmax", q)
+            assert torch.equal(ea, ra) and torch.equal(ew, rw)
+
+
+@pytest.mark.parametrize("pilot, M, alphas, widths", [
+    # linear pilot, N = 4, M = 5: M·π = 5/3 each → n = [0, 1, 1, 1], R = 2: bin 0 gets 1, then the
+    # leftover "resets" bin 3 to 1 (it had 1); one sample stays unplaced at α = 0, width 0
+    ([0.0, 1.0, 2.0, 3.0], 5, [0, 0, 1 / 3, 2 / 3, 1], [1 / 3, 0, 1 / 3, 1 / 3, 1 / 3]),
+    # M = 8: n = [0, 2, 2, 2], R = 2: bin 0 → 1 and bin 3 reset from 2 to 1; two unplaced
+    ([0.0, 1.0, 2.0, 3.0], 8, [0, 0, 0, 1 / 3, 1 / 2, 2 / 3, 5 / 6, 1], [1 / 3, 0, 0, 1 / 6, 1 / 6, 1 / 6, 1 / 6, 1 / 3]),
+    # N = 3, M = 4: M·π = [0, 4/3, 8/3] → n = [0, 1, 2], R = 1 → bin 0; bin 2 starts at 1.0, past the input
+    ([0.0, 1.0, 3.0], 4, [0, 0.5, 1.0, 1.25], [0.5, 0.5, 0.25, 0.25]),
+])
+def test_idg_quirk_official_second_quirk(pilot, M, alphas, widths):
+    """When R exceeds the number of bins with no sample, the official code resets bins that had
+    samples to 1 and leaves samples unplaced; packing can push the last bin past α = 1."""
+    p = torch.tensor(pilot, dtype=torch.float64)
+    a, w = R.adaptive_alphas(p, M, "idg_minmax", idg_compat_quirk=True)
+    assert a.tolist() == pytest.approx(alphas, abs=1e-12)
+    assert w.tolist() == pytest.approx(widths, abs=1e-12)
+    _assert_official_grid(p, M, a, w)
 
 
 def test_scale_invariance_and_attention_monotonicity():

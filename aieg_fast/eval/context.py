@@ -1,0 +1,170 @@
+"""The per-instance context of the metrics: input, target, p(y|x), p(y|x_∅), seeds and settings.
+
+:func:`prepare` checks an attribution and runs the two reference forwards of one instance;
+:class:`MetricContext` holds the result and is shared by every metric and method of that
+instance (:mod:`aieg_fast.eval.metrics`, :mod:`aieg_fast.eval.soft`).
+"""
+from __future__ import annotations
+
+import hashlib
+import numbers
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, List, Optional
+
+import torch
+from torch import Tensor
+
+from ..core.model_state import model_prepared
+from ..result import Attribution
+from .checks import check_positive_int
+from .forwards import last_logits_embeds
+
+if TYPE_CHECKING:
+    from ..explainer import Explainer
+
+__all__ = ["PROB_SPACES", "MetricContext", "prepare", "context_for", "check_attribution", "seed_for", "target_probs"]
+
+PROB_SPACES = ("vocab", "labels")
+_DEGENERATE_EPS = 1e-6
+
+
+def check_attribution(attr) -> None:
+    """Check that ``attr`` is an :class:`Attribution` the metrics can use.
+
+    Raises:
+        TypeError: not an Attribution. ValueError: scores of the wrong shape or not finite, no
+            attributable position, no target id.
+    """
+    if not isinstance(attr, Attribution):
+        raise TypeError(f"attr must be an aieg_fast Attribution, got {type(attr).__name__}")
+    L = len(attr.token_ids)
+    if attr.scores.dim() != 1 or attr.scores.numel() != L:
+        raise ValueError(f"attr.scores must have one score per token ({L}), got shape {tuple(attr.scores.shape)}")
+    if len(attr.attributable) != L:
+        raise ValueError(f"attr.attributable must have {L} entries, got {len(attr.attributable)}")
+    if not any(attr.attributable):
+        raise ValueError("attr has no attributable position")
+    if not isinstance(attr.target, dict) or not isinstance(attr.target.get("id"), int):
+        raise ValueError(f"attr.target must hold the target id, got {attr.target!r}")
+    if not torch.isfinite(attr.scores.float()).all():
+        raise ValueError("attr.scores contains NaN or infinite values")
+
+
+def seed_for(seed: int, instance_id, tag: str) -> int:
+    """A 60-bit seed derived from (seed, instance_id, tag) by SHA-256 (the same on every machine)."""
+    h = hashlib.sha256(f"{int(seed)}|{instance_id}|{tag}".encode()).hexdigest()
+    return int(h[:15], 16)
+
+
+@dataclass
+class MetricContext:
+    """What every metric of one instance shares: input, target, p(y|x), p(y|x_∅), settings.
+
+    Build it once with :func:`prepare` and pass ``ctx=`` to the metric functions to avoid
+    recomputing the reference forwards for each method. ``tie_seed`` seeds the random order of
+    equal scores in the top-k of the hard metrics (derived from (seed, instance_id), so every
+    method of the instance gets the same tie order).
+    """
+
+    token_ids: List[int]
+    eligible: Tensor  # [L] bool: positions that may be perturbed (attributable)
+    target: int
+    prob_space: str
+    label_ids: Optional[List[int]]
+    p: float  # p(y | x)
+    p0: float  # p(y | x_∅): eligible token embeddings zeroed
+    embeds: Tensor  # [L, d]
+    seed: int
+    instance_id: object
+    batch_size: int
+    tie_seed: int = 0
+
+    @property
+    def degenerate(self) -> bool:
+        """True when the empty input is at least as likely as the full one (soft metrics undefined)."""
+        return (self.p - self.p0) < _DEGENERATE_EPS
+
+
+def target_probs(logits: Tensor, target: int, prob_space: str, label_ids: Optional[List[int]]) -> Tensor:
+    """p(target) per row of ``logits`` [R, V]: softmax over all outputs (``"vocab"``) or over
+    ``label_ids`` (``"labels"``). Returns Tensor[R]."""
+    if prob_space == "vocab":
+        return torch.softmax(logits, -1)[:, target]
+    sub = logits[:, label_ids]
+    return torch.softmax(sub, -1)[:, label_ids.index(target)]
+
+
+def prepare(
+    ex: Explainer,
+    attr: Attribution,
+    *,
+    prob_space: Optional[str] = None,
+    label_ids=None,
+    seed: int = 0,
+    instance_id=0,
+    batch_size: int = 64,
+) -> MetricContext:
+    """Reference forwards of one instance: p(y|x) and p(y|x_∅) in one batched call.
+
+    Args:
+        ex: the explainer whose model produced ``attr``.
+        attr: an attribution (its ``token_ids``, ``attributable`` and ``target["id"]`` are used).
+        prob_space: ``"vocab"`` (softmax over all outputs), ``"labels"`` (softmax over
+            ``label_ids``) or None (default): ``"labels"`` when ``label_ids`` are given, else
+            ``"vocab"``.
+        label_ids: label token ids or single-token strings (class indices for a classifier);
+            required with ``prob_space="labels"``; must contain the target; ignored with
+            ``"vocab"``.
+        seed, instance_id: seed of the common random numbers of the soft metrics and of the
+            top-k tie order (``tie_seed``).
+        batch_size: rows per forward.
+
+    Raises:
+        ValueError: bad ``prob_space`` / ``label_ids`` / ``batch_size``, an attribution without
+            target or attributable positions, or ``token_ids`` that do not fit the model.
+    """
+    check_attribution(attr)
+    if prob_space is None:
+        prob_space = "labels" if label_ids else "vocab"
+    if prob_space not in PROB_SPACES:
+        raise ValueError(f"prob_space must be one of {list(PROB_SPACES)} or None, got {prob_space!r}")
+    batch_size = check_positive_int("batch_size", batch_size)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    target = int(attr.target["id"])
+    n_out = ex.adapter.num_labels if ex.adapter.kind == "classifier" else ex.vocab_size
+    if not (0 <= target < n_out):
+        raise ValueError(f"attr.target id {target} is out of range for this model ({n_out} outputs)")
+    if any(not (0 <= int(i) < ex.vocab_size) for i in attr.token_ids):
+        raise ValueError("attr.token_ids contains ids outside the model's vocabulary")
+    if prob_space == "labels":
+        if not label_ids:
+            raise ValueError("label_ids must be given (token ids or single-token strings) when prob_space='labels'")
+        label_ids = [ex.resolve_target(l)["id"] if isinstance(l, str) else int(l) for l in label_ids]
+        if target not in label_ids:
+            raise ValueError(f"label_ids {label_ids} must contain the attribution target {target}")
+    else:
+        label_ids = None
+    ids = torch.tensor(attr.token_ids, dtype=torch.long, device=ex.device)
+    eligible = torch.tensor(attr.attributable, dtype=torch.bool, device=ex.device)
+    with model_prepared(ex.model), torch.no_grad():
+        E = ex.adapter.embeddings(ids).detach()
+        E0 = torch.where(eligible.unsqueeze(-1), torch.zeros_like(E), E)
+        pr = target_probs(last_logits_embeds(ex, torch.stack([E, E0]), batch_size), target, prob_space, label_ids)
+    return MetricContext(
+        token_ids=[int(i) for i in attr.token_ids], eligible=eligible, target=target, prob_space=prob_space,
+        label_ids=label_ids, p=float(pr[0]), p0=float(pr[1]), embeds=E, seed=int(seed), instance_id=instance_id,
+        batch_size=batch_size, tie_seed=seed_for(seed, instance_id, "topk_ties"),
+    )
+
+
+def context_for(ex, attr, ctx: Optional[MetricContext], prepare_kw: dict) -> MetricContext:
+    """``ctx`` after checking that it was prepared for ``attr``, or :func:`prepare` (``prepare_kw``)."""
+    if ctx is None:
+        return prepare(ex, attr, **prepare_kw)
+    check_attribution(attr)
+    if list(map(int, attr.token_ids)) != ctx.token_ids or int(attr.target["id"]) != ctx.target:
+        raise ValueError("ctx was prepared for another input or target than attr")
+    if attr.attributable != ctx.eligible.tolist():
+        raise ValueError("ctx was prepared with other attributable positions than attr")
+    return ctx
