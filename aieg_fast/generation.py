@@ -145,9 +145,8 @@ def attribute_generation(
         target_fn: ``"logit"`` (default), ``"logprob"`` or ``"prob"`` of each y_t, or a callable
             ``logits Tensor[n, V] -> Tensor[n]`` applied at every step.
         contrast_target: one token c subtracted at every step: F_t = z_{y_t} − z_c.
-        baseline, alpha_range, n_baseline_samples, baseline_noise, seed: as
-            :meth:`Explainer.attribute` (a tensor baseline must be [d]); with noise samples the
-            steps run on the batch of the T contexts (``shared`` is not used).
+        baseline, alpha_range, n_baseline_samples, baseline_noise, seed: as :meth:`Explainer.attribute`
+            (a tensor must be [d]; noise samples run on the batch of the T contexts, unshared).
         max_memory: memory budget for the automatic ``internal_batch_size``.
         shared (bool): share one teacher-forced forward over the whole sequence between the
             steps where the method allows it (module docstring); False runs the method on the
@@ -187,12 +186,7 @@ def attribute_generation(
     check_call_settings(n_steps, backend)
     opts = m.options(**options)
     check_model(m, opts, ex.adapter)
-    if isinstance(target_fn, str) and target_fn == "label_logprob":
-        raise ValueError("target_fn='label_logprob' is for label decisions; attribute_generation explains free tokens")
-    if isinstance(contrast_target, (list, tuple)):
-        raise ValueError(f"contrast_target: attribute_generation takes one contrast token for every step, got {contrast_target!r}")
-    if isinstance(baseline, torch.Tensor) and baseline.dim() != 1:
-        raise ValueError(f"baseline: attribute_generation takes a [d] tensor, got shape {tuple(baseline.shape)}")
+    _check_generation_targets(target_fn, contrast_target, baseline)
     call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
                         n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = ex.encode_with_offsets(prompt, template)
@@ -210,19 +204,26 @@ def attribute_generation(
     Lp, T = len(prompt_ids), len(gen_ids)
     # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
     encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
-    if call.contrast[0] is not None and call.contrast[0]["id"] in gen_ids:
-        warnings.warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there", RuntimeWarning, stacklevel=2)
     settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=call.target_fn, backend=backend)
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
-    out.info["step_probs"] = _step_probs(ex, encoded[-1][0], Lp, gen_ids)
     source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text)
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source,
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"],
                           interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
+
+
+def _check_generation_targets(target_fn, contrast_target, baseline) -> None:
+    """What :func:`attribute_generation` refuses of the per-call settings (ValueError)."""
+    if isinstance(target_fn, str) and target_fn == "label_logprob":
+        raise ValueError("target_fn='label_logprob' is for label decisions; attribute_generation explains free tokens")
+    if isinstance(contrast_target, (list, tuple)):
+        raise ValueError(f"contrast_target: attribute_generation takes one contrast token for every step, got {contrast_target!r}")
+    if isinstance(baseline, torch.Tensor) and baseline.dim() != 1:
+        raise ValueError(f"baseline: attribute_generation takes a [d] tensor, got shape {tuple(baseline.shape)}")
 
 
 def _step_probs(ex, full_ids: List[int], Lp: int, gen_ids: List[int]) -> List[float]:
@@ -239,6 +240,16 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     """Run method ``m`` for every step: ``run_sequence`` on one shared forward over the whole
     sequence, or ``run`` on the batch of the T contexts (with the pilot pass shared, for
     methods that have one). Returns (output with one row per step, {op: backend})."""
+    full_ids, full_fixed = encoded[-1]
+    T = len(gen_ids)
+    if call.contrast[0] is not None and call.contrast[0]["id"] in gen_ids:
+        warnings.warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there", RuntimeWarning, stacklevel=3)
+    out, used = _run_steps(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar, call)
+    out.info["step_probs"] = _step_probs(ex, full_ids, Lp, gen_ids)
+    return out, used
+
+
+def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settings: dict, timing: dict, bar, call):
     full_ids, full_fixed = encoded[-1]
     T = len(gen_ids)
     sctx = None

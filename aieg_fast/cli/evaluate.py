@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..datasets import DATASETS, EVALUATION_DATASETS
-from ..eval import DEFAULT_METHODS, DEFAULT_SOFT_MAPS, METRIC_SETS, PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate
+from ..eval import DEFAULT_METHODS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, METRIC_SETS, PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate
 
 __all__ = ["add_parser", "run", "parse_fractions"]
 
@@ -54,6 +54,9 @@ def add_parser(sub) -> None:
                     help=f"soft maps of the soft metrics, from {','.join(SOFT_MAPS)}: relu clips negative scores to 0, "
                          "minmax is the min-max of the signed scores (unchanged by a constant shift); "
                          "maps other than relu get columns ending in _MAP")
+    ev.add_argument("--target-fn", choices=list(EVAL_TARGET_FNS), default="auto",
+                    help="F every method explains: auto = the log-probability the metrics score (label_logprob over the "
+                         "label words with --prob-space labels, logprob over the vocabulary otherwise); logit = the raw label logit")
     ev.add_argument("--ties", choices=list(TIE_RULES), default="random",
                     help="order of equal scores in the top-k: random (seeded per example, recorded) or lower index first")
     ev.add_argument("--data-dir", default=None,
@@ -71,7 +74,7 @@ def run(args) -> int:
             out_dir=args.out, seed=args.seed, topk=args.topk, n_steps=args.n_steps, n_samples=args.n_samples,
             prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
             topk_sweep=args.topk_sweep, start=args.start, reference=args.reference, metrics=args.metrics,
-            soft_maps=args.soft_maps, ties=args.ties, **({"pis": args.pis} if args.pis else {}),
+            soft_maps=args.soft_maps, ties=args.ties, target_fn=args.target_fn, **({"pis": args.pis} if args.pis else {}),
         )
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -47,11 +47,11 @@ from .metrics import (
 )
 from .records import RECORDS_FILE, append_record, json_safe, read_records
 from .report import fmt, plot_pi_soft, topk_lines, write_csv, write_summary
-from .runner import CONFIG_FILE, CONTROLS, DEFAULT_METHODS, TOPK_SWEEP, RunSettings, evaluate, evaluate_example
+from .runner import CONFIG_FILE, CONTROLS, DEFAULT_METHODS, EVAL_TARGET_FNS, TOPK_SWEEP, RunSettings, eval_target_fn, evaluate, evaluate_example
 from .stats import REFERENCE_METHOD, bootstrap_ci, mean_ci, paired_test, summarise, summarise_topk
 
 __all__ = [
-    "CONFIG_FILE", "CONTROLS", "DEFAULT_METHODS", "DEFAULT_PI_GRID", "DEFAULT_SOFT_MAPS", "HARD_METRICS", "METRICS",
+    "CONFIG_FILE", "CONTROLS", "DEFAULT_METHODS", "DEFAULT_PI_GRID", "EVAL_TARGET_FNS", "eval_target_fn", "DEFAULT_SOFT_MAPS", "HARD_METRICS", "METRICS",
     "METRIC_SETS", "NORMALISATIONS", "PROB_SPACES", "RECORDS_FILE", "REFERENCE_METHOD", "SOFT_MAPS", "TIE_RULES",
     "TOPK_SWEEP", "MetricContext", "RunSettings", "append_record", "bootstrap_ci", "check_choices", "check_pis",
     "check_positive_int", "check_topk", "comprehensiveness", "evaluate", "evaluate_attribution", "evaluate_example",

@@ -68,7 +68,8 @@ from .stats import REFERENCE_METHOD, summarise
 if TYPE_CHECKING:
     from ..explainer import Explainer
 
-__all__ = ["evaluate", "evaluate_example", "RunSettings", "CONTROLS", "DEFAULT_METHODS", "TOPK_SWEEP", "CONFIG_FILE"]
+__all__ = ["evaluate", "evaluate_example", "eval_target_fn", "RunSettings", "CONTROLS", "DEFAULT_METHODS", "EVAL_TARGET_FNS",
+           "TOPK_SWEEP", "CONFIG_FILE"]
 
 CONTROLS = ("random",)  # methods that are controls, not attribution methods
 #: the methods ``evaluate`` runs by default (and ``aieg-fast evaluate --methods``).
@@ -107,6 +108,33 @@ class RunSettings:
     hard_only: bool = False
     soft_maps: Tuple[str, ...] = DEFAULT_SOFT_MAPS
     ties: str = "random"
+    #: the explained F of every method (:func:`eval_target_fn`)
+    target_fn: str = "label_logprob"
+
+    def attribute_kwargs(self) -> dict:
+        """The target settings passed to ``Explainer.attribute``."""
+        if self.target_fn == "label_logprob":
+            return {"target_fn": "label_logprob", "label_set": list(self.labels)}
+        return {"target_fn": self.target_fn}
+
+
+#: ``evaluate``'s ``target_fn`` choices: ``"auto"`` picks the F its metrics score.
+EVAL_TARGET_FNS = ("auto", "label_logprob", "logprob", "logit", "prob")
+
+
+def eval_target_fn(target_fn: str, prob_space: str) -> str:
+    """The F explained in an evaluation: ``"auto"`` → the log-probability the metrics score,
+    ``"label_logprob"`` (renormalised over the label words / classes) for ``prob_space="labels"``,
+    ``"logprob"`` (over the vocabulary) for ``"vocab"``; anything else as given.
+
+    Raises:
+        ValueError: not one of :data:`EVAL_TARGET_FNS`.
+    """
+    if target_fn not in EVAL_TARGET_FNS:
+        raise ValueError(f"target_fn must be one of {list(EVAL_TARGET_FNS)}, got {target_fn!r}")
+    if target_fn != "auto":
+        return target_fn
+    return "label_logprob" if prob_space == "labels" else "logprob"
 
 
 # ============================================================================================
@@ -235,7 +263,7 @@ def _run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> 
         "topk": s.topk, "n_steps": s.n_steps, "n_samples": s.n_samples, "pis": s.pis, "prob_space": s.prob_space,
         "normalise": s.normalise, "template": s.template, "labels": list(s.labels), "method_options": s.method_options,
         # always recorded: folders written before soft maps / random ties existed are refused, not mixed
-        "soft_maps": list(s.soft_maps), "ties": s.ties,
+        "soft_maps": list(s.soft_maps), "ties": s.ties, "target_fn": s.target_fn,
     }
     if metrics != "all":  # only when not the default, so folders written before the option resume
         config["metrics"] = metrics
@@ -307,7 +335,8 @@ def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, tar
         t0 = time.perf_counter()
         try:
             a = ex.attribute(text, method=name, target=target, template=s.template, n_steps=s.n_steps,
-                             internal_batch_size=s.internal_batch_size, **{**s.method_options.get(name, {}), **opts})
+                             internal_batch_size=s.internal_batch_size, **s.attribute_kwargs(),
+                             **{**s.method_options.get(name, {}), **opts})
         except (ValueError, TypeError) as err:
             raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
         attrs[m] = (a, time.perf_counter() - t0)
@@ -405,6 +434,7 @@ def evaluate(
     normalise: str = "minmax",
     soft_maps: Union[str, Sequence[str]] = DEFAULT_SOFT_MAPS,
     ties: str = "random",
+    target_fn: str = "auto",
     data_dir=None,
     template: Optional[str] = None,
     labels: Optional[Sequence[Union[str, int]]] = None,
@@ -451,6 +481,8 @@ def evaluate(
             reported, the second in columns ending in ``_minmax``.
         ties: order of equal scores in the top-k: ``"random"`` (default; seeded per example by
             (seed, example id), recorded as ``tie_seed``) or ``"first"`` (lower index first).
+        target_fn: the F every method explains (:func:`eval_target_fn`; default ``"auto"``: the
+            log-probability the metrics score). Recorded in ``config.json``.
         template, labels: prompt and label words (single tokens or token ids; index = dataset
             label). Defaults: for a causal LM the dataset's template and label words
             (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE` and
@@ -471,6 +503,7 @@ def evaluate(
     topk_sweep, pis, soft_maps = _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
                                                  n_samples, pis, prob_space, normalise, soft_maps, ties)
     prob_space = prob_space or "labels"  # a label task: the label words / classes
+    target_fn = eval_target_fn(target_fn, prob_space)
     method_options = dict(method_options or {})
     out = _writable_folder(out_dir)
     data = _examples(dataset, data_dir, n, start)
@@ -480,7 +513,7 @@ def evaluate(
         specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed,
         topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise,
         internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
-        hard_only=metrics == "hard", soft_maps=tuple(soft_maps), ties=ties,
+        hard_only=metrics == "hard", soft_maps=tuple(soft_maps), ties=ties, target_fn=target_fn,
     )
     config = _run_config(ex, dataset, settings, metrics)
     _check_or_write_config(out, config)

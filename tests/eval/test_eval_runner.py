@@ -90,10 +90,16 @@ def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
     r0 = recs[0]
     assert set(r0["methods"]) == {"integrated_gradients", variant, "random"}
     # the variant's scores are those of the method called with the options
+    # (evaluate explains the label log-probability its metrics score: target_fn="auto" → label_logprob)
+    lab = dict(target_fn="label_logprob", label_set=[10, 11])
     a = tiny_gpt2.attribute(r0["text"], method="aieg", target=r0["target"], template="{text} :", n_steps=4,
-                            ef_mode="none", posnorm="none")
+                            ef_mode="none", posnorm="none", **lab)
     assert r0["methods"][variant]["scores"] == pytest.approx(a.scores.tolist(), rel=1e-5, abs=1e-7)
-    ref = tiny_gpt2.attribute(r0["text"], method="aieg", target=r0["target"], template="{text} :", n_steps=4)
+    logit = tiny_gpt2.attribute(r0["text"], method="aieg", target=r0["target"], template="{text} :", n_steps=4,
+                                ef_mode="none", posnorm="none")
+    assert r0["methods"][variant]["scores"] != pytest.approx(logit.scores.tolist(), rel=1e-3)
+    assert json.loads((tmp_path / "config.json").read_text())["target_fn"] == "label_logprob"
+    ref = tiny_gpt2.attribute(r0["text"], method="aieg", target=r0["target"], template="{text} :", n_steps=4, **lab)
     assert r0["methods"][variant]["scores"] != pytest.approx(ref.scores.tolist(), rel=1e-3)
     # hard-only: no soft metrics, no uniform control; the sweep entry at the main k equals the main metrics
     m = r0["methods"]["integrated_gradients"]
@@ -103,7 +109,7 @@ def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
     assert m["topk_sweep"]["0.5"]["k"] >= m["topk_sweep"]["0.1"]["k"]
     # a sweep value equals a direct hard-metric call at that k (label words: the default for
     # label tasks; the same tie seed as recorded)
-    b = tiny_gpt2.attribute(r0["text"], method="integrated_gradients", target=r0["target"], template="{text} :", n_steps=4)
+    b = tiny_gpt2.attribute(r0["text"], method="integrated_gradients", target=r0["target"], template="{text} :", n_steps=4, **lab)
     ctx = M.prepare(tiny_gpt2, b, label_ids=(10, 11), seed=0, instance_id=r0["id"])
     assert ctx.prob_space == "labels" and r0["tie_seed"] == ctx.tie_seed
     h = M.hard_metrics(tiny_gpt2, b, 0.5, ctx=ctx)
@@ -232,3 +238,19 @@ def test_evaluate_defaults_soft_maps_ties_prob_space(tiny_gpt2, tmp_path):
 def random_attr(ex, rec):
     """An attribution of the record's text and target (only its input and target matter here)."""
     return ex.attribute(rec["text"], method="saliency", target=rec["target"], template="{text} :")
+
+
+def test_evaluate_target_fn_choices(tiny_gpt2, tmp_path):
+    """target_fn="logit" explains the raw label logit (the papers' F) and is recorded; a bad
+    value is refused before any work."""
+    kw = dict(dataset="sst2-sample", methods="saliency", n_steps=4, progress=False, labels=(10, 11), template="{text} :",
+              max_tokens=20, metrics="hard")
+    E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "l", target_fn="logit", **kw)
+    r0 = json.loads((tmp_path / "l" / "records.jsonl").read_text().splitlines()[0])
+    a = tiny_gpt2.attribute(r0["text"], method="saliency", target=r0["target"], template="{text} :")
+    assert r0["methods"]["saliency"]["scores"] == pytest.approx(a.scores.tolist(), rel=1e-5, abs=1e-7)
+    assert json.loads((tmp_path / "l" / "config.json").read_text())["target_fn"] == "logit"
+    assert E.eval_target_fn("auto", "vocab") == "logprob" and E.eval_target_fn("auto", "labels") == "label_logprob"
+    with pytest.raises(ValueError, match="target_fn must be one of"):
+        E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "bad", target_fn="logits", **kw)
+    assert not (tmp_path / "bad").exists()
