@@ -56,7 +56,8 @@ def add_parser(sub) -> None:
                          "maps other than relu get columns ending in _MAP")
     ev.add_argument("--target-fn", choices=list(EVAL_TARGET_FNS), default="auto",
                     help="F every method explains: auto = the log-probability the metrics score (label_logprob over the "
-                         "label words with --prob-space labels, logprob over the vocabulary otherwise); logit = the raw label logit")
+                         "label words with --prob-space labels, logprob over the vocabulary otherwise); contrast = the "
+                         "predicted label's logit minus the runner-up's; logit = the raw label logit")
     ev.add_argument("--ties", choices=list(TIE_RULES), default="random",
                     help="order of equal scores in the top-k: random (seeded per example, recorded) or lower index first")
     ev.add_argument("--data-dir", default=None,

@@ -111,15 +111,19 @@ class RunSettings:
     #: the explained F of every method (:func:`eval_target_fn`)
     target_fn: str = "label_logprob"
 
-    def attribute_kwargs(self) -> dict:
-        """The target settings passed to ``Explainer.attribute``."""
+    def attribute_kwargs(self, contrast=None) -> dict:
+        """The target settings passed to ``Explainer.attribute`` (``contrast``: the runner-up
+        label, used by ``target_fn="contrast"``)."""
         if self.target_fn == "label_logprob":
             return {"target_fn": "label_logprob", "label_set": list(self.labels)}
+        if self.target_fn == "contrast":
+            return {"target_fn": "logit", "contrast_target": contrast}
         return {"target_fn": self.target_fn}
 
 
-#: ``evaluate``'s ``target_fn`` choices: ``"auto"`` picks the F its metrics score.
-EVAL_TARGET_FNS = ("auto", "label_logprob", "logprob", "logit", "prob")
+#: ``evaluate``'s ``target_fn`` choices: ``"auto"`` picks the F its metrics score;
+#: ``"contrast"`` explains z_pred − z_runner-up (the decision between the two likeliest labels).
+EVAL_TARGET_FNS = ("auto", "label_logprob", "contrast", "logprob", "logit", "prob")
 
 
 def eval_target_fn(target_fn: str, prob_space: str) -> str:
@@ -326,7 +330,7 @@ def _truncate(ex: "Explainer", text: str, max_tokens: Optional[int]) -> str:
     return ex.tokenizer.decode(ids[:max_tokens])
 
 
-def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, target, methods: Sequence[str]):
+def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, target, methods: Sequence[str], contrast=None):
     """Attributions of the non-control methods: ({spec: (Attribution, seconds)}, the first one)."""
     base = None
     attrs = {}
@@ -335,7 +339,7 @@ def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, tar
         t0 = time.perf_counter()
         try:
             a = ex.attribute(text, method=name, target=target, template=s.template, n_steps=s.n_steps,
-                             internal_batch_size=s.internal_batch_size, **s.attribute_kwargs(),
+                             internal_batch_size=s.internal_batch_size, **s.attribute_kwargs(contrast),
                              **{**s.method_options.get(name, {}), **opts})
         except (ValueError, TypeError) as err:
             raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
@@ -385,9 +389,12 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
     probs = ex.label_probs(text, s.labels, s.template)
     pred = int(np.argmax(probs))
     target = s.labels[pred]
+    contrast = s.labels[int(np.argsort(probs)[-2])]  # the runner-up label
     rec = {"id": eid, "index": index, "text": text, "label": int(label), "pred_label": pred, "target": target,
            "label_probs": probs, "methods": {}, "controls": {}}
-    attrs, base = _attribute_methods(ex, s, eid, text, target, methods)
+    if s.target_fn == "contrast":
+        rec["contrast"] = contrast
+    attrs, base = _attribute_methods(ex, s, eid, text, target, methods, contrast)
     if base is None:  # only controls asked: a cheap attribution supplies input and target
         base = ex.attribute(text, method="attention", target=target, template=s.template)
     ctx = prepare(ex, base, prob_space=s.prob_space, label_ids=s.label_ids if s.prob_space == "labels" else None,

@@ -251,6 +251,11 @@ def test_evaluate_target_fn_choices(tiny_gpt2, tmp_path):
     assert r0["methods"]["saliency"]["scores"] == pytest.approx(a.scores.tolist(), rel=1e-5, abs=1e-7)
     assert json.loads((tmp_path / "l" / "config.json").read_text())["target_fn"] == "logit"
     assert E.eval_target_fn("auto", "vocab") == "logprob" and E.eval_target_fn("auto", "labels") == "label_logprob"
+    E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "c", target_fn="contrast", **kw)
+    r0 = json.loads((tmp_path / "c" / "records.jsonl").read_text().splitlines()[0])
+    assert {r0["target"], r0["contrast"]} == {10, 11}
+    a = tiny_gpt2.attribute(r0["text"], method="saliency", target=r0["target"], contrast_target=r0["contrast"], template="{text} :")
+    assert r0["methods"]["saliency"]["scores"] == pytest.approx(a.scores.tolist(), rel=1e-5, abs=1e-7)
     with pytest.raises(ValueError, match="target_fn must be one of"):
         E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "bad", target_fn="logits", **kw)
     assert not (tmp_path / "bad").exists()
