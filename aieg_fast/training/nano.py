@@ -28,11 +28,17 @@ from ..core.batch import right_pad
 from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
 
-__all__ = ["NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
+__all__ = ["ARCHS", "LLAMA_NANO_CONFIG", "NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
 
 #: name of the trained model in the cache, and the alias accepted by ``load_model``.
 #: minGPT's "gpt-nano" model type.
 NANO_CONFIG = {"n_layer": 3, "n_head": 3, "n_embd": 48}
+#: LLaMA-nano: the same depth and width with LLaMA's pieces (RoPE, RMSNorm, SwiGLU, grouped-query
+#: attention with 4 query heads sharing 2 KV heads of 12 dims), for cheap studies of RMSNorm
+#: behaviour such as zero baselines.
+LLAMA_NANO_CONFIG = {"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 48,
+                     "intermediate_size": 128}
+ARCHS = ("gpt2", "llama")
 
 
 def _embedded_tokenizer():
@@ -99,11 +105,19 @@ def _data_files(train_file, dev_file, data_dir) -> Tuple[Path, Path]:
     return train_file, dev_file
 
 
-def _new_model(tok, n_positions: int, pad_id: int, seed: int):
-    """A freshly initialised GPT-nano classifier (seeded)."""
-    from transformers import GPT2Config, GPT2ForSequenceClassification
+def _new_model(tok, n_positions: int, pad_id: int, seed: int, arch: str = "gpt2"):
+    """A freshly initialised GPT-nano (or LLaMA-nano) classifier (seeded)."""
+    from transformers import GPT2Config, GPT2ForSequenceClassification, LlamaConfig, LlamaForSequenceClassification
 
     torch.manual_seed(seed)
+    if arch == "llama":
+        config = LlamaConfig(
+            vocab_size=len(tok), max_position_embeddings=n_positions, **LLAMA_NANO_CONFIG, num_labels=2,
+            id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1},
+            pad_token_id=pad_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        )
+        config.architectures = ["LlamaForSequenceClassification"]
+        return LlamaForSequenceClassification(config)
     config = GPT2Config(
         vocab_size=len(tok), n_positions=n_positions, **NANO_CONFIG, num_labels=2,
         id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1},
@@ -182,6 +196,7 @@ def train_nano(
     seed: int = 0,
     tokenizer=None,
     progress: bool = True,
+    arch: str = "gpt2",
 ) -> Dict[str, object]:
     """Train GPT-nano on SST-2 train and save it (model, tokenizer, ``training.json``).
 
@@ -197,6 +212,8 @@ def train_nano(
         max_train: use only the first this many training rows (tests, quick runs).
         seed: seed of the initialisation and the shuffling.
         tokenizer: a tokenizer object (default: the embedded SmolLM2 tokenizer).
+        arch: ``"gpt2"`` (GPT-nano, :data:`NANO_CONFIG`) or ``"llama"`` (LLaMA-nano,
+            :data:`LLAMA_NANO_CONFIG`; saved in ``nano_path("llama")``, loaded as ``"llama-nano"``).
 
     Returns:
         ``{"out_dir", "dev_accuracy", "train_accuracy_last_epoch", "epochs", "n_train",
@@ -207,8 +224,10 @@ def train_nano(
         FileNotFoundError: a missing data file.
     """
     _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr)
+    if arch not in ARCHS:
+        raise ValueError(f"arch must be one of {list(ARCHS)}, got {arch!r}")
     train_file, dev_file = _data_files(train_file, dev_file, data_dir)
-    out = Path(out_dir) if out_dir is not None else nano_path()
+    out = Path(out_dir) if out_dir is not None else nano_path(arch)
 
     tok = _embedded_tokenizer() if tokenizer is None else tokenizer
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -219,7 +238,7 @@ def train_nano(
     tr = _encode(tok, tr_texts, max_length)
     dv = _encode(tok, dv_texts, max_length)
 
-    model = _new_model(tok, n_positions, pad_id, seed)
+    model = _new_model(tok, n_positions, pad_id, seed, arch)
     n_params = sum(p.numel() for p in model.parameters())
     t0 = time.perf_counter()
     history = _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress)
@@ -231,7 +250,7 @@ def train_nano(
     summary = {
         "out_dir": str(out), "dev_accuracy": history[-1]["dev_accuracy"], "train_accuracy_last_epoch": history[-1]["train_accuracy"],
         "epochs": epochs, "n_train": len(tr), "n_dev": len(dv), "n_params": n_params, "seconds": seconds,
-        "history": history, "config": dict(NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok)),
+        "history": history, "config": dict(NANO_CONFIG if arch == "gpt2" else LLAMA_NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok), arch=arch),
         "settings": {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "max_length": max_length, "seed": seed,
                      "train_file": str(train_file), "dev_file": str(dev_file)},
         "torch": torch.__version__, "threads": torch.get_num_threads(),

@@ -71,3 +71,27 @@ def test_train_nano_malformed_file(tmp_path):
     with pytest.raises(ValueError, match="line 3"):
         train_nano(bad, tmp_path / "dev.tsv", tokenizer=byte_level_tokenizer(), progress=False, out_dir=tmp_path / "o")
     assert not (tmp_path / "o").exists()
+
+
+def test_train_llama_nano(tmp_path, monkeypatch):
+    """--arch llama: RoPE, RMSNorm and grouped-query attention at nano size; learns, loads by
+    name, and a zero baseline through RMSNorm gives finite attributions."""
+    from aieg_fast import load_model
+    from aieg_fast.training.nano import LLAMA_NANO_CONFIG, nano_path, train_nano
+
+    monkeypatch.setenv("AIEG_FAST_CACHE", str(tmp_path / "cache"))
+    _write(tmp_path / "train.tsv", 600, 0)
+    _write(tmp_path / "dev.tsv", 200, 1)
+    with pytest.raises(ValueError, match="--arch llama"):
+        load_model("llama-nano")
+    res = train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", epochs=4, batch_size=32, lr=3e-3,
+                     tokenizer=byte_level_tokenizer(), progress=False, arch="llama")
+    assert res["out_dir"] == str(nano_path("llama")) and res["dev_accuracy"] > 0.9
+    ex = load_model("llama-nano")
+    cfg = ex.model.config
+    assert cfg.model_type == "llama" and cfg.num_key_value_heads < cfg.num_attention_heads
+    assert (cfg.hidden_size, cfg.num_hidden_layers) == (LLAMA_NANO_CONFIG["hidden_size"], LLAMA_NANO_CONFIG["num_hidden_layers"])
+    a = ex.attribute("the film is wonderful", method="integrated_gradients", n_steps=16, baseline="zero")
+    assert a.target["id"] == 1 and bool(torch.isfinite(a.scores).all())
+    with pytest.raises(ValueError, match="arch"):
+        train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", arch="mamba")
