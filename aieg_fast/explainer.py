@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 
 from .core.batch import Batch, build_batch
-from .core.call import apply_baseline, check_targets_against, resolve_call, run_samples
+from .core.call import apply_baseline, check_targets_against, flag_rows, resolve_call, run_samples
 from .core.context import Context, progress_bar, run_method
 from .core.path import bytes_per_path_point
 from .core.model_state import model_prepared
@@ -293,7 +293,12 @@ class Explainer:
                 an unknown option, a baseline for a method without one. The model is left as it was.
 
         Warns:
-            RuntimeWarning: non-finite scores (a numerically degenerate baseline).
+            AttributionWarning: a row without usable signal (raw signal zero, constant or not
+                finite; a normalisation that stretched a flat raw signal; a large IG completeness
+                error), also recorded in ``res.degenerate``; non-finite values warn as
+                ``NonFiniteAttributionWarning`` (also a RuntimeWarning). A target whose text
+                merges with the end of the prompt, a special-token string typed in the text, a
+                model in training mode.
         """
         m = get_method(method)
         check_call_settings(n_steps, backend)
@@ -324,6 +329,8 @@ class Explainer:
                                max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
                                contrast=call.contrast_tensor(self.device), step_ids=step_ids)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
+        valid = [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)]
+        flags = flag_rows(m, opts, out, valid, call, None if isinstance(text, str) else [{"text": b} for b in range(batch.B)])
         ctx.timing["total"] = time.perf_counter() - t0
         options_out = dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record)
         if isinstance(call.target_fn, LabelSet):
@@ -332,7 +339,7 @@ class Explainer:
             if c is not None:
                 tinfo[b] = dict(tinfo[b], contrast_id=c["id"], contrast_text=c["text"])
         trim = 0 if step_ids is None else step_ids.shape[1] - 1
-        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b], trim) for b in range(batch.B)]
+        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b], trim, flags[b]) for b in range(batch.B)]
         return results[0] if isinstance(text, str) else results
 
     @staticmethod
@@ -377,7 +384,7 @@ class Explainer:
         return torch.tensor([ti["ids"] for ti in tinfo], dtype=torch.long, device=self.device), out
 
     def _result(self, batch: Batch, b: int, ctx: Context, out, tinfo: Dict[str, Any], method: str, options, used,
-                source=("", []), trim: int = 0) -> Attribution:
+                source=("", []), trim: int = 0, flags=()) -> Attribution:
         """The :class:`Attribution` of example ``b`` (its unpadded span without the last ``trim``
         tokens: the teacher-forced part of a multi-token target); ``source`` = (encoded string,
         offsets) from :meth:`encode_with_offsets`."""
@@ -406,6 +413,7 @@ class Explainer:
             text=source[0],
             offsets=source[1],
             target_prob=self._target_prob(ctx, out, b, tid, tgt["kind"]),
+            degenerate=list(flags),
         )
 
     @staticmethod

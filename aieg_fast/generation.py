@@ -39,8 +39,9 @@ from typing import Dict, List, Optional, Sequence, Union
 import torch
 
 from . import ops
-from .core.call import apply_baseline, resolve_call, run_samples
+from .core.call import apply_baseline, flag_rows, resolve_call, run_samples
 from .core.context import SequenceContext, progress_bar, run_method
+from .core.diagnostics import AttributionWarning
 from .core.path import chunk_size, sequence_pilot_logits
 from .core.model_state import model_prepared
 from .core.validation import check_call_settings, check_int
@@ -208,8 +209,11 @@ def attribute_generation(
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
+    full_fixed = torch.tensor(encoded[-1][1], dtype=torch.bool)
+    valid = [(out.scores[t][: Lp + t].detach().cpu(), ~full_fixed[: Lp + t]) for t in range(T)]
+    flags = flag_rows(m, opts, out, valid, call, [{"step": t} for t in range(T)])
     source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text)
-    return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source,
+    return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source, flags,
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"],
                           interpolate_generated=bool(interpolate_generated),
@@ -243,7 +247,7 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     full_ids, full_fixed = encoded[-1]
     T = len(gen_ids)
     if call.contrast[0] is not None and call.contrast[0]["id"] in gen_ids:
-        warnings.warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there", AttributionWarning, stacklevel=3)
     out, used = _run_steps(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar, call)
     out.info["step_probs"] = _step_probs(ex, full_ids, Lp, gen_ids)
     return out, used
@@ -330,9 +334,10 @@ def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], ge
     return full_prompt + text, prompt_offsets + gen_offsets
 
 
-def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_fixed, generated_text, source, options) -> Attribution:
+def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_fixed, generated_text, source, flags,
+              options) -> Attribution:
     """The [T, Lp + T] result; NaN where a token is not attributed for that row; ``source`` =
-    (text, offsets) of prompt ⊕ continuation."""
+    (text, offsets) of prompt ⊕ continuation; ``flags`` the degenerate-signal flags of each row."""
     Lp, T = len(prompt_ids), len(gen_ids)
     L = Lp + T
     scores = torch.full((T, L), float("nan"), dtype=torch.float32)
@@ -379,4 +384,5 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
         info=info,
         text=source[0],
         offsets=source[1],
+        degenerate=[dict(f, step=t) for t, fl in enumerate(flags) for f in fl],
     )

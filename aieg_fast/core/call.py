@@ -4,7 +4,6 @@ samples). Resolved and checked once, before any model work (:func:`resolve_call`
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -12,10 +11,11 @@ import torch
 
 from .baselines import baseline_rows, check_alpha_range, describe_baseline, noisy_baseline, shift_baseline
 from .batch import Batch
+from .diagnostics import method_flags, warn_flags
 from .objective import LabelSet, check_target_fn, target_fn_name
 from .validation import check_int
 
-__all__ = ["CallSettings", "resolve_call", "apply_baseline", "run_samples", "check_targets_against"]
+__all__ = ["CallSettings", "resolve_call", "apply_baseline", "run_samples", "check_targets_against", "flag_rows"]
 
 
 @dataclass
@@ -150,7 +150,8 @@ def _with_rows(batch: Batch, rows) -> Batch:
 def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
     """``run(ctx)`` → (MethodOutput, used) once, or averaged over ``settings.n_samples`` noisy
     baselines (scores averaged; ``F_baseline`` averaged, per-sample values in
-    ``info["F_baseline_samples"]``). Non-finite scores raise a RuntimeWarning naming the baseline."""
+    ``info["F_baseline_samples"]``). Non-finite scores are flagged by the caller
+    (:func:`flag_rows`, whose warning names the baseline)."""
     if settings.n_samples == 1:
         out, used = run(ctx)
     else:
@@ -167,13 +168,6 @@ def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
         out = _average([o for o, _, _ in outs])
         ctx.targets, ctx.probs = outs[0][2].targets, outs[0][2].probs
         ctx.timing.update({k: sum(c.timing.get(k, 0.0) for _, _, c in outs) for k in outs[0][2].timing})
-    bad = sum(int((~torch.isfinite(s)).sum()) for s in out.scores)
-    if bad:
-        warnings.warn(
-            f"{bad} attribution scores are not finite with baseline {settings.record.get('baseline', 'reference')!r}; "
-            "the baseline is numerically degenerate for this model (try baseline='mean' or alpha_range=(0.05, 1))",
-            RuntimeWarning, stacklevel=3,
-        )
     return out, used
 
 
@@ -190,3 +184,26 @@ def _average(outs):
     for k in ("convergence_delta",):
         info.pop(k, None)  # a per-draw quantity; recomputed by the caller when needed
     return dataclasses.replace(first, scores=scores, info=info)
+
+
+def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None, stacklevel: int = 3):
+    """The degenerate-signal flags of every row of ``out`` (:func:`~aieg_fast.core.diagnostics.method_flags`),
+    warned once as an :class:`~aieg_fast.core.diagnostics.AttributionWarning`.
+
+    Args:
+        method, opts: the method and its options. out: its ``MethodOutput``.
+        rows_valid: per row (scores Tensor[L], attributable bool Tensor[L]).
+        settings: the call's settings (the baseline named when a value is not finite).
+        labels: per row what the warning calls it (``{"text": b}`` / ``{"step": t}``), or None.
+
+    Returns:
+        List (one per row) of lists of flags.
+    """
+    flags = [method_flags(method, opts, out.info, b, s, v) for b, (s, v) in enumerate(rows_valid)]
+    hint = ""
+    if getattr(method, "uses_baseline", False):
+        hint = (f"; with baseline {settings.record.get('baseline', 'reference')!r} the path may be numerically degenerate "
+                "for this model (try baseline='mean' or alpha_range=(0.05, 1))")
+    named = [dict(f, **(labels[b] if labels else {})) for b, fl in enumerate(flags) for f in fl]
+    warn_flags(named, method.name, hint, stacklevel=stacklevel)
+    return flags

@@ -66,6 +66,11 @@ class Method:
     shares_pilot: ClassVar[bool] = False
     #: option holding the pilot size, when :attr:`shares_pilot`
     pilot_option: ClassVar[Optional[str]] = None
+    #: the ``info`` key of the raw signal before any normalisation (AIEG: ``"ieg"``); None = the
+    #: scores are the raw signal. Read by the degenerate-signal checks (:mod:`aieg_fast.core.diagnostics`).
+    raw_signal: ClassVar[Optional[str]] = None
+    #: whether the scores should sum to F(x) − F(x′) (IG): a large error is flagged
+    completeness: ClassVar[bool] = False
 
     @classmethod
     def option_names(cls) -> List[str]:
@@ -90,6 +95,11 @@ class Method:
         """Whether the method reads attention (probabilities, q/k/v, the output projection) with
         these options; such methods are refused for families without attention layers."""
         return False
+
+    def normalisation(self, opts) -> Optional[str]:
+        """The normalisation these options apply to the raw signal (e.g. ``"PosNorm (minmax)"``),
+        or None: a flat raw signal that a normalisation stretches is flagged ``"inflated"``."""
+        return None
 
     def run(self, ctx, opts) -> MethodOutput:
         """Explain ``ctx.batch``: one score row per example (see :class:`MethodOutput`)."""

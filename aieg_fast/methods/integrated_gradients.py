@@ -49,6 +49,7 @@ class IntegratedGradients(Method):
     Options = IntegratedGradientsOptions
     multi_token_targets = True
     uses_baseline = True
+    completeness = True
 
     def run(self, ctx, o):
         ctx.ensure_targets()
