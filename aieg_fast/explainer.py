@@ -12,7 +12,7 @@ from .core.batch import Batch, build_batch
 from .core.call import apply_baseline, check_targets_against, flag_rows, resolve_call, run_samples
 from .core.context import Context, progress_bar, run_method
 from .core.path import bytes_per_path_point
-from .core.model_state import model_prepared
+from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
 from .core.validation import check_call_settings, check_choice
 from .generation import attribute_generation
@@ -28,6 +28,12 @@ class Explainer:
 
     Create with :func:`load_model`. Set-up that does not depend on the input (architecture
     lookup, special ids, reference token) happens once here, not per call.
+
+    Thread safety: an Explainer may be shared between threads. Each call holds a lock of its
+    model (:func:`~aieg_fast.core.model_state.model_lock`) while it runs, so calls on one model
+    run one after the other and each gives the result it gives on one thread (its hooks, eval
+    mode and attention implementation are its own). Threads bring no speed-up on one model;
+    load one model per thread for that.
 
     Attributes:
         model: the ``transformers`` model. tokenizer: its tokenizer. name: model name / path.
@@ -225,6 +231,7 @@ class Explainer:
         return bytes_per_path_point(self.adapter, L)
 
     # ------------------------------------------------------------------ public API
+    @holding_model_lock
     def attribute(
         self,
         text: Union[str, Sequence[str]],
@@ -433,6 +440,7 @@ class Explainer:
         with model_prepared(self.model):
             return self.context(batch).reference_forward(baseline=False)["probs"][0]
 
+    @holding_model_lock
     def predict(self, text: str, template: Optional[str] = None, top_k: int = 5):
         """The model's top-k next tokens (or classes) with probabilities, as (text, id, prob)."""
         p = self._next_probs(text, template)
@@ -440,6 +448,7 @@ class Explainer:
         names = self.token_texts([int(i) for i in idx]) if self.adapter.kind == "causal_lm" else [self._label(int(i)) for i in idx]
         return [(n, int(i), float(v)) for n, i, v in zip(names, idx, vals)]
 
+    @holding_model_lock
     def label_probs(self, text: str, labels: Sequence[str], template: Optional[str] = None):
         """Probabilities of single-token ``labels`` at the next position, renormalised over them."""
         tids = [self.resolve_target(l)["id"] for l in labels]

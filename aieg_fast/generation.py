@@ -33,7 +33,6 @@ module holds decoding / teacher forcing, the shared pilot pass and the [T, L] as
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
@@ -41,9 +40,9 @@ import torch
 from . import ops
 from .core.call import apply_baseline, flag_rows, resolve_call, run_samples
 from .core.context import SequenceContext, progress_bar, run_method
-from .core.diagnostics import AttributionWarning
+from .core.diagnostics import warn
 from .core.path import chunk_size, sequence_pilot_logits
-from .core.model_state import model_prepared
+from .core.model_state import holding_model_lock, model_prepared
 from .core.validation import check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
@@ -95,6 +94,7 @@ def _given_ids(ex, generated_text) -> List[int]:
     raise TypeError(f"generated_text must be a str, a list of token ids or None, got {type(generated_text).__name__}")
 
 
+@holding_model_lock
 def attribute_generation(
     self,
     prompt: str,
@@ -247,7 +247,7 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     full_ids, full_fixed = encoded[-1]
     T = len(gen_ids)
     if call.contrast[0] is not None and call.contrast[0]["id"] in gen_ids:
-        warnings.warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there", AttributionWarning, stacklevel=3)
+        warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there")
     out, used = _run_steps(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar, call)
     out.info["step_probs"] = _step_probs(ex, full_ids, Lp, gen_ids)
     return out, used

@@ -186,7 +186,7 @@ def _average(outs):
     return dataclasses.replace(first, scores=scores, info=info)
 
 
-def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None, stacklevel: int = 3):
+def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None):
     """The degenerate-signal flags of every row of ``out`` (:func:`~aieg_fast.core.diagnostics.method_flags`),
     warned once as an :class:`~aieg_fast.core.diagnostics.AttributionWarning`.
 
@@ -205,5 +205,5 @@ def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None
         hint = (f"; with baseline {settings.record.get('baseline', 'reference')!r} the path may be numerically degenerate "
                 "for this model (try baseline='mean' or alpha_range=(0.05, 1))")
     named = [dict(f, **(labels[b] if labels else {})) for b, fl in enumerate(flags) for f in fl]
-    warn_flags(named, method.name, hint, stacklevel=stacklevel)
+    warn_flags(named, method.name, hint)
     return flags

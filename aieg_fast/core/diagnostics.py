@@ -9,7 +9,10 @@ normalisation they apply to it (``Method.normalisation``) and whether completene
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -18,8 +21,22 @@ from torch import Tensor
 
 __all__ = [
     "AttributionWarning", "NonFiniteAttributionWarning", "FLAG_KINDS", "NO_SIGNAL_KINDS", "ZERO_TOL", "FLAT_REL",
-    "COMPLETENESS_REL", "signal_flags", "completeness_flag", "row_flags", "method_flags", "warn_flags",
+    "COMPLETENESS_REL", "signal_flags", "completeness_flag", "row_flags", "method_flags", "warn_flags", "warn",
 ]
+
+#: the package's folder: frames inside it (and contextlib's) are skipped when a warning names the user's line
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_SKIP_FILES = (os.path.abspath(contextlib.__file__),)
+
+
+def warn(message: str, category=None) -> None:
+    """``warnings.warn`` of ``message`` (default category :class:`AttributionWarning`) attributed
+    to the first caller outside the package (the user's line), however deep the call."""
+    level, frame = 2, sys._getframe(1)  # stacklevel 2 = the caller of this function
+    while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR)
+                                 or os.path.abspath(frame.f_code.co_filename) in _SKIP_FILES):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category or AttributionWarning, stacklevel=level)
 
 
 class AttributionWarning(UserWarning):
@@ -143,11 +160,11 @@ def method_flags(method, opts, info: Dict[str, Any], b: int, scores: Tensor, val
     return row_flags(info, b, scores, valid, getattr(method, "raw_signal", None), method.normalisation(opts), complete)
 
 
-def warn_flags(flags: Sequence[Dict[str, Any]], method: str, hint: str = "", stacklevel: int = 3) -> None:
+def warn_flags(flags: Sequence[Dict[str, Any]], method: str, hint: str = "") -> None:
     """One :class:`AttributionWarning` (:class:`NonFiniteAttributionWarning` when a value is not
     finite) listing ``flags`` (each may hold ``"step"`` or ``"text"``), or nothing when empty;
-    ``hint`` is added when a score (not the model's output) is not finite. ``stacklevel`` as for ``warnings.warn``
-    called from the caller of this function (3: the user's call of a public function)."""
+    ``hint`` is added when a score (not the model's output) is not finite. The warning names
+    the user's line (:func:`warn`)."""
     if not flags:
         return
     parts = []
@@ -160,4 +177,4 @@ def warn_flags(flags: Sequence[Dict[str, Any]], method: str, hint: str = "", sta
     scores_bad = any(f["kind"] == "non_finite" and f.get("source") != "output" for f in flags)
     silent = any(f["kind"] in NO_SIGNAL_KINDS for f in flags)
     tail = (hint if scores_bad else "") + " (see res.degenerate" + ("; the views draw rows without signal without colour)" if silent else ")")
-    warnings.warn(head + tail, cat, stacklevel=stacklevel + 1)
+    warn(head + tail, cat)
