@@ -43,6 +43,7 @@ from .core.context import SequenceContext, progress_bar, run_method
 from .core.diagnostics import warn
 from .core.path import chunk_size, sequence_pilot_logits
 from .core.model_state import holding_model_lock, model_prepared
+from .core.tokens import continuation, merge_message
 from .core.validation import check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
@@ -76,21 +77,25 @@ def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
     return [int(i) for i in out[0, len(prompt_ids) :].tolist()]
 
 
-def _given_ids(ex, generated_text) -> List[int]:
+def _given_ids(ex, generated_text, context: str):
+    """(ids, offsets into the text or None) of a forced continuation: a string tokenised as it
+    would follow ``context`` (the encoded prompt), a list of ids as given."""
     if isinstance(generated_text, str):
         if generated_text == "":
             raise ValueError("generated_text is empty; pass the continuation to explain, or None for greedy decoding")
-        ids = list(ex.tokenizer(generated_text, add_special_tokens=False)["input_ids"])
+        ids, offsets, merged = continuation(ex.tokenizer, context, generated_text, offsets=True)
+        if merged:
+            warn(merge_message(ex.tokenizer, context, generated_text, ids, "generated_text"))
         if not ids:
             raise ValueError(f"generated_text {generated_text!r} has no tokens")
-        return [int(i) for i in ids]
+        return ids, offsets
     if isinstance(generated_text, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in generated_text):
         if not generated_text:
             raise ValueError("generated_text is an empty list of token ids")
         bad = [i for i in generated_text if not (0 <= i < ex.vocab_size)]
         if bad:
             raise ValueError(f"generated_text has token ids outside [0, {ex.vocab_size}): {bad}")
-        return [int(i) for i in generated_text]
+        return [int(i) for i in generated_text], None
     raise TypeError(f"generated_text must be a str, a list of token ids or None, got {type(generated_text).__name__}")
 
 
@@ -131,9 +136,11 @@ def attribute_generation(
         max_new_tokens (int): tokens to generate greedily (≥ 1); generation stops early at EOS.
             Ignored when ``generated_text`` is given.
         generated_text (str or list of int, optional): teacher forcing: the continuation to
-            explain. A string is tokenized on its own with ``add_special_tokens=False`` and
-            those exact ids are used (no decode / re-tokenize round trip); a list is taken as
-            token ids. None (default) = greedy decoding with ``model.generate``.
+            explain. A string is tokenized as it would follow the prompt (the prompt and it
+            together, the prompt's own tokens taken off: no spurious leading piece such as
+            SentencePiece's lone ``▁``; alone, with a warning, when the two merge at the
+            boundary), and those exact ids are used (no decode / re-tokenize round trip); a list
+            is taken as token ids. None (default) = greedy decoding with ``model.generate``.
         method (str): one of :func:`aieg_fast.list_methods`.
         n_steps (int): interpolation steps M ≥ 2 for path methods.
         internal_batch_size (int, optional): path points per forward/backward, over all steps
@@ -188,10 +195,10 @@ def attribute_generation(
     opts = m.options(**options)
     check_model(m, opts, ex.adapter)
     _check_generation_targets(target_fn, contrast_target, baseline)
-    call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
-                        n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = ex.encode_with_offsets(prompt, template)
-    gen_ids = _given_ids(ex, generated_text) if generated_text is not None else None
+    call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
+                        n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed, contexts=[full_prompt])
+    gen_ids, gen_offsets = _given_ids(ex, generated_text, full_prompt) if generated_text is not None else (None, None)
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
 
     timing: Dict[str, float] = {}
@@ -212,7 +219,7 @@ def attribute_generation(
     full_fixed = torch.tensor(encoded[-1][1], dtype=torch.bool)
     valid = [(out.scores[t][: Lp + t].detach().cpu(), ~full_fixed[: Lp + t]) for t in range(T)]
     flags = flag_rows(m, opts, out, valid, call, [{"step": t} for t in range(T)])
-    source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text)
+    source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text, gen_offsets)
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source, flags,
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"],
@@ -317,14 +324,14 @@ def _continuation(ex, ctx_ids: List[int], gen_ids: List[int]):
     return text, offsets
 
 
-def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], gen_ids: List[int], generated_text):
-    """(text, offsets) of prompt ⊕ continuation for the result; ("", []) without offsets."""
+def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], gen_ids: List[int], generated_text, given_offsets=None):
+    """(text, offsets) of prompt ⊕ continuation for the result; ("", []) without offsets.
+    ``given_offsets``: the tokens' (start, end) in a string ``generated_text``."""
     if not prompt_offsets:
         return "", []
     n = len(full_prompt)
-    if isinstance(generated_text, str):
-        enc = ex.tokenizer(generated_text, add_special_tokens=False, return_offsets_mapping=True)
-        gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, enc["offset_mapping"])]
+    if isinstance(generated_text, str) and given_offsets is not None:
+        gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, given_offsets)]
         return full_prompt + generated_text, prompt_offsets + gen_offsets
     cont = _continuation(ex, prompt_ids[-1:], gen_ids)
     if cont is None:  # the decoder does not extend the text token by token: no offsets

@@ -53,13 +53,13 @@ class CallSettings:
         return torch.tensor([c["id"] for c in self.contrast], dtype=torch.long, device=device)
 
 
-def _resolve_target_fn(ex, target_fn, label_set):
+def _resolve_target_fn(ex, target_fn, label_set, context=None):
     if label_set is not None:
         if target_fn != "label_logprob":
             raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
         if isinstance(label_set, str) or not isinstance(label_set, (list, tuple)):
             raise TypeError(f"label_set must be a list of labels (token strings or ids), got {type(label_set).__name__}")
-        ids = [ex.resolve_target(l)["id"] for l in label_set]
+        ids = [ex.resolve_target(l, context=context)["id"] for l in label_set]
         if len(set(ids)) != len(ids):
             raise ValueError(f"label_set has repeated labels: {list(label_set)} (ids {ids})")
         target_fn = LabelSet(tuple(int(i) for i in ids), tuple(str(l) for l in label_set))
@@ -73,7 +73,8 @@ def _resolve_target_fn(ex, target_fn, label_set):
 
 
 def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None, contrast_target=None, baseline=None,
-                 alpha_range=None, n_baseline_samples: int = 1, baseline_noise: Optional[float] = None, seed: int = 0) -> CallSettings:
+                 alpha_range=None, n_baseline_samples: int = 1, baseline_noise: Optional[float] = None, seed: int = 0,
+                 contexts: Optional[Sequence[str]] = None) -> CallSettings:
     """Check and resolve the target and baseline settings of a call (before any model work).
 
     Args:
@@ -82,17 +83,20 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
         n_texts: texts in the call (a list ``contrast_target`` has one entry per text).
         target_fn, label_set, contrast_target, baseline, alpha_range, n_baseline_samples,
             baseline_noise, seed: as ``Explainer.attribute``.
+        contexts: per text the encoded prompt string: contrast tokens are tokenised as they would
+            follow it, label words as they would follow the first one (None: alone).
 
     Raises:
         ValueError / TypeError: naming the argument and the value received.
     """
-    tfn = _resolve_target_fn(ex, target_fn, label_set)
+    contexts = list(contexts) if contexts is not None else [None] * n_texts
+    tfn = _resolve_target_fn(ex, target_fn, label_set, contexts[0] if contexts else None)
     if contrast_target is not None and not isinstance(tfn, (str, LabelSet)):
         raise ValueError("contrast_target cannot be combined with a callable target_fn (compute the contrast inside it)")
     cts = contrast_target if isinstance(contrast_target, (list, tuple)) else [contrast_target] * n_texts
     if len(cts) != n_texts:
         raise ValueError(f"contrast_target has {len(cts)} entries for {n_texts} texts")
-    contrast = [None if c is None else ex.resolve_target(c) for c in cts]
+    contrast = [None if c is None else ex.resolve_target(c, context=ctx) for c, ctx in zip(cts, contexts)]
     alpha0 = check_alpha_range(alpha_range)
     check_int("n_baseline_samples", n_baseline_samples, 1)
     if baseline_noise is not None and not (isinstance(baseline_noise, (int, float)) and not isinstance(baseline_noise, bool) and baseline_noise >= 0):

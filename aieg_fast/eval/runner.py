@@ -238,7 +238,8 @@ def _prompt(ex: "Explainer", dataset: str, template, labels) -> Tuple[Optional[s
     labels = list(labels)
     if template is None and not classifier:
         template = spec.template
-    return template, labels, [ex.resolve_target(l)["id"] for l in labels]
+    context = template.replace("{text}", "") if template is not None else None  # the label words follow the prompt
+    return template, labels, [ex.resolve_target(l, context=context)["id"] for l in labels]
 
 
 # ============================================================================================
