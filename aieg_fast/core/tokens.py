@@ -43,8 +43,8 @@ def typed_specials(tokenizer, text: str, ids: Sequence[int], leading_bos_ok: boo
         tokenizer: the tokenizer (its ``all_special_tokens``, ``bos_token``).
         text: the user's text (not the template).
         ids: the encoded ids of the prompt that holds ``text``.
-        leading_bos_ok: a BOS string at the very start of ``text`` does not count (the text
-            starts the prompt, and that BOS is the one BOS the model gets anyway).
+        leading_bos_ok: BOS strings at the very start of ``text`` do not count (the text starts
+            the prompt, and they become the one BOS the model gets anyway).
     """
     found = []
     bos = getattr(tokenizer, "bos_token", None)
@@ -53,8 +53,11 @@ def typed_specials(tokenizer, text: str, ids: Sequence[int], leading_bos_ok: boo
         if not s or s not in text:
             continue
         positions = [i for i in range(len(text)) if text.startswith(s, i)]
-        if leading_bos_ok and s == bos:
-            positions = [p for p in positions if p != 0]
+        if leading_bos_ok and s == bos:  # the leading run of BOS strings becomes the one BOS (one_bos)
+            lead = 0
+            while text.startswith(s, lead):
+                lead += len(s)
+            positions = [p for p in positions if p >= lead]
         tid = tokenizer.convert_tokens_to_ids(s)
         if positions and isinstance(tid, int) and tid in present:
             found.append((positions[0], s))
