@@ -12,7 +12,7 @@ from .core.batch import Batch, build_batch
 from .core.diagnostics import warn
 from .core.call import apply_baseline, check_targets_against, flag_rows, resolve_call, run_samples
 from .core.context import Context, progress_bar, run_method
-from .core.path import bytes_per_path_point
+from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
 from .core.tokens import continuation, merge_message, one_bos, typed_specials
@@ -352,8 +352,11 @@ class Explainer:
 
         Raises:
             ValueError: empty text, too many tokens, unknown method, a target that is not a
-                single token or not in ``label_set``, a contrast equal to the target, n_steps < 2,
-                an unknown option, a baseline for a method without one. The model is left as it was.
+                single token or not in ``label_set``, a contrast equal to the target, n_steps < 2
+                or so large that its per-step arrays would not fit in memory (the message names the
+                memory), ``internal_batch_size`` not a positive int (``True`` included), a bad
+                ``max_memory``, an unknown option, a baseline for a method without one. All checked
+                before any model work; the model is left as it was.
 
         Warns:
             AttributionWarning: a row without usable signal (raw signal zero, constant or not
@@ -368,7 +371,9 @@ class Explainer:
         opts = m.options(**options)
         check_model(m, opts, self.adapter)
         check_choice("padding_side", padding_side, ("left", "right"))
+        check_chunk_settings(internal_batch_size, max_memory)
         texts, targets = self._texts_and_targets(text, target, template)
+        check_step_memory(m.step_bytes(opts, n_steps) * len(texts), n_steps, len(texts))
         t0 = time.perf_counter()
         encoded, sources = self._encode_all(texts, template, isinstance(text, str))
         contexts = [full for full, _ in sources]

@@ -41,7 +41,7 @@ from . import ops
 from .core.call import apply_baseline, flag_rows, resolve_call, run_samples
 from .core.context import SequenceContext, progress_bar, run_method
 from .core.diagnostics import warn
-from .core.path import chunk_size, sequence_pilot_logits
+from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequence_pilot_logits
 from .core.model_state import holding_model_lock, model_prepared
 from .core.tokens import continuation, merge_message
 from .core.validation import check_call_settings, check_int
@@ -176,7 +176,8 @@ def attribute_generation(
 
     Raises:
         ValueError: empty prompt, max_new_tokens < 1, empty ``generated_text``, too many tokens
-            for the model, a classification head, unknown method or option, n_steps < 2.
+            for the model, a classification head, unknown method or option, n_steps < 2 or too
+            large for memory, ``internal_batch_size`` not a positive int, a bad ``max_memory``.
             Checked before the model is touched; the model is left as it was.
     """
     ex = self
@@ -194,12 +195,15 @@ def attribute_generation(
     check_call_settings(n_steps, backend)
     opts = m.options(**options)
     check_model(m, opts, ex.adapter)
+    check_chunk_settings(internal_batch_size, max_memory)
     _check_generation_targets(target_fn, contrast_target, baseline)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = ex.encode_with_offsets(prompt, template)
     call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
                         n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed, contexts=[full_prompt])
     gen_ids, gen_offsets = _given_ids(ex, generated_text, full_prompt) if generated_text is not None else (None, None)
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
+    rows = len(gen_ids) if gen_ids is not None else max_new_tokens
+    check_step_memory(m.step_bytes(opts, n_steps) * rows, n_steps, rows)
 
     timing: Dict[str, float] = {}
     if gen_ids is None:

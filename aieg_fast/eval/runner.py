@@ -41,7 +41,7 @@ import numpy as np
 
 from ..datasets import DATASETS, dataset_path, load_dataset
 from ..explainer import load_model
-from ..methods.registry import list_methods, method_options as allowed_options, parse_method_spec
+from ..methods.registry import check_model, get_method, list_methods, method_options as allowed_options, parse_method_spec
 from .checks import check_choices, check_pis, check_positive_int, check_topk
 from .metrics import (
     DEFAULT_PI_GRID,
@@ -160,6 +160,37 @@ def _check_methods(methods, reference: str) -> Tuple[List[str], Dict[str, Tuple[
     return methods, specs
 
 
+def _check_method_options(method_options, specs: Dict[str, Tuple[str, dict]]) -> Dict[str, dict]:
+    """``method_options`` as a dict, checked before anything is written: each key a method among
+    ``methods``, each value a dict of that method's options, and every method spec's options
+    (its own over these) valid values (built once with the method's ``Options``).
+
+    Raises:
+        ValueError / TypeError: naming ``method_options`` (or the method spec) and the value.
+    """
+    if method_options is None:
+        method_options = {}
+    if not isinstance(method_options, dict):
+        raise TypeError(f"method_options must be a dict {{method: {{option: value}}}}, got {type(method_options).__name__}")
+    names = {name for m, (name, _) in specs.items() if m not in CONTROLS}
+    for name, opts in method_options.items():
+        if name not in names:
+            raise ValueError(f"method_options names {name!r}, which is not among the methods run {sorted(names)}")
+        if not isinstance(opts, dict):
+            raise TypeError(f"method_options[{name!r}] must be a dict of options, got {type(opts).__name__}")
+        unknown = sorted(set(opts) - set(allowed_options(name)))
+        if unknown:
+            raise ValueError(f"method_options[{name!r}] has unknown option(s) {unknown}; {name} takes {sorted(allowed_options(name))}")
+    for m, (name, opts) in specs.items():
+        if m in CONTROLS:
+            continue
+        try:
+            get_method(name).options(**{**method_options.get(name, {}), **opts})
+        except (ValueError, TypeError) as err:
+            raise type(err)(f"methods: {m!r} with method_options {method_options.get(name, {})}: {err}") from None
+    return dict(method_options)
+
+
 def _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis, prob_space,
                     normalise, soft_maps, ties) -> Tuple[Optional[List[float]], List[float], List[str]]:
     """Check the numeric and named settings (in this order); return the top-k sweep (sorted, no
@@ -211,6 +242,9 @@ def _writable_folder(out_dir) -> Path:
 def _examples(dataset: str, data_dir, n: int, start: int) -> List[Tuple[str, int]]:
     """The first ``n`` (text, label) pairs of the dataset (fewer, with a note, if it is shorter)."""
     data = load_dataset(dataset, data_dir)
+    if not data:
+        where = dataset_path(dataset, data_dir) if DATASETS[dataset].file else "shipped sample"
+        raise ValueError(f"dataset {dataset!r} has no examples: {where} holds no data line; check the file (or --data-dir)")
     if len(data) < n:
         where = dataset_path(dataset, data_dir) if DATASETS[dataset].file else "shipped sample"
         print(f"note: {dataset} has {len(data)} examples ({where}); evaluating {len(data)}, not n = {n}", file=sys.stderr)
@@ -285,6 +319,8 @@ def _todo(dataset: str, data, start: int, methods: Sequence[str], done: Dict[str
         if i < start:
             continue
         eid = _example_id(dataset, i)
+        if "skipped" in done.get(eid, {}):  # its input was refused: the same settings refuse it again
+            continue
         have = done.get(eid, {}).get("methods", {})
         missing = [m for m in methods if m not in have]
         if missing:
@@ -295,9 +331,21 @@ def _todo(dataset: str, data, start: int, methods: Sequence[str], done: Dict[str
 # ============================================================================================
 # the example loop
 # ============================================================================================
+def _input_problem(ex: "Explainer", s: RunSettings, text: str) -> Optional[str]:
+    """Why the example's text cannot be explained with these settings (more tokens than the
+    model's positions, no attributable token), or None."""
+    try:
+        ex.encode(_truncate(ex, text, s.max_tokens), s.template)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 def _run_examples(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, dict], rec_path: Path,
                   progress: bool) -> int:
-    """Evaluate the examples of ``todo``, appending each record as it is done; the count."""
+    """Evaluate the examples of ``todo``, appending each record as it is done; the count. An
+    example whose input is refused (:func:`_input_problem`) gets a record with ``"skipped"``
+    (the reason) and the run goes on."""
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -306,6 +354,12 @@ def _run_examples(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, d
     computed = 0
     try:
         for i, eid, text, label, missing in todo:
+            problem = _input_problem(ex, s, text)
+            if problem is not None:
+                append_record(rec_path, {"id": eid, "index": i, "label": int(label), "skipped": problem, "methods": {}, "controls": {}})
+                if bar is not None:
+                    bar.update(1)
+                continue
             need_controls = "uniform" not in done.get(eid, {}).get("controls", {})
             rec = evaluate_example(ex, s, eid, i, text, label, missing, need_controls=need_controls)
             append_record(rec_path, rec)
@@ -492,24 +546,32 @@ def evaluate(
         method_options: per-method options, e.g. ``{"aieg": {"ef_mode": "none"}}``.
 
     Returns:
-        ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots"}``; ``computed``
-        counts the examples computed in this call, ``skipped`` those found in the records;
-        ``plot`` is the first π-Soft plot (or None), ``plots`` all of them (one per soft map).
+        ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots", "failed",
+        "failures"}``; ``computed`` counts the examples computed in this call, ``skipped`` those
+        found in the records; ``plot`` is the first π-Soft plot (or None), ``plots`` all of them
+        (one per soft map); ``failed`` counts the examples whose input was refused (more tokens
+        than the model takes, no attributable token), each recorded with ``"skipped"`` (the
+        reason) and listed in ``failures`` and the summary, while the run goes on.
 
     Raises:
-        ValueError: bad arguments (each names the argument), settings that differ from those
-            already recorded in ``out_dir``. FileNotFoundError: missing data file.
+        ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a
+            method spec included), an empty or malformed data file (names the file and line),
+            settings that differ from those already recorded in ``out_dir``; all before
+            ``config.json`` or any record is written. FileNotFoundError: missing data file.
     """
     methods, specs = _check_methods(methods, reference)
     topk_sweep, pis, soft_maps = _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
                                                  n_samples, pis, prob_space, normalise, soft_maps, ties)
     prob_space = prob_space or "labels"  # a label task: the label words / classes
     target_fn = eval_target_fn(target_fn, prob_space)
-    method_options = dict(method_options or {})
+    method_options = _check_method_options(method_options, specs)
     out = _writable_folder(out_dir)
     data = _examples(dataset, data_dir, n, start)
     ex = _explainer(model)
     template, labels, label_ids = _prompt(ex, dataset, template, labels)
+    for m, (name, opts) in specs.items():  # attention methods on a model without attention: refused now
+        if m not in CONTROLS:
+            check_model(get_method(name), get_method(name).options(**{**method_options.get(name, {}), **opts}), ex.adapter)
     settings = RunSettings(
         specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed,
         topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise,
@@ -525,11 +587,14 @@ def evaluate(
     computed = _run_examples(ex, settings, todo, done, rec_path, progress)
 
     allrec = read_records(rec_path)
-    records = [allrec[e] for e in (_example_id(dataset, i) for i in range(len(data))) if e in allrec]
+    found = [allrec[e] for e in (_example_id(dataset, i) for i in range(len(data))) if e in allrec]
+    records = [r for r in found if "skipped" not in r]
+    refused = [r for r in found if "skipped" in r]
     run_metrics = list(HARD_METRICS) + ([soft_key(k, m) for m in soft_maps for k in SOFT_METRICS] if metrics == "all" else [])
     rows = summarise(records, methods, seed, reference, metrics=run_metrics)
-    md = write_summary(out, rows, config, records, reference)
+    md = write_summary(out, rows, config, records, reference, refused)
     pngs = [plot_pi_soft(out, records, methods, pis, m) for m in soft_maps] if plot and metrics == "all" else []
     pngs = [str(p) for p in pngs if p]
     return {"rows": rows, "summary_md": md, "computed": computed, "skipped": skipped, "out_dir": str(out),
-            "plot": pngs[0] if pngs else None, "plots": pngs}
+            "plot": pngs[0] if pngs else None, "plots": pngs, "failed": len(refused),
+            "failures": [{"id": r["id"], "reason": r["skipped"]} for r in refused]}
