@@ -87,15 +87,16 @@ def model_prepared(model, eager: bool = False):
             time (transformers only logs it for such models); nothing is left changed.
 
     Warns:
-        AttributionWarning: some module is in training mode: attributions are computed in eval
-            mode (dropout off), and each module's mode is given back afterwards.
+        AttributionWarning: the model (or a dropout layer with p > 0) is in training mode:
+            attributions are computed in eval mode (dropout off), and each module's mode is
+            given back afterwards.
     """
     with model_lock(model):
         params, modules = _lists(model)
         trainable = [p for p in params if p.requires_grad]  # only these change
         training = [m for m in modules if m.training]
-        if training:
-            drop = sum(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in training)
+        drop = sum(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in training)
+        if model.training or drop:  # a lone submodule in training mode without dropout behaves the same
             warn(
                 f"{type(model).__name__} is in training mode ({len(training)} modules, {drop} dropout layers active); "
                 "attributions are computed in eval mode (dropout off, deterministic) and every module's mode is given "
