@@ -183,20 +183,11 @@ def attribute_generation(
     ex = self
     t0 = time.perf_counter()
     # ---- validation first: nothing below touches the model until everything is checked
-    if ex.adapter.kind != "causal_lm":
-        raise ValueError("attribute_generation needs a causal language model, not a classification head")
-    check_int("max_new_tokens", max_new_tokens, 1)
-    if "target" in options:
-        raise ValueError(
-            f"attribute_generation explains each generated token, so its targets are the generated tokens "
-            f"(choose them with generated_text=); got target={options['target']!r}"
-        )
+    _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory)
     m = get_method(method)
     check_call_settings(n_steps, backend)
     opts = m.options(**options)
     check_model(m, opts, ex.adapter)
-    check_chunk_settings(internal_batch_size, max_memory)
-    _check_generation_targets(target_fn, contrast_target, baseline)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = ex.encode_with_offsets(prompt, template)
     call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
                         n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed, contexts=[full_prompt])
@@ -220,9 +211,9 @@ def attribute_generation(
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
-    full_fixed = torch.tensor(encoded[-1][1], dtype=torch.bool)
-    valid = [(out.scores[t][: Lp + t].detach().cpu(), ~full_fixed[: Lp + t]) for t in range(T)]
-    flags = flag_rows(m, opts, out, valid, call, [{"step": t} for t in range(T)])
+    full_fixed = torch.tensor(encoded[-1][1], dtype=torch.bool)  # row t covers the first Lp + t tokens
+    flags = flag_rows(m, opts, out, [(out.scores[t][: Lp + t].cpu(), ~full_fixed[: Lp + t]) for t in range(T)], call,
+                      [{"step": t} for t in range(T)])
     source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text, gen_offsets)
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source, flags,
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
@@ -231,8 +222,17 @@ def attribute_generation(
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
 
 
-def _check_generation_targets(target_fn, contrast_target, baseline) -> None:
-    """What :func:`attribute_generation` refuses of the per-call settings (ValueError)."""
+def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory) -> None:
+    """What :func:`attribute_generation` refuses of its model and per-call settings (ValueError)."""
+    check_chunk_settings(internal_batch_size, max_memory)
+    if ex.adapter.kind != "causal_lm":
+        raise ValueError("attribute_generation needs a causal language model, not a classification head")
+    check_int("max_new_tokens", max_new_tokens, 1)
+    if "target" in options:
+        raise ValueError(
+            f"attribute_generation explains each generated token, so its targets are the generated tokens "
+            f"(choose them with generated_text=); got target={options['target']!r}"
+        )
     if isinstance(target_fn, str) and target_fn == "label_logprob":
         raise ValueError("target_fn='label_logprob' is for label decisions; attribute_generation explains free tokens")
     if isinstance(contrast_target, (list, tuple)):

@@ -41,8 +41,8 @@ import numpy as np
 
 from ..datasets import DATASETS, dataset_path, load_dataset
 from ..explainer import load_model
-from ..methods.registry import check_model, get_method, list_methods, method_options as allowed_options, parse_method_spec
-from .checks import check_choices, check_pis, check_positive_int, check_topk
+from ..methods.registry import list_methods, method_options as allowed_options, parse_method_spec
+from .checks import check_choices, check_method_options, check_models, check_pis, check_positive_int, check_topk
 from .metrics import (
     DEFAULT_PI_GRID,
     DEFAULT_SOFT_MAPS,
@@ -158,37 +158,6 @@ def _check_methods(methods, reference: str) -> Tuple[List[str], Dict[str, Tuple[
         if unknown:
             raise ValueError(f"methods: {m!r} has unknown option(s) {unknown}; {name} takes {sorted(allowed_options(name))}")
     return methods, specs
-
-
-def _check_method_options(method_options, specs: Dict[str, Tuple[str, dict]]) -> Dict[str, dict]:
-    """``method_options`` as a dict, checked before anything is written: each key a method among
-    ``methods``, each value a dict of that method's options, and every method spec's options
-    (its own over these) valid values (built once with the method's ``Options``).
-
-    Raises:
-        ValueError / TypeError: naming ``method_options`` (or the method spec) and the value.
-    """
-    if method_options is None:
-        method_options = {}
-    if not isinstance(method_options, dict):
-        raise TypeError(f"method_options must be a dict {{method: {{option: value}}}}, got {type(method_options).__name__}")
-    names = {name for m, (name, _) in specs.items() if m not in CONTROLS}
-    for name, opts in method_options.items():
-        if name not in names:
-            raise ValueError(f"method_options names {name!r}, which is not among the methods run {sorted(names)}")
-        if not isinstance(opts, dict):
-            raise TypeError(f"method_options[{name!r}] must be a dict of options, got {type(opts).__name__}")
-        unknown = sorted(set(opts) - set(allowed_options(name)))
-        if unknown:
-            raise ValueError(f"method_options[{name!r}] has unknown option(s) {unknown}; {name} takes {sorted(allowed_options(name))}")
-    for m, (name, opts) in specs.items():
-        if m in CONTROLS:
-            continue
-        try:
-            get_method(name).options(**{**method_options.get(name, {}), **opts})
-        except (ValueError, TypeError) as err:
-            raise type(err)(f"methods: {m!r} with method_options {method_options.get(name, {})}: {err}") from None
-    return dict(method_options)
 
 
 def _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis, prob_space,
@@ -564,14 +533,12 @@ def evaluate(
                                                  n_samples, pis, prob_space, normalise, soft_maps, ties)
     prob_space = prob_space or "labels"  # a label task: the label words / classes
     target_fn = eval_target_fn(target_fn, prob_space)
-    method_options = _check_method_options(method_options, specs)
+    method_options = check_method_options(method_options, specs, CONTROLS)
     out = _writable_folder(out_dir)
     data = _examples(dataset, data_dir, n, start)
     ex = _explainer(model)
     template, labels, label_ids = _prompt(ex, dataset, template, labels)
-    for m, (name, opts) in specs.items():  # attention methods on a model without attention: refused now
-        if m not in CONTROLS:
-            check_model(get_method(name), get_method(name).options(**{**method_options.get(name, {}), **opts}), ex.adapter)
+    check_models(ex, specs, method_options, CONTROLS)
     settings = RunSettings(
         specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed,
         topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise,
@@ -585,16 +552,22 @@ def evaluate(
     todo = _todo(dataset, data, start, methods, done)
     skipped = len(data) - start - len(todo)
     computed = _run_examples(ex, settings, todo, done, rec_path, progress)
+    return dict(_summarise_run(out, [_example_id(dataset, i) for i in range(len(data))], methods, config, settings, reference,
+                               metrics, plot), computed=computed, skipped=skipped, out_dir=str(out))
 
-    allrec = read_records(rec_path)
-    found = [allrec[e] for e in (_example_id(dataset, i) for i in range(len(data))) if e in allrec]
+
+def _summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config: dict, s: RunSettings, reference: str,
+                   metrics: str, plot: bool) -> dict:
+    """The summary of the records of ``ids`` in ``out`` (tables, plots); the examples whose
+    input was refused are listed, not summarised. The part of :func:`evaluate`'s result it makes."""
+    allrec = read_records(out / RECORDS_FILE)
+    found = [allrec[e] for e in ids if e in allrec]
     records = [r for r in found if "skipped" not in r]
     refused = [r for r in found if "skipped" in r]
-    run_metrics = list(HARD_METRICS) + ([soft_key(k, m) for m in soft_maps for k in SOFT_METRICS] if metrics == "all" else [])
-    rows = summarise(records, methods, seed, reference, metrics=run_metrics)
+    run_metrics = list(HARD_METRICS) + ([soft_key(k, m) for m in s.soft_maps for k in SOFT_METRICS] if metrics == "all" else [])
+    rows = summarise(records, methods, s.seed, reference, metrics=run_metrics)
     md = write_summary(out, rows, config, records, reference, refused)
-    pngs = [plot_pi_soft(out, records, methods, pis, m) for m in soft_maps] if plot and metrics == "all" else []
+    pngs = [plot_pi_soft(out, records, methods, s.pis, m) for m in s.soft_maps] if plot and metrics == "all" else []
     pngs = [str(p) for p in pngs if p]
-    return {"rows": rows, "summary_md": md, "computed": computed, "skipped": skipped, "out_dir": str(out),
-            "plot": pngs[0] if pngs else None, "plots": pngs, "failed": len(refused),
+    return {"rows": rows, "summary_md": md, "plot": pngs[0] if pngs else None, "plots": pngs, "failed": len(refused),
             "failures": [{"id": r["id"], "reason": r["skipped"]} for r in refused]}
