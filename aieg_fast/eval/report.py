@@ -140,6 +140,15 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     if ks:
         real = [m for m in methods if m != "uniform"]
         lines += topk_lines(out, summarise_topk(records, real, ks, config["seed"]), ks, records)
+    flagged = {}
+    for r in records:
+        for m, v in r.get("methods", {}).items():
+            for kind in v.get("signal_flags") or []:
+                flagged.setdefault(m, {}).setdefault(kind, 0)
+                flagged[m][kind] += 1
+    if flagged:
+        lines += ["", "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): "
+                  + "; ".join(f"{m}: " + ", ".join(f"{k} × {n}" for k, n in sorted(d.items())) for m, d in flagged.items()) + "."]
     if refused:
         lines += ["", f"{len(refused)} example(s) skipped, their input refused (records with 'skipped'):", ""]
         lines += [f"- {r['id']}: {r['skipped']}" for r in refused]

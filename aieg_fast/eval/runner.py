@@ -33,12 +33,14 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..core.diagnostics import AttributionWarning
 from ..datasets import DATASETS, dataset_path, load_dataset
 from ..explainer import load_model
 from ..methods.registry import list_methods, method_options as allowed_options, parse_method_spec
@@ -314,7 +316,15 @@ def _run_examples(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, d
                   progress: bool) -> int:
     """Evaluate the examples of ``todo``, appending each record as it is done; the count. An
     example whose input is refused (:func:`_input_problem`) gets a record with ``"skipped"``
-    (the reason) and the run goes on."""
+    (the reason) and the run goes on. AttributionWarnings are not shown during the run: each
+    attribution's findings are recorded (``"signal_flags"``) and counted in the summary."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AttributionWarning)
+        return _example_loop(ex, s, todo, done, rec_path, progress)
+
+
+def _example_loop(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, dict], rec_path: Path,
+                  progress: bool) -> int:
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -427,6 +437,7 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
         r["time_attribution_s"] = t_attr
         r["time_metrics_s"] = time.perf_counter() - t0
         r["scores"] = [float(x) for x in a.scores.tolist()]
+        r["signal_flags"] = [f["kind"] for f in a.degenerate]  # AttributionWarning findings (not warned during a run)
         rec["methods"][m] = r
     if need_controls and not s.hard_only:
         ps = pi_soft(ex, base, pis=s.pis, n_samples=s.n_samples, uniform=True, ctx=ctx)

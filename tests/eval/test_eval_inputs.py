@@ -90,3 +90,16 @@ def test_over_long_text_is_recorded_and_skipped(tiny_gpt2, tmp_path, capsys, mon
     rc = cli.main(["evaluate", "--dataset", "sst2-dev", "--data-dir", str(data), "--methods", "saliency", "--n", "3",
                    "--metrics", "hard", "--n-steps", "4", "--out", str(tmp_path / "cli"), "--no-progress"])
     assert rc == 0 and "1 example(s) skipped, their input refused" in capsys.readouterr().out
+
+
+def test_flagged_attributions_recorded_not_warned(tiny_gpt2, tmp_path, recwarn):
+    """During a run AttributionWarnings are not printed per example: each attribution's findings
+    are in its record ("signal_flags") and counted in summary.md."""
+    from aieg_fast import AttributionWarning
+
+    res = E.evaluate(tiny_gpt2, methods="integrated_gradients", n=2, out_dir=tmp_path, **dict(KW, n_steps=2))
+    assert not [w for w in recwarn if issubclass(w.category, AttributionWarning)]
+    recs = [json.loads(l) for l in (tmp_path / "records.jsonl").read_text().splitlines()]
+    # two IG steps on the random model: a large completeness error on both examples
+    assert [r["methods"]["integrated_gradients"]["signal_flags"] for r in recs] == [["completeness"], ["completeness"]]
+    assert "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): integrated_gradients: completeness × 2" in res["summary_md"]
