@@ -15,6 +15,7 @@ engine), :mod:`aieg_fast.ops` / :mod:`aieg_fast.reference` (kernels and their Py
 """
 from . import ops, reference
 from ._ext import EXT_ERROR, HAS_EXT, WITH_CUDA, build_info
+from .core.diagnostics import AttributionWarning, NonFiniteAttributionWarning
 from .core.quadrature import quadrature
 from .core.validation import parse_memory
 from .display import aggregate_words
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Attribution",
+    "AttributionWarning",
     "DEFAULT_MODEL",
     "DecoderAdapter",
     "EXT_ERROR",
@@ -36,6 +38,7 @@ __all__ = [
     "METHODS",
     "Method",
     "MethodOutput",
+    "NonFiniteAttributionWarning",
     "Options",
     "SUPPORTED_ARCHITECTURES",
     "WITH_CUDA",

@@ -62,45 +62,73 @@ SENTIMENT_LABEL_NAMES = ("negative", "positive")
 # ============================================================================================
 # readers
 # ============================================================================================
+def _lines(path):
+    """(line number, text without the newline) of a UTF-8 text file (gzipped when it ends in
+    ``.gz``), each line decoded on its own so that a bad byte is reported with its line.
+
+    Raises:
+        ValueError: a line that is not UTF-8 (names the file, the line and the byte offset).
+    """
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        for no, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{path}: line {no} is not UTF-8 text (byte {err.start}: {raw[err.start:err.start + 4]!r}); "
+                                 "save the file as UTF-8") from None
+            yield no, line.rstrip("\r\n")
+
+
 def read_sst2_tsv(path) -> List[Tuple[str, int]]:
     """(sentence, label) pairs of a GLUE-style ``sentence<TAB>label`` file with a header line.
 
     The files are unquoted, so each line is split on its last TAB.
 
     Raises:
-        ValueError: a line that is not ``sentence<TAB>0|1`` (names the file and line).
+        ValueError: a line that is not ``sentence<TAB>0|1``, or not UTF-8 (names the file and line).
     """
     rows = []
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        next(fh, None)
-        for no, line in enumerate(fh, start=2):
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            parts = line.rsplit("\t", 1)
-            if len(parts) != 2 or parts[1].strip() not in ("0", "1"):
-                raise ValueError(
-                    f"{path}: line {no} is not 'sentence<TAB>label' with label 0 or 1: {line[:80]!r}"
-                )
-            rows.append((parts[0], int(parts[1])))
+    for no, line in _lines(path):
+        if no == 1:
+            continue  # the header
+        if not line:
+            continue
+        parts = line.rsplit("\t", 1)
+        if len(parts) != 2 or parts[1].strip() not in ("0", "1"):
+            raise ValueError(
+                f"{path}: line {no} is not 'sentence<TAB>label' with label 0 or 1: {line[:80]!r}"
+            )
+        rows.append((parts[0], int(parts[1])))
     return rows
 
 
 def read_jsonl(path) -> List[Tuple[str, int]]:
-    """(text, label) pairs of a JSON-lines file whose objects hold ``"text"`` and ``"label"``
-    (the IMDb sample; blank lines are skipped).
+    """(text, label) pairs of a JSON-lines file whose objects hold ``"text"`` (a string) and
+    ``"label"`` (0 or 1) (the IMDb sample; blank lines are skipped).
 
     Raises:
-        json.JSONDecodeError: a line that is not JSON. KeyError: an object without
-            ``text`` or ``label``.
+        ValueError: a line that is not UTF-8, not a JSON object, without ``text`` or ``label``,
+            or with a wrong type (names the file and line).
     """
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                r = json.loads(line)
-                rows.append((r["text"], int(r["label"])))
+    for no, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: line {no} is not JSON ({err.msg} at column {err.colno}): {line[:80]!r}") from None
+        if not isinstance(r, dict):
+            raise ValueError(f"{path}: line {no} is not a JSON object with 'text' and 'label': {line[:80]!r}")
+        missing = [k for k in ("text", "label") if k not in r]
+        if missing:
+            raise ValueError(f"{path}: line {no} has no {' and no '.join(repr(k) for k in missing)} key (keys: {sorted(r)})")
+        label = r["label"]
+        if not isinstance(r["text"], str) or isinstance(label, bool) or label not in (0, 1):
+            raise ValueError(f"{path}: line {no} needs a string 'text' and a 'label' of 0 or 1, got "
+                             f"text {type(r['text']).__name__}, label {label!r}")
+        rows.append((r["text"], int(label)))
     return rows
 
 

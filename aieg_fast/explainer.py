@@ -9,11 +9,13 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 
 from .core.batch import Batch, build_batch
-from .core.call import apply_baseline, check_targets_against, resolve_call, run_samples
+from .core.diagnostics import warn
+from .core.call import apply_baseline, check_targets_against, flag_rows, resolve_call, run_samples
 from .core.context import Context, progress_bar, run_method
-from .core.path import bytes_per_path_point
-from .core.model_state import model_prepared
+from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
+from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
+from .core.tokens import continuation, merge_message, one_bos, typed_specials
 from .core.validation import check_call_settings, check_choice
 from .generation import attribute_generation
 from .methods.registry import METHODS, check_model, get_method
@@ -28,6 +30,12 @@ class Explainer:
 
     Create with :func:`load_model`. Set-up that does not depend on the input (architecture
     lookup, special ids, reference token) happens once here, not per call.
+
+    Thread safety: an Explainer may be shared between threads. Each call holds a lock of its
+    model (:func:`~aieg_fast.core.model_state.model_lock`) while it runs, so calls on one model
+    run one after the other and each gives the result it gives on one thread (its hooks, eval
+    mode and attention implementation are its own). Threads bring no speed-up on one model;
+    load one model per thread for that.
 
     Attributes:
         model: the ``transformers`` model. tokenizer: its tokenizer. name: model name / path.
@@ -45,8 +53,7 @@ class Explainer:
         if device is not None:
             model.to(device)
         self.device = next(model.parameters()).device
-        self.special_ids = set(int(i) for i in (getattr(tokenizer, "all_special_ids", None) or []))
-        self.vocab_size = self.adapter.embeddings.weight.shape[0]
+        self._special = (-1, frozenset())
         if ref_token_id is not None and (isinstance(ref_token_id, bool) or not isinstance(ref_token_id, int)
                                          or not 0 <= ref_token_id < self.vocab_size):
             raise ValueError(f"ref_token_id must be a token id in [0, {self.vocab_size}), got {ref_token_id!r}")
@@ -54,6 +61,22 @@ class Explainer:
         self.pad_id = self.ref_token_id
         #: id → decoded text of that token alone, filled as tokens are seen (:meth:`token_texts`)
         self.token_text_cache: Dict[int, str] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the input embedding matrix, read from the model on each use (so a token added
+        with ``resize_token_embeddings`` is a valid id at once)."""
+        return int(self.adapter.embeddings.weight.shape[0])
+
+    @property
+    def special_ids(self) -> frozenset:
+        """Ids of the tokenizer's special tokens (held fixed); read again when the tokenizer's
+        length changes (tokens added)."""
+        n = len(self.tokenizer)
+        if self._special[0] != n:
+            self._special = (n, frozenset(int(i) for i in (getattr(self.tokenizer, "all_special_ids", None) or [])))
+            self.token_text_cache.clear()
+        return self._special[1]
 
     def _default_ref_token(self, tokenizer) -> int:
         """PAD, else EOS, else UNK (DIG convention, specs/aieg.md §6.3), skipping all-zero rows.
@@ -90,7 +113,10 @@ class Explainer:
     def encode(self, text: str, template: Optional[str] = None, add_special_tokens: bool = True):
         """Token ids of ``text`` (optionally placed in ``template`` at ``{text}``) and a fixed mask.
 
-        Positions outside the text (template tokens) and special tokens are held fixed.
+        Positions outside the text (template tokens) and special tokens are held fixed. The ids
+        start with exactly one BOS (for a tokenizer that adds one) whatever the text holds: a
+        text or template that starts with the BOS string (a chat template rendered to text) gets
+        no second one.
 
         Returns:
             (ids List[int], fixed List[bool])
@@ -98,6 +124,10 @@ class Explainer:
         Raises:
             ValueError: empty text, a template without ``{text}``, or more tokens than the
                 model's maximum positions.
+
+        Warns:
+            AttributionWarning: the text holds a special-token string (say ``"<|endoftext|>"``)
+                that became that special token and is held fixed.
         """
         ids, fixed, _, _ = self.encode_with_offsets(text, template, add_special_tokens)
         return ids, fixed
@@ -113,6 +143,9 @@ class Explainer:
 
         Raises:
             ValueError: as :meth:`encode`.
+
+        Warns:
+            AttributionWarning: as :meth:`encode`.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -127,10 +160,16 @@ class Explainer:
             full, span = pre + text + post, (len(pre), len(pre) + len(text))
         fast = bool(getattr(self.tokenizer, "is_fast", False))
         enc = self.tokenizer(full, add_special_tokens=add_special_tokens, return_offsets_mapping=fast or template is not None)
-        ids = list(enc["input_ids"])
-        fixed = [i in self.special_ids for i in ids]
+        ids, spans = one_bos(list(enc["input_ids"]), enc.get("offset_mapping"), getattr(self.tokenizer, "bos_token_id", None))
+        typed = typed_specials(self.tokenizer, text, ids, leading_bos_ok=span[0] == 0)
+        if typed:
+            warn(f"text holds {typed}, typed as text: the tokenizer reads each as its special token, which is held fixed "
+                 "(not attributed); remove it from the text, or put such markup in template= (a chat template rendered "
+                 "to text belongs there)")
+        special = self.special_ids
+        fixed = [i in special for i in ids]
         if template is not None:
-            for k, (s, e) in enumerate(enc["offset_mapping"]):
+            for k, (s, e) in enumerate(spans):
                 inside = e > span[0] and s < span[1]
                 if not inside:
                     fixed[k] = True
@@ -142,8 +181,8 @@ class Explainer:
         if all(fixed):
             raise ValueError(f"text has no attributable token (all {len(ids)} are special or template): {text!r}")
         offsets = []
-        if "offset_mapping" in enc:
-            offsets = [self.token_span(i, s, e) for i, (s, e) in zip(ids, enc["offset_mapping"])]
+        if spans is not None:
+            offsets = [self.token_span(i, s, e) for i, (s, e) in zip(ids, spans)]
         return ids, fixed, full, offsets
 
     def token_span(self, token_id: int, start: int, end: int, shift: int = 0):
@@ -154,18 +193,29 @@ class Explainer:
             return None
         return [int(start) + shift, int(end) + shift]
 
-    def resolve_target(self, target, ids: Optional[List[int]] = None, multi_token: bool = False) -> Dict[str, Any]:
+    def resolve_target(self, target, ids: Optional[List[int]] = None, multi_token: bool = False, *,
+                       context: Optional[str] = None) -> Dict[str, Any]:
         """Turn a user target into ``{"kind", "id", "text"}``.
 
         Args:
             target: None (the model's prediction, filled in later), a token string (must be a
                 single token), a token id, or a class index / label name for a classifier.
+            ids: unused (kept for callers that pass it).
             multi_token: accept a string of several tokens: ``{"kind": "tokens", "id": None,
                 "ids": [...], "text"}``.
+            context: the prompt the target follows (template filled in): a string target is
+                tokenised as the model would produce it there
+                (:func:`~aieg_fast.core.tokens.continuation`; with a SentencePiece tokenizer
+                ``"good"`` after ``"the movie is"`` is the piece ``good``, not ``▁good``). None:
+                tokenised alone.
 
         Raises:
             ValueError: a string that is not a single token (unless ``multi_token``), an id out
                 of range, an unknown label.
+
+        Warns:
+            AttributionWarning: the target's text merges with the end of ``context`` (the
+                prompt's last tokens change when it follows); it is then tokenised alone.
         """
         if self.adapter.kind == "classifier":
             n = self.adapter.num_labels
@@ -188,17 +238,29 @@ class Explainer:
             if not (0 <= target < self.vocab_size):
                 raise ValueError(f"target token id must be in [0, {self.vocab_size}), got {target}")
             return {"kind": "token", "id": int(target), "text": self.token_texts([int(target)])[0]}
-        toks = self.tokenizer.encode(target, add_special_tokens=False)
+        toks = self.target_ids(target, context)
         if multi_token and len(toks) > 1:
             return {"kind": "tokens", "id": None, "ids": [int(t) for t in toks], "text": target}
         if len(toks) != 1:
             pieces = self.tokenizer.convert_ids_to_tokens(toks)
             raise ValueError(
-                f"target {target!r} is not a single token: it tokenizes as {pieces} (ids {toks}); "
+                f"target {target!r} is not a single token: it tokenizes as {pieces} (ids {toks})"
+                f"{' after the prompt' if context is not None else ''}; "
                 "pass one token (a leading space often matters) or a token id; with target_fn='logprob' a "
                 "string of several tokens is explained as the sum of their log-probabilities"
             )
         return {"kind": "token", "id": int(toks[0]), "text": target}
+
+    def target_ids(self, text: str, context: Optional[str] = None, what: str = "target") -> List[int]:
+        """Token ids of ``text`` as the model would produce it after ``context``
+        (:func:`~aieg_fast.core.tokens.continuation`), or alone when ``context`` is None; warns
+        (AttributionWarning, naming ``what``) when the boundary merges."""
+        if context is None:
+            return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
+        toks, _, merged = continuation(self.tokenizer, context, text)
+        if merged:
+            warn(merge_message(self.tokenizer, context, text, toks, what))
+        return toks
 
     def build_batch(self, encoded: Sequence[tuple], padding_side: str = "right") -> Batch:
         """A :class:`~aieg_fast.core.batch.Batch` of encoded examples ((ids, fixed) pairs from
@@ -225,6 +287,7 @@ class Explainer:
         return bytes_per_path_point(self.adapter, L)
 
     # ------------------------------------------------------------------ public API
+    @holding_model_lock
     def attribute(
         self,
         text: Union[str, Sequence[str]],
@@ -289,33 +352,35 @@ class Explainer:
 
         Raises:
             ValueError: empty text, too many tokens, unknown method, a target that is not a
-                single token or not in ``label_set``, a contrast equal to the target, n_steps < 2,
-                an unknown option, a baseline for a method without one. The model is left as it was.
+                single token or not in ``label_set``, a contrast equal to the target, n_steps < 2
+                or so large that its per-step arrays would not fit in memory (the message names the
+                memory), ``internal_batch_size`` not a positive int (``True`` included), a bad
+                ``max_memory``, an unknown option, a baseline for a method without one. All checked
+                before any model work; the model is left as it was.
 
         Warns:
-            RuntimeWarning: non-finite scores (a numerically degenerate baseline).
+            AttributionWarning: a row without usable signal (raw signal zero, constant or not
+                finite; a normalisation that stretched a flat raw signal; a large IG completeness
+                error), also recorded in ``res.degenerate``; non-finite values warn as
+                ``NonFiniteAttributionWarning`` (also a RuntimeWarning). A target whose text
+                merges with the end of the prompt, a special-token string typed in the text, a
+                model in training mode.
         """
         m = get_method(method)
         check_call_settings(n_steps, backend)
         opts = m.options(**options)
         check_model(m, opts, self.adapter)
         check_choice("padding_side", padding_side, ("left", "right"))
+        check_chunk_settings(internal_batch_size, max_memory)
         texts, targets = self._texts_and_targets(text, target, template)
+        check_step_memory(m.step_bytes(opts, n_steps) * len(texts), n_steps, len(texts))
+        t0 = time.perf_counter()
+        encoded, sources = self._encode_all(texts, template, isinstance(text, str))
+        contexts = [full for full, _ in sources]
         call = resolve_call(self, m, len(texts), target_fn=target_fn, label_set=label_set, contrast_target=contrast_target,
                             baseline=baseline, alpha_range=alpha_range, n_baseline_samples=n_baseline_samples,
-                            baseline_noise=baseline_noise, seed=seed)
-        t0 = time.perf_counter()
-        encoded, sources = [], []
-        for i, t in enumerate(texts):
-            try:
-                ids, fixed, full, offsets = self.encode_with_offsets(t, template)
-            except ValueError as e:
-                if isinstance(text, str):
-                    raise
-                raise ValueError(f"text[{i}]: {e}") from None  # name the item of the list
-            encoded.append((ids, fixed))
-            sources.append((full, offsets))
-        tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob") for t in targets]
+                            baseline_noise=baseline_noise, seed=seed, contexts=contexts)
+        tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob", context=c) for t, c in zip(targets, contexts)]
         step_ids, encoded = self._multi_token(m, call, tinfo, encoded)
         check_targets_against(call, [ti["id"] for ti in tinfo])
         batch = apply_baseline(self, self.build_batch(encoded, padding_side), call, m.uses_baseline)
@@ -324,6 +389,8 @@ class Explainer:
                                max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
                                contrast=call.contrast_tensor(self.device), step_ids=step_ids)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
+        valid = [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)]
+        flags = flag_rows(m, opts, out, valid, call, None if isinstance(text, str) else [{"text": b} for b in range(batch.B)])
         ctx.timing["total"] = time.perf_counter() - t0
         options_out = dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record)
         if isinstance(call.target_fn, LabelSet):
@@ -332,8 +399,22 @@ class Explainer:
             if c is not None:
                 tinfo[b] = dict(tinfo[b], contrast_id=c["id"], contrast_text=c["text"])
         trim = 0 if step_ids is None else step_ids.shape[1] - 1
-        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b], trim) for b in range(batch.B)]
+        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b], trim, flags[b]) for b in range(batch.B)]
         return results[0] if isinstance(text, str) else results
+
+    def _encode_all(self, texts, template, single: bool):
+        """(ids, fixed) and (encoded string, offsets) of every text; a list's error names its item."""
+        encoded, sources = [], []
+        for i, t in enumerate(texts):
+            try:
+                ids, fixed, full, offsets = self.encode_with_offsets(t, template)
+            except ValueError as e:
+                if single:
+                    raise
+                raise ValueError(f"text[{i}]: {e}") from None  # name the item of the list
+            encoded.append((ids, fixed))
+            sources.append((full, offsets))
+        return encoded, sources
 
     @staticmethod
     def _texts_and_targets(text, target, template):
@@ -377,7 +458,7 @@ class Explainer:
         return torch.tensor([ti["ids"] for ti in tinfo], dtype=torch.long, device=self.device), out
 
     def _result(self, batch: Batch, b: int, ctx: Context, out, tinfo: Dict[str, Any], method: str, options, used,
-                source=("", []), trim: int = 0) -> Attribution:
+                source=("", []), trim: int = 0, flags=()) -> Attribution:
         """The :class:`Attribution` of example ``b`` (its unpadded span without the last ``trim``
         tokens: the teacher-forced part of a multi-token target); ``source`` = (encoded string,
         offsets) from :meth:`encode_with_offsets`."""
@@ -406,6 +487,7 @@ class Explainer:
             text=source[0],
             offsets=source[1],
             target_prob=self._target_prob(ctx, out, b, tid, tgt["kind"]),
+            degenerate=list(flags),
         )
 
     @staticmethod
@@ -419,23 +501,28 @@ class Explainer:
 
     attribute_generation = attribute_generation
 
-    def _next_probs(self, text: str, template: Optional[str]) -> torch.Tensor:
-        """Next-token (or class) probabilities of one text: Tensor[V]."""
-        batch = self.build_batch([self.encode(text, template)])
+    def _next_probs(self, text: str, template: Optional[str]):
+        """Next-token (or class) probabilities of one text: (Tensor[V], the encoded string)."""
+        ids, fixed, full, _ = self.encode_with_offsets(text, template)
+        batch = self.build_batch([(ids, fixed)])
         with model_prepared(self.model):
-            return self.context(batch).reference_forward(baseline=False)["probs"][0]
+            return self.context(batch).reference_forward(baseline=False)["probs"][0], full
 
+    @holding_model_lock
     def predict(self, text: str, template: Optional[str] = None, top_k: int = 5):
         """The model's top-k next tokens (or classes) with probabilities, as (text, id, prob)."""
-        p = self._next_probs(text, template)
+        p, _ = self._next_probs(text, template)
         vals, idx = p.topk(min(top_k, p.numel()))
         names = self.token_texts([int(i) for i in idx]) if self.adapter.kind == "causal_lm" else [self._label(int(i)) for i in idx]
         return [(n, int(i), float(v)) for n, i, v in zip(names, idx, vals)]
 
+    @holding_model_lock
     def label_probs(self, text: str, labels: Sequence[str], template: Optional[str] = None):
-        """Probabilities of single-token ``labels`` at the next position, renormalised over them."""
-        tids = [self.resolve_target(l)["id"] for l in labels]
-        p = self._next_probs(text, template)[tids]
+        """Probabilities of single-token ``labels`` at the next position, renormalised over them
+        (each label tokenised as it would follow the prompt, :meth:`resolve_target`)."""
+        p, full = self._next_probs(text, template)
+        tids = [self.resolve_target(l, context=full)["id"] for l in labels]
+        p = p[tids]
         return (p / p.sum()).tolist()
 
 

@@ -33,16 +33,17 @@ module holds decoding / teacher forcing, the shared pilot pass and the [T, L] as
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
 from . import ops
-from .core.call import apply_baseline, resolve_call, run_samples
+from .core.call import apply_baseline, flag_rows, resolve_call, run_samples
 from .core.context import SequenceContext, progress_bar, run_method
-from .core.path import chunk_size, sequence_pilot_logits
-from .core.model_state import model_prepared
+from .core.diagnostics import warn
+from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequence_pilot_logits
+from .core.model_state import holding_model_lock, model_prepared
+from .core.tokens import continuation, merge_message
 from .core.validation import check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
@@ -76,24 +77,29 @@ def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
     return [int(i) for i in out[0, len(prompt_ids) :].tolist()]
 
 
-def _given_ids(ex, generated_text) -> List[int]:
+def _given_ids(ex, generated_text, context: str):
+    """(ids, offsets into the text or None) of a forced continuation: a string tokenised as it
+    would follow ``context`` (the encoded prompt), a list of ids as given."""
     if isinstance(generated_text, str):
         if generated_text == "":
             raise ValueError("generated_text is empty; pass the continuation to explain, or None for greedy decoding")
-        ids = list(ex.tokenizer(generated_text, add_special_tokens=False)["input_ids"])
+        ids, offsets, merged = continuation(ex.tokenizer, context, generated_text, offsets=True)
+        if merged:
+            warn(merge_message(ex.tokenizer, context, generated_text, ids, "generated_text"))
         if not ids:
             raise ValueError(f"generated_text {generated_text!r} has no tokens")
-        return [int(i) for i in ids]
+        return ids, offsets
     if isinstance(generated_text, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in generated_text):
         if not generated_text:
             raise ValueError("generated_text is an empty list of token ids")
         bad = [i for i in generated_text if not (0 <= i < ex.vocab_size)]
         if bad:
             raise ValueError(f"generated_text has token ids outside [0, {ex.vocab_size}): {bad}")
-        return [int(i) for i in generated_text]
+        return [int(i) for i in generated_text], None
     raise TypeError(f"generated_text must be a str, a list of token ids or None, got {type(generated_text).__name__}")
 
 
+@holding_model_lock
 def attribute_generation(
     self,
     prompt: str,
@@ -130,9 +136,11 @@ def attribute_generation(
         max_new_tokens (int): tokens to generate greedily (≥ 1); generation stops early at EOS.
             Ignored when ``generated_text`` is given.
         generated_text (str or list of int, optional): teacher forcing: the continuation to
-            explain. A string is tokenized on its own with ``add_special_tokens=False`` and
-            those exact ids are used (no decode / re-tokenize round trip); a list is taken as
-            token ids. None (default) = greedy decoding with ``model.generate``.
+            explain. A string is tokenized as it would follow the prompt (the prompt and it
+            together, the prompt's own tokens taken off: no spurious leading piece such as
+            SentencePiece's lone ``▁``; alone, with a warning, when the two merge at the
+            boundary), and those exact ids are used (no decode / re-tokenize round trip); a list
+            is taken as token ids. None (default) = greedy decoding with ``model.generate``.
         method (str): one of :func:`aieg_fast.list_methods`.
         n_steps (int): interpolation steps M ≥ 2 for path methods.
         internal_batch_size (int, optional): path points per forward/backward, over all steps
@@ -168,30 +176,25 @@ def attribute_generation(
 
     Raises:
         ValueError: empty prompt, max_new_tokens < 1, empty ``generated_text``, too many tokens
-            for the model, a classification head, unknown method or option, n_steps < 2.
+            for the model, a classification head, unknown method or option, n_steps < 2 or too
+            large for memory, ``internal_batch_size`` not a positive int, a bad ``max_memory``.
             Checked before the model is touched; the model is left as it was.
     """
     ex = self
     t0 = time.perf_counter()
     # ---- validation first: nothing below touches the model until everything is checked
-    if ex.adapter.kind != "causal_lm":
-        raise ValueError("attribute_generation needs a causal language model, not a classification head")
-    check_int("max_new_tokens", max_new_tokens, 1)
-    if "target" in options:
-        raise ValueError(
-            f"attribute_generation explains each generated token, so its targets are the generated tokens "
-            f"(choose them with generated_text=); got target={options['target']!r}"
-        )
+    _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory)
     m = get_method(method)
     check_call_settings(n_steps, backend)
     opts = m.options(**options)
     check_model(m, opts, ex.adapter)
-    _check_generation_targets(target_fn, contrast_target, baseline)
-    call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
-                        n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = ex.encode_with_offsets(prompt, template)
-    gen_ids = _given_ids(ex, generated_text) if generated_text is not None else None
+    call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
+                        n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed, contexts=[full_prompt])
+    gen_ids, gen_offsets = _given_ids(ex, generated_text, full_prompt) if generated_text is not None else (None, None)
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
+    rows = len(gen_ids) if gen_ids is not None else max_new_tokens
+    check_step_memory(m.step_bytes(opts, n_steps) * rows, n_steps, rows)
 
     timing: Dict[str, float] = {}
     if gen_ids is None:
@@ -208,16 +211,28 @@ def attribute_generation(
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
-    source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text)
-    return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source,
+    full_fixed = torch.tensor(encoded[-1][1], dtype=torch.bool)  # row t covers the first Lp + t tokens
+    flags = flag_rows(m, opts, out, [(out.scores[t][: Lp + t].cpu(), ~full_fixed[: Lp + t]) for t in range(T)], call,
+                      [{"step": t} for t in range(T)])
+    source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text, gen_offsets)
+    return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source, flags,
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"],
                           interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
 
 
-def _check_generation_targets(target_fn, contrast_target, baseline) -> None:
-    """What :func:`attribute_generation` refuses of the per-call settings (ValueError)."""
+def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory) -> None:
+    """What :func:`attribute_generation` refuses of its model and per-call settings (ValueError)."""
+    check_chunk_settings(internal_batch_size, max_memory)
+    if ex.adapter.kind != "causal_lm":
+        raise ValueError("attribute_generation needs a causal language model, not a classification head")
+    check_int("max_new_tokens", max_new_tokens, 1)
+    if "target" in options:
+        raise ValueError(
+            f"attribute_generation explains each generated token, so its targets are the generated tokens "
+            f"(choose them with generated_text=); got target={options['target']!r}"
+        )
     if isinstance(target_fn, str) and target_fn == "label_logprob":
         raise ValueError("target_fn='label_logprob' is for label decisions; attribute_generation explains free tokens")
     if isinstance(contrast_target, (list, tuple)):
@@ -243,7 +258,7 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     full_ids, full_fixed = encoded[-1]
     T = len(gen_ids)
     if call.contrast[0] is not None and call.contrast[0]["id"] in gen_ids:
-        warnings.warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there", RuntimeWarning, stacklevel=3)
+        warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there")
     out, used = _run_steps(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar, call)
     out.info["step_probs"] = _step_probs(ex, full_ids, Lp, gen_ids)
     return out, used
@@ -313,14 +328,14 @@ def _continuation(ex, ctx_ids: List[int], gen_ids: List[int]):
     return text, offsets
 
 
-def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], gen_ids: List[int], generated_text):
-    """(text, offsets) of prompt ⊕ continuation for the result; ("", []) without offsets."""
+def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], gen_ids: List[int], generated_text, given_offsets=None):
+    """(text, offsets) of prompt ⊕ continuation for the result; ("", []) without offsets.
+    ``given_offsets``: the tokens' (start, end) in a string ``generated_text``."""
     if not prompt_offsets:
         return "", []
     n = len(full_prompt)
-    if isinstance(generated_text, str):
-        enc = ex.tokenizer(generated_text, add_special_tokens=False, return_offsets_mapping=True)
-        gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, enc["offset_mapping"])]
+    if isinstance(generated_text, str) and given_offsets is not None:
+        gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, given_offsets)]
         return full_prompt + generated_text, prompt_offsets + gen_offsets
     cont = _continuation(ex, prompt_ids[-1:], gen_ids)
     if cont is None:  # the decoder does not extend the text token by token: no offsets
@@ -330,9 +345,10 @@ def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], ge
     return full_prompt + text, prompt_offsets + gen_offsets
 
 
-def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_fixed, generated_text, source, options) -> Attribution:
+def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_fixed, generated_text, source, flags,
+              options) -> Attribution:
     """The [T, Lp + T] result; NaN where a token is not attributed for that row; ``source`` =
-    (text, offsets) of prompt ⊕ continuation."""
+    (text, offsets) of prompt ⊕ continuation; ``flags`` the degenerate-signal flags of each row."""
     Lp, T = len(prompt_ids), len(gen_ids)
     L = Lp + T
     scores = torch.full((T, L), float("nan"), dtype=torch.float32)
@@ -379,4 +395,5 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
         info=info,
         text=source[0],
         offsets=source[1],
+        degenerate=[dict(f, step=t) for t, fl in enumerate(flags) for f in fl],
     )

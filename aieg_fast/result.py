@@ -51,6 +51,12 @@ class Attribution:
         target_prob (float or None): the model's probability of the target on the full input
             (next token over the vocabulary, or class), when the call computed the model's full
             output (a predicted target, AIEG's attention pass, Grad-ELLM); else None.
+        degenerate (List[dict]): why the scores may carry no usable signal, one dict
+            ``{"kind", "message"}`` per finding (``"step"`` too for a generation row); kinds in
+            :data:`~aieg_fast.core.diagnostics.FLAG_KINDS`: ``zero_signal``, ``constant_signal``,
+            ``non_finite``, ``inflated`` (a normalisation such as AIEG's PosNorm stretched a
+            flat raw signal), ``completeness`` (large IG completeness error). Empty when sound;
+            each finding was also warned as an :class:`~aieg_fast.core.diagnostics.AttributionWarning`.
     """
 
     tokens: List[str]
@@ -69,6 +75,7 @@ class Attribution:
     text: str = ""
     offsets: List[Optional[List[int]]] = field(default_factory=list)
     target_prob: Optional[float] = None
+    degenerate: List[Dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self):
         self.scores = torch.as_tensor(self.scores, dtype=torch.float32).detach().cpu()
@@ -246,6 +253,7 @@ class Attribution:
                 "text": self.text,
                 "offsets": self.offsets,
                 "target_prob": self.target_prob,
+                "degenerate": self.degenerate,
                 "info": self.info,
             }
         )
@@ -279,6 +287,7 @@ class Attribution:
             text=d.get("text") or "",
             offsets=d.get("offsets") or [],
             target_prob=d.get("target_prob"),
+            degenerate=d.get("degenerate") or [],
         )
 
     @classmethod

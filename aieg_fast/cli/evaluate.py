@@ -83,4 +83,7 @@ def run(args) -> int:
     print(res["summary_md"])
     print(f"computed {res['computed']} example(s) (or their missing methods), {res['skipped']} already complete; "
           f"results in {res['out_dir']}")
+    if res.get("failed"):
+        print(f"{res['failed']} example(s) skipped, their input refused (listed in summary.md; 'skipped' in records.jsonl): "
+              + "; ".join(f"{f['id']}: {f['reason']}" for f in res["failures"][:3]) + (" ..." if res["failed"] > 3 else ""))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 
 from .. import ops
 from ..core.baselines import BASELINE_NAMES
@@ -13,7 +14,7 @@ from ..datasets import DATASETS, TASKS, load_dataset
 from ..explainer import load_model
 from ..methods.registry import list_methods, option_value
 
-__all__ = ["add_parser", "run", "parse_option"]
+__all__ = ["add_parser", "run", "parse_option", "output_path_error"]
 
 
 def parse_option(s: str):
@@ -78,8 +79,31 @@ def _input_error(args):
     if args.target_is_id and args.contrast_target is not None and not args.contrast_target.lstrip("-").isdigit():
         return f"--target-is-id needs --contrast-target to be an integer too, got {args.contrast_target!r}"
     for flag, path in (("--json", args.json), ("--html", args.html)):
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            return f"{flag} {path!r}: the folder {os.path.dirname(os.path.abspath(path))!r} does not exist"
+        err = output_path_error(flag, path) if path else None
+        if err:
+            return err
+    if args.json and args.html and os.path.abspath(args.json) == os.path.abspath(args.html):
+        return f"--json and --html name the same file {args.json!r}"
+    return None
+
+
+def output_path_error(flag: str, path: str):
+    """Why ``path`` cannot be written (a missing folder, a folder, a read-only file or folder),
+    checked before any computation without writing anything the user sees; None when it can."""
+    full = os.path.abspath(path)
+    folder = os.path.dirname(full)
+    if not os.path.isdir(folder):
+        return f"{flag} {path!r}: the folder {folder!r} does not exist"
+    if os.path.isdir(full):
+        return f"{flag} {path!r} is a folder, not a file"
+    if os.path.exists(full) and not os.access(full, os.W_OK):
+        return f"{flag} {path!r}: the file is not writable"
+    try:  # a probe file, removed at once: the only sure test of a folder's permissions
+        fd, probe = tempfile.mkstemp(prefix=".aieg-fast-probe-", dir=folder)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        return f"{flag} {path!r}: cannot write in the folder {folder!r} ({err.strerror or err})"
     return None
 
 
@@ -98,18 +122,34 @@ def _task_target(ex, task: str, text: str, template):
     return template, spec.labels[label], spec.labels[1 - label], list(spec.labels)
 
 
-def _write_outputs(res, args) -> None:
-    if args.json:
-        res.save(args.json)
-        print(f"wrote {args.json}")
-    if args.html:
-        with open(args.html, "w", encoding="utf-8") as fh:
-            fh.write("<!doctype html><meta charset='utf-8'>" + res.to_html())
-        print(f"wrote {args.html}")
+def _write_outputs(res, args) -> int:
+    """Write --json / --html; 0, or 1 when one failed after all (a full disk): the result is then
+    saved as JSON in the temporary folder instead, so that it is not lost."""
+    status = 0
+    for flag, path in (("--json", args.json), ("--html", args.html)):
+        if not path:
+            continue
+        try:
+            if flag == "--json":
+                res.save(path)
+            else:
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write("<!doctype html><meta charset='utf-8'>" + res.to_html())
+            print(f"wrote {path}")
+        except OSError as err:
+            fd, rescue = tempfile.mkstemp(prefix="aieg-fast-result-", suffix=".json")
+            os.close(fd)
+            res.save(rescue)
+            print(f"error: {flag} {path!r} could not be written ({err.strerror or err}); the result is saved in {rescue}",
+                  file=sys.stderr)
+            status = 1
+    return status
 
 
 def run(args) -> int:
-    """Explain and print; 0, or 2 on inconsistent arguments (``error: ...`` on stderr)."""
+    """Explain and print; 0, 2 on inconsistent arguments or an output path that cannot be
+    written (checked before the model is loaded; ``error: ...`` on stderr), 1 when an output
+    could not be written after all (the result is then saved in the temporary folder)."""
     err = _input_error(args)
     if err is not None:
         print(f"error: {err}", file=sys.stderr)
@@ -148,5 +188,4 @@ def run(args) -> int:
         )
     res.show(words=not args.tokens)
     print(f"backend: {res.backend or 'no kernel op used'}   time: {res.timing.get('total', 0):.2f} s")
-    _write_outputs(res, args)
-    return 0
+    return _write_outputs(res, args)

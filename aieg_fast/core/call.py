@@ -4,7 +4,6 @@ samples). Resolved and checked once, before any model work (:func:`resolve_call`
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -12,10 +11,11 @@ import torch
 
 from .baselines import baseline_rows, check_alpha_range, describe_baseline, noisy_baseline, shift_baseline
 from .batch import Batch
+from .diagnostics import method_flags, warn_flags
 from .objective import LabelSet, check_target_fn, target_fn_name
 from .validation import check_int
 
-__all__ = ["CallSettings", "resolve_call", "apply_baseline", "run_samples", "check_targets_against"]
+__all__ = ["CallSettings", "resolve_call", "apply_baseline", "run_samples", "check_targets_against", "flag_rows"]
 
 
 @dataclass
@@ -53,13 +53,13 @@ class CallSettings:
         return torch.tensor([c["id"] for c in self.contrast], dtype=torch.long, device=device)
 
 
-def _resolve_target_fn(ex, target_fn, label_set):
+def _resolve_target_fn(ex, target_fn, label_set, context=None):
     if label_set is not None:
         if target_fn != "label_logprob":
             raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
         if isinstance(label_set, str) or not isinstance(label_set, (list, tuple)):
             raise TypeError(f"label_set must be a list of labels (token strings or ids), got {type(label_set).__name__}")
-        ids = [ex.resolve_target(l)["id"] for l in label_set]
+        ids = [ex.resolve_target(l, context=context)["id"] for l in label_set]
         if len(set(ids)) != len(ids):
             raise ValueError(f"label_set has repeated labels: {list(label_set)} (ids {ids})")
         target_fn = LabelSet(tuple(int(i) for i in ids), tuple(str(l) for l in label_set))
@@ -73,7 +73,8 @@ def _resolve_target_fn(ex, target_fn, label_set):
 
 
 def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None, contrast_target=None, baseline=None,
-                 alpha_range=None, n_baseline_samples: int = 1, baseline_noise: Optional[float] = None, seed: int = 0) -> CallSettings:
+                 alpha_range=None, n_baseline_samples: int = 1, baseline_noise: Optional[float] = None, seed: int = 0,
+                 contexts: Optional[Sequence[str]] = None) -> CallSettings:
     """Check and resolve the target and baseline settings of a call (before any model work).
 
     Args:
@@ -82,17 +83,20 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
         n_texts: texts in the call (a list ``contrast_target`` has one entry per text).
         target_fn, label_set, contrast_target, baseline, alpha_range, n_baseline_samples,
             baseline_noise, seed: as ``Explainer.attribute``.
+        contexts: per text the encoded prompt string: contrast tokens are tokenised as they would
+            follow it, label words as they would follow the first one (None: alone).
 
     Raises:
         ValueError / TypeError: naming the argument and the value received.
     """
-    tfn = _resolve_target_fn(ex, target_fn, label_set)
+    contexts = list(contexts) if contexts is not None else [None] * n_texts
+    tfn = _resolve_target_fn(ex, target_fn, label_set, contexts[0] if contexts else None)
     if contrast_target is not None and not isinstance(tfn, (str, LabelSet)):
         raise ValueError("contrast_target cannot be combined with a callable target_fn (compute the contrast inside it)")
     cts = contrast_target if isinstance(contrast_target, (list, tuple)) else [contrast_target] * n_texts
     if len(cts) != n_texts:
         raise ValueError(f"contrast_target has {len(cts)} entries for {n_texts} texts")
-    contrast = [None if c is None else ex.resolve_target(c) for c in cts]
+    contrast = [None if c is None else ex.resolve_target(c, context=ctx) for c, ctx in zip(cts, contexts)]
     alpha0 = check_alpha_range(alpha_range)
     check_int("n_baseline_samples", n_baseline_samples, 1)
     if baseline_noise is not None and not (isinstance(baseline_noise, (int, float)) and not isinstance(baseline_noise, bool) and baseline_noise >= 0):
@@ -150,7 +154,8 @@ def _with_rows(batch: Batch, rows) -> Batch:
 def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
     """``run(ctx)`` → (MethodOutput, used) once, or averaged over ``settings.n_samples`` noisy
     baselines (scores averaged; ``F_baseline`` averaged, per-sample values in
-    ``info["F_baseline_samples"]``). Non-finite scores raise a RuntimeWarning naming the baseline."""
+    ``info["F_baseline_samples"]``). Non-finite scores are flagged by the caller
+    (:func:`flag_rows`, whose warning names the baseline)."""
     if settings.n_samples == 1:
         out, used = run(ctx)
     else:
@@ -167,13 +172,6 @@ def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
         out = _average([o for o, _, _ in outs])
         ctx.targets, ctx.probs = outs[0][2].targets, outs[0][2].probs
         ctx.timing.update({k: sum(c.timing.get(k, 0.0) for _, _, c in outs) for k in outs[0][2].timing})
-    bad = sum(int((~torch.isfinite(s)).sum()) for s in out.scores)
-    if bad:
-        warnings.warn(
-            f"{bad} attribution scores are not finite with baseline {settings.record.get('baseline', 'reference')!r}; "
-            "the baseline is numerically degenerate for this model (try baseline='mean' or alpha_range=(0.05, 1))",
-            RuntimeWarning, stacklevel=3,
-        )
     return out, used
 
 
@@ -190,3 +188,26 @@ def _average(outs):
     for k in ("convergence_delta",):
         info.pop(k, None)  # a per-draw quantity; recomputed by the caller when needed
     return dataclasses.replace(first, scores=scores, info=info)
+
+
+def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None):
+    """The degenerate-signal flags of every row of ``out`` (:func:`~aieg_fast.core.diagnostics.method_flags`),
+    warned once as an :class:`~aieg_fast.core.diagnostics.AttributionWarning`.
+
+    Args:
+        method, opts: the method and its options. out: its ``MethodOutput``.
+        rows_valid: per row (scores Tensor[L], attributable bool Tensor[L]).
+        settings: the call's settings (the baseline named when a value is not finite).
+        labels: per row what the warning calls it (``{"text": b}`` / ``{"step": t}``), or None.
+
+    Returns:
+        List (one per row) of lists of flags.
+    """
+    flags = [method_flags(method, opts, out.info, b, s, v) for b, (s, v) in enumerate(rows_valid)]
+    hint = ""
+    if getattr(method, "uses_baseline", False):
+        hint = (f"; with baseline {settings.record.get('baseline', 'reference')!r} the path may be numerically degenerate "
+                "for this model (try baseline='mean' or alpha_range=(0.05, 1))")
+    named = [dict(f, **(labels[b] if labels else {})) for b, fl in enumerate(flags) for f in fl]
+    warn_flags(named, method.name, hint)
+    return flags

@@ -1,25 +1,82 @@
-"""Preparing a model for attribution and giving it back exactly as it was."""
+"""Preparing a model for attribution and giving it back exactly as it was, one call at a time.
+
+Thread safety: every attribution call takes the model's lock (:func:`model_lock`, a re-entrant
+lock per model object) for its whole duration, and :func:`model_prepared` takes it too. Calls
+that share a model (one :class:`~aieg_fast.Explainer` used from several threads) therefore run
+one after the other: each sees only its own hooks, its own eval-mode switch and its own
+attention implementation, and gives the same result as on one thread. The cost: no speed-up
+from threads on one model (on a CPU torch already spreads one call over the cores); load one
+model per thread for parallel calls. Calls on different models do not wait for each other.
+"""
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 import weakref
 
-__all__ = ["model_prepared"]
+import torch
 
-# model → (its parameters, its modules), listed once: walking the module tree costs about 0.4 ms
-# per call on a 2-layer model, a few per cent of a short attribution. A parameter or module added
-# to the model later is simply not frozen / not switched (gradients are taken with respect to the
-# inputs only, so scores are unchanged).
+from .diagnostics import warn
+
+__all__ = ["model_prepared", "model_lock", "holding_model_lock"]
+
+# model → (its parameters, its modules, the registration count when listed), listed once: walking
+# the module tree costs about 0.4 ms per call on a 2-layer model, a few per cent of a short
+# attribution. A module or parameter registered anywhere later (a LoRA adapter injected,
+# ``resize_token_embeddings``) bumps the count, and the lists are made again.
 _LISTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_REGISTRATIONS = [0]
+
+
+def _registered(*_args):
+    _REGISTRATIONS[0] += 1  # returns None: the module or parameter is registered unchanged
+
+
+torch.nn.modules.module.register_module_module_registration_hook(_registered)
+torch.nn.modules.module.register_module_parameter_registration_hook(_registered)
+
+_LOCKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def model_lock(model) -> "threading.RLock":
+    """The re-entrant lock of ``model`` (one per model object, made on first use). Every
+    attribution call holds it while it runs (see the module docstring)."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(model)
+        if lock is None:
+            lock = _LOCKS[model] = threading.RLock()
+    return lock
+
+
+def holding_model_lock(fn):
+    """Decorator for a function whose first argument has a ``model`` (an explainer): run it
+    holding :func:`model_lock` of that model."""
+
+    @functools.wraps(fn)
+    def locked(ex, *args, **kwargs):
+        with model_lock(ex.model):
+            return fn(ex, *args, **kwargs)
+
+    return locked
+
+
+def _lists(model):
+    got = _LISTS.get(model)
+    if got is None or got[2] != _REGISTRATIONS[0]:
+        got = _LISTS[model] = (tuple(model.parameters()), tuple(model.modules()), _REGISTRATIONS[0])
+    return got[0], got[1]
 
 
 @contextlib.contextmanager
 def model_prepared(model, eager: bool = False):
     """Eval mode, parameters frozen, optionally eager attention; everything restored on exit.
 
-    Restored exactly, also after an exception: each parameter's ``requires_grad``, each
-    submodule's own ``training`` flag (a model whose blocks are in mixed train/eval modes gets
-    each block's mode back), and the attention implementation.
+    Holds :func:`model_lock` of the model for the whole block. Restored exactly, also after an
+    exception: each parameter's ``requires_grad``, each submodule's own ``training`` flag (a
+    model whose blocks are in mixed train/eval modes gets each block's mode back), and the
+    attention implementation; dtypes and devices are never changed.
 
     Args:
         model: a ``transformers`` model.
@@ -28,13 +85,29 @@ def model_prepared(model, eager: bool = False):
     Raises:
         RuntimeError: ``eager`` and the model cannot switch its attention implementation at run
             time (transformers only logs it for such models); nothing is left changed.
+
+    Warns:
+        AttributionWarning: the model (or a dropout layer with p > 0) is in training mode:
+            attributions are computed in eval mode (dropout off), and each module's mode is
+            given back afterwards.
     """
-    lists = _LISTS.get(model)
-    if lists is None:
-        lists = _LISTS[model] = (tuple(model.parameters()), tuple(model.modules()))
-    params, modules = lists
-    trainable = [p for p in params if p.requires_grad]  # only these change
-    training = [m for m in modules if m.training]
+    with model_lock(model):
+        params, modules = _lists(model)
+        trainable = [p for p in params if p.requires_grad]  # only these change
+        training = [m for m in modules if m.training]
+        drop = sum(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in training)
+        if model.training or drop:  # a lone submodule in training mode without dropout behaves the same
+            warn(
+                f"{type(model).__name__} is in training mode ({len(training)} modules, {drop} dropout layers active); "
+                "attributions are computed in eval mode (dropout off, deterministic) and every module's mode is given "
+                "back afterwards; call model.eval() to silence this warning"
+            )
+        with _prepared(model, trainable, training, eager):
+            yield
+
+
+@contextlib.contextmanager
+def _prepared(model, trainable, training, eager: bool):
     old_impl = getattr(model.config, "_attn_implementation", None)
     switch = eager and old_impl not in (None, "eager")
     try:

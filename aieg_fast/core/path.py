@@ -9,6 +9,7 @@ needed). Kernels: ``ops.interpolate_path``, ``ops.integrate_gradients``,
 """
 from __future__ import annotations
 
+import os
 from typing import Iterator, List, Optional, Tuple
 
 import torch
@@ -21,10 +22,64 @@ from .validation import parse_memory
 __all__ = [
     "TOKEN_REDUCTIONS", "reduce_tokens", "path_chunks", "integrate", "integrate_emphasized", "path_logits",
     "adaptive_grid", "emphasis", "completeness_info", "sequence_pilot_logits", "bytes_per_path_point", "chunk_size", "DEFAULT_MAX_MEMORY",
+    "BYTES_PER_STEP", "check_chunk_settings", "check_step_memory", "machine_memory",
 ]
 
 #: the budget for the automatic internal batch size when no ``max_memory`` is given
 DEFAULT_MAX_MEMORY = "2GB"
+#: memory of the per-step arrays of one path step of one example, apart from the model's own
+#: activations (bounded by the chunk): grid, weights, widths, path logits and emphasis factors
+#: as tensors, and the Python lists of the result's ``info`` (AIEG stores four per step)
+BYTES_PER_STEP = 256
+
+
+def machine_memory() -> int:
+    """Physical memory of this machine in bytes (2**40 when the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 2**40
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} PB"
+
+
+def check_step_memory(need: int, n_steps: int, rows: int) -> None:
+    """Refuse, before any work, a call whose per-step arrays alone (``need`` bytes, from the
+    method's ``step_bytes`` × ``rows`` examples or generation steps) exceed this machine's
+    memory (:func:`machine_memory`).
+
+    Raises:
+        ValueError: names ``n_steps``, the memory it would need and the memory there is.
+    """
+    have = machine_memory()
+    if need > have:
+        per = need / max(rows, 1) / max(n_steps, 1)
+        fit = int(have / max(rows, 1) / max(per, 1))
+        raise ValueError(
+            f"n_steps={n_steps} would need about {_size(need)} of memory for its per-step arrays alone "
+            f"({rows} row(s) × {n_steps} steps × about {_size(per)} per step), more than this machine's {_size(have)}; "
+            f"use n_steps well below {fit} (50 to 300 is usual)"
+        )
+
+
+def check_chunk_settings(internal_batch_size, max_memory) -> None:
+    """``internal_batch_size`` a positive int (not a bool) or None, ``max_memory`` parseable
+    (:func:`~aieg_fast.core.validation.parse_memory`) or None; checked before any work.
+
+    Raises:
+        ValueError: naming the argument and the value.
+    """
+    if internal_batch_size is not None and (isinstance(internal_batch_size, bool) or not isinstance(internal_batch_size, int)
+                                            or internal_batch_size < 1):
+        raise ValueError(f"internal_batch_size must be a positive int or None, got {internal_batch_size!r}")
+    if max_memory is not None:
+        parse_memory(max_memory)
 
 
 def bytes_per_path_point(adapter, L: int) -> int:
@@ -49,9 +104,8 @@ def chunk_size(adapter, L: int, internal_batch_size, max_memory) -> int:
     Raises:
         ValueError: ``internal_batch_size`` not a positive int or None; a bad ``max_memory``.
     """
+    check_chunk_settings(internal_batch_size, None)
     if internal_batch_size is not None:
-        if isinstance(internal_batch_size, bool) or not isinstance(internal_batch_size, int) or internal_batch_size < 1:
-            raise ValueError(f"internal_batch_size must be a positive int or None, got {internal_batch_size!r}")
         return internal_batch_size
     budget = parse_memory(max_memory if max_memory is not None else DEFAULT_MAX_MEMORY)
     return max(1, budget // bytes_per_path_point(adapter, L))

@@ -7,7 +7,7 @@ import html as _html
 import itertools
 import math
 
-from .scale import grid, make_scale, strip
+from .scale import grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target
 
 __all__ = ["to_html"]
@@ -75,7 +75,7 @@ def _wrap(attr, scale, body: str, words: bool) -> str:
 
 def _strip_html(attr, words: bool, values: bool) -> str:
     labels, vals, fixed = strip(attr, words)
-    scale = make_scale(vals)
+    scale = make_scale(vals, row_flags(attr))
     spans = []
     for lab, v, fx in zip(labels, vals, fixed):
         text = _html.escape(lab)
@@ -96,15 +96,22 @@ def _grid_html(attr, words: bool, values: bool) -> str:
     trs = [f'<tr class="aieg-head"><th></th>{head}</tr>']
     for t, (rl, r, vis) in enumerate(zip(row_labels, rows, visible)):
         cells = []
+        bad = no_signal(row_flags(attr, t))
         for c, (v, ok) in enumerate(zip(r, vis)):
-            if not ok:
+            if bad is not None and ok and not math.isnan(v):  # no signal: no colour, the reason on hover
+                tip = _html.escape(f"step {t + 1}: no signal ({bad['kind']}): {bad['message']}; value {v:+.4g}")
+                cells.append(f'<td title="{tip}">{f"{v:+.2g}" if values else ""}</td>')
+            elif not ok:
                 cells.append('<td class="aieg-future"></td>')
             elif math.isnan(v):
                 cells.append(f'<td class="aieg-fixed" title="{_html.escape(labels[c])}: held fixed"></td>')
             else:
                 tip = _html.escape(f"step {t + 1} {rl!r} ← {labels[c]!r}: {v:+.4g}")
                 cells.append(f'<td title="{tip}" style="{_style(scale, v)}">{f"{v:+.2g}" if values else ""}</td>')
-        trs.append(f"<tr><th>{_html.escape(rl)}</th>{''.join(cells)}</tr>")
+        head_cell = _html.escape(rl)
+        if bad is not None:
+            head_cell = f'<span title="{_html.escape(bad["message"])}">⚠ {head_cell} (no signal)</span>'
+        trs.append(f"<tr><th>{head_cell}</th>{''.join(cells)}</tr>")
     gen = _html.escape(str(attr.info.get("generated_text", "")))
     prompt = _html.escape(str(attr.info.get("prompt", "")))
     intro = f'<div class="aieg-legend">prompt: <b>{prompt}</b> · generated: <b>{gen}</b></div>'
@@ -135,7 +142,8 @@ def to_html(attr, words: bool = True, values: bool = False, toggle: bool = False
     A legend names the method, target (or generation), model and ``F(x)`` when recorded, and
     draws the colour scale with its maximum: diverging blue-white-red centred at 0 when any
     score is negative, white to orange for non-negative scores; a near-zero or near-constant
-    result is drawn without colour and the legend says so. Held-fixed (template, special)
+    result is drawn without colour and the legend says so, as is a result (or a grid row, marked
+    ⚠) flagged in ``attr.degenerate`` as carrying no signal. Held-fixed (template, special)
     entries are hatched grey, distinct from a zero score. Text colour is set explicitly, so the
     snippet reads on light and dark pages. A 1-D result shows the text, one ``<span>`` per word
     (or token); a generation result shows a grid: one row per generated token, one column per

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .scale import grid, make_scale, strip
+from .scale import grid, make_scale, no_signal, row_flags, strip
 
 __all__ = ["plot", "to_dataframe"]
 
@@ -30,7 +30,9 @@ def plot(attr, words: bool = True, ax=None, figsize=None):
     A 1-D result is a heatmap strip (one cell per word or token, labels below); a generation
     result is a matrix (rows = generated tokens, columns = context words or tokens; cells of the
     future left white). Diverging ``RdBu_r`` centred at 0 for signed scores, ``Oranges`` for
-    non-negative ones; held-fixed cells grey; a colour bar gives the scale.
+    non-negative ones; held-fixed cells grey; a colour bar gives the scale. A result flagged in
+    ``attr.degenerate`` as carrying no signal is drawn without colour (generation steps so
+    flagged are left blank), and the title says why.
 
     Args:
         attr: an :class:`~aieg_fast.result.Attribution`.
@@ -49,14 +51,21 @@ def plot(attr, words: bool = True, ax=None, figsize=None):
 
     if attr.scores.dim() == 2:
         labels, row_labels, rows, visible = grid(attr, words)
+        silent = [t for t in range(len(rows)) if no_signal(row_flags(attr, t)) is not None]
         data = np.array([[v if ok else math.nan for v, ok in zip(r, vis)] for r, vis in zip(rows, visible)], dtype=float)
         future = np.array([[not ok for ok in vis] for vis in visible])
+        flags = [{"kind": "caveat", "message": f"steps {', '.join(str(t + 1) for t in silent)} carry no signal (white)"}] if silent else []
         size = figsize or (min(2 + 0.35 * len(labels), 40), min(1.5 + 0.3 * len(row_labels), 40))
     else:
         labels, vals, _ = strip(attr, words)
         row_labels, data, future = [], np.array([vals], dtype=float), None
         size = figsize or (min(2 + 0.45 * len(labels), 40), 2.2)
-    scale = make_scale(data[np.isfinite(data)].tolist())
+        flags = row_flags(attr)
+    scale = make_scale(data[np.isfinite(data)].tolist(), flags)
+    if future is None and no_signal(flags) is not None:
+        data = np.where(np.isfinite(data), 0.0, data)  # no signal: every cell white (0 on either colour map)
+    elif future is not None and silent:
+        data[silent] = np.where(np.isfinite(data[silent]), 0.0, data[silent])
     cmap, vmin, vmax = _cmap(scale)
     if ax is None:
         fig, ax = plt.subplots(figsize=size, layout="constrained")
@@ -67,7 +76,8 @@ def plot(attr, words: bool = True, ax=None, figsize=None):
         ax.imshow(np.ma.masked_where(~future, np.ones_like(data)), cmap="Greys", vmin=0, vmax=10, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(labels)), labels, rotation=60 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center")
     ax.set_yticks(range(len(row_labels)), row_labels) if row_labels else ax.set_yticks([])
-    ax.set_title(_title(attr) + (f"\n{scale.note}" if scale.note else ""), fontsize=9)
+    extra = scale.note or scale.caveat or "; ".join(f["message"] for f in flags if f["kind"] == "caveat")
+    ax.set_title(_title(attr) + (f"\n{extra}" if extra else ""), fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8, label="score")
     return fig
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["Scale", "make_scale", "strip", "grid"]
+from ..core.diagnostics import NO_SIGNAL_KINDS
+
+__all__ = ["Scale", "make_scale", "strip", "grid", "row_flags", "no_signal"]
 
 #: below this largest |score| a row is "near zero"
 ZERO_TOL = 1e-9
@@ -17,11 +19,14 @@ FLAT_REL = 1e-6
 @dataclass
 class Scale:
     """A colour scale: ``signed`` (diverging blue-white-red centred at 0, ±vmax) or sequential
-    (white to orange, 0..vmax); ``note`` says why a flat row is drawn without colour ("" else)."""
+    (white to orange, 0..vmax); ``note`` says why a flat or degenerate row is drawn without
+    colour ("" else); ``caveat`` is a warning shown with the colours (a large IG completeness
+    error)."""
 
     signed: bool
     vmax: float
     note: str = ""
+    caveat: str = ""
 
     def rgb(self, v: float) -> Tuple[int, int, int]:
         """Background colour of value ``v`` (white for NaN, 0 and flat rows)."""
@@ -45,21 +50,46 @@ class Scale:
         """The scale in words, e.g. ``"diverging, ±0.53"``."""
         if self.note:
             return self.note
-        return f"diverging, ±{self.vmax:.3g}" if self.signed else f"sequential, 0 to {self.vmax:.3g}"
+        base = f"diverging, ±{self.vmax:.3g}" if self.signed else f"sequential, 0 to {self.vmax:.3g}"
+        return f"{base}; caution: {self.caveat}" if self.caveat else base
 
 
-def make_scale(values: Sequence[float]) -> Scale:
+def row_flags(attr, row: Optional[int] = None) -> List[Dict[str, Any]]:
+    """The degenerate-signal flags of a result (``attr.degenerate``): all of them for a 1-D
+    result, those of generation step ``row`` for a 2-D one (``row=None``: all)."""
+    flags = list(getattr(attr, "degenerate", None) or [])
+    if row is None:
+        return flags
+    return [f for f in flags if f.get("step") == row]
+
+
+def no_signal(flags: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The first flag saying the row carries no usable signal (drawn without colour), or None."""
+    return next((f for f in flags if f.get("kind") in NO_SIGNAL_KINDS), None)
+
+
+def make_scale(values: Sequence[float], flags: Sequence[Dict[str, Any]] = ()) -> Scale:
     """The scale of ``values`` (NaN skipped): signed when any value is negative; ``note`` set
-    for a near-zero (max |v| < 1e-9) or near-constant (spread < 1e-6·max |v|) set of 2+ values."""
-    vals = [float(v) for v in values if not math.isnan(float(v))]
-    vmax = max((abs(v) for v in vals), default=0.0)
+    for a near-zero (max |v| < 1e-9) or near-constant (spread < 1e-6·max |v|) set of 2+ values,
+    for values that are all NaN, and for a row whose ``flags`` (:attr:`Attribution.degenerate`)
+    say it carries no signal (:data:`~aieg_fast.core.diagnostics.NO_SIGNAL_KINDS`); a
+    ``completeness`` flag becomes the ``caveat``."""
+    raw = [float(v) for v in values]
+    vals = [v for v in raw if not math.isnan(v)]
+    vmax = max((abs(v) for v in vals if math.isfinite(v)), default=0.0)
     signed = any(v < 0 for v in vals)
     note = ""
-    if vals and vmax < ZERO_TOL:
+    bad = no_signal(flags)
+    caveat = "; ".join(f["message"] for f in flags if f.get("kind") == "completeness")
+    if bad is not None:
+        note = f"no signal ({bad['kind']}): {bad['message']}: no colour"
+    elif raw and not vals:
+        note = "no finite score (all NaN): no colour"
+    elif vals and vmax < ZERO_TOL:
         note = f"all scores ≈ 0 (max |score| = {vmax:.2g}): no colour"
     elif len(vals) > 1 and max(vals) - min(vals) <= FLAT_REL * vmax:
         note = f"all scores ≈ {vals[0]:+.4g} (near-constant): no colour"
-    return Scale(signed, vmax, note)
+    return Scale(signed, vmax, note, caveat)
 
 
 def strip(attr, words: bool = True):

@@ -13,7 +13,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from .scale import Scale, grid, make_scale, strip
+from .scale import Scale, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target
 
 __all__ = ["Heatmap", "show"]
@@ -126,18 +126,19 @@ def _table(labels, vals, fixed, scale: Scale, color: bool, width: int) -> Paddin
 
 def _next_token(attr, words: bool, color: bool, width: int):
     labels, vals, fixed = strip(attr, words)
-    scale = make_scale(vals)
+    scale = make_scale(vals, row_flags(attr))
     yield from _header(attr)
     yield _legend(scale, color)
     yield _body(labels, vals, fixed, scale, color)
     yield _table(labels, vals, fixed, scale, color, width)
 
 
-def _step_line(head: str, labels, vals, vis, top_k: int, color: bool, width: int) -> Text:
+def _step_line(head: str, labels, vals, vis, top_k: int, color: bool, width: int, flags=()) -> Text:
     """``head`` then the ``top_k`` visible entries with the largest |score| that fit in ``width``
-    columns (at least one), each coloured on the row's own scale; or the row's flat-scale note."""
+    columns (at least one), each coloured on the row's own scale; or the row's note (flat, or
+    without signal according to its ``flags``)."""
     finite = [(i, v) for i, v in enumerate(vals) if vis[i] and not math.isnan(v)]
-    scale = make_scale([v for _, v in finite])
+    scale = make_scale([v for _, v in finite], flags)
     finite.sort(key=lambda p: -abs(p[1]))
     out = Text(head, no_wrap=True, overflow="ellipsis")
     if scale.note:
@@ -171,13 +172,15 @@ def _generation(attr, words: bool, top_k: int, color: bool, width: int):
         tok = Text(row_labels[t])
         tok.truncate(12, overflow="ellipsis", pad=True)
         head = f"  {t + 1:>3} {tok.plain} <- "
-        yield _step_line(head, labels, rows[t], visible[t], top_k, color, width)
+        yield _step_line(head, labels, rows[t], visible[t], top_k, color, width, row_flags(attr, t))
     if T > 1:
+        kept = [r for t, r in enumerate(rows) if no_signal(row_flags(attr, t)) is None]  # rows without signal do not count
         mean = []
         for j in range(len(labels)):
-            col = [r[j] for r in rows if not math.isnan(r[j])]
+            col = [r[j] for r in kept if not math.isnan(r[j])]
             mean.append(sum(col) / len(col) if col else float("nan"))
-        yield _step_line(f"  {'mean over steps':<16} <- ", labels, mean, [True] * len(labels), top_k, color, width)
+        flags = [] if kept else [{"kind": "zero_signal", "message": "no step carries a signal"}]
+        yield _step_line(f"  {'mean over steps':<16} <- ", labels, mean, [True] * len(labels), top_k, color, width, flags)
 
 
 def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k: int = 5) -> None:
@@ -191,7 +194,8 @@ def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k
     (template, special) words are printed in brackets ``[...]``; whitespace carrying a score
     shows as ``␣`` / ``⏎``. A near-zero or near-constant result says so and is printed without
     colour. A 2-D (generation) result prints one line per generated token: the token, then the
-    ``top_k`` context words (or tokens) with the largest |score|.
+    ``top_k`` context words (or tokens) with the largest |score|. A result (or a step) flagged
+    in ``attr.degenerate`` as carrying no signal is printed without colour, with the reason.
 
     Args:
         attr: an :class:`~aieg_fast.result.Attribution` (scores ``[L]`` or ``[T, L]``).

@@ -1,9 +1,11 @@
 """Argument checks of the metrics and of ``evaluate``; each error names the argument and the value."""
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Tuple
 
-__all__ = ["check_topk", "check_positive_int", "check_pis", "check_choices"]
+from ..methods.registry import check_model, get_method
+
+__all__ = ["check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models"]
 
 
 def check_topk(topk) -> float:
@@ -58,3 +60,44 @@ def check_choices(name: str, values, allowed) -> List[str]:
     if not vals or any(v not in allowed for v in vals):
         raise ValueError(f"{name} must be a non-empty sequence of {list(allowed)}, got {values!r}")
     return vals
+
+
+def check_method_options(method_options, specs: Dict[str, Tuple[str, dict]], controls=()) -> Dict[str, dict]:
+    """``method_options`` as a dict, checked before anything is written: each key a method among
+    ``methods`` (``specs``: spec → (name, options); ``controls`` are not methods), each value a
+    dict of that method's options, and every method spec's options (its own over these) valid
+    values (built once with the method's ``Options``).
+
+    Raises:
+        ValueError / TypeError: naming ``method_options`` (or the method spec) and the value.
+    """
+    if method_options is None:
+        method_options = {}
+    if not isinstance(method_options, dict):
+        raise TypeError(f"method_options must be a dict {{method: {{option: value}}}}, got {type(method_options).__name__}")
+    names = {name for m, (name, _) in specs.items() if m not in controls}
+    for name, opts in method_options.items():
+        if name not in names:
+            raise ValueError(f"method_options names {name!r}, which is not among the methods run {sorted(names)}")
+        if not isinstance(opts, dict):
+            raise TypeError(f"method_options[{name!r}] must be a dict of options, got {type(opts).__name__}")
+        unknown = sorted(set(opts) - set(get_method(name).option_names()))
+        if unknown:
+            raise ValueError(f"method_options[{name!r}] has unknown option(s) {unknown}; {name} takes {sorted(get_method(name).option_names())}")
+    for m, (name, opts) in specs.items():
+        if m in controls:
+            continue
+        try:
+            get_method(name).options(**{**method_options.get(name, {}), **opts})
+        except (ValueError, TypeError) as err:
+            raise type(err)(f"methods: {m!r} with method_options {method_options.get(name, {})}: {err}") from None
+    return dict(method_options)
+
+
+def check_models(ex, specs: Dict[str, Tuple[str, dict]], method_options: Dict[str, dict], controls=()) -> None:
+    """Refuse, before anything is written, a method the model cannot run (an attention method
+    on a model without attention layers; :func:`~aieg_fast.methods.registry.check_model`)."""
+    for m, (name, opts) in specs.items():
+        if m not in controls:
+            method = get_method(name)
+            check_model(method, method.options(**{**method_options.get(name, {}), **opts}), ex.adapter)

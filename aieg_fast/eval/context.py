@@ -140,7 +140,7 @@ def prepare(
     if prob_space == "labels":
         if not label_ids:
             raise ValueError("label_ids must be given (token ids or single-token strings) when prob_space='labels'")
-        label_ids = [ex.resolve_target(l)["id"] if isinstance(l, str) else int(l) for l in label_ids]
+        label_ids = [ex.resolve_target(l, context=attr.text or None)["id"] if isinstance(l, str) else int(l) for l in label_ids]
         if target not in label_ids:
             raise ValueError(f"label_ids {label_ids} must contain the attribution target {target}")
     else:

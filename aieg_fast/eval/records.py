@@ -3,7 +3,9 @@
 A record is ``{"id", "index", "text", "label", "pred_label", "target", "label_probs", "methods":
 {spec: metrics}, "controls": {"uniform": metrics}, "n_tokens", "n_attributable", "p", "p0",
 "degenerate", "tie_seed"}`` (``tie_seed``: the seed of the random order of equal scores in the
-top-k, :func:`~aieg_fast.eval.scores.top_k_positions`). NaN / infinite floats are written as null (:func:`json_safe`). Reading merges
+top-k, :func:`~aieg_fast.eval.scores.top_k_positions`; each method's ``signal_flags``: the kinds
+of the attribution's ``degenerate`` findings). An example whose input was refused has ``{"id",
+"index", "label", "skipped": reason, "methods": {}, "controls": {}}``. NaN / infinite floats are written as null (:func:`json_safe`). Reading merges
 lines of the same id (a rerun that adds methods appends a line with only those) and skips a line
 cut by an interrupt, so a folder resumes where it stopped.
 """

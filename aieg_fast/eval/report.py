@@ -63,7 +63,8 @@ def topk_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Option
     return lines
 
 
-def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD) -> str:
+def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD,
+                  refused: Sequence[dict] = ()) -> str:
     """Write ``out/summary.csv`` and ``out/summary.md`` (and the top-k files when ``config`` has a
     ``topk_sweep``); return the markdown text.
 
@@ -71,6 +72,8 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
         out: the evaluation folder. rows: :func:`~aieg_fast.eval.stats.summarise` rows.
         config: the run's settings (``config.json``). records: the records summarised.
         reference: the method of the paired tests.
+        refused: records of examples whose input was refused (``"skipped"``: the reason); listed
+            after the tables, not summarised.
     """
     write_csv(out / "summary.csv", rows)
     # metrics / methods with no value at all (e.g. the soft metrics with metrics="hard") are left out
@@ -137,6 +140,18 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     if ks:
         real = [m for m in methods if m != "uniform"]
         lines += topk_lines(out, summarise_topk(records, real, ks, config["seed"]), ks, records)
+    flagged = {}
+    for r in records:
+        for m, v in r.get("methods", {}).items():
+            for kind in v.get("signal_flags") or []:
+                flagged.setdefault(m, {}).setdefault(kind, 0)
+                flagged[m][kind] += 1
+    if flagged:
+        lines += ["", "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): "
+                  + "; ".join(f"{m}: " + ", ".join(f"{k} × {n}" for k, n in sorted(d.items())) for m, d in flagged.items()) + "."]
+    if refused:
+        lines += ["", f"{len(refused)} example(s) skipped, their input refused (records with 'skipped'):", ""]
+        lines += [f"- {r['id']}: {r['skipped']}" for r in refused]
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text, encoding="utf-8")
     return text

@@ -33,16 +33,18 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..core.diagnostics import AttributionWarning
 from ..datasets import DATASETS, dataset_path, load_dataset
 from ..explainer import load_model
 from ..methods.registry import list_methods, method_options as allowed_options, parse_method_spec
-from .checks import check_choices, check_pis, check_positive_int, check_topk
+from .checks import check_choices, check_method_options, check_models, check_pis, check_positive_int, check_topk
 from .metrics import (
     DEFAULT_PI_GRID,
     DEFAULT_SOFT_MAPS,
@@ -215,6 +217,9 @@ def _writable_folder(out_dir) -> Path:
 def _examples(dataset: str, data_dir, n: int, start: int) -> List[Tuple[str, int]]:
     """The first ``n`` (text, label) pairs of the dataset (fewer, with a note, if it is shorter)."""
     data = load_dataset(dataset, data_dir)
+    if not data:
+        where = dataset_path(dataset, data_dir) if DATASETS[dataset].file else "shipped sample"
+        raise ValueError(f"dataset {dataset!r} has no examples: {where} holds no data line; check the file (or --data-dir)")
     if len(data) < n:
         where = dataset_path(dataset, data_dir) if DATASETS[dataset].file else "shipped sample"
         print(f"note: {dataset} has {len(data)} examples ({where}); evaluating {len(data)}, not n = {n}", file=sys.stderr)
@@ -242,7 +247,8 @@ def _prompt(ex: "Explainer", dataset: str, template, labels) -> Tuple[Optional[s
     labels = list(labels)
     if template is None and not classifier:
         template = spec.template
-    return template, labels, [ex.resolve_target(l)["id"] for l in labels]
+    context = template.replace("{text}", "") if template is not None else None  # the label words follow the prompt
+    return template, labels, [ex.resolve_target(l, context=context)["id"] for l in labels]
 
 
 # ============================================================================================
@@ -288,6 +294,8 @@ def _todo(dataset: str, data, start: int, methods: Sequence[str], done: Dict[str
         if i < start:
             continue
         eid = _example_id(dataset, i)
+        if "skipped" in done.get(eid, {}):  # its input was refused: the same settings refuse it again
+            continue
         have = done.get(eid, {}).get("methods", {})
         missing = [m for m in methods if m not in have]
         if missing:
@@ -298,9 +306,29 @@ def _todo(dataset: str, data, start: int, methods: Sequence[str], done: Dict[str
 # ============================================================================================
 # the example loop
 # ============================================================================================
+def _input_problem(ex: "Explainer", s: RunSettings, text: str) -> Optional[str]:
+    """Why the example's text cannot be explained with these settings (more tokens than the
+    model's positions, no attributable token), or None."""
+    try:
+        ex.encode(_truncate(ex, text, s.max_tokens), s.template)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 def _run_examples(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, dict], rec_path: Path,
                   progress: bool) -> int:
-    """Evaluate the examples of ``todo``, appending each record as it is done; the count."""
+    """Evaluate the examples of ``todo``, appending each record as it is done; the count. An
+    example whose input is refused (:func:`_input_problem`) gets a record with ``"skipped"``
+    (the reason) and the run goes on. AttributionWarnings are not shown during the run: each
+    attribution's findings are recorded (``"signal_flags"``) and counted in the summary."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AttributionWarning)
+        return _example_loop(ex, s, todo, done, rec_path, progress)
+
+
+def _example_loop(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, dict], rec_path: Path,
+                  progress: bool) -> int:
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -309,6 +337,12 @@ def _run_examples(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, d
     computed = 0
     try:
         for i, eid, text, label, missing in todo:
+            problem = _input_problem(ex, s, text)
+            if problem is not None:
+                append_record(rec_path, {"id": eid, "index": i, "label": int(label), "skipped": problem, "methods": {}, "controls": {}})
+                if bar is not None:
+                    bar.update(1)
+                continue
             need_controls = "uniform" not in done.get(eid, {}).get("controls", {})
             rec = evaluate_example(ex, s, eid, i, text, label, missing, need_controls=need_controls)
             append_record(rec_path, rec)
@@ -410,6 +444,7 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
         r["time_attribution_s"] = t_attr
         r["time_metrics_s"] = time.perf_counter() - t0
         r["scores"] = [float(x) for x in a.scores.tolist()]
+        r["signal_flags"] = [f["kind"] for f in a.degenerate]  # AttributionWarning findings (not warned during a run)
         rec["methods"][m] = r
     if need_controls and not s.hard_only:
         ps = pi_soft(ex, base, pis=s.pis, n_samples=s.n_samples, uniform=True, ctx=ctx)
@@ -498,24 +533,30 @@ def evaluate(
         method_options: per-method options, e.g. ``{"aieg": {"ef_mode": "none"}}``.
 
     Returns:
-        ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots"}``; ``computed``
-        counts the examples computed in this call, ``skipped`` those found in the records;
-        ``plot`` is the first π-Soft plot (or None), ``plots`` all of them (one per soft map).
+        ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots", "failed",
+        "failures"}``; ``computed`` counts the examples computed in this call, ``skipped`` those
+        found in the records; ``plot`` is the first π-Soft plot (or None), ``plots`` all of them
+        (one per soft map); ``failed`` counts the examples whose input was refused (more tokens
+        than the model takes, no attributable token), each recorded with ``"skipped"`` (the
+        reason) and listed in ``failures`` and the summary, while the run goes on.
 
     Raises:
-        ValueError: bad arguments (each names the argument), settings that differ from those
-            already recorded in ``out_dir``. FileNotFoundError: missing data file.
+        ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a
+            method spec included), an empty or malformed data file (names the file and line),
+            settings that differ from those already recorded in ``out_dir``; all before
+            ``config.json`` or any record is written. FileNotFoundError: missing data file.
     """
     methods, specs = _check_methods(methods, reference)
     topk_sweep, pis, soft_maps = _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
                                                  n_samples, pis, prob_space, normalise, soft_maps, ties)
     prob_space = prob_space or "labels"  # a label task: the label words / classes
     target_fn = eval_target_fn(target_fn, prob_space)
-    method_options = dict(method_options or {})
+    method_options = check_method_options(method_options, specs, CONTROLS)
     out = _writable_folder(out_dir)
     data = _examples(dataset, data_dir, n, start)
     ex = _explainer(model)
     template, labels, label_ids = _prompt(ex, dataset, template, labels)
+    check_models(ex, specs, method_options, CONTROLS)
     settings = RunSettings(
         specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed,
         topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise,
@@ -529,13 +570,22 @@ def evaluate(
     todo = _todo(dataset, data, start, methods, done)
     skipped = len(data) - start - len(todo)
     computed = _run_examples(ex, settings, todo, done, rec_path, progress)
+    return dict(_summarise_run(out, [_example_id(dataset, i) for i in range(len(data))], methods, config, settings, reference,
+                               metrics, plot), computed=computed, skipped=skipped, out_dir=str(out))
 
-    allrec = read_records(rec_path)
-    records = [allrec[e] for e in (_example_id(dataset, i) for i in range(len(data))) if e in allrec]
-    run_metrics = list(HARD_METRICS) + ([soft_key(k, m) for m in soft_maps for k in SOFT_METRICS] if metrics == "all" else [])
-    rows = summarise(records, methods, seed, reference, metrics=run_metrics)
-    md = write_summary(out, rows, config, records, reference)
-    pngs = [plot_pi_soft(out, records, methods, pis, m) for m in soft_maps] if plot and metrics == "all" else []
+
+def _summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config: dict, s: RunSettings, reference: str,
+                   metrics: str, plot: bool) -> dict:
+    """The summary of the records of ``ids`` in ``out`` (tables, plots); the examples whose
+    input was refused are listed, not summarised. The part of :func:`evaluate`'s result it makes."""
+    allrec = read_records(out / RECORDS_FILE)
+    found = [allrec[e] for e in ids if e in allrec]
+    records = [r for r in found if "skipped" not in r]
+    refused = [r for r in found if "skipped" in r]
+    run_metrics = list(HARD_METRICS) + ([soft_key(k, m) for m in s.soft_maps for k in SOFT_METRICS] if metrics == "all" else [])
+    rows = summarise(records, methods, s.seed, reference, metrics=run_metrics)
+    md = write_summary(out, rows, config, records, reference, refused)
+    pngs = [plot_pi_soft(out, records, methods, s.pis, m) for m in s.soft_maps] if plot and metrics == "all" else []
     pngs = [str(p) for p in pngs if p]
-    return {"rows": rows, "summary_md": md, "computed": computed, "skipped": skipped, "out_dir": str(out),
-            "plot": pngs[0] if pngs else None, "plots": pngs}
+    return {"rows": rows, "summary_md": md, "plot": pngs[0] if pngs else None, "plots": pngs, "failed": len(refused),
+            "failures": [{"id": r["id"], "reason": r["skipped"]} for r in refused]}

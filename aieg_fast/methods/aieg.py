@@ -128,6 +128,13 @@ class AIEG(Method):
     uses_baseline = True
     shares_pilot = True
     pilot_option = "n_pilot"
+    raw_signal = "ieg"
+
+    def normalisation(self, opts):
+        parts = [f"PosNorm ({opts.posnorm})"] if opts.posnorm != "none" else []
+        if opts.final_norm != "none":
+            parts.append(f"final_norm={opts.final_norm!r}")
+        return " and ".join(parts) or None
 
     def needs_attention(self, opts) -> bool:
         return opts.attn_layers != "none"

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence
 
 from torch import Tensor
 
+from ..core.path import BYTES_PER_STEP
 from ..core.validation import check_options
 
 __all__ = ["Method", "MethodOutput", "Options"]
@@ -66,6 +67,11 @@ class Method:
     shares_pilot: ClassVar[bool] = False
     #: option holding the pilot size, when :attr:`shares_pilot`
     pilot_option: ClassVar[Optional[str]] = None
+    #: the ``info`` key of the raw signal before any normalisation (AIEG: ``"ieg"``); None = the
+    #: scores are the raw signal. Read by the degenerate-signal checks (:mod:`aieg_fast.core.diagnostics`).
+    raw_signal: ClassVar[Optional[str]] = None
+    #: whether the scores should sum to F(x) − F(x′) (IG): a large error is flagged
+    completeness: ClassVar[bool] = False
 
     @classmethod
     def option_names(cls) -> List[str]:
@@ -90,6 +96,22 @@ class Method:
         """Whether the method reads attention (probabilities, q/k/v, the output projection) with
         these options; such methods are refused for families without attention layers."""
         return False
+
+    def normalisation(self, opts) -> Optional[str]:
+        """The normalisation these options apply to the raw signal (e.g. ``"PosNorm (minmax)"``),
+        or None: a flat raw signal that a normalisation stretches is flagged ``"inflated"``."""
+        return None
+
+    def step_bytes(self, opts, n_steps: int) -> int:
+        """Memory (bytes) of the per-step arrays of one example: path methods (``uses_baseline``)
+        keep about :data:`~aieg_fast.core.path.BYTES_PER_STEP` per step of the main grid and of
+        the pilot grid; other methods take no steps (0). Checked before any work, so that a huge
+        ``n_steps`` is refused with the memory it would need."""
+        if not self.uses_baseline:
+            return 0
+        pilot = getattr(opts, self.pilot_option, None) if self.pilot_option else None
+        extra = (pilot or n_steps) if self.pilot_option else 0
+        return (n_steps + extra) * BYTES_PER_STEP
 
     def run(self, ctx, opts) -> MethodOutput:
         """Explain ``ctx.batch``: one score row per example (see :class:`MethodOutput`)."""

@@ -49,6 +49,12 @@ class IntegratedGradients(Method):
     Options = IntegratedGradientsOptions
     multi_token_targets = True
     uses_baseline = True
+    completeness = True
+
+    def step_bytes(self, opts, n_steps: int) -> int:
+        """:meth:`Method.step_bytes`, plus numpy's M×M eigenproblem of the Gauss–Legendre nodes."""
+        quad = 24 * n_steps * n_steps if opts.integration == "gausslegendre" else 0
+        return super().step_bytes(opts, n_steps) + quad
 
     def run(self, ctx, o):
         ctx.ensure_targets()

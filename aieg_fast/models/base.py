@@ -117,11 +117,20 @@ class DecoderAdapter:
         self.n_layers = len(self.layers)
         self.n_heads, self.n_kv_heads, self.hidden_size, self.max_positions = self.config_sizes(cfg)
         self.head_dim = int(getattr(cfg, "head_dim", None) or self.hidden_size // self.n_heads) if self.n_heads else 0
-        self.head = model.score if self.kind == "classifier" else model.get_output_embeddings()
-        self.embeddings = model.get_input_embeddings()
         self.num_labels = getattr(cfg, "num_labels", None) if self.kind == "classifier" else None
         cap = getattr(cfg, "final_logit_softcapping", None)
         self.logit_softcap = float(cap) if cap and self.kind == "causal_lm" else None
+
+    @property
+    def head(self) -> nn.Module:
+        """The output projection (LM head, or the classification ``score``), read from the model
+        on each use, so that a head replaced by ``resize_token_embeddings`` is the one used."""
+        return self.model.score if self.kind == "classifier" else self.model.get_output_embeddings()
+
+    @property
+    def embeddings(self) -> nn.Module:
+        """The token embedding module, read from the model on each use (see :attr:`head`)."""
+        return self.model.get_input_embeddings()
 
     @classmethod
     def serves(cls, model) -> bool:

@@ -67,9 +67,19 @@ class GemmaAdapter(LlamaAdapter):
             raise ValueError(f"{self.arch} with use_bidirectional_attention=True is not causal; attributions need a causal decoder")
         #: whether the adapter scales inputs_embeds (the embedding module carries the scale);
         #: False: the decoder scales them itself (older transformers)
-        self.scales_inputs = getattr(self.embeddings, "embed_scale", None) is not None
-        if self.scales_inputs:
-            self.embeddings = UnscaledEmbedding(self.embeddings)
+        self.scales_inputs = getattr(model.get_input_embeddings(), "embed_scale", None) is not None
+        self._unscaled = None
+
+    @property
+    def embeddings(self) -> nn.Module:
+        """The token embedding module, unscaled (:class:`UnscaledEmbedding`) when it carries the
+        scale; read from the model on each use."""
+        inner = self.model.get_input_embeddings()
+        if not self.scales_inputs:
+            return inner
+        if self._unscaled is None or self._unscaled.inner is not inner:
+            self._unscaled = UnscaledEmbedding(inner)
+        return self._unscaled
 
     def hidden_states(self, inputs_embeds, attention_mask=None, position_ids=None):
         """Final hidden states for embeddings E = rows of W (the scale applied here when the

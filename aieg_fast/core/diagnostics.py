@@ -1,0 +1,180 @@
+"""Diagnostics of a result: the package's warning categories and the flags of a row of scores
+that carries no usable signal (zero, constant, non-finite, stretched by a normalisation) or
+breaks IG's completeness.
+
+A flag is a dict ``{"kind", "message"}`` (``"step"`` added for a generation row); the kinds are
+:data:`FLAG_KINDS`. Methods say where their raw signal is (``Method.raw_signal``), which
+normalisation they apply to it (``Method.normalisation``) and whether completeness holds
+(``Method.completeness``); :func:`row_flags` does the rest.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import warnings
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "AttributionWarning", "NonFiniteAttributionWarning", "FLAG_KINDS", "NO_SIGNAL_KINDS", "ZERO_TOL", "FLAT_REL",
+    "COMPLETENESS_REL", "signal_flags", "completeness_flag", "row_flags", "method_flags", "warn_flags", "warn",
+]
+
+#: the package's folder: frames inside it (and contextlib's) are skipped when a warning names the user's line
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_SKIP_FILES = (os.path.abspath(contextlib.__file__),)
+
+
+def warn(message: str, category=None) -> None:
+    """``warnings.warn`` of ``message`` (default category :class:`AttributionWarning`) attributed
+    to the first caller outside the package (the user's line), however deep the call."""
+    level, frame = 2, sys._getframe(1)  # stacklevel 2 = the caller of this function
+    while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR)
+                                 or os.path.abspath(frame.f_code.co_filename) in _SKIP_FILES):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category or AttributionWarning, stacklevel=level)
+
+
+class AttributionWarning(UserWarning):
+    """A result (or an input) that may mislead: no signal behind the scores, a normalisation
+    that stretched a flat row, a large IG completeness error, a tokenisation surprise (a
+    target that merges with the prompt, a special-token string typed in the text), a model in
+    training mode. Filter it with ``warnings.filterwarnings("ignore", category=AttributionWarning)``
+    or turn it into errors with ``"error"``."""
+
+
+class NonFiniteAttributionWarning(AttributionWarning, RuntimeWarning):
+    """Scores or the model's output are not finite (NaN / inf). Also a ``RuntimeWarning``, the
+    category this case had before :class:`AttributionWarning` existed."""
+
+
+#: what a flag may say: the raw signal is 0 / the same everywhere / not finite, a normalisation
+#: stretched a flat raw signal into a full-range map, IG's completeness error is large
+FLAG_KINDS = ("zero_signal", "constant_signal", "non_finite", "inflated", "completeness")
+#: the kinds whose row carries no usable signal: the views draw it without colour
+NO_SIGNAL_KINDS = ("zero_signal", "constant_signal", "non_finite", "inflated")
+#: a raw signal whose largest |value| is at most this is "zero"
+ZERO_TOL = 1e-12
+#: a raw signal whose spread is at most this fraction of its largest |value| is "constant"
+FLAT_REL = 1e-6
+#: IG completeness error |Σ s − (F(x) − F(x′))| above this fraction of |F(x) − F(x′)| is "large"
+COMPLETENESS_REL = 0.1
+
+
+def _flag(kind: str, message: str, **extra) -> Dict[str, Any]:
+    return {"kind": kind, "message": message, **extra}
+
+
+def signal_flags(raw: Tensor, valid: Tensor, what: str = "the scores", normalisation: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Flags of one row's raw signal over its attributable positions.
+
+    Args:
+        raw: Tensor[L], the signal before any normalisation (the scores themselves for most
+            methods; AIEG's IEG).
+        valid: bool Tensor[L], the attributable positions.
+        what: how the messages name the signal.
+        normalisation: the normalisation the method applies to it (e.g. ``"PosNorm (minmax)"``),
+            or None: a flat raw signal then gives ``"inflated"`` instead of ``"zero_signal"`` /
+            ``"constant_signal"``, since the normalised map looks like a signal.
+
+    Returns:
+        A list of at most one flag (empty: the row carries a signal).
+    """
+    x = raw.detach().float().reshape(-1)[valid.reshape(-1).to(torch.bool)]
+    if x.numel() == 0:
+        return []
+    bad = int((~torch.isfinite(x)).sum())
+    if bad:
+        return [_flag("non_finite", f"{bad} of {x.numel()} values of {what} are not finite (NaN or inf)")]
+    amax = float(x.abs().max())
+    spread = float(x.max() - x.min())
+    if amax <= ZERO_TOL:
+        state = f"{what}: 0 at every attributable token (max |value| = {amax:.2g})"
+    elif x.numel() > 1 and spread <= FLAT_REL * amax:
+        state = f"{what}: the same value ({float(x[0]):+.4g}) at every attributable token"
+    else:
+        return []
+    if normalisation:
+        return [_flag("inflated", f"{state}; {normalisation} turns it into a full-range map, which carries no signal "
+                                  "(the scores show the other factors alone, e.g. AIEG's attention row)")]
+    return [_flag("zero_signal" if amax <= ZERO_TOL else "constant_signal", state)]
+
+
+def completeness_flag(delta: float, F_input: float, F_baseline: float) -> List[Dict[str, Any]]:
+    """A ``"completeness"`` flag when |δ| > :data:`COMPLETENESS_REL` · |F(x) − F(x′)| (and above
+    1e-4, so rounding alone never flags), δ = Σ_i s_i − (F(x) − F(x′)); else []."""
+    vals = (delta, F_input, F_baseline)
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
+        return []
+    dF = F_input - F_baseline
+    if abs(delta) > max(COMPLETENESS_REL * abs(dF), 1e-4):
+        return [_flag("completeness", f"IG completeness error {delta:+.3g} is {abs(delta) / max(abs(dF), 1e-30):.0%} of "
+                                      f"F(x) − F(x′) = {dF:+.3g}; raise n_steps or choose another baseline")]
+    return []
+
+
+def _item(info: Dict[str, Any], key: str, b: int):
+    v = info.get(key)
+    return v[b] if isinstance(v, list) else v
+
+
+def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_key: Optional[str] = None,
+              normalisation: Optional[str] = None, completeness: bool = False) -> List[Dict[str, Any]]:
+    """Every flag of row ``b`` of a method's output.
+
+    Args:
+        info: the method's ``MethodOutput.info`` (a list entry holds one value per row).
+        b: the row. scores: Tensor[L], its scores. valid: bool Tensor[L], its attributable positions.
+        raw_key: the info key of the raw signal (None: the scores are the raw signal).
+        normalisation: the normalisation applied to the raw signal (see :func:`signal_flags`).
+        completeness: check ``convergence_delta`` against ``F_input − F_baseline`` (IG).
+
+    Returns:
+        The flags (empty when the row is sound).
+    """
+    F = _item(info, "F_input", b)
+    if isinstance(F, (int, float)) and not math.isfinite(F):
+        return [_flag("non_finite", f"the model's output F(x) = {F} is not finite; the scores mean nothing", source="output")]
+    out = signal_flags(scores, valid)
+    if out and out[0]["kind"] == "non_finite":
+        return out
+    raw = _item(info, raw_key, b) if raw_key else None
+    if raw is not None:
+        name = f"the raw signal info[{raw_key!r}]"
+        raw = torch.as_tensor(raw, dtype=torch.float32).reshape(-1)[: valid.numel()]  # a padded row: its own span
+        out = signal_flags(raw, valid, name, normalisation) or out
+    if completeness:
+        out = out + completeness_flag(_item(info, "convergence_delta", b), F, _item(info, "F_baseline", b))
+    return out
+
+
+def method_flags(method, opts, info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor) -> List[Dict[str, Any]]:
+    """:func:`row_flags` of row ``b`` with what ``method`` (a :class:`~aieg_fast.methods.Method`)
+    declares: its ``raw_signal`` key, its ``normalisation(opts)``, and ``completeness`` (checked
+    only for ``token_reduction="sum"``, where it holds exactly)."""
+    complete = bool(getattr(method, "completeness", False)) and getattr(opts, "token_reduction", "sum") == "sum"
+    return row_flags(info, b, scores, valid, getattr(method, "raw_signal", None), method.normalisation(opts), complete)
+
+
+def warn_flags(flags: Sequence[Dict[str, Any]], method: str, hint: str = "") -> None:
+    """One :class:`AttributionWarning` (:class:`NonFiniteAttributionWarning` when a value is not
+    finite) listing ``flags`` (each may hold ``"step"`` or ``"text"``), or nothing when empty;
+    ``hint`` is added when a score (not the model's output) is not finite. The warning names
+    the user's line (:func:`warn`)."""
+    if not flags:
+        return
+    parts = []
+    for f in flags:
+        at = f" step {f['step']}" if "step" in f else (f" text {f['text']}" if "text" in f else "")
+        parts.append(f"[{f['kind']}{at}] {f['message']}")
+    nonfinite = any(f["kind"] == "non_finite" for f in flags)
+    cat = NonFiniteAttributionWarning if nonfinite else AttributionWarning
+    head = f"{method}: " + ("; ".join(parts))
+    scores_bad = any(f["kind"] == "non_finite" and f.get("source") != "output" for f in flags)
+    silent = any(f["kind"] in NO_SIGNAL_KINDS for f in flags)
+    tail = (hint if scores_bad else "") + " (see res.degenerate" + ("; the views draw rows without signal without colour)" if silent else ")")
+    warn(head + tail, cat)

@@ -1,0 +1,114 @@
+"""Tokenisation edges, one function each, on a ``transformers`` tokenizer (no model):
+
+* :func:`one_bos` — exactly one BOS at the start, whatever the text holds (a prompt that starts
+  with the BOS string, a chat template rendered to text, gets no second BOS);
+* :func:`typed_specials` — special-token strings typed in the user's text (the tokenizer reads
+  them as special tokens, which are held fixed);
+* :func:`continuation` — a target or forced continuation tokenised as the model would produce it
+  after the prompt (no spurious leading piece such as SentencePiece's lone ``▁``), and whether
+  the prompt/target boundary merges (the prompt's own tokens change when the text follows it).
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+__all__ = ["one_bos", "typed_specials", "continuation", "merge_message"]
+
+
+def one_bos(ids: List[int], offsets: Optional[list], bos_id: Optional[int]) -> Tuple[List[int], Optional[list]]:
+    """``ids`` (and their ``offsets``) with a leading run of BOS tokens cut to one.
+
+    A tokenizer that adds BOS gives ``[BOS, BOS, ...]`` for a text that starts with the BOS
+    string; the added one (the first) is dropped, the typed one kept.
+
+    Args:
+        ids: token ids. offsets: per token (start, end), or None. bos_id: the BOS id, or None.
+
+    Returns:
+        (ids, offsets) — new lists; unchanged when there is no repeated BOS.
+    """
+    k = 0
+    while bos_id is not None and k < len(ids) and ids[k] == bos_id:
+        k += 1
+    if k <= 1 or k == len(ids):
+        return list(ids), None if offsets is None else list(offsets)
+    return list(ids[k - 1:]), None if offsets is None else list(offsets[k - 1:])
+
+
+def typed_specials(tokenizer, text: str, ids: Sequence[int], leading_bos_ok: bool) -> List[str]:
+    """The special-token strings typed in ``text`` that the tokenizer turned into their special
+    token (found in ``ids``), in order of first appearance.
+
+    Args:
+        tokenizer: the tokenizer (its ``all_special_tokens``, ``bos_token``).
+        text: the user's text (not the template).
+        ids: the encoded ids of the prompt that holds ``text``.
+        leading_bos_ok: BOS strings at the very start of ``text`` do not count (the text starts
+            the prompt, and they become the one BOS the model gets anyway).
+    """
+    found = []
+    bos = getattr(tokenizer, "bos_token", None)
+    present = set(int(i) for i in ids)
+    for s in getattr(tokenizer, "all_special_tokens", None) or []:
+        if not s or s not in text:
+            continue
+        positions = [i for i in range(len(text)) if text.startswith(s, i)]
+        if leading_bos_ok and s == bos:  # the leading run of BOS strings becomes the one BOS (one_bos)
+            lead = 0
+            while text.startswith(s, lead):
+                lead += len(s)
+            positions = [p for p in positions if p >= lead]
+        tid = tokenizer.convert_tokens_to_ids(s)
+        if positions and isinstance(tid, int) and tid in present:
+            found.append((positions[0], s))
+    return [s for _, s in sorted(found)]
+
+
+def continuation(tokenizer, context: str, text: str, offsets: bool = False):
+    """Token ids of ``text`` as the tokenizer splits it right after ``context``.
+
+    ``context + text`` is tokenised (without special tokens); when the tokens of ``context``
+    alone are a prefix of it, the rest are the ids of ``text`` in context: with a
+    SentencePiece tokenizer ``"good"`` after ``"the movie is"`` is the piece ``good`` (the model
+    would write ``isgood``), not ``▁good``, and ``"od"`` is ``od``, not ``['▁', 'od']``.
+    Otherwise the boundary merges (the last tokens of ``context`` change when ``text``
+    follows: ``"od"`` after ``"the movie is go"``), and ``text`` is tokenised alone, without a
+    leading piece that holds none of its characters (``['od']``, not ``['▁', 'od']``).
+
+    Args:
+        tokenizer: the tokenizer. context: the prompt (template filled in). text: the target or
+            continuation. offsets: also return each token's (start, end) in ``text`` (needs a
+            fast tokenizer).
+
+    Returns:
+        (ids List[int], offsets List[(start, end)] or None, merged bool).
+    """
+    want = bool(offsets) and bool(getattr(tokenizer, "is_fast", False))
+    p = list(tokenizer(context, add_special_tokens=False)["input_ids"]) if context else []
+    enc = tokenizer(context + text, add_special_tokens=False, return_offsets_mapping=want)
+    f = list(enc["input_ids"])
+    if len(f) > len(p) and f[: len(p)] == p:
+        n = len(context)
+        offs = [(max(int(s) - n, 0), max(int(e) - n, 0)) for s, e in enc["offset_mapping"][len(p):]] if want else None
+        return [int(i) for i in f[len(p):]], offs, False
+    alone = tokenizer(text, add_special_tokens=False, return_offsets_mapping=want)
+    ids = [int(i) for i in alone["input_ids"]]
+    offs = [(int(s), int(e)) for s, e in alone["offset_mapping"]] if want else None
+    k = 0  # a leading piece with no character of the text (SentencePiece's lone "▁" before "od") is dropped
+    while k + 1 < len(ids) and not text[:1].isspace() and not tokenizer.decode([ids[k]]).strip():
+        k += 1
+    return ids[k:], None if offs is None else offs[k:], True
+
+
+def merge_message(tokenizer, context: str, text: str, alone: Sequence[int], what: str = "target") -> str:
+    """The warning for a ``text`` (named ``what``) whose boundary with ``context`` merges: the
+    tokens around the boundary in context, and the ids taken instead (``alone``)."""
+    both = list(tokenizer(context + text, add_special_tokens=False)["input_ids"])
+    own = list(tokenizer(context, add_special_tokens=False)["input_ids"])
+    k = 0
+    while k < min(len(both), len(own)) and both[k] == own[k]:
+        k += 1
+    return (f"{what} {text!r} merges with the end of the prompt: the prompt ...{context[-20:]!r} ends in "
+            f"{tokenizer.convert_ids_to_tokens(own[k:])} alone but in {tokenizer.convert_ids_to_tokens(both[k:])} with "
+            f"{what} after it; {what} is taken as tokenised alone: {tokenizer.convert_ids_to_tokens(list(alone))} "
+            f"(ids {list(alone)}); pass token ids to choose others")

@@ -1,0 +1,73 @@
+"""Output paths of ``aieg-fast explain`` are checked before the model is loaded (issue 14): an
+unwritable --json / --html path no longer costs the whole computation; a write that fails
+after all keeps the result in the temporary folder."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import aieg_fast
+from aieg_fast import cli
+from aieg_fast.cli import explain as cli_explain
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """load_model must not be reached: the path checks come first."""
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded before the output paths were checked")
+
+    monkeypatch.setattr(cli_explain, "load_model", refuse)
+
+
+@pytest.mark.parametrize("flag", ["--json", "--html"])
+def test_unwritable_outputs_refused_before_loading(tmp_path, capsys, no_model, flag):
+    a_file = tmp_path / "plain.txt"
+    a_file.write_text("x")
+    cases = [
+        (str(tmp_path / "missing" / "out"), "does not exist"),
+        (str(tmp_path), "is a folder, not a file"),
+        (str(a_file / "out"), "does not exist"),  # a file where the folder should be
+    ]
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        cases.append((str(ro / "out"), "cannot write in the folder"))
+    for path, msg in cases:
+        assert cli.main(["explain", "the movie", flag, path, "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert f"error: {flag} {path!r}" in err and msg in err, err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".aieg")) == []  # the probe left nothing
+
+
+def test_same_file_for_json_and_html(tmp_path, capsys, no_model):
+    out = str(tmp_path / "x")
+    assert cli.main(["explain", "the movie", "--json", out, "--html", out]) == 2
+    assert "name the same file" in capsys.readouterr().err
+
+
+def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    """A write that fails after the computation (say, a full disk) saves the result in the
+    temporary folder and says where; the exit status is 1."""
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None: tiny_gpt2)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    real_save = aieg_fast.Attribution.save
+    target = str(tmp_path / "out.json")
+
+    def full_disk(self, path):
+        if path == target:
+            raise OSError(28, "No space left on device")
+        real_save(self, path)
+
+    monkeypatch.setattr(aieg_fast.Attribution, "save", full_disk)
+    assert cli.main(["explain", "the movie is", "--method", "saliency", "--json", target, "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "could not be written (No space left on device); the result is saved in" in err
+    rescue = err.strip().rsplit(" ", 1)[-1]
+    assert rescue.startswith(str(tmp_path)) and json.loads(open(rescue).read())["method"] == "saliency"

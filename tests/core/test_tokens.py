@@ -1,0 +1,120 @@
+"""Tokenisation edges (issue 14): exactly one BOS whatever the prompt holds (single, batched,
+templates, chat templates rendered to text); special-token strings typed in the text are
+warned; targets and forced continuations are tokenised as the model would produce them after
+the prompt, with a warning when the boundary merges."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from aieg_fast import AttributionWarning
+from aieg_fast.core.tokens import continuation, one_bos
+
+TEXT = "the movie is good"
+
+
+def _bos_count(res, ex):
+    return sum(i == ex.tokenizer.bos_token_id for i in res.token_ids)
+
+
+def _no_attribution_warning(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AttributionWarning)
+        return fn()
+
+
+def test_typed_bos_gives_one_bos_single_and_batched(tiny_llama):
+    ex = tiny_llama
+    plain = ex.attribute(TEXT, method="saliency")
+    typed = _no_attribution_warning(lambda: ex.attribute("<s>" + TEXT, method="saliency"))
+    assert _bos_count(plain, ex) == 1 and _bos_count(typed, ex) == 1
+    assert typed.token_ids == plain.token_ids
+    torch.testing.assert_close(typed.scores, plain.scores)
+    for side in ("right", "left"):
+        batch = _no_attribution_warning(lambda: ex.attribute(["<s>" + TEXT, "<s><s>the film was bad", "the film"], method="saliency",
+                                                             padding_side=side))
+        assert [_bos_count(r, ex) for r in batch] == [1, 1, 1]
+        torch.testing.assert_close(batch[0].scores, plain.scores, atol=1e-5, rtol=1e-4)
+
+
+def test_one_bos_with_templates_and_chat_templates(tiny_llama):
+    ex = tiny_llama
+    tok = ex.tokenizer
+    res = ex.attribute(TEXT, method="saliency", template="<s>Review: {text} Answer:")
+    assert _bos_count(res, ex) == 1 and res.token_ids[0] == tok.bos_token_id
+    old = getattr(tok, "chat_template", None)
+    tok.chat_template = "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }} {% endfor %}"
+    try:
+        rendered = tok.apply_chat_template([{"role": "user", "content": TEXT}], tokenize=False)
+        assert rendered.startswith("<s>")
+        as_text = _no_attribution_warning(lambda: ex.attribute(rendered, method="saliency"))
+        as_template = tok.apply_chat_template([{"role": "user", "content": "{text}"}], tokenize=False)
+        in_template = ex.attribute(TEXT, method="saliency", template=as_template)
+    finally:
+        tok.chat_template = old
+    assert _bos_count(as_text, ex) == 1 and _bos_count(in_template, ex) == 1
+    assert as_text.token_ids == in_template.token_ids
+
+
+def test_one_bos_helper():
+    assert one_bos([1, 1, 1, 5], [(0, 0), (0, 3), (3, 6), (6, 9)], 1) == ([1, 5], [(3, 6), (6, 9)])
+    assert one_bos([1, 5, 1], None, 1) == ([1, 5, 1], None)
+    assert one_bos([5, 6], None, None) == ([5, 6], None)
+
+
+@pytest.mark.parametrize("fixture, special", [("tiny_gpt2", "<|endoftext|>"), ("tiny_llama", "<s>")])
+def test_typed_special_token_is_warned_and_held_fixed(request, fixture, special):
+    ex = request.getfixturevalue(fixture)
+    with pytest.warns(AttributionWarning, match=r"text holds \[.*\], typed as text: .* held fixed"):
+        res = ex.attribute(f"the {special} movie", method="saliency")
+    sid = ex.tokenizer.convert_tokens_to_ids(special)
+    k = [i for i, t in enumerate(res.token_ids) if t == sid][-1]
+    assert not res.attributable[k] and float(res.scores[k]) == 0.0
+
+
+def test_special_token_in_template_is_not_warned(tiny_gpt2):
+    _no_attribution_warning(lambda: tiny_gpt2.attribute(TEXT, method="saliency", template="<|endoftext|>Review: {text}"))
+
+
+def test_target_tokenised_in_context_sentencepiece(tiny_llama):
+    """With a SentencePiece tokenizer, "od" after the prompt is the piece 'od' (alone it is
+    ['▁', 'od']); " good" is '▁good'; "good" glued to "is" is not one token in context."""
+    ex = tiny_llama
+    tok = ex.tokenizer
+    assert tok.convert_ids_to_tokens(tok.encode("od", add_special_tokens=False)) == ["▁", "od"]
+    res = _no_attribution_warning(lambda: ex.attribute("the movie is", method="saliency", target="od"))
+    assert tok.convert_ids_to_tokens([res.target["id"]]) == ["od"]
+    res = ex.attribute("the movie is", method="saliency", target=" good")
+    assert tok.convert_ids_to_tokens([res.target["id"]]) == ["▁good"]
+    with pytest.raises(ValueError, match=r"is not a single token: it tokenizes as \['g', 'ood'\].* after the prompt"):
+        ex.attribute("the movie is", method="saliency", target="good")
+
+
+def test_forced_continuation_tokenised_in_context(tiny_llama):
+    ex = tiny_llama
+    tok = ex.tokenizer
+    gen = _no_attribution_warning(lambda: ex.attribute_generation("the movie is", generated_text="od", method="saliency"))
+    assert tok.convert_ids_to_tokens(gen.info["generated_ids"]) == ["od"]
+    assert gen.text == "the movie isod" and gen.offsets[-1] == [12, 14]
+
+
+def test_boundary_merge_is_warned(tiny_llama):
+    """"od" after "... go" merges into '▁good': warned, and taken alone without the lone '▁'."""
+    ex = tiny_llama
+    tok = ex.tokenizer
+    with pytest.warns(AttributionWarning, match=r"generated_text 'od' merges with the end of the prompt"):
+        gen = ex.attribute_generation("the movie is go", generated_text="od", method="saliency")
+    assert tok.convert_ids_to_tokens(gen.info["generated_ids"]) == ["od"]
+    with pytest.warns(AttributionWarning, match=r"target 'od' merges with the end of the prompt"):
+        res = ex.attribute("the movie is go", method="saliency", target="od")
+    assert tok.convert_ids_to_tokens([res.target["id"]]) == ["od"]
+
+
+def test_byte_level_targets_unchanged(tiny_gpt2):
+    tok = tiny_gpt2.tokenizer
+    res = _no_attribution_warning(lambda: tiny_gpt2.attribute(TEXT, method="saliency", target=" great"))
+    assert [res.target["id"]] == tok.encode(" great", add_special_tokens=False)
+    ids, _, merged = continuation(tok, "the movie is", " good and great")
+    assert ids == tok.encode(" good and great", add_special_tokens=False) and not merged

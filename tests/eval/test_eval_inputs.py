@@ -1,0 +1,105 @@
+"""evaluate's bad inputs (issue 14): typos in method_options refused before config.json is
+written (so the corrected rerun is accepted), malformed or empty data files named with file and
+line, and an example whose text the model cannot take recorded and skipped with a count while
+the run goes on."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aieg_fast import cli
+from aieg_fast import eval as E
+from aieg_fast.eval import runner
+
+KW = dict(n_steps=4, n_samples=1, pis=(0.5,), progress=False, plot=False, labels=(10, 11), template="{text} :", metrics="hard")
+
+
+@pytest.mark.parametrize("methods, options, match", [
+    ("aieg", {"aieg": {"ef_mod": "none"}}, r"method_options\['aieg'\] has unknown option\(s\) \['ef_mod'\]"),
+    ("aieg", {"aeig": {"ef_mode": "none"}}, r"method_options names 'aeig', which is not among the methods run \['aieg'\]"),
+    ("aieg", {"aieg": {"ef_mode": "bogus"}}, r"methods: 'aieg' with method_options .* ef_mode must be one of"),
+    ("aieg:ef_mode=bogus", None, r"methods: 'aieg:ef_mode=bogus' .* ef_mode must be one of"),
+    ("saliency", {"saliency": "l2"}, r"method_options\['saliency'\] must be a dict"),
+])
+def test_method_option_typos_refused_before_config(tiny_gpt2, tmp_path, methods, options, match):
+    out = tmp_path / "run"
+    with pytest.raises((ValueError, TypeError), match=match):
+        E.evaluate(tiny_gpt2, methods=methods, method_options=options, n=1, out_dir=out, **KW)
+    assert not (out / "config.json").exists() and not (out / "records.jsonl").exists()
+    fixed = {"aieg": {"ef_mode": "none"}} if methods.startswith("aieg") else None
+    res = E.evaluate(tiny_gpt2, methods=methods.split(":")[0], method_options=fixed, n=1, out_dir=out, **KW)
+    assert res["computed"] == 1  # the corrected rerun in the same folder is accepted
+
+
+@pytest.mark.parametrize("content, match", [
+    (b'{"text": "good", "label": 1}\n{"text": "bad"}\n', r"imdb_test_sample.jsonl: line 2 has no 'label' key"),
+    (b'{"text": "good", "label": 1}\n\n{"label": 0}\n', r"line 3 has no 'text' key"),
+    (b'{"text": "good", "label": 1}\n{"text": "caf\xe9", "label": 0}\n', r"line 2 is not UTF-8 text \(byte 13"),
+    (b'{"text": "good", "label": 1}\n{"text": "bad", "label": 0\n', r"line 2 is not JSON"),
+    (b'["good", 1]\n', r"line 1 is not a JSON object"),
+    (b'{"text": "good", "label": "yes"}\n', r"line 1 needs a string 'text' and a 'label' of 0 or 1"),
+])
+def test_malformed_jsonl_named_with_file_and_line(tiny_gpt2, tmp_path, capsys, monkeypatch, content, match):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "imdb_test_sample.jsonl").write_bytes(content)
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=match):
+        E.evaluate(tiny_gpt2, dataset="imdb", data_dir=data, methods="saliency", n=2, out_dir=out, **KW)
+    assert not (out / "config.json").exists()
+    monkeypatch.setattr(runner, "load_model", lambda model=None, **kw: tiny_gpt2)
+    rc = cli.main(["evaluate", "--dataset", "imdb", "--data-dir", str(data), "--methods", "saliency", "--out", str(out), "--no-progress"])
+    assert rc == 2 and "imdb_test_sample.jsonl: line" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dataset, name, content", [("imdb", "imdb_test_sample.jsonl", ""), ("sst2-dev", "sst2_dev.tsv", "sentence\tlabel\n"),
+                                                     ("sst2-dev", "sst2_dev.tsv", "")])
+def test_empty_data_file(tiny_gpt2, tmp_path, dataset, name, content):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / name).write_text(content)
+    with pytest.raises(ValueError, match=rf"dataset '{dataset}' has no examples: .*{name} holds no data line"):
+        E.evaluate(tiny_gpt2, dataset=dataset, data_dir=data, methods="saliency", n=3, out_dir=tmp_path / "run", **KW)
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def test_over_long_text_is_recorded_and_skipped(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    """Example 1 has more tokens than the tiny model's 64 positions: it is recorded with the
+    reason and skipped; the others are evaluated; a rerun does not try it again."""
+    data = tmp_path / "data"
+    data.mkdir()
+    long = " ".join(["good"] * 80)
+    (data / "sst2_dev.tsv").write_text(f"sentence\tlabel\nthe film was good\t1\n{long}\t0\nthe film was bad\t0\n")
+    out = tmp_path / "run"
+    res = E.evaluate(tiny_gpt2, dataset="sst2-dev", data_dir=data, methods="saliency,random", n=3, out_dir=out, **KW)
+    assert res["computed"] == 2 and res["failed"] == 1
+    assert res["failures"][0]["id"] == "sst2-dev:1" and "the model accepts at most 64 positions" in res["failures"][0]["reason"]
+    recs = [json.loads(l) for l in (out / "records.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in recs] == ["sst2-dev:0", "sst2-dev:1", "sst2-dev:2"]
+    assert "skipped" in recs[1] and recs[1]["methods"] == {}
+    md = (out / "summary.md").read_text()
+    assert "n = 2 examples" in md and "1 example(s) skipped" in md and "sst2-dev:1" in md
+    again = E.evaluate(tiny_gpt2, dataset="sst2-dev", data_dir=data, methods="saliency,random", n=3, out_dir=out, **KW)
+    assert again["computed"] == 0 and again["failed"] == 1
+    monkeypatch.setattr(runner, "load_model", lambda model=None, **kw: tiny_gpt2)
+    from aieg_fast import datasets
+
+    monkeypatch.setitem(datasets.DATASETS, "sst2-dev", datasets.DATASETS["sst2-dev"].__class__(
+        **{**datasets.DATASETS["sst2-dev"].__dict__, "labels": (10, 11)}))
+    rc = cli.main(["evaluate", "--dataset", "sst2-dev", "--data-dir", str(data), "--methods", "saliency", "--n", "3",
+                   "--metrics", "hard", "--n-steps", "4", "--out", str(tmp_path / "cli"), "--no-progress"])
+    assert rc == 0 and "1 example(s) skipped, their input refused" in capsys.readouterr().out
+
+
+def test_flagged_attributions_recorded_not_warned(tiny_gpt2, tmp_path, recwarn):
+    """During a run AttributionWarnings are not printed per example: each attribution's findings
+    are in its record ("signal_flags") and counted in summary.md."""
+    from aieg_fast import AttributionWarning
+
+    res = E.evaluate(tiny_gpt2, methods="integrated_gradients", n=2, out_dir=tmp_path, **dict(KW, n_steps=2))
+    assert not [w for w in recwarn if issubclass(w.category, AttributionWarning)]
+    recs = [json.loads(l) for l in (tmp_path / "records.jsonl").read_text().splitlines()]
+    # two IG steps on the random model: a large completeness error on both examples
+    assert [r["methods"]["integrated_gradients"]["signal_flags"] for r in recs] == [["completeness"], ["completeness"]]
+    assert "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): integrated_gradients: completeness × 2" in res["summary_md"]

@@ -1,0 +1,77 @@
+"""Bad call settings are refused before any model work with a message naming the argument
+(issue 14): huge n_steps (with the memory it would need), internal_batch_size=True, a bad
+max_memory; and a token added with resize_token_embeddings is a valid target at once."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import aieg_fast
+from aieg_fast.core import path as path_module
+from builders import make_tiny_gpt2, make_tiny_llama, model_state
+
+TEXT = "the movie is good"
+
+
+def _no_forward(ex, monkeypatch):
+    """Make any forward through the model fail, so a check that comes too late is noticed."""
+    def boom(*a, **k):
+        raise AssertionError("the model ran before the arguments were checked")
+
+    monkeypatch.setattr(ex.adapter, "hidden_states", boom)
+    monkeypatch.setattr(ex.adapter, "hidden_last", boom)
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "aieg", "integrated_decision_gradients"])
+def test_huge_n_steps_names_the_memory(tiny_gpt2, monkeypatch, method):
+    before = model_state(tiny_gpt2)
+    _no_forward(tiny_gpt2, monkeypatch)
+    with pytest.raises(ValueError, match=r"n_steps=1000000000000 would need about [\d.]+ [TP]B of memory .* more than this machine's"):
+        tiny_gpt2.attribute(TEXT, method=method, n_steps=10**12)
+    with pytest.raises(ValueError, match=r"n_steps=1000000000000 would need"):
+        tiny_gpt2.attribute_generation(TEXT, max_new_tokens=2, method=method, n_steps=10**12)
+    assert model_state(tiny_gpt2) == before
+
+
+def test_gauss_legendre_counts_its_quadratic_memory(tiny_gpt2, monkeypatch):
+    monkeypatch.setattr(path_module, "machine_memory", lambda: 10**9)  # a 1 GB machine
+    with pytest.raises(ValueError, match=r"n_steps=20000 would need about [\d.]+ GB"):
+        tiny_gpt2.attribute(TEXT, method="integrated_gradients", n_steps=20000, integration="gausslegendre")
+
+
+@pytest.mark.parametrize("method", ["saliency", "aieg", "integrated_gradients"])
+@pytest.mark.parametrize("bad", [True, 0, -3, 2.5, "8"])
+def test_internal_batch_size_refused_up_front(tiny_gpt2, monkeypatch, method, bad):
+    _no_forward(tiny_gpt2, monkeypatch)
+    with pytest.raises(ValueError, match=rf"internal_batch_size must be a positive int or None, got {bad!r}"):
+        tiny_gpt2.attribute(TEXT, method=method, n_steps=4, internal_batch_size=bad)
+    with pytest.raises(ValueError, match="internal_batch_size must be a positive int"):
+        tiny_gpt2.attribute_generation(TEXT, max_new_tokens=2, method=method, n_steps=4, internal_batch_size=bad)
+
+
+def test_max_memory_refused_up_front(tiny_gpt2, monkeypatch):
+    _no_forward(tiny_gpt2, monkeypatch)
+    with pytest.raises(ValueError, match="max_memory must be bytes or a string like '4GB', got 'lots'"):
+        tiny_gpt2.attribute(TEXT, method="saliency", max_memory="lots")
+
+
+@pytest.mark.parametrize("make", [make_tiny_gpt2, make_tiny_llama], ids=["gpt2-tied", "llama-untied"])
+def test_token_added_after_resize_is_a_valid_target(make):
+    """The vocabulary size, the output head (replaced on an untied model) and the special ids are
+    read on each use, not cached at load."""
+    model, tok = make()
+    ex = aieg_fast.load_model(model, tok)
+    ex.attribute(TEXT, method="saliency")  # caches filled
+    tok.add_tokens(["<newword>"])
+    tok.add_special_tokens({"additional_special_tokens": ["<mark>"]})
+    model.resize_token_embeddings(len(tok))
+    new = tok.convert_tokens_to_ids("<newword>")
+    res = ex.attribute(TEXT, method="saliency", target=new)
+    assert res.target["id"] == new and torch.isfinite(res.scores).all()
+    logits = model(torch.tensor([res.token_ids])).logits[0, -1]
+    res = ex.attribute(TEXT, method="saliency", target="<newword>", target_fn="logit")
+    assert abs(res.info["F_input"] - float(logits[new])) < 1e-4  # F read from the new head
+    mark = tok.convert_tokens_to_ids("<mark>")
+    with pytest.warns(aieg_fast.AttributionWarning, match="typed as text"):
+        res = ex.attribute("the <mark> movie", method="saliency")
+    assert mark in res.token_ids and not res.attributable[res.token_ids.index(mark)]
