@@ -205,10 +205,12 @@ def attribute_generation(
     # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
     encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
     settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=call.target_fn, backend=backend)
+    source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text)
+    if m.needs_words(opts):  # the word of each token of prompt ⊕ y_<T (as the result's word view)
+        settings["words"] = ex.token_words(prompt_ids + gen_ids, source)[: Lp + T - 1]
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
-    source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text)
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source,
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"],
@@ -249,9 +251,21 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     return out, used
 
 
+def _masked_words(words, batch):
+    """Word ids [L_full] of the full sequence laid over a right-padded batch: Tensor[B, L] (−1
+    where fixed or padding), or None."""
+    if words is None:
+        return None
+    L = batch.ids.shape[1]
+    w = words[:L].to(batch.ids.device).expand(batch.B, L)
+    return torch.where(batch.fixed, torch.full_like(w, -1), w)
+
+
 def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settings: dict, timing: dict, bar, call):
     full_ids, full_fixed = encoded[-1]
     T = len(gen_ids)
+    settings = dict(settings)
+    words = settings.pop("words", None)
     sctx = None
     if shared and (m.run_sequence is not None or m.shares_pilot):
         seq = apply_baseline(ex, ex.build_batch([(full_ids, full_fixed)], "right"), call, m.uses_baseline)
@@ -259,6 +273,7 @@ def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, 
         sctx = SequenceContext(
             ex.adapter, seq, torch.arange(Lp - 1, Lp - 1 + T, device=ex.device), torch.tensor(gen_ids, dtype=torch.long, device=ex.device),
             settings["n_steps"], chunk, settings["target_fn"], settings["backend"], timing, bar, call.contrast_tensor(ex.device),
+            _masked_words(words, seq),
         )
     if sctx is not None and m.run_sequence is not None:
         t = time.perf_counter()
@@ -267,7 +282,8 @@ def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, 
         return out, used
     batch = apply_baseline(ex, ex.build_batch(encoded, "right"), call, m.uses_baseline)
     contrast = call.contrast_tensor(ex.device)
-    ctx = ex.context(batch, list(gen_ids), progress=bar, timing=timing, contrast=None if contrast is None else contrast.expand(T), **settings)
+    ctx = ex.context(batch, list(gen_ids), progress=bar, timing=timing, contrast=None if contrast is None else contrast.expand(T),
+                     word_ids=_masked_words(words, batch), **settings)
     pilot_used: Dict[str, str] = {}
     if sctx is not None and getattr(opts, "adaptive", True):
         n_pilot = getattr(opts, m.pilot_option) or settings["n_steps"]

@@ -64,6 +64,9 @@ class Method:
     #: methods that reach the model only through the context's F and gradients
     multi_token_targets: ClassVar[bool] = False
     shares_pilot: ClassVar[bool] = False
+    #: the baseline a call without ``baseline=`` uses (a :mod:`~aieg_fast.core.baselines` kind;
+    #: None = the reference token), for methods with :attr:`uses_baseline`
+    default_baseline: ClassVar[Any] = None
     #: option holding the pilot size, when :attr:`shares_pilot`
     pilot_option: ClassVar[Optional[str]] = None
 
@@ -89,6 +92,11 @@ class Method:
     def needs_attention(self, opts) -> bool:
         """Whether the method reads attention (probabilities, q/k/v, the output projection) with
         these options; such methods are refused for families without attention layers."""
+        return False
+
+    def needs_words(self, opts) -> bool:
+        """Whether the method groups tokens into words with these options; the caller then fills
+        ``ctx.word_ids`` (the word of each position, from the tokenizer's offsets)."""
         return False
 
     def run(self, ctx, opts) -> MethodOutput:
