@@ -153,7 +153,7 @@ class Explainer:
         ``source`` = (encoded string, offsets) has offsets, else the marker rule); tokens past
         the offsets (a teacher-forced target) are words of their own."""
         text, offsets = source
-        offs = list(offsets) + [None] * (len(ids) - len(offsets)) if offsets else None
+        offs = (list(offsets) + [None] * len(ids))[: len(ids)] if offsets else None
         raw = self.tokenizer.convert_ids_to_tokens(list(ids))
         return torch.tensor(token_word_index(text, offs, raw, [i in self.special_ids for i in ids]), dtype=torch.long)
 

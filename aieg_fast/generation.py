@@ -204,17 +204,15 @@ def attribute_generation(
     Lp, T = len(prompt_ids), len(gen_ids)
     # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
     encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
-    settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=call.target_fn, backend=backend)
     source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text)
-    if m.needs_words(opts):  # the word of each token of prompt ⊕ y_<T (as the result's word view)
-        settings["words"] = ex.token_words(prompt_ids + gen_ids, source)[: Lp + T - 1]
+    settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=call.target_fn,
+                    backend=backend, words=_sequence_words(ex, m, opts, prompt_ids + gen_ids[:-1], source))
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source,
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
-                          contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"],
-                          interpolate_generated=bool(interpolate_generated),
+                          contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"], interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
 
 
@@ -249,6 +247,12 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     out, used = _run_steps(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar, call)
     out.info["step_probs"] = _step_probs(ex, full_ids, Lp, gen_ids)
     return out, used
+
+
+def _sequence_words(ex, m, opts, ids: List[int], source):
+    """Tensor[len(ids)] long, the word of each token of prompt ⊕ y_<T as the result's word view
+    groups them, for methods that mask words (``m.needs_words``); else None."""
+    return ex.token_words(ids, source) if m.needs_words(opts) else None
 
 
 def _masked_words(words, batch):

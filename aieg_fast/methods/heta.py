@@ -221,7 +221,7 @@ def _curvature(ctx, s, m: int, seed: int):
     b = ctx.batch
     fixed = b.fixed.cpu()
     positions = [(~fixed[i]).nonzero().flatten() for i in range(b.B)]
-    with contextlib.ExitStack() as stack, torch.enable_grad():
+    with ctx.timed("curvature_graph"), contextlib.ExitStack() as stack, torch.enable_grad():
         if s["curvature_layers"]:
             leaf = stack.enter_context(ResidualLeaf(ctx.adapter, ctx.adapter.n_layers - s["curvature_layers"]))
             h = ctx.hidden(ctx.all_rows(), b.embeds)
