@@ -19,6 +19,8 @@ forward serves every step:
   (interpolating the prompt, holding generated tokens fixed — or interpolating them too, which
   for step t touches only y_<t), giving the path logits of every step; one batched VJP per
   chunk gives every step's gradients;
+* ``occlusion``: one forward over the full sequence per masked group (token, word or span)
+  gives that group's effect on every step;
 * ``aieg``, ``integrated_decision_gradients``: one shared pilot pass over the full sequence gives
   every step's pilot logits; each step then has its own adaptive grid, so the main pass runs on a
   right-padded batch of the T contexts (all path points batched together).
