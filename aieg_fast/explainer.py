@@ -289,9 +289,11 @@ class Explainer:
                 target must be one of them (None target: the most likely of them).
             contrast_target: a token (or class) c, or one per text: F = z_target − z_c
                 (p_target − p_c with ``target_fn="prob"``; Inseq's ``contrast_logits_diff``).
-            baseline: for integrated_gradients, integrated_decision_gradients and aieg: None (the
-                reference token ``ref_token_id``), ``"zero"``, ``"mean"``, ``"unk"``, ``"pad"``,
-                ``"eos"``, a token id, or a Tensor [d] / [L, d] (:mod:`aieg_fast.core.baselines`).
+            baseline: for integrated_gradients, integrated_decision_gradients and aieg (the path's
+                start), occlusion and heta (what replaces a masked token): None (the method's
+                default: the reference token ``ref_token_id``; ``"zero"`` for heta), ``"zero"``,
+                ``"mean"``, ``"unk"``, ``"pad"``, ``"eos"``, a token id, or a Tensor [d] / [L, d]
+                (:mod:`aieg_fast.core.baselines`).
             alpha_range: ``(α0, 1)``: integrate from x(α0) (default ``(0, 1)``).
             n_baseline_samples: average over this many baselines x′ + σε (ε ~ N(0, 1), seeded by
                 ``seed``); ``baseline_noise`` = σ (default 0.1 × the RMS of the input embeddings).

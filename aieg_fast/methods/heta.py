@@ -361,7 +361,11 @@ class HETA(Method):
 
     Cost per target: one forward with the attention captured, n masked forwards, one forward
     with graph and its create-graph backward, n·m HVPs (each about two backward passes). Eager
-    attention is used throughout (SDPA has no double backward).
+    attention is used throughout (SDPA has no double backward). Memory: the gate keeps the
+    attention of every gate layer (H·N·L² values per example) and a chunk of probes holds
+    ``internal_batch_size`` copies of the backward's activations; use ``window`` for long inputs.
+    ``timing``: ``reference_gate``, ``gate``, ``information``, ``curvature`` (which includes
+    ``curvature_graph``, the forward with graph and the create-graph backward).
 
     ``info`` (per example; token lists over the example's tokens): ``gate``, ``curvature``,
     ``information`` (the computed components, before β, γ), ``F_input``, ``target_logprob``,
