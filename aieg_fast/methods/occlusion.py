@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 from ..core.occlusion import GRANULARITIES, MEASURES, occlude, occlusion_groups, reference_outputs, sequence_occlude, spread
 from ..core.validation import check_choice, check_int
 from .base import Method, MethodOutput, Options
