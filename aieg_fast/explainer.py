@@ -17,6 +17,7 @@ from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
 from .core.tokens import continuation, merge_message, one_bos, typed_specials
 from .core.validation import check_call_settings, check_choice
+from .display.words import token_word_index
 from .generation import attribute_generation
 from .methods.registry import METHODS, check_model, get_method
 from .models import adapter_for, load_hf_model
@@ -185,6 +186,24 @@ class Explainer:
             offsets = [self.token_span(i, s, e) for i, (s, e) in zip(ids, spans)]
         return ids, fixed, full, offsets
 
+    def token_words(self, ids: Sequence[int], source=("", [])) -> torch.Tensor:
+        """Tensor[len(ids)] long: the word index of each token, words as the results' word view
+        groups them (:func:`~aieg_fast.display.words.token_word_index`: the offsets rule when
+        ``source`` = (encoded string, offsets) has offsets, else the marker rule); tokens past
+        the offsets (a teacher-forced target) are words of their own."""
+        text, offsets = source
+        offs = (list(offsets) + [None] * len(ids))[: len(ids)] if offsets else None
+        raw = self.tokenizer.convert_ids_to_tokens(list(ids))
+        return torch.tensor(token_word_index(text, offs, raw, [i in self.special_ids for i in ids]), dtype=torch.long)
+
+    def _word_ids(self, batch: Batch, sources) -> torch.Tensor:
+        """Tensor[B, L] long word index of each position of the batch (−1 where fixed)."""
+        out = torch.full(tuple(batch.ids.shape), -1, dtype=torch.long)
+        for b, src in enumerate(sources):
+            off, n = batch.offsets[b], batch.lengths[b]
+            out[b, off : off + n] = self.token_words(batch.ids[b, off : off + n].tolist(), src)
+        return torch.where(batch.fixed.cpu(), torch.full_like(out, -1), out).to(self.device)
+
     def token_span(self, token_id: int, start: int, end: int, shift: int = 0):
         """``[start + shift, end + shift]``, or None for a special token (the UNK token keeps its
         span: it stands for characters of the text)."""
@@ -275,7 +294,7 @@ class Explainer:
             targets: one target id per example; None entries (or None) = the model's prediction,
                 filled by the first forward that needs it.
             **settings: ``n_steps``, ``internal_batch_size``, ``max_memory``, ``target_fn``,
-                ``backend``, ``progress``, ``pilot_logits`` (see :class:`Context`).
+                ``backend``, ``progress``, ``pilot_logits``, ``word_ids`` (see :class:`Context`).
         """
         targets = [None] * batch.B if targets is None else list(targets)
         tg = torch.tensor([-1 if t is None else int(t) for t in targets], dtype=torch.long, device=self.device)
@@ -333,9 +352,11 @@ class Explainer:
                 target must be one of them (None target: the most likely of them).
             contrast_target: a token (or class) c, or one per text: F = z_target − z_c
                 (p_target − p_c with ``target_fn="prob"``; Inseq's ``contrast_logits_diff``).
-            baseline: for integrated_gradients, integrated_decision_gradients and aieg: None (the
-                reference token ``ref_token_id``), ``"zero"``, ``"mean"``, ``"unk"``, ``"pad"``,
-                ``"eos"``, a token id, or a Tensor [d] / [L, d] (:mod:`aieg_fast.core.baselines`).
+            baseline: for integrated_gradients, integrated_decision_gradients and aieg (the path's
+                start), occlusion and heta (what replaces a masked token): None (the method's
+                default: the reference token ``ref_token_id``; ``"zero"`` for heta), ``"zero"``,
+                ``"mean"``, ``"unk"``, ``"pad"``, ``"eos"``, a token id, or a Tensor [d] / [L, d]
+                (:mod:`aieg_fast.core.baselines`).
             alpha_range: ``(α0, 1)``: integrate from x(α0) (default ``(0, 1)``).
             n_baseline_samples: average over this many baselines x′ + σε (ε ~ N(0, 1), seeded by
                 ``seed``); ``baseline_noise`` = σ (default 0.1 × the RMS of the input embeddings).
@@ -384,10 +405,11 @@ class Explainer:
         step_ids, encoded = self._multi_token(m, call, tinfo, encoded)
         check_targets_against(call, [ti["id"] for ti in tinfo])
         batch = apply_baseline(self, self.build_batch(encoded, padding_side), call, m.uses_baseline)
+        words = self._word_ids(batch, sources) if m.needs_words(opts) else None
         with progress_bar(progress, method) as bar:
             ctx = self.context(batch, [ti["id"] for ti in tinfo], n_steps=n_steps, internal_batch_size=internal_batch_size,
                                max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
-                               contrast=call.contrast_tensor(self.device), step_ids=step_ids)
+                               contrast=call.contrast_tensor(self.device), step_ids=step_ids, word_ids=words)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
         valid = [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)]
         flags = flag_rows(m, opts, out, valid, call, None if isinstance(text, str) else [{"text": b} for b in range(batch.B)])

@@ -19,6 +19,8 @@ forward serves every step:
   (interpolating the prompt, holding generated tokens fixed — or interpolating them too, which
   for step t touches only y_<t), giving the path logits of every step; one batched VJP per
   chunk gives every step's gradients;
+* ``occlusion``: one forward over the full sequence per masked group (token, word or span)
+  gives that group's effect on every step;
 * ``aieg``, ``integrated_decision_gradients``: one shared pilot pass over the full sequence gives
   every step's pilot logits; each step then has its own adaptive grid, so the main pass runs on a
   right-padded batch of the T contexts (all path points batched together).
@@ -207,18 +209,18 @@ def attribute_generation(
     Lp, T = len(prompt_ids), len(gen_ids)
     # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
     encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
-    settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=call.target_fn, backend=backend)
+    source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text, gen_offsets)
+    settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=call.target_fn,
+                    backend=backend, words=_sequence_words(ex, m, opts, prompt_ids + gen_ids[:-1], source))
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
     full_fixed = torch.tensor(encoded[-1][1], dtype=torch.bool)  # row t covers the first Lp + t tokens
     flags = flag_rows(m, opts, out, [(out.scores[t][: Lp + t].cpu(), ~full_fixed[: Lp + t]) for t in range(T)], call,
                       [{"step": t} for t in range(T)])
-    source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text, gen_offsets)
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source, flags,
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
-                          contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"],
-                          interpolate_generated=bool(interpolate_generated),
+                          contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"], interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
 
 
@@ -264,9 +266,27 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     return out, used
 
 
+def _sequence_words(ex, m, opts, ids: List[int], source):
+    """Tensor[len(ids)] long, the word of each token of prompt ⊕ y_<T as the result's word view
+    groups them, for methods that mask words (``m.needs_words``); else None."""
+    return ex.token_words(ids, source) if m.needs_words(opts) else None
+
+
+def _masked_words(words, batch):
+    """Word ids [L_full] of the full sequence laid over a right-padded batch: Tensor[B, L] (−1
+    where fixed or padding), or None."""
+    if words is None:
+        return None
+    L = batch.ids.shape[1]
+    w = words[:L].to(batch.ids.device).expand(batch.B, L)
+    return torch.where(batch.fixed, torch.full_like(w, -1), w)
+
+
 def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settings: dict, timing: dict, bar, call):
     full_ids, full_fixed = encoded[-1]
     T = len(gen_ids)
+    settings = dict(settings)
+    words = settings.pop("words", None)
     sctx = None
     if shared and (m.run_sequence is not None or m.shares_pilot):
         seq = apply_baseline(ex, ex.build_batch([(full_ids, full_fixed)], "right"), call, m.uses_baseline)
@@ -274,6 +294,7 @@ def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, 
         sctx = SequenceContext(
             ex.adapter, seq, torch.arange(Lp - 1, Lp - 1 + T, device=ex.device), torch.tensor(gen_ids, dtype=torch.long, device=ex.device),
             settings["n_steps"], chunk, settings["target_fn"], settings["backend"], timing, bar, call.contrast_tensor(ex.device),
+            _masked_words(words, seq),
         )
     if sctx is not None and m.run_sequence is not None:
         t = time.perf_counter()
@@ -282,7 +303,8 @@ def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, 
         return out, used
     batch = apply_baseline(ex, ex.build_batch(encoded, "right"), call, m.uses_baseline)
     contrast = call.contrast_tensor(ex.device)
-    ctx = ex.context(batch, list(gen_ids), progress=bar, timing=timing, contrast=None if contrast is None else contrast.expand(T), **settings)
+    ctx = ex.context(batch, list(gen_ids), progress=bar, timing=timing, contrast=None if contrast is None else contrast.expand(T),
+                     word_ids=_masked_words(words, batch), **settings)
     pilot_used: Dict[str, str] = {}
     if sctx is not None and getattr(opts, "adaptive", True):
         n_pilot = getattr(opts, m.pilot_option) or settings["n_steps"]

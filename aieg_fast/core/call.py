@@ -106,8 +106,11 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
     if custom and not getattr(method, "uses_baseline", False):
         raise ValueError(
             f"method {method.name!r} does not use a baseline; baseline, alpha_range and n_baseline_samples apply to "
-            "integrated_gradients, integrated_decision_gradients and aieg"
+            "the path methods (integrated_gradients, integrated_decision_gradients, aieg) and to the masking "
+            "methods (occlusion, heta)"
         )
+    if baseline is None:  # the method's own default (None: the reference token)
+        baseline = getattr(method, "default_baseline", None)
     return CallSettings(tfn, contrast, baseline, alpha0, n_baseline_samples, baseline_noise, seed)
 
 

@@ -2,9 +2,12 @@
 
 * :class:`AttentionCapture` — attention probabilities of chosen layers (eager attention);
 * :class:`ProjectionCapture` — q/k/v projections (before RoPE), the attention output as a
-  differentiable tensor (after or before the output projection) and the RoPE tables.
+  differentiable tensor (after or before the output projection) and the RoPE tables;
+* :class:`ResidualCapture` — the residual stream entering chosen blocks (before their norm);
+* :class:`ResidualLeaf` — the residual stream entering one block, replaced by a leaf tensor that
+  gradients can be taken with respect to (derivatives through the top blocks only).
 
-Both are context managers: ``with AttentionCapture(adapter, layers) as cap: ...``.
+All are context managers: ``with AttentionCapture(adapter, layers) as cap: ...``.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["AttentionCapture", "ProjectionCapture"]
+__all__ = ["AttentionCapture", "ProjectionCapture", "ResidualCapture", "ResidualLeaf"]
 
 
 class _Hooks:
@@ -107,6 +110,7 @@ class ProjectionCapture(_Hooks):
         self.v: Dict[int, Tensor] = {}
         self.A: Dict[int, Tensor] = {}
         self.pe: Dict[int, tuple] = {}
+        self.v_point: Dict[int, tuple] = {}
         try:
             for l in layers:
                 for module, reader in adapter.qkv_points(l):
@@ -115,7 +119,7 @@ class ProjectionCapture(_Hooks):
                     self.handles.append(adapter.attn_modules[l].register_forward_pre_hook(self._pe_hook(l), with_kwargs=True))
                 if grad_source == "post_o":
                     self.handles.append(adapter.attn_modules[l].register_forward_hook(self._post_o_hook(l)))
-                else:
+                elif grad_source == "pre_o":
                     self.handles.append(adapter.o_proj(l).register_forward_pre_hook(self._pre_o_hook(l)))
         except BaseException:
             self.close()
@@ -133,6 +137,8 @@ class ProjectionCapture(_Hooks):
             out = output[0] if isinstance(output, tuple) else output
             for name, part in reader(out.detach()).items():
                 stores[name][l] = part
+                if name == "v":
+                    self.v_point[l] = (module, reader)
 
         return hook
 
@@ -171,3 +177,51 @@ class ProjectionCapture(_Hooks):
     def close(self) -> None:
         super().close()
         self.A.clear()
+
+
+def _hidden_arg(args, kwargs):
+    """The hidden states a decoder block is called with (first positional or ``hidden_states=``)."""
+    if args:
+        return args[0]
+    if "hidden_states" in kwargs:
+        return kwargs["hidden_states"]
+    raise RuntimeError("the decoder block was called without hidden states (neither positional nor hidden_states=)")
+
+
+class ResidualCapture(_Hooks):
+    """Forward pre-hooks keeping ``inputs[layer]``: Tensor[B, L, hidden], the residual stream
+    entering each chosen block (before the block's norm; detached)."""
+
+    def __init__(self, adapter, layers: Sequence[int]):
+        super().__init__()
+        self.inputs: Dict[int, Tensor] = {}
+        try:
+            for l in layers:
+                self.handles.append(adapter.layers[l].register_forward_pre_hook(self._make_hook(l), with_kwargs=True))
+        except BaseException:
+            self.close()
+            raise
+
+    def _make_hook(self, l):
+        def hook(module, args, kwargs):
+            self.inputs[l] = _hidden_arg(args, kwargs).detach()
+
+        return hook
+
+
+class ResidualLeaf(_Hooks):
+    """A forward pre-hook that replaces the residual stream entering block ``layer`` with a
+    detached copy requiring grad, kept as :attr:`leaf` (Tensor[B, L, hidden]): derivatives with
+    respect to it run through blocks ``layer``… only (the blocks below build no graph)."""
+
+    def __init__(self, adapter, layer: int):
+        super().__init__()
+        self.leaf: Optional[Tensor] = None
+        self.handles.append(adapter.layers[layer].register_forward_pre_hook(self._hook, with_kwargs=True))
+
+    def _hook(self, module, args, kwargs):
+        leaf = _hidden_arg(args, kwargs).detach().requires_grad_(True)
+        self.leaf = leaf
+        if args:
+            return (leaf,) + tuple(args[1:]), kwargs
+        return args, dict(kwargs, hidden_states=leaf)

@@ -56,6 +56,9 @@ class Context:
     #: Tensor[B, V] the model's output distribution on the inputs, when a forward computed all
     #: logits anyway (a predicted target, the reference forward); None otherwise
     probs: Optional[Tensor] = None
+    #: Tensor[B, L] long: the word index of each position (−1 where fixed), filled by the caller
+    #: for methods whose ``needs_words`` is true; None otherwise
+    word_ids: Optional[Tensor] = None
     _chunk: Optional[int] = field(default=None, repr=False)
 
     @property
@@ -211,6 +214,8 @@ class SequenceContext:
     progress: Any = None
     #: Tensor[1] long, a contrast token subtracted at every step (F_t = z_{y_t} − z_c), or None
     contrast: Optional[Tensor] = None
+    #: Tensor[1, L] long: the word index of each position (−1 where fixed), as :class:`Context`
+    word_ids: Optional[Tensor] = None
 
     @property
     def model(self):

@@ -9,7 +9,8 @@ from typing import List, Optional, Sequence
 
 import torch
 
-__all__ = ["aggregate_words", "describe_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts"]
+__all__ = ["aggregate_words", "describe_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts",
+           "token_word_index"]
 
 _WORD_MARKERS = ("Ġ", "▁", "Ċ", " ", "\n", "\t")
 
@@ -179,6 +180,18 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
         else:
             groups.append(pending)
     return groups
+
+
+def token_word_index(text: str, offsets, raw_tokens: Sequence[str], special: Sequence[bool]) -> List[int]:
+    """The word index of each token: by the offsets rule (:func:`offset_groups`) when ``offsets``
+    are given (one per token), else by the marker rule (:func:`marker_groups`) on ``raw_tokens``.
+    The words a result's word view shows, so word-level methods mask what the user sees."""
+    groups = offset_groups(text, offsets, special) if offsets else marker_groups(raw_tokens, special)
+    index = [0] * len(raw_tokens)
+    for g, members in enumerate(groups):
+        for i in members:
+            index[i] = g
+    return index
 
 
 def visible(s: str) -> str:

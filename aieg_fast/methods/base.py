@@ -65,6 +65,9 @@ class Method:
     #: methods that reach the model only through the context's F and gradients
     multi_token_targets: ClassVar[bool] = False
     shares_pilot: ClassVar[bool] = False
+    #: the baseline a call without ``baseline=`` uses (a :mod:`~aieg_fast.core.baselines` kind;
+    #: None = the reference token), for methods with :attr:`uses_baseline`
+    default_baseline: ClassVar[Any] = None
     #: option holding the pilot size, when :attr:`shares_pilot`
     pilot_option: ClassVar[Optional[str]] = None
     #: the ``info`` key of the raw signal before any normalisation (AIEG: ``"ieg"``); None = the
@@ -112,6 +115,11 @@ class Method:
         pilot = getattr(opts, self.pilot_option, None) if self.pilot_option else None
         extra = (pilot or n_steps) if self.pilot_option else 0
         return (n_steps + extra) * BYTES_PER_STEP
+
+    def needs_words(self, opts) -> bool:
+        """Whether the method groups tokens into words with these options; the caller then fills
+        ``ctx.word_ids`` (the word of each position, from the tokenizer's offsets)."""
+        return False
 
     def run(self, ctx, opts) -> MethodOutput:
         """Explain ``ctx.batch``: one score row per example (see :class:`MethodOutput`)."""

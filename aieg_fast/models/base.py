@@ -179,6 +179,27 @@ class DecoderAdapter:
         t − w < i ≤ t, as the model's sliding-window mask."""
         return None
 
+    def output_projection(self, layer: int) -> Tensor:
+        """The output projection of ``layer`` as a matrix: Tensor[n_heads·head_dim, hidden] W with
+        ``o_proj(a) = a @ W + bias`` for the heads-merged input a; rows h·head_dim … (h+1)·head_dim − 1
+        are head h's slice W_O^h (Kobayashi et al. 2020's value-norm weights read it).
+
+        ``nn.Linear`` gives its weight transposed, GPT-2's ``Conv1D`` its weight; any other linear
+        module (a quantised or adapter-wrapped layer) its action on the basis vectors, bias removed.
+        Detached, in the module's dtype.
+        """
+        mod = self.o_proj(layer)
+        width = self.n_heads * self.head_dim
+        w = getattr(mod, "weight", None)
+        if isinstance(mod, nn.Linear):
+            return mod.weight.detach().t()
+        if w is not None and hasattr(mod, "nf") and tuple(w.shape) == (width, mod.nf):  # transformers' Conv1D
+            return w.detach()
+        p = next(mod.parameters())
+        with torch.no_grad():
+            eye = torch.eye(width, dtype=p.dtype, device=p.device)
+            return (mod(eye) - mod(torch.zeros_like(eye[:1]))).detach()
+
     def attention_scaling(self, layer: int) -> float:
         """The factor applied to q·k before the softmax in ``layer``."""
         return float(getattr(self.attn_modules[layer], "scaling", self.head_dim ** -0.5))

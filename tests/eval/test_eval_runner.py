@@ -259,3 +259,18 @@ def test_evaluate_target_fn_choices(tiny_gpt2, tmp_path):
     with pytest.raises(ValueError, match="target_fn must be one of"):
         E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "bad", target_fn="logits", **kw)
     assert not (tmp_path / "bad").exists()
+
+
+def test_evaluate_runs_heta_and_occlusion(tiny_gpt2, tmp_path):
+    """The issue-20 methods are accepted by ``evaluate --methods``, with options, and scored."""
+    methods = "heta:n_probes=2,occlusion:measure=kl,occlusion,random"
+    out = E.evaluate(tiny_gpt2, dataset="sst2-sample", n=2, methods=methods, out_dir=tmp_path, n_steps=4, n_samples=1,
+                     pis=(0.5,), progress=False, plot=False, labels=(10, 11), template="{text} :", max_tokens=12,
+                     reference="occlusion")
+    assert out["computed"] == 2
+    recs = [json.loads(l) for l in (tmp_path / "records.jsonl").read_text().strip().splitlines()]
+    for r in recs:
+        assert set(r["methods"]) == set(methods.split(","))
+        for m in ("heta:n_probes=2", "occlusion:measure=kl", "occlusion"):
+            assert math.isfinite(r["methods"][m]["comprehensiveness"])
+    assert "| heta:n_probes=2 |" in (tmp_path / "summary.md").read_text()

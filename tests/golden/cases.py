@@ -26,6 +26,8 @@ OPTION_SETS = {
     "attention": [{}, {"attn_layers": "all"}, {"attn_layers": "rollout"}, {"attn_heads": "max"}],
     "scaled_attention": [{}, {"reduce": "mean_of_products", "attn_layers": "all"}],
     "grad_ellm": [{}, {"preset": "corrected"}, {"n_layers": "all", "relu": "after_sum"}, {"preset": "paper_v1"}],
+    "occlusion": [{}, {"measure": "kl"}, {"granularity": "word"}, {"granularity": "span", "span_width": 2}],
+    "heta": [{"n_probes": 2}, {"n_probes": 2, "preset": "official"}, {"components": "gate"}, {"n_probes": 2, "curvature_layers": 1, "window": 3}],
 }
 MODELS = ("gpt2", "llama", "clf")
 

@@ -454,7 +454,8 @@ def test_unsupported_architecture():
 
 def test_list_methods():
     names = aieg_fast.list_methods()
-    for n in ("aieg", "integrated_gradients", "integrated_decision_gradients", "saliency", "input_x_gradient", "attention", "scaled_attention"):
+    for n in ("aieg", "integrated_gradients", "integrated_decision_gradients", "saliency", "input_x_gradient", "attention", "scaled_attention",
+              "grad_ellm", "occlusion", "heta"):
         assert n in names
 
 

@@ -1,0 +1,185 @@
+"""Occlusion: replace groups of tokens and measure how the output changes, all masked inputs batched.
+
+A group is a set of attributable positions of one example (one token, the tokens of one word,
+or a span of consecutive attributable tokens). Masking a group writes the baseline rows E′ of
+the batch (the ``baseline=`` kinds of :mod:`~aieg_fast.core.baselines`: the reference token,
+zero, the mean embedding, UNK, ...) at its positions, everything else stays. The masked inputs
+of every group of every example are stacked and run in chunks of ``ctx.chunk`` rows, without
+gradients; per group the change is
+
+* ``"delta"``: F(x) − F(x with the group masked), F the call's explained quantity
+  (:meth:`Context.F`), as Captum's ``FeatureAblation`` / ``Occlusion`` (original − ablated);
+* ``"kl"``: KL(P(·|x) ‖ P(·|x with the group masked)) over the whole output distribution at the
+  predicting position (nats), HETA's information term (specs/heta.md §3, paper Eq. 4).
+
+A token's score is the mean over the groups that contain it (one group for tokens and words;
+sliding spans overlap, as Captum's ``Occlusion`` averages its windows).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import torch
+from torch import Tensor
+
+__all__ = ["GRANULARITIES", "MEASURES", "kl_divergence", "occlude", "occlusion_groups", "reference_outputs",
+           "sequence_occlude", "spread"]
+
+#: what one masked group is
+GRANULARITIES = ("token", "word", "span")
+#: how the change of the output is measured
+MEASURES = ("delta", "kl")
+
+
+def occlusion_groups(fixed: Tensor, granularity: str, span_width: int = 3, span_stride: int = 1,
+                     word_ids: Optional[Tensor] = None) -> Tensor:
+    """The groups masked together in one example.
+
+    Args:
+        fixed: bool Tensor[L], positions that are never masked (special, template, padding).
+        granularity: ``"token"`` (one group per attributable token), ``"word"`` (the attributable
+            tokens of one word, from ``word_ids``) or ``"span"`` (windows of ``span_width``
+            consecutive attributable tokens starting every ``span_stride`` tokens, the last ones
+            cut at the end of the text).
+        word_ids: Tensor[L] long, the word index of each position (−1 where fixed); needed for
+            ``"word"``.
+
+    Returns:
+        bool Tensor[G, L] on the CPU, one row per group, in text order.
+
+    Raises:
+        ValueError: ``"word"`` without ``word_ids``; an unknown granularity.
+    """
+    fixed = fixed.detach().cpu()
+    L = fixed.numel()
+    pos = (~fixed).nonzero().flatten().tolist()
+    if granularity == "token":
+        sets = [[p] for p in pos]
+    elif granularity == "span":
+        sets = [pos[a : a + span_width] for a in range(0, len(pos), span_stride)]
+    elif granularity == "word":
+        if word_ids is None:
+            raise ValueError("granularity='word' needs the word of each token (word_ids), which this call did not provide")
+        wid = word_ids.detach().cpu().tolist()
+        by_word: Dict[int, List[int]] = {}
+        for p in pos:
+            by_word.setdefault(int(wid[p]), []).append(p)
+        sets = list(by_word.values())
+    else:
+        raise ValueError(f"granularity must be one of {list(GRANULARITIES)}, got {granularity!r}")
+    groups = torch.zeros(len(sets), L, dtype=torch.bool)
+    for g, s in enumerate(sets):
+        groups[g, s] = True
+    return groups
+
+
+def spread(groups: Tensor, values: Tensor) -> Tensor:
+    """Token scores from group scores: the mean over the groups containing each token, 0 where none.
+
+    Args:
+        groups: bool Tensor[G, L]. values: Tensor[G] (or Tensor[G, T], one column per step).
+
+    Returns:
+        Tensor[L] (or Tensor[T, L]) float32.
+    """
+    g = groups.to(values.device, torch.float32)
+    count = g.sum(0)
+    num = values.float().transpose(0, -1) @ g if values.dim() > 1 else values.float() @ g
+    return torch.where(count > 0, num / count.clamp_min(1.0), torch.zeros_like(num))
+
+
+def kl_divergence(logp: Tensor, logq: Tensor) -> Tensor:
+    """KL(P ‖ Q) = Σ_v p_v (log p_v − log q_v) over the last dimension, from log-probabilities
+    (finite where p_v = 0: those terms are 0). Tensor[...] float32, nats."""
+    p = logp.float().exp()
+    return (p * (logp.float() - logq.float())).sum(-1).clamp_min(0.0)
+
+
+def reference_outputs(ctx, measure: str) -> Dict[str, Tensor]:
+    """One no-grad forward on the inputs: fills missing targets (the prediction), ``F`` Tensor[B]
+    (the call's F) and, for ``measure="kl"``, ``logp`` Tensor[B, V] (log-probabilities at the
+    predicting position); sets ``ctx.probs`` for a single-token target."""
+    with torch.no_grad():
+        h = ctx.hidden(ctx.all_rows(), ctx.batch.embeds)
+        out: Dict[str, Tensor] = {}
+        if ctx.step_ids is None:
+            logits = ctx.adapter.full_logits(h).float()
+            ctx.fill_targets(h)
+            ctx.probs = torch.softmax(logits, -1)
+            if measure == "kl":
+                out["logp"] = torch.log_softmax(logits, -1)
+        out["F"] = ctx.score(h)
+    return out
+
+
+def occlude(ctx, groups: List[Tensor], measure: str, ref: Dict[str, Tensor]) -> List[Tensor]:
+    """The change of the output when each group is masked, all groups of all examples batched.
+
+    Args:
+        ctx: the call's :class:`~aieg_fast.core.context.Context` (batch with its baseline rows,
+            targets filled, ``chunk`` rows per forward).
+        groups: per example bool Tensor[G_b, L] (:func:`occlusion_groups`).
+        measure: ``"delta"`` or ``"kl"`` (module docstring).
+        ref: :func:`reference_outputs` of the same call.
+
+    Returns:
+        per example Tensor[G_b] float32 (logit / log-prob units for ``"delta"``, nats for ``"kl"``).
+    """
+    batch, dev = ctx.batch, ctx.device
+    sizes = [int(g.shape[0]) for g in groups]
+    if sum(sizes) == 0:
+        return [torch.zeros(0, device=dev) for _ in groups]
+    rows = torch.cat([torch.full((n,), b, dtype=torch.long) for b, n in enumerate(sizes)]).to(dev)
+    masks = torch.cat(list(groups), 0).to(dev)
+    out = []
+    with torch.no_grad():
+        for s in range(0, masks.shape[0], ctx.chunk):
+            r, m = rows[s : s + ctx.chunk], masks[s : s + ctx.chunk]
+            X = torch.where(m.unsqueeze(-1), batch.baseline[r], batch.embeds[r])
+            h = ctx.hidden(r, X)
+            if measure == "kl":
+                out.append(kl_divergence(ref["logp"][r], torch.log_softmax(ctx.adapter.full_logits(h).float(), -1)))
+            else:
+                out.append(ref["F"][r] - ctx.score(h, r))
+            ctx.advance(int(r.shape[0]))
+    return list(torch.cat(out).split(sizes))
+
+
+def _step_hidden(adapter, X: Tensor, q: Tensor) -> Tensor:
+    """Final hidden states of unpadded rows X [c, L, d] at positions q [T]: Tensor[c, T, D]."""
+    c, L, _ = X.shape
+    mask = torch.ones(c, L, dtype=torch.long, device=X.device)
+    pos = torch.arange(L, device=X.device).expand(c, L)
+    return adapter.hidden_states(X, mask, pos)[:, q]
+
+
+def sequence_occlude(sctx, groups: Tensor, measure: str):
+    """Occlusion of every generation step from one forward per masked input (causal masking:
+    position q_t sees exactly its prefix, so masking a group changes step t only through the
+    group's positions before q_t + 1).
+
+    Args:
+        sctx: the :class:`~aieg_fast.core.context.SequenceContext`.
+        groups: bool Tensor[G, L] over the whole sequence. measure: ``"delta"`` or ``"kl"``.
+
+    Returns:
+        (Tensor[G, T] the change at every step, Tensor[T] F of every step on the unmasked sequence).
+    """
+    seq, q = sctx.seq, sctx.positions
+    E, Eb = seq.embeds[0], seq.baseline[0]
+    ad = sctx.adapter
+    masks = groups.to(sctx.device)
+    out = []
+    with torch.no_grad():
+        F0 = sctx.scores(E.unsqueeze(0))[0]
+        logp0 = torch.log_softmax(ad.full_logits(_step_hidden(ad, E.unsqueeze(0), q)[0]).float(), -1) if measure == "kl" else None
+        for s in range(0, masks.shape[0], sctx.chunk):
+            m = masks[s : s + sctx.chunk]
+            X = torch.where(m.unsqueeze(-1), Eb, E)
+            if measure == "kl":
+                out.append(kl_divergence(logp0, torch.log_softmax(ad.full_logits(_step_hidden(ad, X, q)).float(), -1)))
+            else:
+                out.append(F0.unsqueeze(0) - sctx.scores(X))
+            sctx.advance(int(m.shape[0]))
+    G = torch.cat(out) if out else torch.zeros(0, q.numel(), device=sctx.device)
+    return G, F0
