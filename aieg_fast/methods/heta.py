@@ -385,11 +385,11 @@ class HETA(Method):
     doc = "HETA: attention-value gate x (Hessian sensitivity + KL of masking) (Pramanik et al., ICLR 2026)"
     Options = HETAOptions
     uses_baseline = True
+    default_baseline = "zero"
 
     def step_bytes(self, opts, n_steps: int) -> int:
         """No interpolation path: ``n_steps`` costs nothing here (0 bytes)."""
         return 0
-    default_baseline = "zero"
 
     def needs_attention(self, opts) -> bool:
         return "gate" in opts.component_set()

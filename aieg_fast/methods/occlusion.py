@@ -71,11 +71,11 @@ class Occlusion(Method):
     doc = "Occlusion / leave-one-out: output change when tokens, words or spans are replaced (Zeiler & Fergus 2014)"
     Options = OcclusionOptions
     uses_baseline = True
+    multi_token_targets = True
 
     def step_bytes(self, opts, n_steps: int) -> int:
         """No interpolation path: ``n_steps`` costs nothing here (0 bytes)."""
         return 0
-    multi_token_targets = True
 
     def needs_words(self, opts) -> bool:
         return opts.granularity == "word"
