@@ -31,7 +31,7 @@ browser:
 	  echo "chromium could not be installed: the browser test will be skipped"; }
 
 demo: $(STAMP)
-	$(BIN)/aieg-fast explain --task sentiment --method aieg --json demo_result.json
+	$(BIN)/aieg-fast explain --task sentiment --model smollm2-sst2 --method aieg --json demo_result.json
 
 test: $(STAMP) browser
 	$(BIN)/lint-imports pyproject.toml
