@@ -110,21 +110,16 @@ def _new_model(tok, n_positions: int, pad_id: int, seed: int, arch: str = "gpt2"
     from transformers import GPT2Config, GPT2ForSequenceClassification, LlamaConfig, LlamaForSequenceClassification
 
     torch.manual_seed(seed)
-    if arch == "llama":
-        config = LlamaConfig(
-            vocab_size=len(tok), max_position_embeddings=n_positions, **LLAMA_NANO_CONFIG, num_labels=2,
-            id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1},
-            pad_token_id=pad_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-        )
-        config.architectures = ["LlamaForSequenceClassification"]
-        return LlamaForSequenceClassification(config)
-    config = GPT2Config(
-        vocab_size=len(tok), n_positions=n_positions, **NANO_CONFIG, num_labels=2,
-        id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1},
+    common = dict(
+        vocab_size=len(tok), num_labels=2, id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1},
         pad_token_id=pad_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
     )
-    config.architectures = ["GPT2ForSequenceClassification"]
-    return GPT2ForSequenceClassification(config)
+    if arch == "llama":
+        config, cls = LlamaConfig(max_position_embeddings=n_positions, **LLAMA_NANO_CONFIG, **common), LlamaForSequenceClassification
+    else:
+        config, cls = GPT2Config(n_positions=n_positions, **NANO_CONFIG, **common), GPT2ForSequenceClassification
+    config.architectures = [cls.__name__]
+    return cls(config)
 
 
 def _optimizer(model, total: int, lr: float, weight_decay: float):
