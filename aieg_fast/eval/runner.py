@@ -494,7 +494,7 @@ def evaluate(
     out = writable_folder(out_dir)
     data = _examples(dataset, data_dir, n, start)
     with start_processes(distributed) as procs:
-        ex = _explainer(model, device=rank_device(device, procs), dtype=dtype, device_map=device_map)
+        ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, dataset, template, labels)
         check_models(ex, specs, method_options, CONTROLS)
         settings = RunSettings(

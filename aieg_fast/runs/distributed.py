@@ -142,10 +142,18 @@ def shard(items: Sequence, d: Dist) -> list:
     return list(items[d.rank :: d.world_size])
 
 
-def rank_device(device, d: Dist):
+def rank_device(device, d: Dist, device_map=None):
     """The device of this process: ``"auto"`` (CUDA when available, else the CPU) and
     ``"cuda"`` become ``cuda:<LOCAL_RANK>`` when several processes share the machine; anything
-    else is kept (None included)."""
+    else is kept (None included).
+
+    Raises:
+        ValueError: a ``device_map`` while several processes share the machine (each would
+            place its model over every GPU).
+    """
+    if device_map is not None and d.local_world_size > 1:
+        raise ValueError(f"device_map={device_map!r} with {d.local_world_size} processes per machine: each would place its "
+                         "model over every GPU; give each process its device instead, or start one process per machine")
     if isinstance(device, str) and device in ("auto", "cuda") and d.parallel:
         if torch.cuda.is_available():
             return f"cuda:{d.local_rank}"
