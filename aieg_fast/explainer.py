@@ -16,7 +16,7 @@ from .core.path import bytes_per_path_point, check_chunk_settings, check_step_me
 from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
 from .core.tokens import continuation, merge_message, one_bos, typed_specials
-from .core.validation import check_call_settings, check_choice, check_device_map, parse_device, parse_dtype
+from .core.validation import check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
 from .methods.registry import METHODS, check_model, get_method
@@ -589,18 +589,8 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
             argument and is raised before any weights are loaded.
         RuntimeError: the embedded model's package is not installed.
     """
-    dtype = parse_dtype(dtype)
-    device = parse_device(device)
-    check_device_map(device_map)
-    if device is not None and device_map is not None:
-        raise ValueError(f"device and device_map exclude each other: device_map places the model, got device={str(device)!r} "
-                         f"and device_map={device_map!r}")
-    if model_kwargs is not None:
-        if not isinstance(model_kwargs, dict):
-            raise TypeError(f"model_kwargs must be a dict of from_pretrained arguments, got {type(model_kwargs).__name__}")
-        clash = sorted({"dtype", "torch_dtype", "device_map"} & set(model_kwargs))
-        if clash:
-            raise ValueError(f"model_kwargs: pass {clash} as load_model's own arguments (dtype=, device_map=)")
+    check_placement(device, dtype, device_map)
+    dtype, device = parse_dtype(dtype), parse_device(device)
     m, tok, name = load_hf_model(model, tokenizer, dtype, device_map, model_kwargs)
     return Explainer(m, tok, name, device, ref_token_id)
 

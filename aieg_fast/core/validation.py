@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping, Optional
 import torch
 
 __all__ = ["check_call_settings", "check_choice", "check_int", "check_bool", "check_options", "parse_memory", "parse_dtype",
-           "parse_device", "check_device_map", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
+           "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
 #: what F is: the target's logit, log-probability or probability (specs/aieg.md §6.2)
@@ -118,6 +118,22 @@ def check_device_map(device_map) -> None:
     if device_map is None or isinstance(device_map, dict) or (isinstance(device_map, str) and device_map in DEVICE_MAPS):
         return
     raise ValueError(f"device_map must be one of {list(DEVICE_MAPS)}, a dict {{module name: device}} or None, got {device_map!r}")
+
+
+def check_placement(device, dtype, device_map) -> None:
+    """:func:`parse_device`, :func:`parse_dtype` and :func:`check_device_map` together, and
+    ``device`` with ``device_map`` refused: what ``load_model`` checks first, for callers that
+    must refuse bad values before they write anything.
+
+    Raises:
+        ValueError: as those functions, naming the argument.
+    """
+    parse_dtype(dtype)
+    check_device_map(device_map)
+    if device is not None and device_map is not None:
+        raise ValueError(f"device and device_map exclude each other: device_map places the model, got device={str(device)!r} "
+                         f"and device_map={device_map!r}")
+    parse_device(device)
 
 
 def check_call_settings(n_steps, backend: str) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.diagnostics import AttributionWarning
-from ..core.validation import TARGET_FNS, check_call_settings, check_choice
+from ..core.validation import TARGET_FNS, check_call_settings, check_choice, check_placement
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method
 from ..runs import (Dist, append_jsonl, check_or_write_config, part_files, part_path, rank_device, read_jsonl, remove_parts,
@@ -296,6 +296,7 @@ def attribute_dataset(
     t0 = time.perf_counter()
     options = dict(options or {})
     _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template)
+    check_placement(device, dtype, device_map)
     if parquet:
         check_parquet()
     examples = read_examples(data, text_column=text_column, target_column=target_column, contrast_column=contrast_column,

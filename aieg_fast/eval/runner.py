@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from ..core.diagnostics import AttributionWarning
+from ..core.validation import check_placement
 from ..datasets import DATASETS, dataset_path, load_dataset
 from ..explainer import load_model
 from ..methods.registry import parse_method_spec
@@ -491,6 +492,7 @@ def evaluate(
     prob_space = prob_space or "labels"  # a label task: the label words / classes
     target_fn = eval_target_fn(target_fn, prob_space)
     method_options = check_method_options(method_options, specs, CONTROLS)
+    check_placement(device, dtype, device_map)
     out = writable_folder(out_dir)
     data = _examples(dataset, data_dir, n, start)
     with start_processes(distributed) as procs:

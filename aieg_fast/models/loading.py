@@ -34,11 +34,17 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     Raises:
         ValueError: a model object without a tokenizer, an unsupported architecture, a name
             that is neither a local model directory nor loadable from the hub, ``device_map`` or
-            ``model_kwargs`` for a model that is not loaded by name.
+            ``model_kwargs`` for a model that is not loaded by name, ``model_kwargs`` naming
+            ``dtype`` or ``device_map``. TypeError: ``model_kwargs`` not a dict.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     dtype = dtype or torch.float32
+    if model_kwargs is not None and not isinstance(model_kwargs, dict):
+        raise TypeError(f"model_kwargs must be a dict of from_pretrained arguments, got {type(model_kwargs).__name__}")
+    clash = sorted({"dtype", "torch_dtype", "device_map"} & set(model_kwargs or {}))
+    if clash:
+        raise ValueError(f"model_kwargs: pass {clash} as load_model's own arguments (dtype=, device_map=)")
     extra = dict(model_kwargs or {})
     if device_map is not None:
         extra["device_map"] = device_map
