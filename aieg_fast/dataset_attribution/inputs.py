@@ -163,11 +163,13 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
 
     Raises:
         FileNotFoundError: a missing file. ValueError: an unknown file type, a file that is not
-            JSON / CSV, a missing column, a row without a non-empty string text, a target that
+            JSON / CSV, a ``limit`` that is not a positive int, a missing column, a row without a non-empty string text, a target that
             is not a token string or an integer, a template without ``{text}`` exactly once, no
             row at all; each names the data, the row (the line for JSON lines) and the value.
         TypeError: data of another kind.
     """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
     rows, where, what = _rows(data)
     if limit is not None:
         rows, where = rows[:limit], where[:limit]
