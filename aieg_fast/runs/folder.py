@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import List, Tuple
 
-from .records import read_jsonl
+from .records import read_jsonl, repair_jsonl
 
 __all__ = ["CONFIG_FILE", "PARTS_DIR", "writable_folder", "check_or_write_config", "part_path", "part_files", "remove_parts"]
 
@@ -62,13 +62,15 @@ def part_path(out, name: str, rank: int) -> Path:
 
 
 def part_files(out, name: str) -> Tuple[List[dict], List[Path]]:
-    """The records of every part of ``name`` (a cut last line left out, as :func:`read_jsonl`)
-    in rank order, and the part files."""
+    """The records of every part of ``name`` in rank order, and the part files. A part's cut
+    last line (a process killed while it wrote) is left out and its bytes kept in
+    ``<part>.torn`` (:func:`repair_jsonl`), which stays in the parts folder."""
     stem, dot, suffix = name.rpartition(".")
     pattern = f"{stem}.rank*.{suffix}" if dot else f"{name}.rank*"
     paths = sorted((Path(out) / PARTS_DIR).glob(pattern))
     records: List[dict] = []
     for p in paths:
+        repair_jsonl(p)
         records.extend(read_jsonl(p)[0])
     return records, paths
 
