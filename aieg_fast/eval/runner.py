@@ -429,10 +429,8 @@ def evaluate(
         reference: the method the paired tests compare against (default
             ``integrated_gradients``; e.g. ``aieg`` for an ablation table). Not part of the
             recorded settings: rerun with another reference to re-summarise.
-        start: compute only examples ``start … n-1`` (the summary covers those found in the
-            records). To split one run over processes, run it under torchrun instead
-            (``distributed``); shards made with ``start`` in separate folders can still be merged
-            by concatenating their ``records.jsonl`` into one folder with the same ``config.json``.
+        start: compute only examples ``start … n-1`` (the summary covers those in the records);
+            to share a run between processes use torchrun (``distributed``), not shards.
         max_tokens: truncate each text to this many tokens (AIEG's 50 / 200 / 400 buckets).
         out_dir: output folder (records, summary, plot); reused to resume.
         seed: seed of the random control, the soft-metric draws and the bootstrap.
@@ -440,12 +438,10 @@ def evaluate(
         topk_sweep: extra top-k fractions for log-odds / comprehensiveness / sufficiency (e.g.
             :data:`TOPK_SWEEP` = 5 / 10 / 20 / 30 %), reported in a second table; None: none.
         metrics: ``"all"`` (default) or ``"hard"``: log-odds, comprehensiveness and sufficiency
-            only (the AIEG paper's metrics), skipping the Soft-NC/NS and π-Soft forwards, which
-            cost about 10× more on long inputs (:data:`~aieg_fast.eval.metrics.METRIC_SETS`).
+            only (the AIEG paper's), without the Soft-NC/NS and π-Soft forwards (~10× the cost).
         n_steps: path steps of the path methods. n_samples: Bernoulli draws K per soft point.
-        pis: π grid. prob_space: ``"labels"`` (softmax over the label words / classes; what
-            None, the default, means, since these are label tasks) or ``"vocab"`` (softmax over
-            the whole vocabulary; the default before).
+        pis: π grid. prob_space: ``"labels"`` (softmax over the label words / classes; what None,
+            the default, means: these are label tasks) or ``"vocab"`` (over the whole vocabulary).
         normalise: score normalisation of Soft-NC / NS. data_dir: evaluation data folder.
         soft_maps: the soft maps of the soft metrics (a list or a comma-separated string of
             :data:`~aieg_fast.eval.metrics.SOFT_MAPS`): default ``("relu", "minmax")``, both
@@ -456,19 +452,13 @@ def evaluate(
             log-probability the metrics score). Recorded in ``config.json``.
         template, labels: prompt and label words (single tokens or token ids; index = dataset
             label). Defaults: for a causal LM the dataset's template and label words
-            (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE` and
-            :data:`~aieg_fast.datasets.SENTIMENT_LABELS`); for a classification head no template
-            and the class indices 0 (negative), 1 (positive).
+            (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE`, :data:`~aieg_fast.datasets.SENTIMENT_LABELS`);
+            for a classification head no template and the class indices 0 (negative), 1 (positive).
         method_options: per-method options, e.g. ``{"aieg": {"ef_mode": "none"}}``.
-        device, dtype, device_map: where and in which dtype the model is loaded
-            (:func:`~aieg_fast.explainer.load_model`; not with an Explainer). Under torchrun
-            ``"auto"`` / ``"cuda"`` mean each process's own GPU (``cuda:<LOCAL_RANK>``). A dtype
-            other than float32 is recorded in ``config.json``.
-        distributed: None (default): data parallel when started by ``torchrun
-            --nproc-per-node N`` (:mod:`aieg_fast.runs.distributed`): the missing examples are
-            dealt to the processes, each appends its records to ``parts/records.rank<N>.jsonl``
-            and rank 0 merges them into ``records.jsonl`` (every example once, in order, the
-            records a single process writes) and writes the summary; False: one process.
+        device, dtype, device_map: how the model is loaded (:func:`~aieg_fast.load_model`; not
+            with an Explainer); under torchrun ``"auto"`` / ``"cuda"`` = ``cuda:<LOCAL_RANK>``.
+        distributed: None: data parallel under ``torchrun`` (:mod:`aieg_fast.eval.folder`; the
+            merged records are a single process's); False: one process.
 
     Returns:
         ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots", "failed",
@@ -477,8 +467,7 @@ def evaluate(
         (one per soft map); ``failed`` counts the examples whose input was refused (more tokens
         than the model takes, no attributable token), each recorded with ``"skipped"`` (the
         reason) and listed in ``failures`` and the summary, while the run goes on. Under torchrun
-        ``computed`` counts every process's examples; the processes other than rank 0 return
-        no summary (empty ``rows`` and ``summary_md``) and their ``"rank"``.
+        ``computed`` counts all processes'; ranks other than 0 return no summary and ``"rank"``.
 
     Raises:
         ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a
@@ -500,18 +489,20 @@ def evaluate(
         template, labels, label_ids = _prompt(ex, dataset, template, labels)
         check_models(ex, specs, method_options, CONTROLS)
         settings = RunSettings(
-            specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed,
-            topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise,
+            specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed, topk=topk,
+            n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise, ties=ties,
             internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
-            hard_only=metrics == "hard", soft_maps=tuple(soft_maps), ties=ties, target_fn=target_fn,
-        )
+            hard_only=metrics == "hard", soft_maps=tuple(soft_maps), target_fn=target_fn)
         config = _run_config(ex, dataset, settings, metrics)
         computed, skipped = _run_shards(procs, ex, settings, config, out, dataset, data, start, methods, progress)
         if not procs.main:  # rank 0 merged the parts and reports
-            return {"rows": [], "summary_md": "", "plot": None, "plots": [], "failed": 0, "failures": [],
-                    "computed": computed, "skipped": skipped, "out_dir": str(out), "rank": procs.rank}
+            return dict(NO_SUMMARY, computed=computed, skipped=skipped, out_dir=str(out), rank=procs.rank)
         return dict(_summarise_run(out, [_example_id(dataset, i) for i in range(len(data))], methods, config, settings,
                                    reference, metrics, plot), computed=computed, skipped=skipped, out_dir=str(out))
+
+
+#: the summary part of :func:`evaluate`'s result on the processes other than rank 0
+NO_SUMMARY = {"rows": [], "summary_md": "", "plot": None, "plots": [], "failed": 0, "failures": []}
 
 
 def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out: Path, dataset: str, data, start: int,

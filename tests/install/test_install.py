@@ -25,10 +25,9 @@ def _missing() -> str:
         return "no bash"
     if shutil.which(os.environ.get("CXX", "c++")) is None:
         return "no C++ compiler (c++ or $CXX)"
-    try:
-        import ensurepip  # noqa: F401  (python -m venv needs it on Debian-like systems)
-        import venv  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("venv") is None:
         return "the venv module is not available (Debian: apt-get install python3-venv)"
     if not (ROOT / "setup.py").exists():
         return "not a source checkout"
