@@ -5,7 +5,7 @@
 #   bash tests/install/check_install.sh [PYTHON]     # PYTHON: the environment with the user's torch (default python3)
 #
 # Steps (in a temporary folder, removed at the end unless KEEP=1):
-#   1. sdist      a source archive of this checkout (python setup.py sdist)
+#   1. sdist      a source archive of this checkout (python setup.py sdist; nothing is written in the checkout)
 #   2. wheel      a wheel built from that archive against PYTHON's torch, as the README says:
 #                 pip wheel --no-build-isolation --no-deps (compiles the extension: 1 to 3 minutes)
 #   3. venv       a fresh venv that already has the user's torch and the dependencies: PYTHON's
@@ -36,8 +36,9 @@ TORCH=$("$PY" -c "import torch; print(torch.__version__)")
 step "user's environment: $("$PY" -c 'import sys; print(sys.executable)') with torch $TORCH; work in $WORK"
 
 step "1. sdist"
-(cd "$ROOT" && "$PY" setup.py -q sdist -d "$WORK/sdist" >"$WORK/sdist.log" 2>&1) || { cat "$WORK/sdist.log"; fail "sdist"; }
-rm -rf "$ROOT/aieg_fast.egg-info"
+mkdir -p "$WORK/egg"  # the metadata goes there, not into the checkout
+(cd "$ROOT" && "$PY" setup.py -q egg_info --egg-base "$WORK/egg" sdist -d "$WORK/sdist" >"$WORK/sdist.log" 2>&1) \
+  || { cat "$WORK/sdist.log"; fail "sdist"; }
 SDIST=$(ls "$WORK"/sdist/aieg_fast-*.tar.gz)
 tar -tzf "$SDIST" >"$WORK/sdist.txt"
 grep -q "csrc/cuda/posnorm_kernel.cu" "$WORK/sdist.txt" || fail "the source archive lacks csrc/cuda (MANIFEST.in)"
