@@ -129,4 +129,5 @@ def extension_setup():
     return {"ext_modules": [ext], "cmdclass": {"build_ext": OptionalBuildExtension}}
 
 
-setup(**extension_setup())
+if __name__ == "__main__":  # pip's build backend runs this file as __main__; tests import its functions
+    setup(**extension_setup())
