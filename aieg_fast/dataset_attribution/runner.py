@@ -182,7 +182,7 @@ def _merge(out: Path) -> List[dict]:
     records = [merged[i] for i in sorted(merged)]
     if paths or records != main:
         write_jsonl(out / RECORDS_FILE, records)
-    remove_parts(paths)
+    remove_parts(out, paths)
     return records
 
 

@@ -25,12 +25,13 @@ def gather_parts(out: Path) -> int:
     records moved. The records file is repaired first, so the new lines start on their own."""
     records, paths = part_files(out, RECORDS_FILE)
     if not paths:
+        remove_parts(out, paths)
         return 0
     for note in repair_records(out / RECORDS_FILE):
         print(f"note: {note}", file=sys.stderr)
     records.sort(key=lambda r: (r.get("index", 0), str(r.get("id"))))
     append_jsonl(out / RECORDS_FILE, records)  # a repeated line (a merge cut short) is merged by id on reading
-    remove_parts(paths)
+    remove_parts(out, paths)
     return len(records)
 
 

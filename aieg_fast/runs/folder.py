@@ -75,15 +75,12 @@ def part_files(out, name: str) -> Tuple[List[dict], List[Path]]:
     return records, paths
 
 
-def remove_parts(paths) -> None:
-    """Delete merged part files (a part's ``.torn`` file, if any, stays), and the parts folder
-    when it is empty."""
-    folders = set()
+def remove_parts(out, paths) -> None:
+    """Delete merged part files (a part's ``.torn`` file, if any, stays), and the parts folder of
+    ``out`` when it is empty (a process without work leaves an empty one)."""
     for p in paths:
         Path(p).unlink(missing_ok=True)
-        folders.add(Path(p).parent)
-    for f in folders:
-        try:
-            f.rmdir()
-        except OSError:
-            pass  # not empty: a .torn file is kept
+    try:
+        (Path(out) / PARTS_DIR).rmdir()
+    except OSError:
+        pass  # absent, or not empty: a .torn file is kept

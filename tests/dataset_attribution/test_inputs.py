@@ -37,8 +37,8 @@ def test_jsonl_json_list_dataframe_and_lists(tmp_path):
 
 def test_hf_datasets_object():
     datasets = pytest.importorskip("datasets", reason="the datasets package is not installed (pip install datasets)")
-    ds = datasets.Dataset.from_list(ROWS)
-    assert [e.text for e in read_examples(ds)] == [r["text"] for r in ROWS]
+    ds = datasets.Dataset.from_list([{"text": "the movie is good", "target": " good"}, {"text": "bad", "target": None}])
+    assert read_examples(ds) == [Example(0, 0, "the movie is good", " good"), Example(1, 1, "bad")]
 
 
 def test_csv_tsv_columns_and_ids(tmp_path):
