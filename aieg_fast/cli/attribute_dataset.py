@@ -3,7 +3,6 @@
 ``torchrun --nproc-per-node N``."""
 from __future__ import annotations
 
-import argparse
 
 from .. import ops
 from ..core.baselines import BASELINE_NAMES
@@ -24,7 +23,7 @@ def _baseline_arg(s: str):
 def add_parser(sub) -> None:
     """Add the ``attribute-dataset`` subcommand to the subparsers ``sub``."""
     a = sub.add_parser(
-        "attribute-dataset", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "attribute-dataset",
         help="attribute every example of a JSONL / CSV file (resumable; data parallel under torchrun)",
         description=f"Writes OUT/{RECORDS_FILE} (one record per example: tokens, scores, target, method, options, timing), "
                     f"OUT/config.json and with --parquet OUT/{PARQUET_FILE}. Rerun the same command to resume. Under "
@@ -33,7 +32,8 @@ def add_parser(sub) -> None:
                                 "template and id columns")
     a.add_argument("--out", required=True, help="output folder; rerun with the same folder to resume")
     add_model_options(a)
-    a.add_argument("--method", default="aieg", choices=list_methods())
+    a.add_argument("--method", default="aieg", choices=list_methods(), metavar="METHOD",
+                   help=f"one of {', '.join(list_methods())} (default: aieg)")
     a.add_argument("--option", action="append", type=parse_option, metavar="NAME=VALUE", help="method option, e.g. ef_mode=none")
     a.add_argument("--text-column", default=None, help="column of the texts (default: text)")
     a.add_argument("--target-column", default=None, help="column of the targets (default: target, when present; "
@@ -50,10 +50,10 @@ def add_parser(sub) -> None:
                    help="a label token of --target-fn label_logprob (repeat: --label ' negative' --label ' positive')")
     a.add_argument("--baseline", default=None, type=_baseline_arg,
                    help=f"path and masking methods: {', '.join(BASELINE_NAMES)} or a token id (default: the method's)")
-    a.add_argument("--n-steps", type=int, default=50, help="path steps of the path methods")
-    a.add_argument("--batch-size", type=int, default=8, help="examples per attribution call (one padded batch)")
+    a.add_argument("--n-steps", type=int, default=50, help="path steps of the path methods (default: 50)")
+    a.add_argument("--batch-size", type=int, default=8, help="examples per attribution call (one padded batch; default: 8)")
     a.add_argument("--internal-batch-size", type=int, default=None, help="path points per forward/backward inside a call")
-    a.add_argument("--backend", choices=list(ops.BACKENDS), default="auto")
+    a.add_argument("--backend", choices=list(ops.BACKENDS), default="auto", help="kernels (default: auto)")
     a.add_argument("--limit", type=int, default=None, help="only the first N rows")
     a.add_argument("--parquet", action="store_true", help=f"also write OUT/{PARQUET_FILE} (needs pyarrow)")
     a.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -1,6 +1,8 @@
 """Options several commands share: which model, on which device, in which dtype."""
 from __future__ import annotations
 
+import argparse
+
 from ..core.validation import DEVICE_MAPS, DTYPES
 
 __all__ = ["add_model_options", "placement"]
@@ -9,11 +11,12 @@ __all__ = ["add_model_options", "placement"]
 def add_model_options(p) -> None:
     """Add ``--model``, ``--device``, ``--dtype`` and ``--device-map`` to the parser ``p``."""
     p.add_argument("--model", default=None, help="hub id or local directory (default: embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--device", default=None, metavar="DEVICE",
+    p.add_argument("--device", default=argparse.SUPPRESS, metavar="DEVICE",
                    help="cpu, cuda, cuda:N or auto (the default: CUDA when available, else the CPU); under torchrun "
                         "auto and cuda mean each process's own GPU (cuda:LOCAL_RANK)")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32",
-                   help="parameter dtype of the model; F, the path sums and the scores stay float32 (README: mixed precision)")
+                   help="parameter dtype of the model (default: float32); F, the path sums and the scores stay float32 "
+                        "(README: mixed precision)")
     p.add_argument("--device-map", choices=list(DEVICE_MAPS), default=None,
                    help="place a model larger than one device over the GPUs (then CPU) with accelerate; not with --device")
 
@@ -26,7 +29,8 @@ def placement(args) -> dict:
     Raises:
         ValueError: ``--device`` together with ``--device-map``.
     """
-    if args.device is not None and args.device_map is not None:
-        raise ValueError(f"--device {args.device} and --device-map {args.device_map} exclude each other: --device-map places the model")
-    return {"device": None if args.device_map is not None else (args.device or "auto"), "dtype": args.dtype,
+    device = getattr(args, "device", None)  # absent when not given
+    if device is not None and args.device_map is not None:
+        raise ValueError(f"--device {device} and --device-map {args.device_map} exclude each other: --device-map places the model")
+    return {"device": None if args.device_map is not None else (device or "auto"), "dtype": args.dtype,
             "device_map": args.device_map}
