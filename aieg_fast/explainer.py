@@ -584,13 +584,16 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
 
     Raises:
         ValueError: unsupported architecture (names the supported ones), missing tokenizer, a
-            device this machine does not have, an unknown dtype, ``device`` together with
-            ``device_map``, ``device_map`` / ``model_kwargs`` for a model object; each names the
-            argument and is raised before any weights are loaded.
+            device this machine does not have, an unknown dtype (or, for a model object, another
+            than its own), ``device`` with ``device_map``, ``device_map`` / ``model_kwargs`` for a
+            model object; each names the argument and is raised before any weights are loaded.
         RuntimeError: the embedded model's package is not installed.
     """
     check_placement(device, dtype, device_map)
     dtype, device = parse_dtype(dtype), parse_device(device)
+    if dtype is not None and hasattr(model, "get_input_embeddings") and next(model.parameters()).dtype != dtype:
+        raise ValueError(f"dtype={dtype} applies to models loaded by name; this model object is "
+                         f"{next(model.parameters()).dtype} (convert it with model.to({dtype}) first)")
     m, tok, name = load_hf_model(model, tokenizer, dtype, device_map, model_kwargs)
     return Explainer(m, tok, name, device, ref_token_id)
 

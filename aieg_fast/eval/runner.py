@@ -45,6 +45,7 @@ from ..core.validation import check_placement
 from ..datasets import DATASETS, dataset_path, load_dataset
 from ..explainer import load_model
 from ..methods.registry import parse_method_spec
+from ..runs import CONFIG_FILE, Dist, part_path, rank_device, shard, start as start_processes, writable_folder
 from .checks import check_method_options, check_models
 from .metrics import (
     DEFAULT_PI_GRID,
@@ -59,7 +60,6 @@ from .metrics import (
     random_attribution,
     soft_key,
 )
-from ..runs import CONFIG_FILE, Dist, part_path, rank_device, shard, start as start_processes, writable_folder
 from .folder import gather_parts, prepare_folder
 from .records import RECORDS_FILE, append_record, read_records
 from .report import plot_pi_soft, write_summary

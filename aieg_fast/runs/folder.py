@@ -7,6 +7,8 @@ This module imports nothing else of the package.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import List, Tuple
 
@@ -29,9 +31,9 @@ def writable_folder(out_dir, arg: str = "out_dir") -> Path:
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write_test"
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(prefix=".write_test", dir=out)  # a name of its own: torchrun's processes probe at once
+        os.close(fd)
+        os.remove(probe)
     except OSError as err:
         raise ValueError(f"{arg} {str(out)!r} is not a writable folder ({err.strerror or err})") from None
     return out

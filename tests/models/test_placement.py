@@ -83,5 +83,7 @@ def test_bad_placement_is_refused_before_loading(tmp_path):
     m, t = make_tiny_gpt2()
     with pytest.raises(ValueError, match="apply to models loaded by name"):
         aieg_fast.load_model(m, t, device_map="auto")
+    with pytest.raises(ValueError, match=r"dtype=torch.bfloat16 applies to models loaded by name"):
+        aieg_fast.load_model(m, t, dtype="bfloat16")
     ex = aieg_fast.load_model(m, t, device="auto", dtype="float32")  # auto: CUDA when available, else the CPU
     assert ex.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
