@@ -14,7 +14,7 @@ engine), :mod:`aieg_fast.ops` / :mod:`aieg_fast.reference` (kernels and their Py
 :mod:`aieg_fast.display`, :mod:`aieg_fast.eval`, :mod:`aieg_fast.training`, :mod:`aieg_fast.cli`.
 """
 from . import ops, reference
-from ._ext import EXT_ERROR, HAS_EXT, WITH_CUDA, build_info
+from ._ext import EXT_ERROR, HAS_EXT, WITH_CUDA, ExtensionWarning, build_info
 from .core.diagnostics import AttributionWarning, NonFiniteAttributionWarning
 from .core.quadrature import quadrature
 from .core.validation import parse_memory
@@ -34,6 +34,7 @@ __all__ = [
     "DecoderAdapter",
     "EXT_ERROR",
     "Explainer",
+    "ExtensionWarning",
     "HAS_EXT",
     "METHODS",
     "Method",

@@ -1,17 +1,34 @@
 """Loads the compiled extension ``aieg_fast._C`` if it is there. Never raises.
 
 Importing ``_C`` registers the ``torch.ops.aieg_fast.*`` operators. When the extension is missing
-or fails to load (not built, built against another torch, ...), ``HAS_EXT`` is False,
-``EXT_ERROR`` says why, and :mod:`aieg_fast.ops` falls back to :mod:`aieg_fast.reference`.
+or cannot be used (not built, fails to load, built against another torch release), ``HAS_EXT``
+is False, ``EXT_ERROR`` says why, :mod:`aieg_fast.ops` falls back to :mod:`aieg_fast.reference`
+(same results, slower), and importing the package warns once with an
+:class:`ExtensionWarning` that says how to build it (``pip install --no-build-isolation .``).
+Silence it with ``AIEG_FAST_NO_EXT_WARNING=1``.
 """
 from __future__ import annotations
 
 import importlib
+import os
+import warnings
 from typing import Any, Dict, Optional
 
 import torch
 
-__all__ = ["HAS_EXT", "WITH_CUDA", "EXT_ERROR", "CPU_OPS", "CUDA_OPS", "build_info", "has_kernel"]
+__all__ = ["HAS_EXT", "WITH_CUDA", "EXT_ERROR", "CPU_OPS", "CUDA_OPS", "ExtensionWarning", "build_info", "has_kernel",
+           "torch_release"]
+
+
+class ExtensionWarning(UserWarning):
+    """The compiled kernels are not available; the PyTorch reference kernels run instead."""
+
+
+def torch_release(version: str) -> str:
+    """``"2.13.0"`` of ``"2.13.0+cu128"``: the release, without the local build tag (a CPU and a
+    CUDA build of one release share the C++ ABI the extension links against)."""
+    return str(version).split("+", 1)[0]
+
 
 _C: Any = None
 EXT_ERROR: Optional[str] = None
@@ -22,6 +39,16 @@ try:
 except Exception as exc:  # ImportError, OSError (undefined symbol), anything else: never raise
     _C = None
     EXT_ERROR = f"{type(exc).__name__}: {exc}"
+if _C is not None and torch_release(getattr(_C, "torch_version", "")) != torch_release(torch.__version__):
+    EXT_ERROR = (f"aieg_fast._C was built against torch {getattr(_C, 'torch_version', '?')}, "
+                 f"but torch {torch.__version__} is running")
+    _C = None
+if EXT_ERROR is not None and os.environ.get("AIEG_FAST_NO_EXT_WARNING", "") in ("", "0"):
+    warnings.warn(
+        f"aieg_fast: the compiled kernels are not available ({EXT_ERROR}); running on the PyTorch reference "
+        "kernels (same results, slower). To build them against the installed torch, reinstall from the source "
+        "with `pip install --no-build-isolation .` (a C++ compiler is needed); AIEG_FAST_NO_EXT_WARNING=1 silences this.",
+        ExtensionWarning, stacklevel=2)
 
 HAS_EXT: bool = _C is not None
 WITH_CUDA: bool = bool(getattr(_C, "with_cuda", False))

@@ -16,11 +16,11 @@ from .core.path import bytes_per_path_point, check_chunk_settings, check_step_me
 from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
 from .core.tokens import continuation, merge_message, one_bos, typed_specials
-from .core.validation import check_call_settings, check_choice
+from .core.validation import check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
 from .methods.registry import METHODS, check_model, get_method
-from .models import adapter_for, load_hf_model
+from .models import adapter_for, load_hf_model, materialized
 from .result import Attribution
 
 __all__ = ["Explainer", "load_model"]
@@ -51,9 +51,14 @@ class Explainer:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
+        device = parse_device(device)
+        if device is not None and len(set(map(str, (getattr(model, "hf_device_map", None) or {}).values()))) > 1:
+            raise ValueError(f"device={str(device)!r}: the model is placed over several devices by device_map "
+                             f"({model.hf_device_map}); it cannot be moved to one")
         if device is not None:
             model.to(device)
-        self.device = next(model.parameters()).device
+        #: where inputs go: the token embeddings' device (the first block's with ``device_map``)
+        self.device = self.adapter.input_device
         self._special = (-1, frozenset())
         if ref_token_id is not None and (isinstance(ref_token_id, bool) or not isinstance(ref_token_id, int)
                                          or not 0 <= ref_token_id < self.vocab_size):
@@ -86,11 +91,13 @@ class Explainer:
         (LLaMA) a zero baseline makes gradients explode near α = 0 (§6.3), so such a token is
         passed over for the next candidate.
         """
-        W = self.adapter.embeddings.weight
-        for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
-            v = getattr(tokenizer, attr, None)
-            if isinstance(v, int) and 0 <= v < self.vocab_size and bool(W[v].detach().abs().sum() > 0):
-                return int(v)
+        emb = self.adapter.embeddings
+        with materialized(emb):  # an offloaded embedding (device_map) holds its weights here only
+            W = emb.weight
+            for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
+                v = getattr(tokenizer, attr, None)
+                if isinstance(v, int) and 0 <= v < self.vocab_size and bool(W[v].detach().abs().sum() > 0):
+                    return int(v)
         return 0
 
     # ------------------------------------------------------------------ encoding
@@ -548,26 +555,46 @@ class Explainer:
         return (p / p.sum()).tolist()
 
 
-def load_model(model=None, tokenizer=None, device=None, dtype: Optional[torch.dtype] = None, ref_token_id: Optional[int] = None) -> Explainer:
+def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id: Optional[int] = None, *,
+               device_map=None, model_kwargs: Optional[dict] = None) -> Explainer:
     """Load a model for explanation.
 
     Args:
         model: None (the embedded SmolLM2-135M-Instruct), a hub id or local directory, or a
             ``transformers`` model object of a registered family (``aieg_fast.models.BUILTIN_FAMILIES``
-            and ``register_adapter``; causal LM or sequence classification).
+            and ``register_adapter``; causal LM or sequence classification). An object placed
+            over several devices (``accelerate.dispatch_model``) is explained where it is.
         tokenizer: tokenizer object or id/path; required with a model object.
-        device: torch device (default: where the model is, CPU for loaded models).
-        dtype: parameter dtype for models loaded by name (default float32).
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``, or ``"auto"`` (CUDA when
+            available, else the CPU); default None: where the model is (CPU for models loaded
+            by name).
+        dtype: parameter dtype for models loaded by name: ``torch.float32`` (default),
+            ``torch.bfloat16``, ``torch.float16`` or their names (the mixed-precision policy is in
+            the README: the model runs in ``dtype``; F, the path sums and the scores are float32).
         ref_token_id: baseline token id (default: PAD, else EOS, else UNK).
+        device_map: for a model larger than one device: ``"auto"`` (or another strategy of
+            accelerate, or a dict {module name: device}) is passed to ``from_pretrained``, which
+            places the blocks over the visible GPUs (then the CPU and disk, with
+            ``model_kwargs={"max_memory": ..., "offload_folder": ...}``). Not with ``device``.
+        model_kwargs: more keyword arguments of ``from_pretrained`` for models loaded by name
+            (``max_memory``, ``offload_folder``, ``revision``, ``attn_implementation``, ...).
 
     Returns:
         :class:`Explainer` exposing ``.model``, ``.tokenizer`` and ``.attribute(...)``.
 
     Raises:
-        ValueError: unsupported architecture (names the supported ones), missing tokenizer.
+        ValueError: unsupported architecture (names the supported ones), missing tokenizer, a
+            device this machine does not have, an unknown dtype (or, for a model object, another
+            than its own), ``device`` with ``device_map``, ``device_map`` / ``model_kwargs`` for a
+            model object; each names the argument and is raised before any weights are loaded.
         RuntimeError: the embedded model's package is not installed.
     """
-    m, tok, name = load_hf_model(model, tokenizer, dtype)
+    check_placement(device, dtype, device_map)
+    dtype, device = parse_dtype(dtype), parse_device(device)
+    if dtype is not None and hasattr(model, "get_input_embeddings") and next(model.parameters()).dtype != dtype:
+        raise ValueError(f"dtype={dtype} applies to models loaded by name; this model object is "
+                         f"{next(model.parameters()).dtype} (convert it with model.to({dtype}) first)")
+    m, tok, name = load_hf_model(model, tokenizer, dtype, device_map, model_kwargs)
     return Explainer(m, tok, name, device, ref_token_id)
 
 

@@ -4,8 +4,11 @@
 # SST-2 dev / test and the first 200 IMDb reviews are shipped with the package; train-nano needs
 # a folder holding sst2_train.tsv: DATA=/path/to/folder (default ../shared/data, the developers'
 # copy). Every run resumes when rerun.
-# Each block is independent; on 2 cores we ran two shards / runs side by side with
-# OMP_NUM_THREADS=1 each.
+# Each block is independent. Run 1 is shared by two processes under torchrun (one per core,
+# OMP_NUM_THREADS=1 each): each takes every other missing example and rank 0 merges them into
+# one records.jsonl. (The first version ran two `--start` shards in separate folders and
+# concatenated their records; `--start` still skips examples, but the folders must then be
+# merged by hand.)
 set -euo pipefail
 OUT=${1:-runs/faithfulness}
 DATA=${DATA:-../shared/data}
@@ -17,16 +20,13 @@ SOFT="--n-samples 2 --pis 0.1,0.3,0.5,0.7,0.9"
 SWEEP="--topk-sweep 0.05,0.1,0.2,0.3"
 
 # 1. SmolLM2-SST2 (the shipped LoRA fine-tune of SmolLM2-135M-Instruct, `aieg-fast train-sentiment`),
-#    SST-2 dev, first 200 sentences, two shards side by side. Every method explains the decision:
+#    SST-2 dev, first 200 sentences, two processes under torchrun. Every method explains the decision:
 #    the predicted label's logit minus the other label's (--target-fn contrast); Grad-ELLM runs its
 #    default preset (consistent: pre-o gradient, grouped KV). (The zero-shot SmolLM2 runs of the
 #    first version used the raw label logit; see RESULTS_faithfulness.md §2.)
 FT="--model smollm2-sst2 --dataset sst2-dev --methods $M --n-steps 20 $SOFT $SWEEP --target-fn contrast --seed 0"
-OMP_NUM_THREADS=1 aieg-fast evaluate $FT --n 100 --out "$OUT/sst2_dev_ft" --no-progress > /dev/null &
-OMP_NUM_THREADS=1 aieg-fast evaluate $FT --n 200 --start 100 --out "$OUT/sst2_dev_ft_b" --no-progress > /dev/null &
-wait
-cat "$OUT/sst2_dev_ft_b/records.jsonl" >> "$OUT/sst2_dev_ft/records.jsonl"   # merge the shards (same config.json)
-aieg-fast evaluate $FT --n 200 --out "$OUT/sst2_dev_ft" --no-progress      # computes nothing; writes the summary and plots
+OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 \
+    -m aieg_fast.cli evaluate $FT --n 200 --out "$OUT/sst2_dev_ft" --no-progress
 
 # 2. GPT-nano (trained here) on the full SST-2 test set
 aieg-fast train-nano --epochs 3 --data-dir "$DATA"

@@ -10,6 +10,7 @@
 #   3. tests            pytest tests/test_ops.py (CPU and CUDA parametrisations; CUDA ones are marked `cuda`)
 #   4. bench            benchmarks/bench_ops.py --device cuda (ext vs reference per op)
 #   5. d2d copy         device-to-device copy bandwidth of the card, for comparison with the bench GB/s
+#   6. dataset          aieg-fast attribute-dataset --device cuda on a tiny saved model (needs transformers)
 # A failed step does not stop the later ones that can still run; the exit status is non-zero if
 # any step failed. A short summary table is printed last.
 set -euo pipefail
@@ -104,6 +105,21 @@ end.record(); torch.cuda.synchronize()
 t = start.elapsed_time(end) / 1e3 / reps
 print(f'd2d copy 1 GiB: {t * 1e3:.3f} ms, {2 * n / t / 1e9:.1f} GB/s (read + write)')
 "
+
+# 6. attribute-dataset on the GPU (a tiny random GPT-2 of tests/builders.py, saved first)
+if [ "$BUILD_OK" -eq 1 ]; then
+  cat > "$LOG/dataset_setup.py" <<EOF
+import sys
+sys.path.insert(0, "$ROOT/tests")
+from builders import make_tiny_gpt2
+m, t = make_tiny_gpt2()
+m.save_pretrained("$LOG/tiny"); t.save_pretrained("$LOG/tiny")
+with open("$LOG/data.jsonl", "w") as fh:
+    fh.writelines('{"text": "the movie is good %d"}\\n' % i for i in range(32))
+EOF
+  run_step dataset 120 bash -c "rm -rf '$LOG/dataset_out' && '$PY' '$LOG/dataset_setup.py' && '$PY' -m aieg_fast.cli attribute-dataset \\
+    '$LOG/data.jsonl' --model '$LOG/tiny' --device ${DATASET_DEVICE:-cuda} --batch-size 8 --out '$LOG/dataset_out' --no-progress"
+fi
 
 # Summary
 {

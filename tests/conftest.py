@@ -53,3 +53,13 @@ def _restore_rng():
     state = torch.get_rng_state()
     yield
     torch.set_rng_state(state)
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_dir(tmp_path_factory):
+    """The tiny GPT-2 and its tokenizer saved in a folder (for commands and other processes)."""
+    m, t = make_tiny_gpt2()
+    folder = tmp_path_factory.mktemp("tiny-gpt2")
+    m.save_pretrained(folder)
+    t.save_pretrained(folder)
+    return folder

@@ -7,11 +7,14 @@
 * :mod:`.methods` — ``aieg-fast methods``: the attribution methods;
 * :mod:`.info` — ``aieg-fast info``: versions and extension build;
 * :mod:`.evaluate` — ``aieg-fast evaluate``: faithfulness metrics on a sentiment dataset;
+* :mod:`.attribute_dataset` — ``aieg-fast attribute-dataset``: every example of a file
+  attributed, resumable, data parallel under torchrun;
 * :mod:`.train_nano` — ``aieg-fast train-nano``: GPT-nano on SST-2 train;
 * :mod:`.train_sentiment` — ``aieg-fast train-sentiment``: SmolLM2 fine-tuned on SST-2 with LoRA.
 
 Each command module has ``add_parser(sub)`` (its options; the choices come from the registries)
-and ``run(args) -> int`` (the exit status).
+and ``run(args) -> int`` (the exit status); :mod:`.common` holds the model options several share
+(``--model``, ``--device``, ``--dtype``, ``--device-map``).
 """
 from __future__ import annotations
 
@@ -19,12 +22,12 @@ import argparse
 import sys
 from typing import List, Optional
 
-from . import evaluate, explain, info, methods, train_nano, train_sentiment, verify
+from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
 
 __all__ = ["build_parser", "main", "COMMANDS"]
 
 #: the command modules, in the order of ``aieg-fast --help``.
-COMMANDS = (explain, verify, methods, info, evaluate, train_nano, train_sentiment)
+COMMANDS = (explain, verify, methods, info, evaluate, attribute_dataset, train_nano, train_sentiment)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +59,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        hint = " (finished examples are kept in the records; rerun the same command to resume)" if args.cmd == "evaluate" else ""
+        resumable = args.cmd in ("evaluate", "attribute-dataset")
+        hint = " (finished examples are kept in the records; rerun the same command to resume)" if resumable else ""
         print(f"interrupted{hint}", file=sys.stderr)
         return 130

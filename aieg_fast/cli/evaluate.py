@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..datasets import DATASETS, EVALUATION_DATASETS
+from .common import add_model_options, placement
 from ..eval import DEFAULT_METHODS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, METRIC_SETS, PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate
 
 __all__ = ["add_parser", "run", "parse_fractions"]
@@ -28,7 +29,7 @@ def add_parser(sub) -> None:
     ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a sentiment dataset",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     folder_files = ", ".join(DATASETS[k].file for k in EVALUATION_DATASETS if DATASETS[k].file)
-    ev.add_argument("--model", default=None, help="hub id or local directory (default: embedded SmolLM2-135M-Instruct)")
+    add_model_options(ev)
     ev.add_argument("--dataset", default="sst2-sample", choices=list(EVALUATION_DATASETS))
     ev.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated methods, each optionally with options as name:option=value[:option=value] "
                     "(e.g. aieg:ef_mode=none); 'random' is the control")
@@ -41,7 +42,8 @@ def add_parser(sub) -> None:
     ev.add_argument("--topk-sweep", type=parse_fractions, default=None, metavar="K1,K2,...",
                     help="also report the hard metrics at these top-k fractions, e.g. 0.05,0.1,0.2,0.3")
     ev.add_argument("--reference", default=REFERENCE_METHOD, help="method of the paired tests (e.g. aieg for ablations)")
-    ev.add_argument("--start", type=int, default=0, help="skip examples 0 … START-1 (shards of one run; see the README)")
+    ev.add_argument("--start", type=int, default=0, help="skip examples 0 … START-1 (to share one run between processes, "
+                    "start it with torchrun instead; see the README)")
     ev.add_argument("--metrics", choices=list(METRIC_SETS), default="all",
                     help="'hard': log-odds / comprehensiveness / sufficiency only (skips the soft metrics)")
     ev.add_argument("--pis", type=parse_fractions, default=None, metavar="P1,P2,...",
@@ -76,10 +78,13 @@ def run(args) -> int:
             prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
             topk_sweep=args.topk_sweep, start=args.start, reference=args.reference, metrics=args.metrics,
             soft_maps=args.soft_maps, ties=args.ties, target_fn=args.target_fn, **({"pis": args.pis} if args.pis else {}),
+            **placement(args),
         )
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if res.get("rank", 0) != 0:  # under torchrun rank 0 reports
+        return 0
     print(res["summary_md"])
     print(f"computed {res['computed']} example(s) (or their missing methods), {res['skipped']} already complete; "
           f"results in {res['out_dir']}")

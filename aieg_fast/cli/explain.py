@@ -13,6 +13,7 @@ from ..core.validation import TARGET_FNS
 from ..datasets import DATASETS, TASKS, load_dataset
 from ..explainer import load_model
 from ..methods.registry import list_methods, option_value
+from .common import add_model_options, placement
 
 __all__ = ["add_parser", "run", "parse_option", "output_path_error"]
 
@@ -34,7 +35,7 @@ def add_parser(sub) -> None:
     """Add the ``explain`` subcommand to the subparsers ``sub``."""
     e = sub.add_parser("explain", help="explain the model's next token (or label) for a text")
     e.add_argument("text", nargs="?", help="input text (default with --task sentiment: a shipped SST-2 sentence)")
-    e.add_argument("--model", default=None, help="hub id or local directory (default: embedded SmolLM2-135M-Instruct)")
+    add_model_options(e)
     e.add_argument("--method", default="aieg", choices=list_methods())
     e.add_argument("--target", default=None, help="target token (single token, e.g. ' positive'); default: the prediction")
     e.add_argument("--target-is-id", action="store_true", help="read --target as a token id / class index")
@@ -155,7 +156,7 @@ def run(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     text = args.text if args.text is not None else load_dataset(TASKS[args.task])[0][0]
-    ex = load_model(args.model)
+    ex = load_model(args.model, **placement(args))
     options = dict(args.option or [])
     template = args.template
     target, contrast = args.target, args.contrast_target

@@ -53,7 +53,7 @@ def check_alpha_range(alpha_range) -> float:
 def _mean_embedding(adapter, chunk: int = 4096) -> Tensor:
     emb = adapter.embeddings
     V = emb.weight.shape[0]
-    dev = emb.weight.device
+    dev = adapter.input_device
     total = None
     with torch.no_grad():
         for s in range(0, V, chunk):
@@ -65,7 +65,7 @@ def _mean_embedding(adapter, chunk: int = 4096) -> Tensor:
 def _token_row(adapter, token_id: int) -> Tensor:
     emb = adapter.embeddings
     with torch.no_grad():
-        return emb(torch.tensor([token_id], device=emb.weight.device))[0].detach()
+        return emb(torch.tensor([token_id], device=adapter.input_device))[0].detach()
 
 
 def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, special: Dict[str, Optional[int]]) -> Tuple[List[Tensor], str]:
@@ -94,7 +94,7 @@ def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, 
         if baseline not in BASELINE_NAMES:
             raise ValueError(f"baseline must be one of {list(BASELINE_NAMES)}, a token id or a tensor, got {baseline!r}")
         if baseline == "zero":
-            return [torch.zeros(d, dtype=adapter.embeddings.weight.dtype, device=adapter.embeddings.weight.device)] * len(lengths), "zero"
+            return [torch.zeros(d, dtype=adapter.embeddings.weight.dtype, device=adapter.input_device)] * len(lengths), "zero"
         if baseline == "mean":
             return [_mean_embedding(adapter)] * len(lengths), "mean"
         tid = special.get(baseline)
@@ -106,7 +106,7 @@ def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, 
             raise ValueError(f"baseline token id must be in [0, {V}), got {baseline}")
         return [_token_row(adapter, baseline)] * len(lengths), f"token:{baseline}"
     if isinstance(baseline, Tensor):
-        t = baseline.detach().to(adapter.embeddings.weight.device, adapter.embeddings.weight.dtype)
+        t = baseline.detach().to(adapter.input_device, adapter.embeddings.weight.dtype)
         if not bool(torch.isfinite(t).all()):
             raise ValueError("baseline tensor has non-finite values")
         if t.dim() == 1 and t.shape[0] == d:

@@ -70,8 +70,7 @@ def build_batch(adapter, encoded: Sequence[Tuple[List[int], List[bool]]], pad_id
     check_choice("padding_side", padding_side, ("left", "right"))
     if not encoded:
         raise ValueError("encoded has no examples")
-    emb_w = adapter.embeddings.weight
-    dev = emb_w.device if device is None else device
+    dev = adapter.input_device if device is None else device
     B = len(encoded)
     L = max(len(ids) for ids, _ in encoded)
     ids_t = torch.full((B, L), pad_id, dtype=torch.long)

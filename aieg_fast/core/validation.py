@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
-__all__ = ["check_call_settings", "check_choice", "check_int", "check_bool", "check_options", "parse_memory", "BACKENDS", "TARGET_FNS"]
+import torch
+
+__all__ = ["check_call_settings", "check_choice", "check_int", "check_bool", "check_options", "parse_memory", "parse_dtype",
+           "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
 #: what F is: the target's logit, log-probability or probability (specs/aieg.md §6.2)
@@ -56,6 +59,81 @@ def parse_memory(value) -> int:
     if num <= 0:
         raise ValueError(f"max_memory must be positive, got {value!r}")
     return int(num * mult)
+
+
+#: parameter dtypes a model may be loaded in, by name (``--dtype``).
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: ``device_map`` strategies of accelerate (``from_pretrained(device_map=...)``).
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def parse_dtype(dtype) -> Optional[torch.dtype]:
+    """None, a name of :data:`DTYPES` (``"bfloat16"``) or one of its torch dtypes, as a torch dtype.
+
+    Raises:
+        ValueError: anything else (names ``dtype`` and the value).
+    """
+    if dtype is None or (isinstance(dtype, torch.dtype) and dtype in DTYPES.values()):
+        return dtype
+    if isinstance(dtype, str) and dtype.replace("torch.", "") in DTYPES:
+        return DTYPES[dtype.replace("torch.", "")]
+    raise ValueError(f"dtype must be one of {list(DTYPES)} (or the torch dtype), got {dtype!r}")
+
+
+def parse_device(device) -> Optional[torch.device]:
+    """None (leave the model where it is), ``"auto"`` (the current CUDA device when CUDA is
+    available, else the CPU), or a torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a
+    ``torch.device``) that exists on this machine.
+
+    Raises:
+        ValueError: not a device, or one this machine does not have (names ``device``).
+    """
+    if device is None:
+        return None
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device, got {device!r}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: CUDA is not available here (torch {torch.__version__}, "
+                             f"{'a CPU build' if torch.version.cuda is None else 'no GPU visible'}); use 'cpu' or 'auto'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: there are {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type != "cpu":
+        backend = getattr(torch.backends, dev.type, None)
+        if backend is None or not getattr(backend, "is_available", lambda: False)():
+            raise ValueError(f"device {device!r} is not available here")
+    return dev
+
+
+def check_device_map(device_map) -> None:
+    """None, a strategy of :data:`DEVICE_MAPS` or a dict {module name: device}.
+
+    Raises:
+        ValueError: anything else (names ``device_map``).
+    """
+    if device_map is None or isinstance(device_map, dict) or (isinstance(device_map, str) and device_map in DEVICE_MAPS):
+        return
+    raise ValueError(f"device_map must be one of {list(DEVICE_MAPS)}, a dict {{module name: device}} or None, got {device_map!r}")
+
+
+def check_placement(device, dtype, device_map) -> None:
+    """:func:`parse_device`, :func:`parse_dtype` and :func:`check_device_map` together, and
+    ``device`` with ``device_map`` refused: what ``load_model`` checks first, for callers that
+    must refuse bad values before they write anything.
+
+    Raises:
+        ValueError: as those functions, naming the argument.
+    """
+    parse_dtype(dtype)
+    check_device_map(device_map)
+    if device is not None and device_map is not None:
+        raise ValueError(f"device and device_map exclude each other: device_map places the model, got device={str(device)!r} "
+                         f"and device_map={device_map!r}")
+    parse_device(device)
 
 
 def check_call_settings(n_steps, backend: str) -> None:

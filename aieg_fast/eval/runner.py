@@ -30,7 +30,6 @@ evaluation data folder: ``data_dir``, else ``$AIEG_FAST_DATA``, else the copies 
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 import warnings
@@ -39,22 +38,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import torch
 
 from ..core.diagnostics import AttributionWarning
+from ..core.validation import check_placement
 from ..datasets import DATASETS, dataset_path, load_dataset
 from ..explainer import load_model
-from ..methods.registry import list_methods, method_options as allowed_options, parse_method_spec
-from .checks import check_choices, check_method_options, check_models, check_pis, check_positive_int, check_topk
+from ..methods.registry import parse_method_spec
+from ..runs import CONFIG_FILE, Dist, part_path, rank_device, shard, start as start_processes, writable_folder
+from .checks import check_method_options, check_models
 from .metrics import (
     DEFAULT_PI_GRID,
     DEFAULT_SOFT_MAPS,
     HARD_METRICS,
-    METRIC_SETS,
-    NORMALISATIONS,
-    PROB_SPACES,
-    SOFT_MAPS,
     SOFT_METRICS,
-    TIE_RULES,
     evaluate_attribution,
     flat_metrics,
     hard_metrics,
@@ -63,8 +60,10 @@ from .metrics import (
     random_attribution,
     soft_key,
 )
+from .folder import gather_parts, prepare_folder
 from .records import RECORDS_FILE, append_record, read_records
 from .report import plot_pi_soft, write_summary
+from .run_checks import check_methods, check_run_settings
 from .stats import REFERENCE_METHOD, summarise
 
 if TYPE_CHECKING:
@@ -78,8 +77,6 @@ CONTROLS = ("random",)  # methods that are controls, not attribution methods
 DEFAULT_METHODS = ("aieg", "integrated_gradients", "random")
 #: default top-k fractions of the k sweep (specs/aieg.md §7: 5 / 10 / 20 / 30 %).
 TOPK_SWEEP = (0.05, 0.10, 0.20, 0.30)
-#: file name of the settings in an evaluation folder.
-CONFIG_FILE = "config.json"
 
 
 @dataclass(frozen=True)
@@ -146,74 +143,6 @@ def eval_target_fn(target_fn: str, prob_space: str) -> str:
 # ============================================================================================
 # argument checks
 # ============================================================================================
-def _check_methods(methods, reference: str) -> Tuple[List[str], Dict[str, Tuple[str, dict]]]:
-    """The method specs as a list without repeats, and their (name, options)."""
-    if isinstance(methods, str):
-        methods = [m.strip() for m in methods.split(",") if m.strip()]
-    methods = list(dict.fromkeys(methods))
-    if not methods:
-        raise ValueError("methods must name at least one method")
-    if reference != REFERENCE_METHOD and reference not in methods:
-        raise ValueError(f"reference must be one of the methods {methods}, got {reference!r}")
-    specs = {m: parse_method_spec(m) for m in methods}
-    bad = [m for m in methods if specs[m][0] not in list_methods() and m not in CONTROLS]
-    if bad:
-        raise ValueError(f"methods has unknown name(s) {bad}; choose from {list_methods() + list(CONTROLS)}")
-    for m, (name, opts) in specs.items():
-        unknown = sorted(set(opts) - set(allowed_options(name))) if m not in CONTROLS else []
-        if unknown:
-            raise ValueError(f"methods: {m!r} has unknown option(s) {unknown}; {name} takes {sorted(allowed_options(name))}")
-    return methods, specs
-
-
-def _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis, prob_space,
-                    normalise, soft_maps, ties) -> Tuple[Optional[List[float]], List[float], List[str]]:
-    """Check the numeric and named settings (in this order); return the top-k sweep (sorted, no
-    repeats, None when empty), the π grid and the soft maps as lists."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    check_positive_int("n_steps", n_steps)
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
-    if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
-        raise ValueError(f"start must be an int in [0, n) = [0, {n}), got {start!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
-    check_topk(topk)
-    if metrics not in METRIC_SETS:
-        raise ValueError(f"metrics must be {' or '.join(repr(k) for k in METRIC_SETS)}, got {metrics!r}")
-    if topk_sweep is not None:
-        if isinstance(topk_sweep, (int, float)):
-            topk_sweep = [topk_sweep]
-        try:
-            topk_sweep = sorted({check_topk(k) for k in topk_sweep}) or None
-        except ValueError:
-            raise ValueError(f"topk_sweep values must be fractions in (0, 1], got {list(topk_sweep)}") from None
-    check_positive_int("n_samples", n_samples)
-    pis = check_pis(pis)
-    if prob_space is not None and prob_space not in PROB_SPACES:
-        raise ValueError(f"prob_space must be one of {list(PROB_SPACES)} or None, got {prob_space!r}")
-    if normalise not in NORMALISATIONS:
-        raise ValueError(f"normalise must be one of {list(NORMALISATIONS)}, got {normalise!r}")
-    soft_maps = check_choices("soft_maps", soft_maps, SOFT_MAPS)
-    if ties not in TIE_RULES:
-        raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
-    return topk_sweep, pis, soft_maps
-
-
-def _writable_folder(out_dir) -> Path:
-    """``out_dir`` as a Path, created if needed; ValueError when it cannot be written to."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write_test"
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"out_dir {str(out)!r} is not a writable folder ({err.strerror or err})") from None
-    return out
-
-
 def _examples(dataset: str, data_dir, n: int, start: int) -> List[Tuple[str, int]]:
     """The first ``n`` (text, label) pairs of the dataset (fewer, with a note, if it is shorter)."""
     data = load_dataset(dataset, data_dir)
@@ -229,12 +158,16 @@ def _examples(dataset: str, data_dir, n: int, start: int) -> List[Tuple[str, int
     return data
 
 
-def _explainer(model) -> "Explainer":
+def _explainer(model, **placement) -> "Explainer":
     """``model`` itself when it is an explainer (has ``attribute`` and ``adapter``), else
-    :func:`~aieg_fast.explainer.load_model` of it (None, a hub id or a folder)."""
+    :func:`~aieg_fast.explainer.load_model` of it (None, a hub id or a folder) with
+    ``placement`` (device, dtype, device_map; those left at None are not passed)."""
+    placement = {k: v for k, v in placement.items() if v is not None}
     if callable(getattr(model, "attribute", None)) and hasattr(model, "adapter"):
+        if placement:
+            raise ValueError(f"{', '.join(sorted(placement))}: model is an Explainer already loaded; pass them to load_model")
         return model
-    return load_model(model)
+    return load_model(model, **placement)
 
 
 def _prompt(ex: "Explainer", dataset: str, template, labels) -> Tuple[Optional[str], list, List[int]]:
@@ -254,18 +187,6 @@ def _prompt(ex: "Explainer", dataset: str, template, labels) -> Tuple[Optional[s
 # ============================================================================================
 # settings and resume
 # ============================================================================================
-def _check_or_write_config(out: Path, config: dict) -> None:
-    """Write ``config.json``, or refuse a folder whose recorded settings differ from ``config``."""
-    cfg_path = out / CONFIG_FILE
-    if cfg_path.exists():
-        old = json.loads(cfg_path.read_text(encoding="utf-8"))
-        diff = sorted(k for k in set(config) | set(old) if old.get(k) != config.get(k))
-        if diff:
-            raise ValueError(f"out_dir {str(out)!r} holds results with other settings ({', '.join(diff)}); use another out_dir")
-    else:
-        cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
-
-
 def _run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> dict:
     """The recorded settings (``config.json``) of a run."""
     config = {
@@ -279,6 +200,9 @@ def _run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> 
         config["metrics"] = metrics
     if s.topk_sweep:  # only when asked, so folders written before the sweep existed still resume
         config["topk_sweep"] = list(s.topk_sweep)
+    dtype = next(ex.model.parameters()).dtype
+    if dtype != torch.float32:  # only when not the default, so folders written before --dtype resume
+        config["dtype"] = str(dtype).replace("torch.", "")
     return config
 
 
@@ -484,6 +408,10 @@ def evaluate(
     method_options: Optional[Dict[str, dict]] = None,
     progress: bool = True,
     plot: bool = True,
+    device=None,
+    dtype=None,
+    device_map=None,
+    distributed: Optional[bool] = None,
 ) -> dict:
     """Evaluate attribution methods with every metric of :mod:`aieg_fast.eval.metrics`.
 
@@ -501,9 +429,8 @@ def evaluate(
         reference: the method the paired tests compare against (default
             ``integrated_gradients``; e.g. ``aieg`` for an ablation table). Not part of the
             recorded settings: rerun with another reference to re-summarise.
-        start: compute only examples ``start … n-1`` (the summary covers those found in the
-            records); shards of one run can go to separate folders and their ``records.jsonl``
-            files be concatenated into one folder with the same ``config.json``.
+        start: compute only examples ``start … n-1`` (the summary covers those in the records);
+            to share a run between processes use torchrun (``distributed``), not shards.
         max_tokens: truncate each text to this many tokens (AIEG's 50 / 200 / 400 buckets).
         out_dir: output folder (records, summary, plot); reused to resume.
         seed: seed of the random control, the soft-metric draws and the bootstrap.
@@ -511,12 +438,10 @@ def evaluate(
         topk_sweep: extra top-k fractions for log-odds / comprehensiveness / sufficiency (e.g.
             :data:`TOPK_SWEEP` = 5 / 10 / 20 / 30 %), reported in a second table; None: none.
         metrics: ``"all"`` (default) or ``"hard"``: log-odds, comprehensiveness and sufficiency
-            only (the AIEG paper's metrics), skipping the Soft-NC/NS and π-Soft forwards, which
-            cost about 10× more on long inputs (:data:`~aieg_fast.eval.metrics.METRIC_SETS`).
+            only (the AIEG paper's), without the Soft-NC/NS and π-Soft forwards (~10× the cost).
         n_steps: path steps of the path methods. n_samples: Bernoulli draws K per soft point.
-        pis: π grid. prob_space: ``"labels"`` (softmax over the label words / classes; what
-            None, the default, means, since these are label tasks) or ``"vocab"`` (softmax over
-            the whole vocabulary; the default before).
+        pis: π grid. prob_space: ``"labels"`` (softmax over the label words / classes; what None,
+            the default, means: these are label tasks) or ``"vocab"`` (over the whole vocabulary).
         normalise: score normalisation of Soft-NC / NS. data_dir: evaluation data folder.
         soft_maps: the soft maps of the soft metrics (a list or a comma-separated string of
             :data:`~aieg_fast.eval.metrics.SOFT_MAPS`): default ``("relu", "minmax")``, both
@@ -527,10 +452,13 @@ def evaluate(
             log-probability the metrics score). Recorded in ``config.json``.
         template, labels: prompt and label words (single tokens or token ids; index = dataset
             label). Defaults: for a causal LM the dataset's template and label words
-            (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE` and
-            :data:`~aieg_fast.datasets.SENTIMENT_LABELS`); for a classification head no template
-            and the class indices 0 (negative), 1 (positive).
+            (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE`, :data:`~aieg_fast.datasets.SENTIMENT_LABELS`);
+            for a classification head no template and the class indices 0 (negative), 1 (positive).
         method_options: per-method options, e.g. ``{"aieg": {"ef_mode": "none"}}``.
+        device, dtype, device_map: how the model is loaded (:func:`~aieg_fast.load_model`; not
+            with an Explainer); under torchrun ``"auto"`` / ``"cuda"`` = ``cuda:<LOCAL_RANK>``.
+        distributed: None: data parallel under ``torchrun`` (:mod:`aieg_fast.eval.folder`; the
+            merged records are a single process's); False: one process.
 
     Returns:
         ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots", "failed",
@@ -538,7 +466,8 @@ def evaluate(
         found in the records; ``plot`` is the first π-Soft plot (or None), ``plots`` all of them
         (one per soft map); ``failed`` counts the examples whose input was refused (more tokens
         than the model takes, no attributable token), each recorded with ``"skipped"`` (the
-        reason) and listed in ``failures`` and the summary, while the run goes on.
+        reason) and listed in ``failures`` and the summary, while the run goes on. Under torchrun
+        ``computed`` counts all processes'; ranks other than 0 return no summary and ``"rank"``.
 
     Raises:
         ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a
@@ -546,32 +475,53 @@ def evaluate(
             settings that differ from those already recorded in ``out_dir``; all before
             ``config.json`` or any record is written. FileNotFoundError: missing data file.
     """
-    methods, specs = _check_methods(methods, reference)
-    topk_sweep, pis, soft_maps = _check_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
+    methods, specs = check_methods(methods, reference, CONTROLS)
+    topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
                                                  n_samples, pis, prob_space, normalise, soft_maps, ties)
     prob_space = prob_space or "labels"  # a label task: the label words / classes
     target_fn = eval_target_fn(target_fn, prob_space)
     method_options = check_method_options(method_options, specs, CONTROLS)
-    out = _writable_folder(out_dir)
+    check_placement(device, dtype, device_map)
+    out = writable_folder(out_dir)
     data = _examples(dataset, data_dir, n, start)
-    ex = _explainer(model)
-    template, labels, label_ids = _prompt(ex, dataset, template, labels)
-    check_models(ex, specs, method_options, CONTROLS)
-    settings = RunSettings(
-        specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed,
-        topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise,
-        internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
-        hard_only=metrics == "hard", soft_maps=tuple(soft_maps), ties=ties, target_fn=target_fn,
-    )
-    config = _run_config(ex, dataset, settings, metrics)
-    _check_or_write_config(out, config)
+    with start_processes(distributed) as procs:
+        ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
+        template, labels, label_ids = _prompt(ex, dataset, template, labels)
+        check_models(ex, specs, method_options, CONTROLS)
+        settings = RunSettings(
+            specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed, topk=topk,
+            n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise, ties=ties,
+            internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
+            hard_only=metrics == "hard", soft_maps=tuple(soft_maps), target_fn=target_fn)
+        config = _run_config(ex, dataset, settings, metrics)
+        computed, skipped = _run_shards(procs, ex, settings, config, out, dataset, data, start, methods, progress)
+        if not procs.main:  # rank 0 merged the parts and reports
+            return dict(NO_SUMMARY, computed=computed, skipped=skipped, out_dir=str(out), rank=procs.rank)
+        return dict(_summarise_run(out, [_example_id(dataset, i) for i in range(len(data))], methods, config, settings,
+                                   reference, metrics, plot), computed=computed, skipped=skipped, out_dir=str(out))
+
+
+#: the summary part of :func:`evaluate`'s result on the processes other than rank 0
+NO_SUMMARY = {"rows": [], "summary_md": "", "plot": None, "plots": [], "failed": 0, "failures": []}
+
+
+def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out: Path, dataset: str, data, start: int,
+                methods: Sequence[str], progress: bool) -> Tuple[int, int]:
+    """Rank 0 prepares the folder (settings, repair, parts left by an interrupted run); each
+    process computes its share of the missing examples into its own file (``records.jsonl``
+    for a single process); rank 0 merges the parts. (examples computed by all processes,
+    examples found done)."""
+    procs.check(prepare_folder(out, config) if procs.main else None)
     rec_path = out / RECORDS_FILE
     done = read_records(rec_path)
     todo = _todo(dataset, data, start, methods, done)
-    skipped = len(data) - start - len(todo)
-    computed = _run_examples(ex, settings, todo, done, rec_path, progress)
-    return dict(_summarise_run(out, [_example_id(dataset, i) for i in range(len(data))], methods, config, settings, reference,
-                               metrics, plot), computed=computed, skipped=skipped, out_dir=str(out))
+    path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
+    computed = _run_examples(ex, s, shard(todo, procs), done, path, progress and procs.main)
+    computed = sum(procs.gather(computed))
+    procs.barrier()
+    if procs.main:
+        gather_parts(out)
+    return computed, len(data) - start - len(todo)
 
 
 def _summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config: dict, s: RunSettings, reference: str,

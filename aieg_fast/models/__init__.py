@@ -7,7 +7,7 @@
 * :mod:`.loading` — hub id / directory / model object / aliases; :mod:`.embedded` — the
   embedded SmolLM2-135M-Instruct and the user cache.
 """
-from .base import DecoderAdapter, QKVPoint, split_last
+from .base import DecoderAdapter, QKVPoint, execution_device, materialized, split_last
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, cache_dir, embedded_model_path, nano_path, sst2_adapter_path
 from .falcon import FalconAdapter
 from .gemma import GemmaAdapter
@@ -64,6 +64,6 @@ SUPPORTED_ARCHITECTURES = supported_architectures()
 
 __all__ = [
     "BUILTIN_FAMILIES", "DEFAULT_MODEL", "LLAMA_NANO_NAME", "NANO_NAME", "SST2_NAME", "SUPPORTED_ARCHITECTURES", "DecoderAdapter", "QKVPoint",
-    "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "load_hf_model", "nano_path", "register_adapter", "sst2_adapter_path",
+    "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "execution_device", "load_hf_model", "materialized", "nano_path", "register_adapter", "sst2_adapter_path",
     "split_last", "supported_architectures", "supported_model_types", "unregister_adapter",
 ] + [a.__name__ for a in BUILTIN_FAMILIES.values()]

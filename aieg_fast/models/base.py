@@ -8,12 +8,38 @@ subclass in its own file (``gpt2.py``, ``llama.py``) registered by ``model_type`
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "separate_qkv", "config_window", "layer_types_window"]
+__all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "separate_qkv", "config_window", "layer_types_window",
+           "materialized", "execution_device"]
+
+
+def materialized(module: nn.Module):
+    """A context in which ``module``'s own parameters hold their values where it runs.
+
+    A model loaded with ``device_map`` may offload modules (accelerate keeps their weights on the
+    meta device between forwards and loads them in a hook); inside the block such a module's
+    weights are loaded (``accelerate.utils.align_module_device``). Any other module: nothing to do.
+    """
+    hook = getattr(module, "_hf_hook", None)
+    if hook is None or not getattr(hook, "offload", False):
+        return contextlib.nullcontext()
+    from accelerate.utils import align_module_device
+
+    return align_module_device(module)
+
+
+def execution_device(module: nn.Module) -> torch.device:
+    """Where ``module`` computes: its accelerate hook's execution device (a model dispatched with
+    ``device_map``), else the device of its first parameter."""
+    dev = getattr(getattr(module, "_hf_hook", None), "execution_device", None)
+    if dev is not None:
+        return torch.device(dev)
+    return next(module.parameters()).device
 
 #: One place q/k/v are read: (module, reader). The reader gets the module's forward output and
 #: returns some of ``{"q", "k", "v"}`` as Tensor[B, L, heads·head_dim] (heads concatenated in the
@@ -132,6 +158,14 @@ class DecoderAdapter:
         """The token embedding module, read from the model on each use (see :attr:`head`)."""
         return self.model.get_input_embeddings()
 
+    @property
+    def input_device(self) -> torch.device:
+        """Where the inputs go: the token embeddings' execution device (:func:`execution_device`).
+        Every tensor of a call lives there; a model split over devices with ``device_map`` moves
+        activations between its blocks itself (accelerate's hooks), and the adapter brings the
+        final hidden states back here."""
+        return execution_device(self.embeddings)
+
     @classmethod
     def serves(cls, model) -> bool:
         """Whether ``model``'s class, or a class it derives from (a renamed subclass), is one of
@@ -190,14 +224,14 @@ class DecoderAdapter:
         """
         mod = self.o_proj(layer)
         width = self.n_heads * self.head_dim
-        w = getattr(mod, "weight", None)
-        if isinstance(mod, nn.Linear):
-            return mod.weight.detach().t()
-        if w is not None and hasattr(mod, "nf") and tuple(w.shape) == (width, mod.nf):  # transformers' Conv1D
-            return w.detach()
-        p = next(mod.parameters())
+        with materialized(mod):
+            w = getattr(mod, "weight", None)
+            if isinstance(mod, nn.Linear):
+                return mod.weight.detach().t()
+            if w is not None and hasattr(mod, "nf") and tuple(w.shape) == (width, mod.nf):  # transformers' Conv1D
+                return w.detach()
         with torch.no_grad():
-            eye = torch.eye(width, dtype=p.dtype, device=p.device)
+            eye = torch.eye(width, dtype=next(mod.parameters()).dtype, device=execution_device(mod))
             return (mod(eye) - mod(torch.zeros_like(eye[:1]))).detach()
 
     def attention_scaling(self, layer: int) -> float:
@@ -228,9 +262,11 @@ class DecoderAdapter:
         return h[torch.arange(h.shape[0], device=h.device), last_index]
 
     def hidden_states(self, inputs_embeds, attention_mask=None, position_ids=None) -> Tensor:
-        """Final hidden states of every position: Tensor[B, L, hidden] (no KV cache)."""
+        """Final hidden states of every position: Tensor[B, L, hidden] (no KV cache), on the
+        device of ``inputs_embeds`` (a model split over devices ends elsewhere)."""
         out = self.base(inputs_embeds=inputs_embeds, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
-        return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        h = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        return h.to(inputs_embeds.device)
 
     def _cap(self, z: Tensor) -> Tensor:
         c = self.logit_softcap
@@ -243,17 +279,15 @@ class DecoderAdapter:
         target rows of the output projection are computed (then soft-capped when the model caps
         its logits, so F equals the model's own logit).
         """
-        b = getattr(self.head, "bias", None)
         if target_fn == "logit":
-            if target_ids.numel() == 1:  # one target: a matrix-vector product
-                t = target_ids.reshape(())
-                f = hidden @ self.head.weight[t].to(hidden.dtype)
-                return self._cap(f if b is None else f + b[t].to(f.dtype))
-            w = self.head.weight[target_ids]  # [B, D]
-            f = (hidden * w.to(hidden.dtype)).sum(-1)
-            if b is not None:
-                f = f + b[target_ids].to(f.dtype)
-            return self._cap(f)
+            head = self.head
+            with materialized(head):  # the target rows, read where the head's weights are, brought to hidden's device
+                W, b = head.weight, getattr(head, "bias", None)
+                t = target_ids.reshape(()) if target_ids.numel() == 1 else target_ids
+                w = W[t.to(W.device)].to(hidden.device, hidden.dtype)
+                bt = None if b is None else b[t.to(b.device)].to(hidden.device)
+            f = hidden @ w if t.dim() == 0 else (hidden * w).sum(-1)  # one target: a matrix-vector product
+            return self._cap(f if bt is None else f + bt.to(f.dtype))
         logits = self.full_logits(hidden).float()
         idx = target_ids.reshape(-1, 1).expand(hidden.shape[0], 1)
         logp = torch.log_softmax(logits, -1).gather(-1, idx).squeeze(-1)
@@ -261,4 +295,4 @@ class DecoderAdapter:
 
     def full_logits(self, hidden):
         """All output logits (vocabulary or classes) for ``hidden`` [B, D]: Tensor[B, V]."""
-        return self._cap(self.head(hidden))
+        return self._cap(self.head(hidden).to(hidden.device))

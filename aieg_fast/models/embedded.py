@@ -61,13 +61,16 @@ def embedded_model_path() -> Tuple[Path, str]:
     return folder, _GGUF_FILE
 
 
-def load_embedded(dtype: torch.dtype):
+def load_embedded(dtype: torch.dtype, **from_pretrained):
+    """(model, tokenizer, name) of the embedded SmolLM2-135M-Instruct in ``dtype``, from the cache
+    (built from the GGUF file on first use); ``from_pretrained``: more keyword arguments of the
+    cached model's ``from_pretrained`` (``device_map=``, ``max_memory=``, ...)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target = cache_dir() / DEFAULT_MODEL
     if (target / "model.safetensors").exists() and (target / "tokenizer.json").exists():
         tok = AutoTokenizer.from_pretrained(target)
-        model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, **from_pretrained)
         return model, tok, DEFAULT_MODEL
     folder, fname = embedded_model_path()
     print(
@@ -93,6 +96,8 @@ def load_embedded(dtype: torch.dtype):
     else:
         tmp.rename(target)
     print(f"aieg_fast: cache built in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if from_pretrained:  # placed by from_pretrained: load the cached copy
+        return load_embedded(dtype, **from_pretrained)
     if dtype != torch.float32:
         model = model.to(dtype)
     return model, tok, DEFAULT_MODEL

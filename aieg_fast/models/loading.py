@@ -13,7 +13,8 @@ from .registry import adapter_class
 __all__ = ["load_hf_model"]
 
 
-def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = None):
+def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = None, device_map=None,
+                  model_kwargs: Optional[dict] = None):
     """Resolve ``model`` to (model, tokenizer, name).
 
     Args:
@@ -25,16 +26,35 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
             (str / Path), or a ``transformers`` model object (then ``tokenizer`` is required).
         tokenizer: a tokenizer object, a hub id / directory, or None (loaded with the model).
         dtype: parameter dtype (default float32).
+        device_map: passed to ``from_pretrained`` (accelerate places the model's blocks over the
+            devices, e.g. ``"auto"``) for models loaded by name; None: not dispatched.
+        model_kwargs: more keyword arguments of ``from_pretrained`` for models loaded by name
+            (``max_memory``, ``offload_folder``, ``revision``, ...).
 
     Raises:
-        ValueError: a model object without a tokenizer, an unsupported architecture, or a name
-            that is neither a local model directory nor loadable from the hub.
+        ValueError: a model object without a tokenizer, an unsupported architecture, a name
+            that is neither a local model directory nor loadable from the hub, ``device_map`` or
+            ``model_kwargs`` for a model that is not loaded by name, ``model_kwargs`` naming
+            ``dtype`` or ``device_map``. TypeError: ``model_kwargs`` not a dict.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     dtype = dtype or torch.float32
+    if model_kwargs is not None and not isinstance(model_kwargs, dict):
+        raise TypeError(f"model_kwargs must be a dict of from_pretrained arguments, got {type(model_kwargs).__name__}")
+    clash = sorted({"dtype", "torch_dtype", "device_map"} & set(model_kwargs or {}))
+    if clash:
+        raise ValueError(f"model_kwargs: pass {clash} as load_model's own arguments (dtype=, device_map=)")
+    extra = dict(model_kwargs or {})
+    if device_map is not None:
+        extra["device_map"] = device_map
+    by_name = isinstance(model, (str, Path)) or model is None
+    if extra and (not by_name or model == SST2_NAME or _is_adapter_dir(model)):
+        what = "a model object" if not by_name else f"model {str(model)!r} (a LoRA adapter merged into the embedded model)"
+        raise ValueError(f"device_map / model_kwargs apply to models loaded by name, not to {what}; place it yourself "
+                         "(e.g. accelerate.dispatch_model) and pass the object")
     if model is None or (isinstance(model, str) and model == DEFAULT_MODEL):
-        m, tok, name = load_embedded(dtype)
+        m, tok, name = load_embedded(dtype, **extra)
         if tokenizer is not None:
             tok = tokenizer if not isinstance(tokenizer, (str, Path)) else AutoTokenizer.from_pretrained(tokenizer)
         return m, tok, name
@@ -44,11 +64,11 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         if not (path / "config.json").exists():
             cmd = "aieg-fast train-nano" + ("" if arch == "gpt2" else " --arch llama")
             raise ValueError(f"model {model!r} is not trained yet (nothing in {path}); run `{cmd}` first")
-        m, tok, _ = load_hf_model(path, tokenizer, dtype)
+        m, tok, _ = load_hf_model(path, tokenizer, dtype, device_map, model_kwargs)
         return m, tok, model
     if isinstance(model, str) and model == SST2_NAME:
         return _load_sst2(tokenizer, dtype)
-    if isinstance(model, (str, Path)) and (Path(model) / "adapter_config.json").is_file() and not (Path(model) / "config.json").is_file():
+    if _is_adapter_dir(model):
         m, tok, _ = _load_sst2(tokenizer, dtype, adapter_dir=model)  # a LoRA adapter of the embedded model
         return m, tok, str(model)
     if isinstance(model, (str, Path)):
@@ -64,7 +84,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         adapter = adapter_class(config)  # refuse an unsupported family before loading weights
         archs = list(getattr(config, "architectures", None) or [])
         cls = AutoModelForSequenceClassification if any("SequenceClassification" in a for a in archs) else AutoModelForCausalLM
-        m = cls.from_pretrained(name, dtype=dtype, **adapter.load_kwargs)
+        m = cls.from_pretrained(name, dtype=dtype, **{**adapter.load_kwargs, **extra})
         if tokenizer is None:
             tok = AutoTokenizer.from_pretrained(name)
         elif isinstance(tokenizer, (str, Path)):
@@ -81,6 +101,11 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     tok = AutoTokenizer.from_pretrained(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     return model, tok, name
+
+
+def _is_adapter_dir(model) -> bool:
+    """A folder holding a LoRA adapter (of the embedded model) and no model of its own."""
+    return isinstance(model, (str, Path)) and (Path(model) / "adapter_config.json").is_file() and not (Path(model) / "config.json").is_file()
 
 
 def _load_sst2(tokenizer, dtype, adapter_dir=None):

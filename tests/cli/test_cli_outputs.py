@@ -52,7 +52,7 @@ def test_same_file_for_json_and_html(tmp_path, capsys, no_model):
 def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch):
     """A write that fails after the computation (say, a full disk) saves the result in the
     temporary folder and says where; the exit status is 1."""
-    monkeypatch.setattr(cli_explain, "load_model", lambda model=None: tiny_gpt2)
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **placement: tiny_gpt2)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile
 

@@ -48,6 +48,12 @@ def test_evaluate_resume(tiny_gpt2, tmp_path, monkeypatch):
         fh.write('{"id": "sst2-sample:4", "meth')
     r3 = E.evaluate(tiny_gpt2, n=5, **kw)
     assert r3["computed"] == 1
+    # ... and its new record is kept: before, it was appended to the cut line and lost with it,
+    # so every rerun computed it again while reporting success
+    assert "sst2-sample:4" in E.read_records(tmp_path / "records.jsonl")
+    assert all(json.loads(l) for l in (tmp_path / "records.jsonl").read_text().splitlines())
+    assert (tmp_path / "records.jsonl.torn").read_text() == '{"id": "sst2-sample:4", "meth\n'
+    assert E.evaluate(tiny_gpt2, n=5, **kw)["computed"] == 0
     # other settings in the same folder are refused
     with pytest.raises(ValueError, match="out_dir"):
         E.evaluate(tiny_gpt2, n=2, **dict(kw, n_samples=2))

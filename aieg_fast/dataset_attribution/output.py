@@ -1,0 +1,49 @@
+"""The parquet copy of a dataset run's records (optional; needs pyarrow)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import List, Sequence
+
+__all__ = ["check_parquet", "write_parquet", "LIST_COLUMNS"]
+
+#: record fields written as list columns; every other list or dict field is a JSON string column.
+LIST_COLUMNS = ("tokens", "token_ids", "scores", "attributable", "words", "word_scores", "raw_tokens", "special")
+
+
+def check_parquet() -> None:
+    """Raise ValueError (naming ``parquet``) when pyarrow is not installed."""
+    import importlib
+
+    try:
+        importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise ValueError("parquet=True (--parquet) needs pyarrow: pip install pyarrow") from None
+
+
+def _column(records: Sequence[dict], key: str) -> List:
+    values = [r.get(key) for r in records]
+    if key in LIST_COLUMNS:
+        return values
+    if any(isinstance(v, (dict, list)) for v in values):
+        return [None if v is None else json.dumps(v) for v in values]
+    if key == "id":
+        return [None if v is None else str(v) for v in values]
+    return values
+
+
+def write_parquet(records: Sequence[dict], path) -> Path:
+    """Write ``records`` as a parquet table at ``path`` (a temporary file renamed over it): one
+    row per record, the fields of :data:`LIST_COLUMNS` as list columns, the other nested fields
+    (``target``, ``options``, ``info``, ``timing``, ...) as JSON strings, ``id`` as a string."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    keys = list(dict.fromkeys(k for r in records for k in r))
+    table = pa.table({k: _column(records, k) for k in keys})
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path

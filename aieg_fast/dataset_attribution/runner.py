@@ -1,0 +1,353 @@
+"""``attribute_dataset``: every example of a dataset attributed, in batches, resumable, on one
+process or data parallel under torchrun.
+
+Output folder ``out_dir``:
+
+* ``attributions.jsonl`` — one strict-JSON line per example, sorted by ``index`` when the run
+  ends: ``{"index", "id", "example_text", "batch": {"first", "size"}}`` plus
+  :meth:`Attribution.to_dict <aieg_fast.result.Attribution.to_dict>` (``tokens``, ``token_ids``,
+  ``scores``, ``attributable``, ``words``, ``word_scores``, ``target``, ``target_prob``,
+  ``method``, ``options``, ``model``, ``backend``, ``timing`` (of the batch call), ``text`` (the
+  prompt, template filled in), ``offsets``, ``degenerate``, ``info``), so
+  ``Attribution.from_dict(record)`` gives the result back. An example the model cannot take
+  (more tokens than its positions, no attributable token) gets ``{"index", "id",
+  "example_text", "skipped": reason}`` and the run goes on.
+* ``config.json`` — the settings; a rerun with other settings is refused.
+* ``attributions.parquet`` — with ``parquet=True`` (needs pyarrow): the same records, lists as
+  list columns and nested dicts as JSON strings.
+
+Resume: a rerun in the same folder computes only the examples without a record. Records are
+appended a batch at a time and flushed to the disk; a last line cut by a hard kill is cut off
+the file (its bytes kept in ``attributions.jsonl.torn``) and its examples computed again
+(:mod:`aieg_fast.runs.records`). Batches are fixed by the data (``batch_size`` consecutive
+examples with the same template and contrast kind), so a resumed or parallel run computes each
+example in the batch a single uninterrupted run would.
+
+Data parallel: under ``torchrun --nproc-per-node N`` the batches are dealt to the processes
+(batch k to rank k mod N); each appends to ``parts/attributions.rank<N>.jsonl``; rank 0 merges
+the parts into ``attributions.jsonl`` (every example once, in order) — the file one process
+writes, up to the timings.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+from ..core.diagnostics import AttributionWarning
+from ..core.validation import TARGET_FNS, check_call_settings, check_choice, check_placement
+from ..explainer import load_model
+from ..methods.registry import check_model, get_method
+from ..runs import (Dist, append_jsonl, check_or_write_config, part_files, part_path, rank_device, read_jsonl, remove_parts,
+                    repair_jsonl, shard, start, writable_folder, write_jsonl)
+from .inputs import Example, read_examples
+from .output import check_parquet, write_parquet
+
+if TYPE_CHECKING:
+    from ..explainer import Explainer
+
+__all__ = ["attribute_dataset", "DatasetRun", "RECORDS_FILE", "PARQUET_FILE", "plan_batches"]
+
+#: file name of the records in an output folder.
+RECORDS_FILE = "attributions.jsonl"
+#: file name of the parquet copy.
+PARQUET_FILE = "attributions.parquet"
+
+
+@dataclass(frozen=True)
+class DatasetRun:
+    """The settings every batch of one :func:`attribute_dataset` run shares (its arguments)."""
+
+    method: str
+    options: Dict[str, Any]
+    n_steps: int
+    target_fn: str
+    label_set: Optional[List[Any]]
+    template: Optional[str]
+    baseline: Any
+    backend: str
+    internal_batch_size: Optional[int]
+    batch_size: int
+
+    def call(self, batch: Sequence[Example]) -> dict:
+        """The keyword arguments of ``Explainer.attribute`` for ``batch`` (one template and
+        contrast kind)."""
+        kw = dict(method=self.method, target=[e.target for e in batch], n_steps=self.n_steps,
+                  internal_batch_size=self.internal_batch_size, template=template_of(batch[0], self),
+                  target_fn=self.target_fn, backend=self.backend, **self.options)
+        if self.label_set is not None:
+            kw["label_set"] = list(self.label_set)
+        if batch[0].contrast is not None:
+            kw["contrast_target"] = [e.contrast for e in batch]
+        if self.baseline is not None:
+            kw["baseline"] = self.baseline
+        return kw
+
+
+def template_of(e: Example, s: DatasetRun) -> Optional[str]:
+    """The example's own template, else the run's."""
+    return e.template if e.template is not None else s.template
+
+
+def plan_batches(examples: Sequence[Example], s: DatasetRun) -> List[List[Example]]:
+    """Consecutive examples in batches of at most ``batch_size`` that share a template and
+    whether they have a contrast (one ``attribute`` call each); fixed by the data alone."""
+    batches: List[List[Example]] = []
+    key = None
+    for e in examples:
+        k = (template_of(e, s), e.contrast is not None)
+        if not batches or len(batches[-1]) == s.batch_size or k != key:
+            batches.append([])
+        batches[-1].append(e)
+        key = k
+    return batches
+
+
+def _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template) -> None:
+    check_call_settings(n_steps, backend)
+    get_method(method).options(**options)  # unknown options and bad values, named
+    if not isinstance(target_fn, str):
+        raise TypeError(f"target_fn must be one of {list(TARGET_FNS)} (a callable cannot be recorded), got {type(target_fn).__name__}")
+    check_choice("target_fn", target_fn, TARGET_FNS)
+    if target_fn == "label_logprob" and not label_set:
+        raise ValueError("target_fn='label_logprob' needs label_set (the label tokens)")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if internal_batch_size is not None and (isinstance(internal_batch_size, bool) or not isinstance(internal_batch_size, int)
+                                            or internal_batch_size < 1):
+        raise ValueError(f"internal_batch_size must be a positive int or None, got {internal_batch_size!r}")
+    if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):
+        raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
+
+
+def _explainer(model, **placement) -> "Explainer":
+    placement = {k: v for k, v in placement.items() if v is not None}
+    if callable(getattr(model, "attribute", None)) and hasattr(model, "adapter"):
+        if placement:
+            raise ValueError(f"{', '.join(sorted(placement))}: model is an Explainer already loaded; pass them to load_model")
+        return model
+    return load_model(model, **placement)
+
+
+def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example]) -> Tuple[Dict[int, str], Optional[BaseException]]:
+    """({index: why the model cannot take the example's text}, the first bad target or contrast
+    as an error naming the row), from the tokenizer alone."""
+    skip: Dict[int, str] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AttributionWarning)
+        for e in examples:
+            try:
+                full = ex.encode_with_offsets(e.text, template_of(e, s))[2]
+            except ValueError as err:
+                skip[e.index] = str(err)
+                continue
+            for role, value in (("target", e.target), ("contrast", e.contrast)):
+                if value is None:
+                    continue
+                try:
+                    ex.resolve_target(value, multi_token=s.target_fn == "logprob" and role == "target", context=full)
+                except (ValueError, TypeError) as err:
+                    return skip, type(err)(f"data row {e.index} (id {e.id!r}): {role} {value!r}: {err}")
+    return skip, None
+
+
+def _prepare(out: Path, config: dict, examples: Sequence[Example]) -> Optional[BaseException]:
+    """Rank 0 before the work: settings checked or written, the records repaired, parts left by
+    an interrupted torchrun run merged, and every record checked against the data."""
+    try:
+        check_or_write_config(out, config)
+        for note in repair_jsonl(out / RECORDS_FILE):
+            print(f"note: {note}", flush=True)
+        _merge(out)
+        for r in read_jsonl(out / RECORDS_FILE)[0]:
+            i = r.get("index")
+            if not isinstance(i, int) or (i < len(examples) and examples[i].text != r.get("example_text")):
+                raise ValueError(f"out_dir {str(out)!r} holds a record of data row {i} with another text than the data "
+                                 "has now (the data changed since); use another out_dir")
+    except (ValueError, OSError) as err:
+        return err
+    return None
+
+
+def _merge(out: Path) -> List[dict]:
+    """The records of ``attributions.jsonl`` and of the torchrun parts, each index once, sorted;
+    the file rewritten (atomically) when that changes it, then the parts deleted."""
+    main, _ = read_jsonl(out / RECORDS_FILE)
+    extra, paths = part_files(out, RECORDS_FILE)
+    merged: Dict[int, dict] = {}
+    for r in main + extra:
+        merged.setdefault(r["index"], r)
+    records = [merged[i] for i in sorted(merged)]
+    if paths or records != main:
+        write_jsonl(out / RECORDS_FILE, records)
+    remove_parts(out, paths)
+    return records
+
+
+def _records(ex: "Explainer", s: DatasetRun, batch: Sequence[Example]) -> List[dict]:
+    """The records of one batch: one ``attribute`` call; when it refuses its input, each example
+    alone, and an example refused alone gets a ``skipped`` record."""
+    try:
+        results = ex.attribute([e.text for e in batch], **s.call(batch))
+    except (ValueError, TypeError) as err:
+        if len(batch) == 1:
+            e = batch[0]
+            return [{"index": e.index, "id": e.id, "example_text": e.text, "skipped": str(err)}]
+        return [r for e in batch for r in _records(ex, s, [e])]
+    info = {"first": batch[0].index, "size": len(batch)}
+    return [{"index": e.index, "id": e.id, "example_text": e.text, "batch": info, **a.to_dict()} for e, a in zip(batch, results)]
+
+
+def _work(ex: "Explainer", s: DatasetRun, batches: Sequence[List[Example]], skip: Dict[int, str], path: Path,
+          bar) -> int:
+    """Compute ``batches`` (only their examples without a record), appending each batch's
+    records to ``path``; the number of examples computed (skipped ones included)."""
+    n = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AttributionWarning)  # recorded in each record's "degenerate"
+        for batch in batches:
+            skipped = [{"index": e.index, "id": e.id, "example_text": e.text, "skipped": skip[e.index]} for e in batch if e.index in skip]
+            run = [e for e in batch if e.index not in skip]
+            append_jsonl(path, sorted(skipped + (_records(ex, s, run) if run else []), key=lambda r: r["index"]))
+            n += len(batch)
+            if bar is not None:
+                bar.update(len(batch))
+    return n
+
+
+def _progress(enabled: bool, total: int, procs: Dist):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    desc = "attribute-dataset" + (f" (rank 0 of {procs.world_size}, its share)" if procs.parallel else "")
+    return tqdm(total=total, desc=desc, unit="ex", dynamic_ncols=True)
+
+
+def attribute_dataset(
+    data,
+    out_dir,
+    model=None,
+    *,
+    method: str = "aieg",
+    text_column: Optional[str] = None,
+    target_column: Optional[str] = None,
+    contrast_column: Optional[str] = None,
+    template_column: Optional[str] = None,
+    id_column: Optional[str] = None,
+    target_is_id: bool = False,
+    template: Optional[str] = None,
+    target_fn: str = "logit",
+    label_set: Optional[Sequence] = None,
+    n_steps: int = 50,
+    batch_size: int = 8,
+    internal_batch_size: Optional[int] = None,
+    baseline=None,
+    backend: str = "auto",
+    options: Optional[Dict[str, Any]] = None,
+    limit: Optional[int] = None,
+    parquet: bool = False,
+    progress: bool = True,
+    device=None,
+    dtype=None,
+    device_map=None,
+    distributed: Optional[bool] = None,
+) -> dict:
+    """Attribute every example of ``data`` with one method; records in ``out_dir`` (module
+    docstring), resumable, data parallel under torchrun.
+
+    Args:
+        data: a ``.jsonl`` / ``.json`` / ``.csv`` / ``.tsv`` file, a pandas DataFrame, a
+            ``datasets.Dataset``, a list of dicts or of strings (:mod:`.inputs`).
+        out_dir: output folder (created); rerun with the same folder to resume.
+        model: an :class:`~aieg_fast.explainer.Explainer`, a model id / folder, or None (the
+            embedded SmolLM2-135M-Instruct).
+        method: one of :func:`~aieg_fast.list_methods`; ``options``: its options (dict).
+        text_column, target_column, contrast_column, template_column, id_column, target_is_id,
+            limit: how the data is read (:func:`~aieg_fast.dataset_attribution.inputs.read_examples`).
+        template: prompt with ``{text}`` for rows without a template of their own.
+        target_fn, label_set, n_steps, internal_batch_size, baseline, backend: as
+            ``Explainer.attribute`` (``target_fn`` a name: a callable cannot be recorded).
+        batch_size: examples per ``attribute`` call (one padded batch; ``internal_batch_size``
+            bounds the path points per forward inside it).
+        parquet: also write ``attributions.parquet`` (needs pyarrow).
+        progress: a progress bar over the examples (total and time left; rank 0's share under
+            torchrun).
+        device, dtype, device_map: where the model is loaded (:func:`~aieg_fast.load_model`);
+            under torchrun ``"auto"`` / ``"cuda"`` mean each process's own GPU.
+        distributed: None: data parallel when started by torchrun with several processes
+            (:func:`aieg_fast.runs.start`); False: one process.
+
+    Returns:
+        The same dict on every process: ``{"out_dir", "records_file", "parquet_file" (or None),
+        "n_examples", "computed" (this run, all processes; skipped ones included),
+        "done_before", "skipped" (count), "skips" (``[{"index", "id", "reason"}]``, the first
+        20), "degenerate" (records with a finding), "world_size", "seconds"}``.
+
+    Raises:
+        ValueError / TypeError: bad settings, unreadable or malformed data, a target or contrast
+            the tokenizer cannot make one token of (names the row), settings that differ from
+            those recorded in ``out_dir``, records of other data in ``out_dir``; all before any
+            example is computed, and all but the last two before ``config.json`` is written.
+        FileNotFoundError: a missing data file.
+    """
+    t0 = time.perf_counter()
+    options = dict(options or {})
+    _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template)
+    check_placement(device, dtype, device_map)
+    if parquet:
+        check_parquet()
+    examples = read_examples(data, text_column=text_column, target_column=target_column, contrast_column=contrast_column,
+                             template_column=template_column, id_column=id_column, target_is_id=target_is_id, limit=limit)
+    out = writable_folder(out_dir)
+    s = DatasetRun(method, options, n_steps, target_fn, None if label_set is None else list(label_set), template, baseline,
+                   backend, internal_batch_size, batch_size)
+    with start(distributed) as procs:
+        ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
+        m = get_method(method)
+        check_model(m, m.options(**options), ex.adapter)
+        batches = plan_batches(examples, s)
+        mine = shard(batches, procs)
+        skip, err = _precheck(ex, s, [e for b in mine for e in b])
+        procs.check(err)
+        config = _config(ex, s, examples, text_column, target_is_id)
+        procs.check(_prepare(out, config, examples) if procs.main else None)
+        done = {r["index"] for r in read_jsonl(out / RECORDS_FILE)[0]}
+        todo = [[e for e in b if e.index not in done] for b in mine]
+        todo = [b for b in todo if b]
+        path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else out / RECORDS_FILE
+        bar = _progress(progress and procs.main, sum(len(b) for b in todo), procs)
+        try:
+            computed = _work(ex, s, todo, skip, path, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        computed = sum(procs.gather(computed))
+        procs.barrier()
+        summary = _finish(out, parquet, len(examples), computed, len(done), procs, t0) if procs.main else None
+        return procs.broadcast(summary)
+
+
+def _config(ex: "Explainer", s: DatasetRun, examples: Sequence[Example], text_column, target_is_id) -> dict:
+    """The recorded settings (``config.json``): what changes the records."""
+    import torch
+
+    dtype = next(ex.model.parameters()).dtype
+    return {"model": ex.name or type(ex.model).__name__, "method": s.method, "options": s.options, "n_steps": s.n_steps,
+            "target_fn": s.target_fn, "label_set": s.label_set, "template": s.template,
+            "baseline": s.baseline if s.baseline is None or isinstance(s.baseline, (str, int)) else "tensor",
+            "text_column": text_column or "text", "target_is_id": bool(target_is_id),
+            "dtype": str(dtype).replace("torch.", "") if dtype != torch.float32 else "float32"}
+
+
+def _finish(out: Path, parquet: bool, n: int, computed: int, done_before: int, procs: Dist, t0: float) -> dict:
+    """Rank 0 after the work: the parts merged, the file sorted, parquet written; the summary."""
+    records = _merge(out)
+    pq = write_parquet(records, out / PARQUET_FILE) if parquet else None
+    skips = [{"index": r["index"], "id": r.get("id"), "reason": r["skipped"]} for r in records if "skipped" in r]
+    return {"out_dir": str(out), "records_file": str(out / RECORDS_FILE), "parquet_file": None if pq is None else str(pq),
+            "n_examples": n, "computed": computed, "done_before": done_before, "skipped": len(skips), "skips": skips[:20],
+            "degenerate": sum(1 for r in records if r.get("degenerate")), "world_size": procs.world_size,
+            "seconds": time.perf_counter() - t0}

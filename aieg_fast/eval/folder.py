@@ -1,0 +1,54 @@
+"""An evaluation folder before and after the examples are computed: settings checked or recorded,
+``records.jsonl`` repaired after a hard kill, and the parts of a torchrun run merged into it.
+
+Under ``torchrun --nproc-per-node N`` each process appends its examples' records to
+``parts/records.rank<N>.jsonl``; rank 0 appends them, in example order, to ``records.jsonl``
+when every process is done (:func:`gather_parts`), and before a run starts it merges the parts
+an interrupted run left (:func:`prepare_folder`), so a folder resumes with any number of
+processes.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from ..runs import append_jsonl, check_or_write_config, part_files, remove_parts
+from .records import RECORDS_FILE, repair_records
+
+__all__ = ["prepare_folder", "gather_parts"]
+
+
+def gather_parts(out: Path) -> int:
+    """Append the records of the torchrun parts in ``out/parts`` to ``records.jsonl`` (sorted
+    by example index, a cut last line of a part left out), then delete the parts; the number of
+    records moved. The records file is repaired first, so the new lines start on their own."""
+    records, paths = part_files(out, RECORDS_FILE)
+    if not paths:
+        remove_parts(out, paths)
+        return 0
+    for note in repair_records(out / RECORDS_FILE):
+        print(f"note: {note}", file=sys.stderr)
+    records.sort(key=lambda r: (r.get("index", 0), str(r.get("id"))))
+    append_jsonl(out / RECORDS_FILE, records)  # a repeated line (a merge cut short) is merged by id on reading
+    remove_parts(out, paths)
+    return len(records)
+
+
+def prepare_folder(out: Path, config: dict) -> Optional[BaseException]:
+    """Rank 0's part of starting a run: check or write ``config.json``, repair the records, merge
+    parts an interrupted torchrun run left. Returns the error (to be raised on every process),
+    or None.
+
+    A cut last line of ``records.jsonl`` is cut off (the bytes go to ``records.jsonl.torn``)
+    and said on stderr; its example is computed again.
+    """
+    try:
+        check_or_write_config(out, config)
+        notes: List[str] = repair_records(out / RECORDS_FILE)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        gather_parts(out)
+    except (ValueError, OSError) as err:
+        return err
+    return None

@@ -1,0 +1,72 @@
+"""Argument checks of :func:`~aieg_fast.eval.evaluate`: the method specs and the run settings;
+each error names the argument and the value."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from ..methods.registry import list_methods, method_options as allowed_options, parse_method_spec
+from .checks import check_choices, check_pis, check_positive_int, check_topk
+from .metrics import METRIC_SETS, NORMALISATIONS, PROB_SPACES, SOFT_MAPS, TIE_RULES
+from .stats import REFERENCE_METHOD
+
+__all__ = ["check_methods", "check_run_settings"]
+
+
+def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict[str, Tuple[str, dict]]]:
+    """The method specs as a list without repeats, and their (name, options); ``controls``
+    are accepted names that are not attribution methods.
+
+    Raises:
+        ValueError: no method, an unknown name or option, a ``reference`` not among the methods.
+    """
+    if isinstance(methods, str):
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
+    methods = list(dict.fromkeys(methods))
+    if not methods:
+        raise ValueError("methods must name at least one method")
+    if reference != REFERENCE_METHOD and reference not in methods:
+        raise ValueError(f"reference must be one of the methods {methods}, got {reference!r}")
+    specs = {m: parse_method_spec(m) for m in methods}
+    bad = [m for m in methods if specs[m][0] not in list_methods() and m not in controls]
+    if bad:
+        raise ValueError(f"methods has unknown name(s) {bad}; choose from {list_methods() + list(controls)}")
+    for m, (name, opts) in specs.items():
+        unknown = sorted(set(opts) - set(allowed_options(name))) if m not in controls else []
+        if unknown:
+            raise ValueError(f"methods: {m!r} has unknown option(s) {unknown}; {name} takes {sorted(allowed_options(name))}")
+    return methods, specs
+
+
+def check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis, prob_space,
+                    normalise, soft_maps, ties) -> Tuple[Optional[List[float]], List[float], List[str]]:
+    """Check the numeric and named settings (in this order); return the top-k sweep (sorted, no
+    repeats, None when empty), the π grid and the soft maps as lists."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    check_positive_int("n_steps", n_steps)
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
+    if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
+        raise ValueError(f"start must be an int in [0, n) = [0, {n}), got {start!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    check_topk(topk)
+    if metrics not in METRIC_SETS:
+        raise ValueError(f"metrics must be {' or '.join(repr(k) for k in METRIC_SETS)}, got {metrics!r}")
+    if topk_sweep is not None:
+        if isinstance(topk_sweep, (int, float)):
+            topk_sweep = [topk_sweep]
+        try:
+            topk_sweep = sorted({check_topk(k) for k in topk_sweep}) or None
+        except ValueError:
+            raise ValueError(f"topk_sweep values must be fractions in (0, 1], got {list(topk_sweep)}") from None
+    check_positive_int("n_samples", n_samples)
+    pis = check_pis(pis)
+    if prob_space is not None and prob_space not in PROB_SPACES:
+        raise ValueError(f"prob_space must be one of {list(PROB_SPACES)} or None, got {prob_space!r}")
+    if normalise not in NORMALISATIONS:
+        raise ValueError(f"normalise must be one of {list(NORMALISATIONS)}, got {normalise!r}")
+    soft_maps = check_choices("soft_maps", soft_maps, SOFT_MAPS)
+    if ties not in TIE_RULES:
+        raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
+    return topk_sweep, pis, soft_maps

@@ -1,0 +1,162 @@
+"""Data parallelism under ``torchrun``: which process this is, its share of the work, its device,
+and the few messages the processes exchange.
+
+``torchrun --nproc-per-node N`` (and its multi-node rendezvous) starts N copies of a command with
+``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and the rendezvous address in the
+environment. :func:`start` joins them in a ``torch.distributed`` process group; each process then
+computes its own share of the examples (:func:`shard`) into its own file, and rank 0 merges the
+files. Results travel through files, so the group only carries barriers and small Python objects
+(errors, counts): it uses the gloo backend, on CPUs and GPUs alike (NCCL would add nothing but
+tensor collectives we do not make). Without torchrun, :func:`start` gives a single process and
+nothing is initialised.
+
+This module imports nothing else of the package.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence
+
+import torch
+
+__all__ = ["Dist", "start", "shard", "rank_device", "torchrun_world_size", "DIST_TIMEOUT"]
+
+#: how long a process waits for the others at a barrier (the fastest waits for the slowest
+#: shard; a process that fails makes torchrun stop the others at once).
+DIST_TIMEOUT = datetime.timedelta(hours=72)
+
+
+def torchrun_world_size() -> int:
+    """``WORLD_SIZE`` of the environment (1 when not started by torchrun)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
+@dataclass
+class Dist:
+    """This process in a group of ``world_size`` (rank 0 of 1 without torchrun).
+
+    Use as a context manager (:func:`start`); the group it created is destroyed on exit.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    group: Any = None
+    owns_group: bool = False
+
+    @property
+    def main(self) -> bool:
+        """Rank 0: the process that writes settings, merges the parts and reports."""
+        return self.rank == 0
+
+    @property
+    def parallel(self) -> bool:
+        return self.world_size > 1
+
+    def barrier(self) -> None:
+        """Wait until every process gets here (nothing without a group)."""
+        if self.parallel:
+            torch.distributed.barrier(group=self.group)
+
+    def broadcast(self, obj):
+        """Rank 0's ``obj``, on every process."""
+        if not self.parallel:
+            return obj
+        box = [obj]
+        torch.distributed.broadcast_object_list(box, src=0, group=self.group)
+        return box[0]
+
+    def gather(self, obj) -> List[Any]:
+        """Every process's ``obj``, in rank order, on every process."""
+        if not self.parallel:
+            return [obj]
+        out: List[Any] = [None] * self.world_size
+        torch.distributed.all_gather_object(out, obj, group=self.group)
+        return out
+
+    def check(self, error: Optional[BaseException]) -> None:
+        """Raise on every process when one of them got ``error`` (a collective call: every
+        process must make it). A ValueError / TypeError is raised again as such (bad input,
+        found by one process, is bad input for all); anything else as a RuntimeError naming the
+        rank."""
+        errs = self.gather(None if error is None else (type(error).__name__, str(error)))
+        if error is not None:
+            raise error
+        for rank, e in enumerate(errs):
+            if e is not None:
+                cls = {"ValueError": ValueError, "TypeError": TypeError}.get(e[0], RuntimeError)
+                raise cls(e[1] if cls is not RuntimeError else f"rank {rank}: {e[0]}: {e[1]}")
+
+    def close(self) -> None:
+        if self.owns_group and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        self.owns_group = False
+
+    def __enter__(self) -> "Dist":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+
+def start(distributed: Optional[bool] = None) -> Dist:
+    """This process's place in a torchrun group.
+
+    Args:
+        distributed: None (default): data parallel when started by torchrun with
+            ``WORLD_SIZE`` > 1, a single process otherwise; False: a single process whatever the
+            environment; True: requires torchrun.
+
+    Returns:
+        A :class:`Dist`; joins (or creates) the process group when parallel. A group the caller
+        already made (``torch.distributed.init_process_group`` in a script) is used through a
+        gloo subgroup and left as it was.
+
+    Raises:
+        ValueError: ``distributed=True`` without torchrun's environment.
+    """
+    world = torchrun_world_size()
+    if distributed is False or (distributed is None and world <= 1):
+        return Dist()
+    if world <= 1 or "RANK" not in os.environ:
+        raise ValueError("distributed=True needs torchrun's environment (RANK, WORLD_SIZE); "
+                         "start the command with `torchrun --nproc-per-node N ...`")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if torch.distributed.is_initialized():
+        group = torch.distributed.new_group(backend="gloo", timeout=DIST_TIMEOUT)
+        return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, group, False)
+    torch.distributed.init_process_group(backend="gloo", timeout=DIST_TIMEOUT)
+    return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, None, True)
+
+
+def shard(items: Sequence, d: Dist) -> list:
+    """This process's share of ``items``: every ``world_size``-th one from its rank on."""
+    return list(items[d.rank :: d.world_size])
+
+
+def rank_device(device, d: Dist, device_map=None):
+    """The device of this process: ``"auto"`` (CUDA when available, else the CPU) and
+    ``"cuda"`` become ``cuda:<LOCAL_RANK>`` when several processes share the machine; anything
+    else is kept (None included).
+
+    Raises:
+        ValueError: a ``device_map`` while several processes share the machine (each would
+            place its model over every GPU).
+    """
+    if device_map is not None and d.local_world_size > 1:
+        raise ValueError(f"device_map={device_map!r} with {d.local_world_size} processes per machine: each would place its "
+                         "model over every GPU; give each process its device instead, or start one process per machine")
+    if isinstance(device, str) and device in ("auto", "cuda") and d.parallel:
+        if torch.cuda.is_available():
+            return f"cuda:{d.local_rank}"
+        return "cpu" if device == "auto" else device
+    return device
+

@@ -1,0 +1,88 @@
+"""The output folder of a run over many examples: writable, its settings in ``config.json`` (a
+rerun with other settings is refused, so results are never mixed), and the per-process parts of
+a torchrun run (``parts/<file stem>.rank<N>.jsonl``) gathered by rank 0.
+
+This module imports nothing else of the package.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import List, Tuple
+
+from .records import read_jsonl, repair_jsonl
+
+__all__ = ["CONFIG_FILE", "PARTS_DIR", "writable_folder", "check_or_write_config", "part_path", "part_files", "remove_parts"]
+
+#: file name of the settings in an output folder.
+CONFIG_FILE = "config.json"
+#: sub-folder of the per-process parts of a torchrun run.
+PARTS_DIR = "parts"
+
+
+def writable_folder(out_dir, arg: str = "out_dir") -> Path:
+    """``out_dir`` as a Path, created if needed.
+
+    Raises:
+        ValueError: it cannot be created or written to (names ``arg``).
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write_test", dir=out)  # a name of its own: torchrun's processes probe at once
+        os.close(fd)
+        os.remove(probe)
+    except OSError as err:
+        raise ValueError(f"{arg} {str(out)!r} is not a writable folder ({err.strerror or err})") from None
+    return out
+
+
+def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None:
+    """Write ``config.json``, or refuse a folder whose recorded settings differ from ``config``.
+
+    Raises:
+        ValueError: the recorded settings differ (names them and ``arg``).
+    """
+    cfg_path = Path(out) / CONFIG_FILE
+    if cfg_path.exists():
+        old = json.loads(cfg_path.read_text(encoding="utf-8"))
+        diff = sorted(k for k in set(config) | set(old) if old.get(k) != config.get(k))
+        if diff:
+            raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}); use another {arg}")
+    else:
+        cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+
+def part_path(out, name: str, rank: int) -> Path:
+    """Where process ``rank`` writes its part of the file ``name`` (the parts folder is created)."""
+    stem, dot, suffix = name.rpartition(".")
+    folder = Path(out) / PARTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / (f"{stem}.rank{rank:05d}.{suffix}" if dot else f"{name}.rank{rank:05d}")
+
+
+def part_files(out, name: str) -> Tuple[List[dict], List[Path]]:
+    """The records of every part of ``name`` in rank order, and the part files. A part's cut
+    last line (a process killed while it wrote) is left out and its bytes kept in
+    ``<part>.torn`` (:func:`repair_jsonl`), which stays in the parts folder."""
+    stem, dot, suffix = name.rpartition(".")
+    pattern = f"{stem}.rank*.{suffix}" if dot else f"{name}.rank*"
+    paths = sorted((Path(out) / PARTS_DIR).glob(pattern))
+    records: List[dict] = []
+    for p in paths:
+        repair_jsonl(p)
+        records.extend(read_jsonl(p)[0])
+    return records, paths
+
+
+def remove_parts(out, paths) -> None:
+    """Delete merged part files (a part's ``.torn`` file, if any, stays), and the parts folder of
+    ``out`` when it is empty (a process without work leaves an empty one)."""
+    for p in paths:
+        Path(p).unlink(missing_ok=True)
+    try:
+        (Path(out) / PARTS_DIR).rmdir()
+    except OSError:
+        pass  # absent, or not empty: a .torn file is kept

@@ -1,0 +1,175 @@
+"""JSON-lines files of records that survive a hard kill: appended line by line, read back with a
+cut last line detected, repaired without losing a byte the user had.
+
+A process killed while it appends (``kill -9``, a power cut, a full disk) can leave the last line
+cut: no newline, or not JSON. :func:`read_jsonl` reports such a line and does not return it (its
+record is computed again); :func:`repair_jsonl` removes it from the file before anything more is
+appended, keeping the removed bytes in ``<file>.torn``. Without that repair the next record would
+be appended to the cut line and both would be lost on the next read (what happened before).
+Lines written that way by earlier versions (a cut line with a whole record after it) give their
+whole record back.
+
+This module imports nothing else of the package.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Iterable, List, Optional, Tuple
+
+__all__ = ["json_safe", "read_jsonl", "repair_jsonl", "append_jsonl", "write_jsonl", "TORN_SUFFIX"]
+
+#: suffix of the file that keeps the bytes :func:`repair_jsonl` removed
+TORN_SUFFIX = ".torn"
+
+
+def json_safe(x):
+    """``x`` with NaN / inf floats replaced by None (in nested dicts, lists and tuples; tuples
+    become lists), so that ``json.dumps(..., allow_nan=False)`` writes strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
+
+
+def _record(text: str) -> Optional[dict]:
+    try:
+        r = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return r if isinstance(r, dict) else None
+
+
+def _recover(text: str) -> Optional[dict]:
+    """The whole record a damaged line ends with (a record appended to a cut line), or None."""
+    pos = text.find("{", 1)
+    while pos > 0:
+        r = _record(text[pos:])
+        if r is not None:
+            return r
+        pos = text.find("{", pos + 1)
+    return None
+
+
+def _scan(data: bytes) -> Tuple[List[dict], bytes, bytes, List[str]]:
+    """(records, the bytes the file should hold, the bytes removed, what was found)."""
+    records: List[dict] = []
+    keep: List[bytes] = []
+    removed: List[bytes] = []
+    notes: List[str] = []
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    for no, raw in enumerate(lines, start=1):
+        text = raw.decode("utf-8", errors="replace").strip()
+        if not text:
+            keep.append(raw)
+            continue
+        r = _record(text)
+        if r is None:
+            r = _recover(text)
+            if r is None:
+                notes.append(f"line {no} is not a JSON record (dropped)")
+                removed.append(raw)
+                continue
+            notes.append(f"line {no} held a cut record followed by a whole one (the whole one kept)")
+            removed.append(raw)
+            raw = json.dumps(r, allow_nan=False).encode("utf-8")
+        records.append(r)
+        keep.append(raw)
+    if tail.strip():
+        r = _record(tail.decode("utf-8", errors="replace").strip())
+        if r is None:
+            notes.append(f"the last line ({len(tail)} bytes) was cut before its end (its record is computed again)")
+            removed.append(tail)
+        else:
+            notes.append("the last line had no newline (added)")
+            records.append(r)
+            keep.append(tail)
+    clean = b"".join(line + b"\n" for line in keep)
+    return records, clean, b"".join(line + b"\n" for line in removed), notes
+
+
+def read_jsonl(path) -> Tuple[List[dict], List[str]]:
+    """The records of a JSON-lines file, and what was wrong with it (nothing is changed).
+
+    Returns:
+        (records in file order, notes): a missing file gives ``([], [])``; a cut last line is
+        left out and noted; a line that holds a cut record followed by a whole one gives the
+        whole one; any other line that is not a JSON object is left out and noted.
+    """
+    p = Path(path)
+    if not p.exists():
+        return [], []
+    records, _, _, notes = _scan(p.read_bytes())
+    return records, notes
+
+
+def repair_jsonl(path) -> List[str]:
+    """Make ``path`` hold whole lines only, so that records can be appended to it.
+
+    A cut last line is cut off the file (truncated in place), a missing final newline added; a
+    damaged line elsewhere makes the file be rewritten (to a temporary file, then renamed over
+    it). The removed bytes are appended to ``<path>.torn``. Nothing happens to a sound file.
+
+    Returns:
+        What was repaired, as sentences (empty when nothing was).
+    """
+    p = Path(path)
+    if not p.exists():
+        return []
+    data = p.read_bytes()
+    _, clean, removed, notes = _scan(data)
+    if clean == data:
+        return []
+    if removed:
+        with open(str(p) + TORN_SUFFIX, "ab") as fh:
+            fh.write(removed)
+            fh.flush()
+            os.fsync(fh.fileno())
+    if data.startswith(clean):  # only the tail went: truncate
+        with open(p, "r+b") as fh:
+            fh.truncate(len(clean))
+            os.fsync(fh.fileno())
+    elif clean.startswith(data):  # only a newline was missing
+        with open(p, "ab") as fh:
+            fh.write(clean[len(data):])
+            os.fsync(fh.fileno())
+    else:
+        _replace(p, clean)
+    return [f"{p}: {n}" for n in notes] + ([f"{p}: the removed bytes are kept in {p.name}{TORN_SUFFIX}"] if removed else [])
+
+
+def _line(rec: dict) -> bytes:
+    return (json.dumps(json_safe(rec), allow_nan=False) + "\n").encode("utf-8")
+
+
+def append_jsonl(path, records: Iterable[dict]) -> None:
+    """Append each record as one strict-JSON line (:func:`json_safe`), in one write, flushed
+    to the disk (``fsync``) before returning."""
+    data = b"".join(_line(r) for r in records)
+    if not data:
+        return
+    with open(path, "ab") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_jsonl(path, records: Iterable[dict]) -> None:
+    """Write the records as a whole new file atomically: a temporary file in the same folder,
+    flushed to the disk, renamed over ``path`` (a kill leaves the old file or the new one)."""
+    _replace(Path(path), b"".join(_line(r) for r in records))

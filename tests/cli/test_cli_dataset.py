@@ -1,0 +1,69 @@
+"""aieg-fast attribute-dataset, and --device / --dtype / --device-map on the commands."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from aieg_fast import cli
+from aieg_fast.cli import evaluate as cli_evaluate
+from aieg_fast.dataset_attribution import RECORDS_FILE
+
+
+def _csv(tmp_path):
+    p = tmp_path / "reviews.csv"
+    p.write_text("review,id\nthe movie is good,r1\n\"bad, slow and boring\",r2\ngreat,r3\n", encoding="utf-8")
+    return p
+
+
+def test_attribute_dataset_command(tiny_gpt2_dir, tmp_path, capsys):
+    out = tmp_path / "o"
+    args = ["attribute-dataset", str(_csv(tmp_path)), "--out", str(out), "--model", str(tiny_gpt2_dir), "--method", "saliency",
+            "--text-column", "review", "--batch-size", "2", "--device", "cpu", "--dtype", "float32", "--no-progress"]
+    assert cli.main(args) == 0
+    said = capsys.readouterr().out
+    assert "3 example(s): 3 computed now, 0 done before" in said and str(out / RECORDS_FILE) in said
+    recs = [json.loads(line) for line in (out / RECORDS_FILE).read_text().splitlines()]
+    assert [r["id"] for r in recs] == ["r1", "r2", "r3"] and recs[1]["example_text"] == "bad, slow and boring"
+    assert cli.main(args) == 0
+    assert "0 computed now, 3 done before" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--device", "cpu", "--device-map", "auto"], "exclude each other"),
+    (["--limit", "0"], "--limit must be a positive int"),
+    (["--text-column", "body"], "text_column 'body' is not a column"),
+] + ([] if torch.cuda.is_available() else [(["--device", "cuda"], "device 'cuda': CUDA is not available")]))
+def test_attribute_dataset_bad_input_before_any_file(tiny_gpt2_dir, tmp_path, capsys, extra, match):
+    out = tmp_path / "o"
+    rc = cli.main(["attribute-dataset", str(_csv(tmp_path)), "--out", str(out), "--model", str(tiny_gpt2_dir),
+                   "--text-column", "review", *extra])  # a repeated option: the last one counts
+    assert rc == 2
+    assert match in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_explain_device_and_dtype(tiny_gpt2_dir, tmp_path, capsys):
+    res = tmp_path / "r.json"
+    assert cli.main(["explain", "the movie is good", "--model", str(tiny_gpt2_dir), "--method", "saliency", "--device", "cpu",
+                     "--dtype", "bfloat16", "--json", str(res), "--no-progress"]) == 0
+    assert json.loads(res.read_text())["scores"]
+    assert cli.main(["explain", "x", "--model", str(tiny_gpt2_dir), "--device", "tpu9"]) == 2
+    assert "device must be" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["explain", "x", "--dtype", "int8"])
+
+
+def test_evaluate_passes_device_dtype_device_map(tmp_path, monkeypatch):
+    seen = []
+
+    def fake(**kw):
+        seen.append(kw)
+        return {"summary_md": "", "computed": 0, "skipped": 0, "out_dir": kw["out_dir"]}
+
+    monkeypatch.setattr(cli_evaluate, "evaluate", fake)
+    assert cli.main(["evaluate", "--out", str(tmp_path / "a")]) == 0
+    assert (seen[0]["device"], seen[0]["dtype"], seen[0]["device_map"]) == ("auto", "float32", None)
+    assert cli.main(["evaluate", "--out", str(tmp_path / "b"), "--dtype", "bfloat16", "--device-map", "auto"]) == 0
+    assert (seen[1]["device"], seen[1]["dtype"], seen[1]["device_map"]) == (None, "bfloat16", "auto")

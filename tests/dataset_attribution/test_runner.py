@@ -1,0 +1,147 @@
+"""attribute_dataset (aieg_fast.dataset_attribution.runner): one record per example equal to
+attributing it alone, batches separate from internal batches, resume, a cut last line
+recomputed, settings and data changes refused, parquet, progress; on the tiny random GPT-2."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from aieg_fast import Attribution
+from aieg_fast.dataset_attribution import PARQUET_FILE, RECORDS_FILE, attribute_dataset
+from aieg_fast.runs import TORN_SUFFIX
+
+ROWS = [
+    {"text": "the movie is good", "id": "a"},
+    {"text": "the film was bad , slow and boring", "target": " good"},
+    {"text": "what a wonderful story", "template": "Review: {text} :"},
+    {"text": "a positive review of a negative film", "target": " good", "contrast": " bad"},
+    {"text": "great"},
+    {"text": "terrible , amazing story"},
+]
+KW = dict(method="integrated_gradients", n_steps=4, progress=False)
+
+
+def _records(out):
+    return [json.loads(line) for line in (out / RECORDS_FILE).read_text(encoding="utf-8").splitlines()]
+
+
+def _data(tmp_path, rows=ROWS):
+    p = tmp_path / "data.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return p
+
+
+def test_records_equal_single_calls(tiny_gpt2, tmp_path):
+    res = attribute_dataset(_data(tmp_path), tmp_path / "o", tiny_gpt2, batch_size=4, **KW)
+    assert res["n_examples"] == 6 and res["computed"] == 6 and res["done_before"] == 0 and res["skipped"] == 0
+    recs = _records(tmp_path / "o")
+    assert [r["index"] for r in recs] == list(range(6)) and recs[0]["id"] == "a" and recs[1]["id"] == 1
+    for row, rec in zip(ROWS, recs):
+        a = Attribution.from_dict(rec)
+        kw = {"contrast_target": row["contrast"]} if "contrast" in row else {}
+        alone = tiny_gpt2.attribute(row["text"], target=row.get("target"), template=row.get("template"), **kw, **KW)
+        assert rec["example_text"] == row["text"] and a.tokens == alone.tokens and a.target == alone.target
+        torch.testing.assert_close(a.scores, alone.scores, rtol=1e-4, atol=1e-6)
+        assert rec["method"] == "integrated_gradients" and rec["options"]["n_steps"] == 4 and "total" in rec["timing"]
+    # batches: up to 4 consecutive rows with one template and one contrast kind
+    assert [r["batch"] for r in recs] == [{"first": 0, "size": 2}] * 2 + [{"first": 2, "size": 1}] + [
+        {"first": 3, "size": 1}] + [{"first": 4, "size": 2}] * 2
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["method"] == "integrated_gradients"
+
+
+def test_batch_size_is_examples_per_call(tiny_gpt2, tmp_path, monkeypatch):
+    calls = []
+    orig = type(tiny_gpt2).attribute
+
+    def spy(self, text, **kw):
+        calls.append((len(text), kw["internal_batch_size"]))
+        return orig(self, text, **kw)
+
+    monkeypatch.setattr(type(tiny_gpt2), "attribute", spy)
+    rows = [{"text": f"the movie is good {i}"} for i in range(5)]
+    attribute_dataset(_data(tmp_path, rows), tmp_path / "o", tiny_gpt2, batch_size=2, internal_batch_size=3, **KW)
+    assert calls == [(2, 3), (2, 3), (1, 3)]
+
+
+def test_resume_and_a_cut_last_line(tiny_gpt2, tmp_path, capsys):
+    data, out = _data(tmp_path), tmp_path / "o"
+    first = attribute_dataset(data, out, tiny_gpt2, batch_size=2, limit=4, **KW)
+    assert first["computed"] == 4
+    whole = _records(out)
+    raw = (out / RECORDS_FILE).read_bytes()
+    (out / RECORDS_FILE).write_bytes(raw[:-40])  # a hard kill while the last record was written
+    again = attribute_dataset(data, out, tiny_gpt2, batch_size=2, **KW)
+    assert again["computed"] == 3 and again["done_before"] == 3  # row 3 again, rows 4 and 5 new
+    assert "was cut before its end" in capsys.readouterr().out
+    assert (out / (RECORDS_FILE + TORN_SUFFIX)).exists()
+    recs = _records(out)
+    assert [r["index"] for r in recs] == list(range(6))
+    assert recs[3]["scores"] == whole[3]["scores"]
+    assert attribute_dataset(data, out, tiny_gpt2, batch_size=2, **KW)["computed"] == 0
+    # other settings, or other data, in the same folder: refused before any work
+    with pytest.raises(ValueError, match=r"other settings \(n_steps\)"):
+        attribute_dataset(data, out, tiny_gpt2, **dict(KW, n_steps=5))
+    changed = [dict(r) for r in ROWS]
+    changed[1]["text"] = "another text"
+    with pytest.raises(ValueError, match="data row 1 with another text"):
+        attribute_dataset(_data(tmp_path, changed), out, tiny_gpt2, **KW)
+    assert [r["index"] for r in _records(out)] == list(range(6))  # nothing lost
+
+
+def test_refused_text_is_recorded_and_the_run_goes_on(tiny_gpt2, tmp_path):
+    rows = [{"text": "the movie is good"}, {"text": " ".join(["good"] * 80)}, {"text": "bad"}]  # 64 positions
+    res = attribute_dataset(_data(tmp_path, rows), tmp_path / "o", tiny_gpt2, batch_size=3, **KW)
+    assert res["skipped"] == 1 and res["skips"][0]["index"] == 1 and "at most 64 positions" in res["skips"][0]["reason"]
+    recs = _records(tmp_path / "o")
+    assert "skipped" in recs[1] and "scores" in recs[0] and "scores" in recs[2]
+
+
+def test_bad_settings_refused_before_any_file(tiny_gpt2, tmp_path):
+    data, out = _data(tmp_path), tmp_path / "o"
+    bad = [
+        (dict(batch_size=0), "batch_size must be a positive int"),
+        (dict(internal_batch_size=True), "internal_batch_size"),
+        (dict(options={"bogus": 1}), "bogus"),
+        (dict(target_fn="label_logprob"), "needs label_set"),
+        (dict(template="no slot"), "template must contain"),
+        (dict(dtype="int8"), "dtype must be one of"),
+        (dict(device="cpu", device_map="auto"), "exclude each other"),
+    ]
+    for kw, match in bad:
+        with pytest.raises(ValueError, match=match):
+            attribute_dataset(data, out, tiny_gpt2, **{**KW, **kw})
+    with pytest.raises(ValueError, match=r"data row 1 \(id 1\): target ' good good'.*not a single token"):
+        attribute_dataset(_data(tmp_path, [ROWS[0], {"text": "bad", "target": " good good"}]), out, tiny_gpt2, **KW)
+    with pytest.raises(ValueError, match="an Explainer already loaded"):
+        attribute_dataset(data, out, tiny_gpt2, dtype="float32", **KW)
+    assert not (out / "config.json").exists() and not (out / RECORDS_FILE).exists()
+
+
+def test_progress_bar_has_a_total(tiny_gpt2, tmp_path, capsys):
+    attribute_dataset(_data(tmp_path), tmp_path / "o", tiny_gpt2, **dict(KW, progress=True))
+    assert "6/6" in capsys.readouterr().err
+
+
+def test_parquet(tiny_gpt2, tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_pyarrow(name, *a, **k):
+        if name.startswith("pyarrow"):
+            raise ImportError("no pyarrow")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    with pytest.raises(ValueError, match="needs pyarrow"):
+        attribute_dataset(_data(tmp_path), tmp_path / "o", tiny_gpt2, parquet=True, **KW)
+    monkeypatch.undo()
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip install pyarrow)")
+    res = attribute_dataset(_data(tmp_path), tmp_path / "p", tiny_gpt2, parquet=True, **KW)
+    table = pq.read_table(res["parquet_file"]).to_pylist()
+    recs = _records(tmp_path / "p")
+    assert res["parquet_file"].endswith(PARQUET_FILE) and len(table) == 6
+    assert [t["scores"] for t in table] == [r["scores"] for r in recs]
+    assert json.loads(table[1]["target"]) == recs[1]["target"]

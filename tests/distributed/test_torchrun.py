@@ -1,0 +1,110 @@
+"""Data parallel runs under torchrun (2 CPU processes, gloo): attribute-dataset and evaluate give
+the records of a single process, every example once; a run interrupted with parts left behind
+resumes. Each launch starts two Python processes (about 10 to 20 s on 2 cores)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from aieg_fast import cli
+from aieg_fast.dataset_attribution import RECORDS_FILE
+from aieg_fast.eval import evaluate, read_records
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [
+    pytest.mark.distributed,
+    pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+                       reason="this torch has no torch.distributed with the gloo backend"),
+]
+
+ROWS = [
+    {"text": "the movie is good", "id": "a"},
+    {"text": "the film was bad , slow and boring", "target": " good"},
+    {"text": "what a wonderful story", "template": "Review: {text} :"},
+    {"text": "a positive review of a negative film", "target": " good", "contrast": " bad"},
+    {"text": " ".join(["good"] * 80)},  # more tokens than the model's 64 positions: a skipped record
+    {"text": "great"},
+    {"text": "terrible , amazing story"},
+    {"text": "positive negative good bad great awful"},
+]
+
+
+def _torchrun(*args, nproc=2):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), *args]
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    return out.stdout
+
+
+def _records(folder):
+    recs = [json.loads(line) for line in (folder / RECORDS_FILE).read_text(encoding="utf-8").splitlines()]
+    for r in recs:
+        r.pop("timing", None)
+    return recs
+
+
+def test_attribute_dataset_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    args = ["attribute-dataset", str(data), "--model", str(tiny_gpt2_dir), "--method", "integrated_gradients",
+            "--n-steps", "4", "--batch-size", "2", "--no-progress"]
+    assert cli.main([*args, "--out", str(tmp_path / "one")]) == 0
+    one = _records(tmp_path / "one")
+    assert [r["index"] for r in one] == list(range(8)) and "skipped" in one[4]
+
+    said = _torchrun("-m", "aieg_fast.cli", *args, "--out", str(tmp_path / "two"))
+    assert "8 example(s): 8 computed now, 0 done before, on 2 processes" in said
+    assert _records(tmp_path / "two") == one  # the same records, each example once, in order
+    assert not (tmp_path / "two" / "parts").exists()
+
+    # a parallel run killed midway: rows 0-2 merged, rows 3-4 in rank 1's part, row 4's line cut
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copy(tmp_path / "one" / "config.json", resumed)
+    lines = (tmp_path / "one" / RECORDS_FILE).read_text(encoding="utf-8").splitlines(keepends=True)
+    (resumed / RECORDS_FILE).write_text("".join(lines[:3]), encoding="utf-8")
+    (resumed / "parts").mkdir()
+    (resumed / "parts" / "attributions.rank00001.jsonl").write_text(lines[3] + lines[4][:30], encoding="utf-8")
+    said = _torchrun("-m", "aieg_fast.cli", *args, "--out", str(resumed))
+    assert "8 example(s): 4 computed now, 4 done before, on 2 processes" in said
+    assert _records(resumed) == one
+    assert (resumed / "parts" / "attributions.rank00001.jsonl.torn").read_text() == lines[4][:30] + "\n"
+
+
+EVAL_SCRIPT = """
+import json, sys
+from aieg_fast.eval import evaluate
+res = evaluate(model=sys.argv[1], out_dir=sys.argv[2], **json.loads(sys.argv[3]))
+print(json.dumps({"rank": res.get("rank", 0), "computed": res["computed"], "rows": len(res["rows"])}))
+"""
+EVAL_KW = dict(dataset="sst2-sample", methods="saliency,integrated_gradients,random", n=5, n_steps=2, n_samples=1,
+               pis=[0.5], progress=False, plot=False, labels=[10, 11], template="{text} :", max_tokens=20)
+
+
+def _eval_records(folder):
+    recs = [json.loads(line) for line in (folder / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    for r in recs:
+        for m in r["methods"].values():
+            m.pop("time_attribution_s"), m.pop("time_metrics_s")
+    return recs
+
+
+def test_evaluate_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
+    one = evaluate(model=str(tiny_gpt2_dir), out_dir=tmp_path / "one", **EVAL_KW)
+    script = tmp_path / "run_eval.py"
+    script.write_text(EVAL_SCRIPT, encoding="utf-8")
+    said = _torchrun(str(script), str(tiny_gpt2_dir), str(tmp_path / "two"), json.dumps(EVAL_KW))
+    reports = sorted((json.loads(line) for line in said.splitlines() if line.startswith("{")), key=lambda r: r["rank"])
+    assert [r["rank"] for r in reports] == [0, 1] and all(r["computed"] == 5 for r in reports)
+    assert reports[0]["rows"] == len(one["rows"]) and reports[1]["rows"] == 0  # rank 0 summarises
+    assert _eval_records(tmp_path / "two") == _eval_records(tmp_path / "one")
+    assert (tmp_path / "two" / "summary.csv").read_text() == (tmp_path / "one" / "summary.csv").read_text()
+    assert set(read_records(tmp_path / "two" / "records.jsonl")) == {f"sst2-sample:{i}" for i in range(5)}

@@ -1,0 +1,64 @@
+"""Record files that survive a hard kill (aieg_fast.runs.records): a cut last line is detected,
+left out and cut off the file before anything is appended, its bytes kept; lines written after
+a cut line by earlier versions give their record back."""
+from __future__ import annotations
+
+import json
+
+from aieg_fast.runs import TORN_SUFFIX, append_jsonl, read_jsonl, repair_jsonl, write_jsonl
+
+
+def _lines(n):
+    return [{"index": i, "scores": [0.5 * i, float("nan")]} for i in range(n)]
+
+
+def test_cut_last_line_is_left_out_then_cut_off_and_kept(tmp_path):
+    p = tmp_path / "r.jsonl"
+    append_jsonl(p, _lines(3))
+    whole = p.read_bytes()
+    p.write_bytes(whole[:-9])  # a kill in the middle of the third line
+    recs, notes = read_jsonl(p)
+    assert [r["index"] for r in recs] == [0, 1] and recs[0]["scores"] == [0.0, None]
+    assert len(notes) == 1 and "cut" in notes[0]
+    assert p.read_bytes() == whole[:-9]  # reading changes nothing
+    said = repair_jsonl(p)
+    assert any("cut" in s for s in said) and any(TORN_SUFFIX in s for s in said)
+    assert (tmp_path / ("r.jsonl" + TORN_SUFFIX)).read_bytes() == whole[whole.rindex(b"{"):-9] + b"\n"
+    append_jsonl(p, [{"index": 2, "scores": []}])  # the recomputed record starts on its own line
+    assert [r["index"] for r in read_jsonl(p)[0]] == [0, 1, 2]
+    assert read_jsonl(p)[1] == []
+
+
+def test_append_after_a_cut_line_without_repair_loses_both(tmp_path):
+    """What happened before the repair: the recomputed record is glued to the cut line. The
+    reader now recovers the whole record at the end of such a line."""
+    p = tmp_path / "r.jsonl"
+    append_jsonl(p, _lines(2))
+    p.write_bytes(p.read_bytes()[:-5])
+    append_jsonl(p, [{"index": 1, "scores": [1.0]}])
+    assert len(p.read_bytes().splitlines()) == 2  # glued: one line holds the cut record and the new one
+    recs, notes = read_jsonl(p)
+    assert [r["index"] for r in recs] == [0, 1] and recs[1]["scores"] == [1.0]
+    assert any("whole one kept" in n for n in notes)
+    repair_jsonl(p)  # rewritten: every line a record again
+    assert [json.loads(line)["index"] for line in p.read_text().splitlines()] == [0, 1]
+
+
+def test_missing_newline_added_sound_file_untouched(tmp_path):
+    p = tmp_path / "r.jsonl"
+    append_jsonl(p, _lines(2))
+    sound = p.read_bytes()
+    assert repair_jsonl(p) == [] and p.read_bytes() == sound
+    assert not (tmp_path / ("r.jsonl" + TORN_SUFFIX)).exists()
+    p.write_bytes(sound[:-1])  # killed between the record and its newline
+    assert [r["index"] for r in read_jsonl(p)[0]] == [0, 1]
+    assert repair_jsonl(p) and p.read_bytes() == sound
+
+
+def test_write_jsonl_replaces_the_whole_file(tmp_path):
+    p = tmp_path / "r.jsonl"
+    append_jsonl(p, _lines(3))
+    write_jsonl(p, _lines(1))
+    assert read_jsonl(p) == ([{"index": 0, "scores": [0.0, None]}], [])
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["r.jsonl"]  # no temporary file left
+    assert read_jsonl(tmp_path / "missing.jsonl") == ([], [])
