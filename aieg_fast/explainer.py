@@ -398,7 +398,7 @@ class Explainer:
                 model in training mode.
         """
         m, opts = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
-                                       internal_batch_size, max_memory)
+                                       internal_batch_size, max_memory, n_baseline_samples)
         inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,
                                                                 self.adapter.max_positions)
         steps = n_steps if n_steps != "auto" else (max_steps or AUTO_MAX_STEPS)
@@ -429,11 +429,14 @@ class Explainer:
         return results[0] if single else results
 
     def _method_checked(self, method, options, n_steps, backend, tolerance, max_steps, padding_side, internal_batch_size,
-                        max_memory):
+                        max_memory, n_baseline_samples=1):
         """(method, validated options) of a call, after the checks of its settings that need no
         input (ValueError / TypeError naming the argument)."""
         m = get_method(method)
         check_call_settings(n_steps, backend, tolerance, max_steps)
+        if n_steps == "auto" and n_baseline_samples != 1:
+            raise ValueError(f"n_steps='auto' with n_baseline_samples={n_baseline_samples!r}: each noisy baseline would "
+                             "choose its own grid and the average has no single completeness error; pass an int n_steps")
         opts = m.options(**options)
         m.check_steps(opts, n_steps)
         check_model(m, opts, self.adapter)
