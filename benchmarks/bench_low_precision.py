@@ -7,11 +7,15 @@ sentence and overall: Spearman's ρ of the two score rows over the attributable 
 result's relative completeness error |Σ IG − ΔF| / |ΔF|, whether the bfloat16 result was
 flagged (``res.degenerate``), and the seconds of each call.
 
+``--n-steps auto`` runs both with steps chosen by accuracy (tolerance 0.05, at most 256 points),
+so that both results are converged where they can be and the difference left is the precision's.
+
 ``--legacy`` also runs the bfloat16 model the way the package did before issue 18 (Δ = E − E′
 rounded to bfloat16, F projected from the hidden state in bfloat16), to show what the float32
 pieces change.
 
     nice -n 19 env OMP_NUM_THREADS=1 python benchmarks/bench_low_precision.py --n 20 --legacy --out benchmarks/auto_steps/bf16_20.json
+    nice -n 19 env OMP_NUM_THREADS=1 python benchmarks/bench_low_precision.py --n 20 --n-steps auto --out benchmarks/auto_steps/bf16_20_auto.json
 """
 from __future__ import annotations
 
@@ -66,7 +70,7 @@ def legacy_precision(adapter):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=20)
-    p.add_argument("--n-steps", type=int, default=50)
+    p.add_argument("--n-steps", type=lambda v: v if v == "auto" else int(v), default=50, help="an int, or auto (tolerance 0.05, max 256 points)")
     p.add_argument("--ibs", type=int, default=10)
     p.add_argument("--no-template", action="store_true", help="bare sentence, the model's next token (default: the README prompt, ' positive')")
     p.add_argument("--legacy", action="store_true")
@@ -94,6 +98,7 @@ def main(argv=None):
         t16 = time.perf_counter() - t
         v = torch.tensor(a.attributable)
         rec = {"L": len(a.tokens), "rho": spearman(a.scores[v], b.scores[v]), "err32": rel_error(a), "err16": rel_error(b),
+               "steps32": a.info.get("n_steps_used", args.n_steps), "steps16": b.info.get("n_steps_used", args.n_steps),
                "flag16": [f["kind"] for f in b.degenerate], "sec32": t32, "sec16": t16,
                "F32": a.info["F_input"], "F16": b.info["F_input"], "dF32": a.info["F_input"] - a.info["F_baseline"],
                "dF16": b.info["F_input"] - b.info["F_baseline"]}
