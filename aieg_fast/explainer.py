@@ -350,7 +350,7 @@ class Explainer:
             n_steps (int or "auto"): path steps M ≥ 2 (checked for every method, used by the path
                 methods). ``"auto"`` (IG): refine a trapezoid grid, every gradient kept, until the
                 relative completeness error |Σ s − ΔF| / |ΔF| ≤ ``tolerance`` (default 0.05) or
-                ``max_steps`` points (default 256) (:mod:`~aieg_fast.core.adaptive_quadrature`).
+                ``max_steps`` points (default 257) (:mod:`~aieg_fast.core.adaptive_quadrature`).
             internal_batch_size (int, optional): path points per forward/backward; bounds peak
                 memory. None = chosen from ``max_memory`` (default "2GB").
             template (str, optional): prompt with ``{text}``; template tokens are held fixed.

@@ -185,7 +185,7 @@ def main(argv=None):
     p.add_argument("--target", default=" positive")
     p.add_argument("--tolerance", type=float, default=0.05)
     p.add_argument("--min-spearman", type=float, default=0.99)
-    p.add_argument("--max-steps", type=int, default=256)
+    p.add_argument("--max-steps", type=int, default=257)
     p.add_argument("--ref-steps", type=int, default=513, help="2^k + 1 uniform points")
     p.add_argument("--gl-max", type=int, default=128)
     p.add_argument("--ibs", type=int, default=16, help="internal batch size")

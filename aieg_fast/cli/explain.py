@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
     e.add_argument("--n-steps", type=_steps_arg, default=50,
                    help="path steps, or 'auto' (IG: refine until --tolerance, at most --max-steps points)")
     e.add_argument("--tolerance", type=float, default=None, help="with --n-steps auto: relative completeness error (default 0.05)")
-    e.add_argument("--max-steps", type=int, default=None, help="with --n-steps auto: the most path points (default 256)")
+    e.add_argument("--max-steps", type=int, default=None, help="with --n-steps auto: the most path points (default 257)")
     e.add_argument("--internal-batch-size", type=int, default=None)
     e.add_argument("--template", default=None, help="prompt template with {text}; template tokens are held fixed")
     e.add_argument("--task", choices=list(TASKS), default=None, help="preset: sentiment prompt, label words ' positive'/' negative'")

@@ -47,8 +47,9 @@ __all__ = ["AUTO_TOLERANCE", "AUTO_MAX_STEPS", "START_INTERVALS", "MARK_FRACTION
 
 #: default relative completeness error of ``n_steps="auto"``
 AUTO_TOLERANCE = 0.05
-#: default budget of path points (forward + backward each) of ``n_steps="auto"``
-AUTO_MAX_STEPS = 256
+#: default budget of path points (forward + backward each) of ``n_steps="auto"``: 256 intervals,
+#: so that a uniform grid can double up to 8·2^5 + 1 points
+AUTO_MAX_STEPS = 257
 #: intervals of the first grid (START_INTERVALS + 1 points, uniform)
 START_INTERVALS = 8
 #: Dörfler's θ: the marked intervals hold at least this fraction of Σ|e_i|

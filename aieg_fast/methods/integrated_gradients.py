@@ -52,7 +52,7 @@ class IntegratedGradients(Method):
     ``n_steps="auto"`` (:func:`~aieg_fast.core.adaptive_quadrature.integrate_auto`): a trapezoid
     grid of 9 points refined by bisection, every gradient kept, until the relative completeness
     error |Σ_i IG_i − (F(x) − F(x′))| / |F(x) − F(x′)| is within ``tolerance`` (call argument,
-    default 0.05) or the next refinement would pass ``max_steps`` points (default 256). Needs
+    default 0.05) or the next refinement would pass ``max_steps`` points (default 257). Needs
     ``integration="trapezoid"`` and ``token_reduction="sum"``. ``info`` adds ``alphas``,
     ``n_steps_used``, ``completeness_error``, ``error_history``, ``converged``, ``tolerance``,
     ``max_steps``, ``refine``; a result that did not converge is flagged (``res.degenerate``).
