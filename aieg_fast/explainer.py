@@ -10,8 +10,10 @@ import torch
 
 from .core.batch import Batch, build_batch
 from .core.diagnostics import warn
+from .core.adaptive_quadrature import AUTO_MAX_STEPS
 from .core.call import apply_baseline, check_targets_against, flag_rows, resolve_call, run_samples
 from .core.context import Context, progress_bar, run_method
+from .core.inputs import fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
@@ -316,12 +318,13 @@ class Explainer:
     @holding_model_lock
     def attribute(
         self,
-        text: Union[str, Sequence[str]],
+        text: Union[str, Sequence[str], None] = None,
         method: str = "aieg",
         target=None,
-        n_steps: int = 50,
+        n_steps: Union[int, str] = 50,
         internal_batch_size: Optional[int] = None,
         *,
+        input_ids=None,
         template: Optional[str] = None,
         target_fn="logit",
         label_set: Optional[Sequence] = None,
@@ -335,19 +338,26 @@ class Explainer:
         max_memory=None,
         padding_side: str = "right",
         progress: bool = False,
+        tolerance: Optional[float] = None,
+        max_steps: Optional[int] = None,
         **options,
     ):
-        """Explain the model's prediction for ``text`` with ``method``.
+        """Explain the model's prediction for ``text`` (or ``input_ids``) with ``method``.
 
         Args:
             text (str or list of str): the input; a list is attributed as one padded batch and
                 gives one result per text (same scores as one at a time).
+            input_ids: token ids in place of ``text``, used as given (no tokenisation, no BOS
+                added, no template): a list of ints or Tensor[L] long, or a batch (a list of
+                such lists, or Tensor[B, L] long). Special tokens are held fixed.
             method (str): one of :func:`list_methods` (default ``"aieg"``).
             target: token string (single token), token id, or class index / label for a
                 classification head; None = the model's own prediction (greedy next token or
                 argmax class). A list gives one target per text.
-            n_steps (int): interpolation steps M ≥ 2 for path methods (checked for every method,
-                used by the path methods only).
+            n_steps (int or "auto"): path steps M ≥ 2 (checked for every method, used by the path
+                methods). ``"auto"`` (IG): refine a trapezoid grid, every gradient kept, until the
+                relative completeness error |Σ s − ΔF| / |ΔF| ≤ ``tolerance`` (default 0.05) or
+                ``max_steps`` points (default 257) (:mod:`~aieg_fast.core.adaptive_quadrature`).
             internal_batch_size (int, optional): path points per forward/backward; bounds peak
                 memory. None = chosen from ``max_memory`` (default "2GB").
             template (str, optional): prompt with ``{text}``; template tokens are held fixed.
@@ -367,10 +377,9 @@ class Explainer:
             alpha_range: ``(α0, 1)``: integrate from x(α0) (default ``(0, 1)``).
             n_baseline_samples: average over this many baselines x′ + σε (ε ~ N(0, 1), seeded by
                 ``seed``); ``baseline_noise`` = σ (default 0.1 × the RMS of the input embeddings).
-            backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels.
-            max_memory: memory budget for the automatic internal batch size (bytes or "4GB").
-            padding_side: ``"right"`` or ``"left"`` for batches of several texts.
-            progress: show a progress bar over the path points.
+            backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels. max_memory: memory
+                budget for the automatic internal batch size (bytes or "4GB"). padding_side:
+                ``"right"`` or ``"left"``. progress: a progress bar over the path points.
             **options: method options (``method_options(method)``; each method's ``Options``
                 class documents them).
 
@@ -381,8 +390,9 @@ class Explainer:
         Raises:
             ValueError: empty text, too many tokens, unknown method, a target that is not a
                 single token or not in ``label_set``, a contrast equal to the target, n_steps < 2
-                or so large that its per-step arrays would not fit in memory (the message names the
-                memory), ``internal_batch_size`` not a positive int (``True`` included), a bad
+                or too large for memory (names the memory), ``"auto"`` for a method other than IG,
+                bad ``input_ids`` (names the position), both or neither of text and input_ids,
+                ``internal_batch_size`` not a positive int (``True`` included), a bad
                 ``max_memory``, an unknown option, a baseline for a method without one. All checked
                 before any model work; the model is left as it was.
 
@@ -394,18 +404,16 @@ class Explainer:
                 merges with the end of the prompt, a special-token string typed in the text, a
                 model in training mode.
         """
-        m = get_method(method)
-        check_call_settings(n_steps, backend)
-        opts = m.options(**options)
-        check_model(m, opts, self.adapter)
-        check_choice("padding_side", padding_side, ("left", "right"))
-        check_chunk_settings(internal_batch_size, max_memory)
-        texts, targets = self._texts_and_targets(text, target, template)
-        check_step_memory(m.step_bytes(opts, n_steps) * len(texts), n_steps, len(texts))
+        m, opts = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
+                                       internal_batch_size, max_memory, n_baseline_samples)
+        inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,
+                                                                self.adapter.max_positions)
+        steps = n_steps if n_steps != "auto" else (max_steps or AUTO_MAX_STEPS)
+        check_step_memory(m.step_bytes(opts, steps) * len(inputs), steps, len(inputs))
         t0 = time.perf_counter()
-        encoded, sources = self._encode_all(texts, template, isinstance(text, str))
+        encoded, sources = self._encode_ids(inputs) if given_ids else self._encode_all(inputs, template, single)
         contexts = [full for full, _ in sources]
-        call = resolve_call(self, m, len(texts), target_fn=target_fn, label_set=label_set, contrast_target=contrast_target,
+        call = resolve_call(self, m, len(inputs), target_fn=target_fn, label_set=label_set, contrast_target=contrast_target,
                             baseline=baseline, alpha_range=alpha_range, n_baseline_samples=n_baseline_samples,
                             baseline_noise=baseline_noise, seed=seed, contexts=contexts)
         tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob", context=c) for t, c in zip(targets, contexts)]
@@ -416,20 +424,43 @@ class Explainer:
         with progress_bar(progress, method) as bar:
             ctx = self.context(batch, [ti["id"] for ti in tinfo], n_steps=n_steps, internal_batch_size=internal_batch_size,
                                max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
-                               contrast=call.contrast_tensor(self.device), step_ids=step_ids, word_ids=words)
+                               contrast=call.contrast_tensor(self.device), step_ids=step_ids, word_ids=words,
+                               tolerance=tolerance, max_steps=max_steps)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
         valid = [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)]
-        flags = flag_rows(m, opts, out, valid, call, None if isinstance(text, str) else [{"text": b} for b in range(batch.B)])
+        flags = flag_rows(m, opts, out, valid, call, None if single else [{"text": b} for b in range(batch.B)],
+                          dtype=self.adapter.embeddings.weight.dtype)
         ctx.timing["total"] = time.perf_counter() - t0
-        options_out = dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record)
+        trim = 0 if step_ids is None else step_ids.shape[1] - 1
+        results = self._results(batch, ctx, out, call, tinfo, method, used, sources, trim, flags, template)
+        return results[0] if single else results
+
+    def _method_checked(self, method, options, n_steps, backend, tolerance, max_steps, padding_side, internal_batch_size,
+                        max_memory, n_baseline_samples=1):
+        """(method, validated options) of a call, after the checks of its settings that need no
+        input (ValueError / TypeError naming the argument)."""
+        m = get_method(method)
+        check_call_settings(n_steps, backend, tolerance, max_steps)
+        if n_steps == "auto" and n_baseline_samples != 1:
+            raise ValueError(f"n_steps='auto' with n_baseline_samples={n_baseline_samples!r}: each noisy baseline would "
+                             "choose its own grid and the average has no single completeness error; pass an int n_steps")
+        opts = m.options(**options)
+        m.check_steps(opts, n_steps)
+        check_model(m, opts, self.adapter)
+        check_choice("padding_side", padding_side, ("left", "right"))
+        check_chunk_settings(internal_batch_size, max_memory)
+        return m, opts
+
+    def _results(self, batch, ctx, out, call, tinfo, method, used, sources, trim, flags, template):
+        """The :class:`Attribution` of every example of a call (:meth:`_result`), with the
+        call's settings recorded in their options."""
+        options_out = dict(out.options, n_steps=ctx.n_steps, target_fn=call.target_fn_name, template=template, **call.record)
         if isinstance(call.target_fn, LabelSet):
             options_out["label_set"] = list(call.target_fn.texts)
         for b, c in enumerate(call.contrast):
             if c is not None:
                 tinfo[b] = dict(tinfo[b], contrast_id=c["id"], contrast_text=c["text"])
-        trim = 0 if step_ids is None else step_ids.shape[1] - 1
-        results = [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b], trim, flags[b]) for b in range(batch.B)]
-        return results[0] if isinstance(text, str) else results
+        return [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b], trim, flags[b]) for b in range(batch.B)]
 
     def _encode_all(self, texts, template, single: bool):
         """(ids, fixed) and (encoded string, offsets) of every text; a list's error names its item."""
@@ -445,20 +476,11 @@ class Explainer:
             sources.append((full, offsets))
         return encoded, sources
 
-    @staticmethod
-    def _texts_and_targets(text, target, template):
-        """The list of texts and one target per text; TypeError / ValueError for bad shapes."""
-        if not isinstance(text, str) and not (isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text)):
-            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__}")
-        if template is not None and not isinstance(template, str):
-            raise TypeError(f"template must be a str with '{{text}}' or None, got {type(template).__name__}")
-        texts = [text] if isinstance(text, str) else list(text)
-        if not texts:
-            raise ValueError("text is an empty list")
-        targets = target if isinstance(target, (list, tuple)) else [target] * len(texts)
-        if len(targets) != len(texts):
-            raise ValueError(f"target has {len(targets)} entries for {len(texts)} texts")
-        return texts, targets
+    def _encode_ids(self, rows):
+        """(ids, fixed) of id sequences given by the caller (special tokens fixed) and their
+        sources (the decoded text, no offsets: words follow the tokens' markers)."""
+        encoded = fixed_by_specials(rows, self.special_ids)
+        return encoded, [(self.tokenizer.decode(ids), []) for ids, _ in encoded]
 
     def _label(self, class_id: int) -> str:
         return str((getattr(self.model.config, "id2label", {}) or {}).get(class_id, class_id))

@@ -187,7 +187,7 @@ def attribute_generation(
     # ---- validation first: nothing below touches the model until everything is checked
     _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory)
     m = get_method(method)
-    check_call_settings(n_steps, backend)
+    check_call_settings(n_steps, backend, auto_ok=False)
     opts = m.options(**options)
     check_model(m, opts, ex.adapter)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = ex.encode_with_offsets(prompt, template)
@@ -217,7 +217,7 @@ def attribute_generation(
     timing["total"] = time.perf_counter() - t0
     full_fixed = torch.tensor(encoded[-1][1], dtype=torch.bool)  # row t covers the first Lp + t tokens
     flags = flag_rows(m, opts, out, [(out.scores[t][: Lp + t].cpu(), ~full_fixed[: Lp + t]) for t in range(T)], call,
-                      [{"step": t} for t in range(T)])
+                      [{"step": t} for t in range(T)], dtype=ex.adapter.embeddings.weight.dtype)
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source, flags,
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"], interpolate_generated=bool(interpolate_generated),

@@ -48,7 +48,10 @@ def add_parser(sub) -> None:
     e.add_argument("--alpha-start", type=float, default=0.0, help="path methods: integrate over [ALPHA_START, 1]")
     e.add_argument("--n-baseline-samples", type=int, default=1, help="path methods: average over this many noisy baselines")
     e.add_argument("--seed", type=int, default=0, help="seed of the baseline noise")
-    e.add_argument("--n-steps", type=int, default=50)
+    e.add_argument("--n-steps", type=_steps_arg, default=50,
+                   help="path steps, or 'auto' (IG: refine until --tolerance, at most --max-steps points)")
+    e.add_argument("--tolerance", type=float, default=None, help="with --n-steps auto: relative completeness error (default 0.05)")
+    e.add_argument("--max-steps", type=int, default=None, help="with --n-steps auto: the most path points (default 257)")
     e.add_argument("--internal-batch-size", type=int, default=None)
     e.add_argument("--template", default=None, help="prompt template with {text}; template tokens are held fixed")
     e.add_argument("--task", choices=list(TASKS), default=None, help="preset: sentiment prompt, label words ' positive'/' negative'")
@@ -60,6 +63,16 @@ def add_parser(sub) -> None:
     e.add_argument("--no-progress", action="store_true")
     e.add_argument("--generate", type=int, default=None, metavar="N", help="generate N tokens greedily and explain each one (per-step heatmap)")
     e.set_defaults(fn=run)
+
+
+def _steps_arg(value: str):
+    """``--n-steps``: an int, or ``auto``."""
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--n-steps must be an int or 'auto', got {value!r}") from None
 
 
 def _baseline_arg(s: str):
@@ -174,6 +187,8 @@ def run(args) -> int:
         contrast = int(contrast) if contrast is not None else None
     if contrast is not None:
         calls["contrast_target"] = contrast
+    if args.tolerance is not None or args.max_steps is not None:
+        calls.update(tolerance=args.tolerance, max_steps=args.max_steps)
     if args.baseline is not None or args.alpha_start > 0 or args.n_baseline_samples > 1:
         calls.update(baseline=args.baseline, alpha_range=(args.alpha_start, 1.0), n_baseline_samples=args.n_baseline_samples, seed=args.seed)
     if args.generate is not None:

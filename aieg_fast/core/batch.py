@@ -47,7 +47,10 @@ class Batch:
 
     @property
     def delta(self) -> Tensor:
-        """E − E′: Tensor[B, L, d]."""
+        """E − E′: Tensor[B, L, d]; float32 for float16 / bfloat16 embeddings (the difference of
+        two low-precision rows is computed and kept in float32, as the integration uses it)."""
+        if self.embeds.dtype in (torch.float16, torch.bfloat16):
+            return self.embeds.float() - self.baseline.float()
         return self.embeds - self.baseline
 
 

@@ -11,7 +11,7 @@ import torch
 
 from .baselines import baseline_rows, check_alpha_range, describe_baseline, noisy_baseline, shift_baseline
 from .batch import Batch
-from .diagnostics import method_flags, warn_flags
+from .diagnostics import low_precision_hint, method_flags, warn_flags
 from .objective import LabelSet, check_target_fn, target_fn_name
 from .validation import check_int
 
@@ -193,7 +193,7 @@ def _average(outs):
     return dataclasses.replace(first, scores=scores, info=info)
 
 
-def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None):
+def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None, dtype=None):
     """The degenerate-signal flags of every row of ``out`` (:func:`~aieg_fast.core.diagnostics.method_flags`),
     warned once as an :class:`~aieg_fast.core.diagnostics.AttributionWarning`.
 
@@ -202,11 +202,16 @@ def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None
         rows_valid: per row (scores Tensor[L], attributable bool Tensor[L]).
         settings: the call's settings (the baseline named when a value is not finite).
         labels: per row what the warning calls it (``{"text": b}`` / ``{"step": t}``), or None.
+        dtype: the model's parameter dtype: for float16 / bfloat16 a completeness flag adds
+            what low precision does to it and the fix (:func:`~aieg_fast.core.diagnostics.low_precision_hint`).
 
     Returns:
         List (one per row) of lists of flags.
     """
     flags = [method_flags(method, opts, out.info, b, s, v) for b, (s, v) in enumerate(rows_valid)]
+    extra = low_precision_hint(dtype)
+    if extra:
+        flags = [[dict(f, message=f["message"] + extra) if f["kind"] == "completeness" else f for f in fl] for fl in flags]
     hint = ""
     if getattr(method, "uses_baseline", False):
         hint = (f"; with baseline {settings.record.get('baseline', 'reference')!r} the path may be numerically degenerate "

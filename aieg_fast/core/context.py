@@ -40,7 +40,8 @@ class Context:
     adapter: Any
     batch: Batch
     targets: Tensor
-    n_steps: int = 50
+    #: path steps M, or ``"auto"`` (chosen by accuracy: :attr:`tolerance`, :attr:`max_steps`)
+    n_steps: Any = 50
     internal_batch_size: Optional[int] = None
     max_memory: Any = None
     target_fn: Any = "logit"
@@ -59,6 +60,10 @@ class Context:
     #: Tensor[B, L] long: the word index of each position (−1 where fixed), filled by the caller
     #: for methods whose ``needs_words`` is true; None otherwise
     word_ids: Optional[Tensor] = None
+    #: with ``n_steps="auto"``: the relative completeness error to reach and the most path
+    #: points per example (None: the defaults of :mod:`~aieg_fast.core.adaptive_quadrature`)
+    tolerance: Optional[float] = None
+    max_steps: Optional[int] = None
     _chunk: Optional[int] = field(default=None, repr=False)
 
     @property

@@ -21,7 +21,8 @@ from torch import Tensor
 
 __all__ = [
     "AttributionWarning", "NonFiniteAttributionWarning", "FLAG_KINDS", "NO_SIGNAL_KINDS", "ZERO_TOL", "FLAT_REL",
-    "COMPLETENESS_REL", "signal_flags", "completeness_flag", "row_flags", "method_flags", "warn_flags", "warn",
+    "COMPLETENESS_REL", "signal_flags", "completeness_flag", "auto_steps_flag", "low_precision_hint", "row_flags",
+    "method_flags", "warn_flags", "warn",
 ]
 
 #: the package's folder: frames inside it (and contextlib's) are skipped when a warning names the user's line
@@ -113,8 +114,32 @@ def completeness_flag(delta: float, F_input: float, F_baseline: float) -> List[D
     dF = F_input - F_baseline
     if abs(delta) > max(COMPLETENESS_REL * abs(dF), 1e-4):
         return [_flag("completeness", f"IG completeness error {delta:+.3g} is {abs(delta) / max(abs(dF), 1e-30):.0%} of "
-                                      f"F(x) − F(x′) = {dF:+.3g}; raise n_steps or choose another baseline")]
+                                      f"F(x) − F(x′) = {dF:+.3g}; raise n_steps (attribute: or n_steps='auto', which refines until "
+                                      "tolerance=0.05 by default), or choose another baseline")]
     return []
+
+
+def auto_steps_flag(info: Dict[str, Any], b: int) -> List[Dict[str, Any]]:
+    """A ``"completeness"`` flag for row ``b`` of an ``n_steps="auto"`` result that stopped at
+    its step budget with the error above its tolerance (``info["converged"]`` false); else []."""
+    if _item(info, "converged", b) is not False:
+        return []
+    err, tol = _item(info, "completeness_error", b), info.get("tolerance")
+    used, budget = _item(info, "n_steps_used", b), info.get("max_steps")
+    return [_flag("completeness", f"n_steps='auto' did not converge: IG completeness error {err:.3g} × |F(x) − F(x′)| "
+                                  f"after {used} steps, above tolerance={tol:g} (max_steps={budget}); raise max_steps, "
+                                  "or choose another baseline")]
+
+
+def low_precision_hint(dtype) -> str:
+    """What a large completeness error means on a float16 / bfloat16 model and the setting that
+    fixes it, to append to the flag's message; '' for other dtypes."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return ""
+    name = str(dtype).replace("torch.", "")
+    return (f". The model runs in {name} (about 3 significant digits per activation): its gradients and F carry "
+            "rounding noise that more steps do not remove; if raising n_steps (or max_steps) does not lower the error, "
+            "run the model in float32 (aieg_fast.load_model(..., dtype=torch.float32), or model.float())")
 
 
 def _item(info: Dict[str, Any], key: str, b: int):
@@ -131,7 +156,8 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
         b: the row. scores: Tensor[L], its scores. valid: bool Tensor[L], its attributable positions.
         raw_key: the info key of the raw signal (None: the scores are the raw signal).
         normalisation: the normalisation applied to the raw signal (see :func:`signal_flags`).
-        completeness: check ``convergence_delta`` against ``F_input − F_baseline`` (IG).
+        completeness: check ``convergence_delta`` against ``F_input − F_baseline`` (IG); for an
+            ``n_steps="auto"`` result (``info["converged"]``), whether it reached its tolerance.
 
     Returns:
         The flags (empty when the row is sound).
@@ -147,7 +173,9 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
         name = f"the raw signal info[{raw_key!r}]"
         raw = torch.as_tensor(raw, dtype=torch.float32).reshape(-1)[: valid.numel()]  # a padded row: its own span
         out = signal_flags(raw, valid, name, normalisation) or out
-    if completeness:
+    if completeness and "converged" in info:  # n_steps="auto": flagged when it stopped above its tolerance
+        out = out + auto_steps_flag(info, b)
+    elif completeness:
         out = out + completeness_flag(_item(info, "convergence_delta", b), F, _item(info, "F_baseline", b))
     return out
 

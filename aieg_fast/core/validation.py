@@ -136,8 +136,29 @@ def check_placement(device, dtype, device_map) -> None:
     parse_device(device)
 
 
-def check_call_settings(n_steps, backend: str) -> None:
-    """The checks shared by every attribution call: ``n_steps`` an int ≥ 2, ``backend`` one of
-    :data:`BACKENDS` (``target_fn`` is checked by :func:`aieg_fast.core.call.resolve_call`)."""
-    check_int("n_steps", n_steps, 2)
+def check_call_settings(n_steps, backend: str, tolerance=None, max_steps=None, auto_ok: bool = True) -> None:
+    """The checks shared by every attribution call: ``n_steps`` an int ≥ 2 or ``"auto"``,
+    ``backend`` one of :data:`BACKENDS` (``target_fn`` is checked by
+    :func:`aieg_fast.core.call.resolve_call`); with ``"auto"``, ``tolerance`` a number > 0 (or
+    None) and ``max_steps`` an int ≥ 2 (or None); with an int ``n_steps`` both must be None.
+    ``auto_ok=False``: ``n_steps`` must be an int (the callers without ``"auto"``).
+
+    Raises:
+        ValueError: naming the argument and the value.
+    """
+    if not auto_ok and n_steps == "auto":
+        raise ValueError("n_steps='auto' is available in Explainer.attribute (integrated_gradients) only; "
+                         "pass an int here (50 is usual)")
+    if n_steps != "auto" and (isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 2):
+        raise ValueError(f"n_steps must be an int >= 2{' or ' + repr('auto') if auto_ok else ''}, got {n_steps!r}")
     check_choice("backend", backend, BACKENDS)
+    if n_steps != "auto":
+        for name, v in (("tolerance", tolerance), ("max_steps", max_steps)):
+            if v is not None:
+                raise ValueError(f"{name}={v!r} applies to n_steps='auto' only; got n_steps={n_steps!r}")
+        return
+    if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                                  or not 0 < tolerance < float("inf")):
+        raise ValueError(f"tolerance must be a number > 0 (a relative completeness error, e.g. 0.05), got {tolerance!r}")
+    if max_steps is not None:
+        check_int("max_steps", max_steps, 2)

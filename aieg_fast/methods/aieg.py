@@ -129,6 +129,11 @@ class AIEG(Method):
     shares_pilot = True
     pilot_option = "n_pilot"
     raw_signal = "ieg"
+    auto_steps_refusal = (
+        "its weights follow the logit's slope along the path, so its scores do not sum to F(x) − F(x′) and "
+        "completeness gives no error to refine against; pass an int n_steps (50 is usual), or use "
+        "integrated_gradients with n_steps='auto'"
+    )
 
     def normalisation(self, opts):
         parts = [f"PosNorm ({opts.posnorm})"] if opts.posnorm != "none" else []

@@ -75,6 +75,12 @@ class Method:
     raw_signal: ClassVar[Optional[str]] = None
     #: whether the scores should sum to F(x) − F(x′) (IG): a large error is flagged
     completeness: ClassVar[bool] = False
+    #: whether ``n_steps="auto"`` (steps chosen by accuracy, :mod:`~aieg_fast.core.adaptive_quadrature`)
+    #: is supported; :attr:`auto_steps_refusal` says why not where it is not
+    auto_steps: ClassVar[bool] = False
+    auto_steps_refusal: ClassVar[str] = (
+        "it takes no path steps (n_steps is not used); leave n_steps out"
+    )
 
     @classmethod
     def option_names(cls) -> List[str]:
@@ -115,6 +121,16 @@ class Method:
         pilot = getattr(opts, self.pilot_option, None) if self.pilot_option else None
         extra = (pilot or n_steps) if self.pilot_option else 0
         return (n_steps + extra) * BYTES_PER_STEP
+
+    def check_steps(self, opts, n_steps) -> None:
+        """Refuse, before any work, ``n_steps="auto"`` where this method (with these options)
+        cannot choose its steps by accuracy.
+
+        Raises:
+            ValueError: naming the method and why, and what to pass instead.
+        """
+        if n_steps == "auto" and not self.auto_steps:
+            raise ValueError(f"n_steps='auto' is not available for method {self.name!r}: {self.auto_steps_refusal}")
 
     def needs_words(self, opts) -> bool:
         """Whether the method groups tokens into words with these options; the caller then fills

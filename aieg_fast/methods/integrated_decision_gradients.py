@@ -67,6 +67,11 @@ class IntegratedDecisionGradients(Method):
     uses_baseline = True
     shares_pilot = True
     pilot_option = "n_pilot"
+    auto_steps_refusal = (
+        "its weights follow the logit's slope along the path, so its scores do not sum to F(x) − F(x′) and "
+        "completeness gives no error to refine against; pass an int n_steps (50 is usual), or use "
+        "integrated_gradients with n_steps='auto'"
+    )
 
     def run(self, ctx, o):
         n_pilot = ctx.n_steps if o.n_pilot is None else o.n_pilot

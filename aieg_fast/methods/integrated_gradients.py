@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import ops
+from ..core.adaptive_quadrature import AUTO_MAX_STEPS, AUTO_TOLERANCE, REFINE_RULES, integrate_auto
 from ..core.path import TOKEN_REDUCTIONS, completeness_info, integrate, reduce_tokens
 from ..core.quadrature import INTEGRATION_RULES, quadrature
 from ..core.validation import check_choice
@@ -24,14 +25,19 @@ class IntegratedGradientsOptions(Options):
         integration: quadrature rule (:func:`~aieg_fast.core.quadrature.quadrature`), default
             ``"trapezoid"``.
         token_reduction: ``"sum"`` (default, signed), ``"l2"`` or ``"sum_abs"`` over d.
+        refine: with ``n_steps="auto"``, how the trapezoid grid is refined: ``"adaptive"``
+            (default: bisect the intervals with the largest errors) or ``"uniform"`` (bisect all;
+            :mod:`~aieg_fast.core.adaptive_quadrature`). Not used with an int ``n_steps``.
     """
 
     integration: str = "trapezoid"
     token_reduction: str = "sum"
+    refine: str = "adaptive"
 
     def validate(self):
         check_choice("integration", self.integration, INTEGRATION_RULES)
         check_choice("token_reduction", self.token_reduction, TOKEN_REDUCTIONS)
+        check_choice("refine", self.refine, REFINE_RULES)
 
 
 @register
@@ -42,6 +48,14 @@ class IntegratedGradients(Method):
     special and template positions are held fixed (Δ = 0, score 0). ``info["convergence_delta"]``
     = Σ_i IG_i − (F(x) − F(x′)) (completeness; exact only for ``token_reduction="sum"``).
     Cost: M forward/backward passes in chunks of ``internal_batch_size`` points.
+
+    ``n_steps="auto"`` (:func:`~aieg_fast.core.adaptive_quadrature.integrate_auto`): a trapezoid
+    grid of 9 points refined by bisection, every gradient kept, until the relative completeness
+    error |Σ_i IG_i − (F(x) − F(x′))| / |F(x) − F(x′)| is within ``tolerance`` (call argument,
+    default 0.05) or the next refinement would pass ``max_steps`` points (default 257). Needs
+    ``integration="trapezoid"`` and ``token_reduction="sum"``. ``info`` adds ``alphas``,
+    ``n_steps_used``, ``completeness_error``, ``error_history``, ``converged``, ``tolerance``,
+    ``max_steps``, ``refine``; a result that did not converge is flagged (``res.degenerate``).
     """
 
     name = "integrated_gradients"
@@ -50,6 +64,19 @@ class IntegratedGradients(Method):
     multi_token_targets = True
     uses_baseline = True
     completeness = True
+    auto_steps = True
+
+    def check_steps(self, opts, n_steps) -> None:
+        """``n_steps="auto"`` refines a trapezoid grid and checks the signed token sum: it needs
+        ``integration="trapezoid"`` and ``token_reduction="sum"`` (ValueError otherwise)."""
+        if n_steps != "auto":
+            return
+        if opts.integration != "trapezoid":
+            raise ValueError(f"n_steps='auto' refines a trapezoid grid (nested points, every gradient kept); "
+                             f"integration={opts.integration!r} has no nested points: leave integration out or pass an int n_steps")
+        if opts.token_reduction != "sum":
+            raise ValueError(f"n_steps='auto' checks completeness, which holds for token_reduction='sum' only; "
+                             f"got token_reduction={opts.token_reduction!r}: pass an int n_steps")
 
     def step_bytes(self, opts, n_steps: int) -> int:
         """:meth:`Method.step_bytes`, plus numpy's M×M eigenproblem of the Gauss–Legendre nodes."""
@@ -58,6 +85,8 @@ class IntegratedGradients(Method):
 
     def run(self, ctx, o):
         ctx.ensure_targets()
+        if ctx.n_steps == "auto":
+            return self._run_auto(ctx, o)
         a, w = quadrature(o.integration, ctx.n_steps, torch.float32)
         B = ctx.batch.B
         alphas, weights = [a.to(ctx.device)] * B, [w.to(ctx.device)] * B
@@ -71,6 +100,17 @@ class IntegratedGradients(Method):
         opts = {"integration": o.integration, "token_reduction": o.token_reduction, "internal_batch_size": ctx.chunk, "ref_token_id": ctx.ref_token_id}
         return MethodOutput(scores, opts, completeness_info(F_in, F_base, scores))
 
+    def _run_auto(self, ctx, o):
+        tol = AUTO_TOLERANCE if ctx.tolerance is None else ctx.tolerance
+        budget = AUTO_MAX_STEPS if ctx.max_steps is None else ctx.max_steps
+        with ctx.timed("path"):
+            scores, path, auto = integrate_auto(ctx, tol, budget, o.refine)
+        info = completeness_info(torch.stack([p[-1] for p in path]), torch.stack([p[0] for p in path]), scores)
+        info.update(auto)
+        opts = {"integration": o.integration, "token_reduction": o.token_reduction, "refine": o.refine,
+                "tolerance": tol, "max_steps": budget, "internal_batch_size": ctx.chunk, "ref_token_id": ctx.ref_token_id}
+        return MethodOutput(scores, opts, info)
+
     def run_sequence(self, sctx, o):
         """Each interpolation point is one forward over the full sequence (the prompt
         interpolated, generated tokens fixed unless interpolated too, which for step t touches
@@ -83,7 +123,7 @@ class IntegratedGradients(Method):
         inner = "sum" if o.token_reduction == "sum" else "none"
         acc = torch.zeros((T, L) if inner == "sum" else (T, L, d), device=dev)
         E, Eb, fixed = sctx.seq.embeds[0], sctx.seq.baseline[0], sctx.seq.fixed[0]
-        delta = E - Eb
+        delta = sctx.seq.delta[0]  # float32 for low-precision embeddings
         with torch.no_grad():
             ends = sctx.scores(torch.stack([E, Eb]))
         for s in range(0, n_steps, chunk):

@@ -277,8 +277,11 @@ class DecoderAdapter:
 
         ``target_ids`` of one element applies to every row. For ``target_fn="logit"`` only the
         target rows of the output projection are computed (then soft-capped when the model caps
-        its logits, so F equals the model's own logit).
+        its logits, so F equals the model's own logit). Float16 / bfloat16 hidden states are
+        projected in float32 (F then carries no rounding of its own beyond the hidden state's).
         """
+        if hidden.dtype in (torch.float16, torch.bfloat16):
+            hidden = hidden.float()
         if target_fn == "logit":
             head = self.head
             with materialized(head):  # the target rows, read where the head's weights are, brought to hidden's device
@@ -294,5 +297,11 @@ class DecoderAdapter:
         return logp if target_fn == "logprob" else logp.exp()
 
     def full_logits(self, hidden):
-        """All output logits (vocabulary or classes) for ``hidden`` [B, D]: Tensor[B, V]."""
-        return self._cap(self.head(hidden).to(hidden.device))
+        """All output logits (vocabulary or classes) for ``hidden`` [B, D]: Tensor[B, V]; a
+        float16 / bfloat16 linear head is applied in float32 (float32 logits)."""
+        head = self.head
+        if hidden.dtype in (torch.float16, torch.bfloat16) and isinstance(head, nn.Linear):
+            with materialized(head):
+                bias = None if head.bias is None else head.bias.float().to(hidden.device)
+                return self._cap(torch.nn.functional.linear(hidden.float(), head.weight.float().to(hidden.device), bias))
+        return self._cap(head(hidden).to(hidden.device))

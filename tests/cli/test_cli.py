@@ -110,3 +110,21 @@ def test_cli_target_is_id_needs_an_integer(capsys):
 
     assert main(["explain", "the movie is great", "--target", "xx", "--target-is-id"]) == 2
     assert "--target-is-id needs --target to be an integer" in capsys.readouterr().err
+
+
+def test_cli_explain_auto_steps(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """--n-steps auto with --tolerance and --max-steps reach attribute (model loading patched to
+    the tiny model); a bad --n-steps is an argument error."""
+    from aieg_fast.cli import explain as cli_explain
+
+    monkeypatch.setattr(cli_explain, "load_model", lambda *a, **kw: tiny_gpt2)
+    out = tmp_path / "r.json"
+    rc = cli.main(["explain", PROMPT, "--method", "integrated_gradients", "--n-steps", "auto", "--tolerance", "0.001",
+                   "--max-steps", "40", "--json", str(out), "--no-progress"])
+    assert rc == 0
+    res = aieg_fast.load_attribution(str(out))
+    assert res.options["n_steps"] == "auto" and res.options["tolerance"] == 0.001 and res.options["max_steps"] == 40
+    assert res.info["n_steps_used"] <= 40
+    with pytest.raises(SystemExit):
+        cli.main(["explain", PROMPT, "--n-steps", "many"])
+    assert "--n-steps must be an int or 'auto', got 'many'" in capsys.readouterr().err

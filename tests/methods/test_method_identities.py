@@ -415,8 +415,8 @@ def test_template_positions_are_fixed(tiny_gpt2):
         (dict(text=" ".join(["good"] * 200)), r"tokens long, but the model accepts at most 64"),
         (dict(text=TEXT, method="nope"), r"method must be one of \['integrated_gradients'"),
         (dict(text=TEXT, target="unflinchingly marvellous"), r"is not a single token: it tokenizes as"),
-        (dict(text=TEXT, n_steps=1), r"n_steps must be an int >= 2, got 1"),
-        (dict(text=TEXT, n_steps=0, method="aieg"), r"n_steps must be an int >= 2, got 0"),
+        (dict(text=TEXT, n_steps=1), r"n_steps must be an int >= 2 or 'auto', got 1"),
+        (dict(text=TEXT, n_steps=0, method="aieg"), r"n_steps must be an int >= 2 or 'auto', got 0"),
         (dict(text=TEXT, method="aieg", ef_mode="bogus"), r"ef_mode must be one of"),
     ],
 )

@@ -1,0 +1,122 @@
+"""What a call explains, checked before any model work: texts or token ids, one target per input.
+
+``attribute(text=...)`` takes a string or a list of strings; ``attribute(input_ids=...)`` takes
+token ids that skip tokenisation: one sequence (a list of ints or a 1-D LongTensor) or a batch
+(a list of such sequences, or a 2-D LongTensor whose rows are all of the same length).
+"""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+import torch
+
+__all__ = ["inputs_and_targets", "check_input_ids", "fixed_by_specials"]
+
+
+def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
+    """(rows, single): the id sequences of ``input_ids`` as lists, unchecked values."""
+    if isinstance(input_ids, torch.Tensor):
+        if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+            raise TypeError(f"input_ids must hold integer token ids, got a tensor of dtype {input_ids.dtype}")
+        if input_ids.dim() not in (1, 2):
+            raise ValueError(f"input_ids must be 1-D [L] or 2-D [B, L], got shape {tuple(input_ids.shape)}")
+        rows = input_ids.tolist()
+        return ([rows], True) if input_ids.dim() == 1 else (rows, False)
+    if isinstance(input_ids, (list, tuple)):
+        if input_ids and all(isinstance(r, (list, tuple, torch.Tensor)) for r in input_ids):
+            rows = [r.tolist() if isinstance(r, torch.Tensor) else list(r) for r in input_ids]
+            return rows, False
+        return [list(input_ids)], True
+    raise TypeError(f"input_ids must be a list of token ids, a list of such lists or a LongTensor, got {type(input_ids).__name__}")
+
+
+def check_input_ids(input_ids, vocab_size: int, max_positions: int) -> Tuple[List[List[int]], bool]:
+    """Check token ids given in place of text.
+
+    Args:
+        input_ids: one sequence (list of int, Tensor[L] long) or a batch (list of sequences,
+            Tensor[B, L] long).
+        vocab_size: rows of the input embedding matrix (ids must be in [0, vocab_size)).
+        max_positions: the model's most positions.
+
+    Returns:
+        (list of id lists, single: True when one sequence was given).
+
+    Raises:
+        TypeError: not ids (floats, bools, strings, other types).
+        ValueError: no sequence, an empty sequence, an id out of range, a sequence longer than
+            ``max_positions``; the message names the item and position.
+    """
+    rows, single = _as_id_rows(input_ids)
+    if not rows:
+        raise ValueError("input_ids is an empty list")
+    for r, row in enumerate(rows):
+        where = "input_ids" if single else f"input_ids[{r}]"
+        if not row:
+            raise ValueError(f"{where} is empty")
+        for k, i in enumerate(row):
+            if isinstance(i, bool) or not isinstance(i, int):
+                raise TypeError(f"{where}[{k}] must be an int token id, got {i!r} ({type(i).__name__})")
+            if not 0 <= i < vocab_size:
+                raise ValueError(f"{where}[{k}] = {i} is not a token id of this model: ids are in [0, {vocab_size})")
+        if len(row) > max_positions:
+            raise ValueError(f"{where} is {len(row)} tokens long, but the model accepts at most {max_positions} positions")
+    return [[int(i) for i in row] for row in rows], single
+
+
+def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_positions: int):
+    """The inputs of a call and one target per input.
+
+    Args:
+        text: a str or list of str, or None when ``input_ids`` is given.
+        input_ids: token ids (:func:`check_input_ids`) or None.
+        target: one target, or a list of one per input.
+        template: a str with ``{text}`` or None (not allowed with ``input_ids``).
+        vocab_size, max_positions: the model's, for checking ids.
+
+    Returns:
+        (inputs: list of str, or list of id lists; targets: list; single: one input given;
+        ids: whether the inputs are ids).
+
+    Raises:
+        TypeError / ValueError: both or neither of text and input_ids, bad shapes, a template with
+            ids, a target list of the wrong length.
+    """
+    if (text is None) == (input_ids is None):
+        raise ValueError("give either text or input_ids (token ids that skip tokenisation), not "
+                         + ("both" if text is not None else "neither"))
+    if template is not None and not isinstance(template, str):
+        raise TypeError(f"template must be a str with '{{text}}' or None, got {type(template).__name__}")
+    if input_ids is not None:
+        if template is not None:
+            raise ValueError("template applies to text; with input_ids put the template's tokens in the ids "
+                             "(they are then attributed, except special tokens)")
+        inputs, single = check_input_ids(input_ids, vocab_size, max_positions)
+    else:
+        if not isinstance(text, str) and not (isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text)):
+            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__}")
+        single = isinstance(text, str)
+        inputs = [text] if single else list(text)
+        if not inputs:
+            raise ValueError("text is an empty list")
+    targets = target if isinstance(target, (list, tuple)) else [target] * len(inputs)
+    if len(targets) != len(inputs):
+        what = "id sequences" if input_ids is not None else "texts"
+        raise ValueError(f"target has {len(targets)} entries for {len(inputs)} {what}")
+    return inputs, list(targets), single, input_ids is not None
+
+
+def fixed_by_specials(rows: Sequence[Sequence[int]], special_ids) -> List[Tuple[List[int], List[bool]]]:
+    """(ids, fixed) per row: special tokens held fixed, every other token attributed.
+
+    Raises:
+        ValueError: a row whose tokens are all special (nothing to attribute), naming it.
+    """
+    out = []
+    for r, row in enumerate(rows):
+        fixed = [i in special_ids for i in row]
+        if all(fixed):
+            raise ValueError(f"input_ids{'' if len(rows) == 1 else f'[{r}]'} has no attributable token: "
+                             f"all {len(row)} are special tokens")
+        out.append((list(row), fixed))
+    return out

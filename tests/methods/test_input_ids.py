@@ -1,0 +1,86 @@
+"""``attribute(input_ids=...)`` (issue 18): token ids skip tokenisation and give the scores of
+the text they encode; special tokens are held fixed; bad ids are refused, naming the position,
+before any model work."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from builders import model_state
+
+TEXT = "the movie is good and the actors are great"
+SHORT = "the film was bad"
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "saliency", "aieg"])
+def test_ids_equal_text(tiny, method):
+    ids, fixed = tiny.encode(TEXT)
+    by_text = tiny.attribute(TEXT, method=method, n_steps=8)
+    for given in (ids, torch.tensor(ids)):
+        by_ids = tiny.attribute(input_ids=given, method=method, n_steps=8)
+        assert by_ids.token_ids == by_text.token_ids and by_ids.attributable == by_text.attributable
+        assert by_ids.target == by_text.target
+        torch.testing.assert_close(by_ids.scores, by_text.scores)
+    assert by_ids.attributable == [not f for f in fixed]
+
+
+def test_special_tokens_in_ids_are_held_fixed(tiny_llama):
+    ids, _ = tiny_llama.encode(TEXT)
+    assert ids[0] == tiny_llama.tokenizer.bos_token_id
+    res = tiny_llama.attribute(input_ids=ids, method="integrated_gradients", n_steps=4)
+    assert res.attributable[0] is False and all(res.attributable[1:])
+    assert float(res.scores[0]) == 0.0
+
+
+def test_batches_of_ids_equal_batches_of_text(tiny_gpt2):
+    texts = [TEXT, SHORT]
+    rows = [tiny_gpt2.encode(t)[0] for t in texts]
+    by_text = tiny_gpt2.attribute(texts, method="integrated_gradients", n_steps=8, target=[" good", " bad"])
+    by_ids = tiny_gpt2.attribute(input_ids=rows, method="integrated_gradients", n_steps=8, target=[" good", " bad"])
+    for a, b in zip(by_ids, by_text):
+        assert a.token_ids == b.token_ids
+        torch.testing.assert_close(a.scores, b.scores)
+    same_len = torch.tensor([rows[0][:5], rows[0][3:8]])
+    two = tiny_gpt2.attribute(input_ids=same_len, method="saliency")
+    assert [r.token_ids for r in two] == same_len.tolist()
+
+
+def test_ids_with_auto_steps(tiny_gpt2):
+    ids, _ = tiny_gpt2.encode(TEXT)
+    a = tiny_gpt2.attribute(input_ids=ids, method="integrated_gradients", n_steps="auto", tolerance=1e-3)
+    b = tiny_gpt2.attribute(TEXT, method="integrated_gradients", n_steps="auto", tolerance=1e-3)
+    assert a.info["alphas"] == b.info["alphas"]
+    torch.testing.assert_close(a.scores, b.scores)
+
+
+@pytest.mark.parametrize("given, err, match", [
+    ([1, 2, 10**6], ValueError, r"input_ids\[2\] = 1000000 is not a token id of this model: ids are in \[0, \d+\)"),
+    ([1, -1], ValueError, r"input_ids\[1\] = -1 is not a token id"),
+    ([[1, 2], [3, 400]], ValueError, r"input_ids\[1\]\[1\] = 400 is not a token id"),
+    ([1, 2.0], TypeError, r"input_ids\[1\] must be an int token id, got 2.0 \(float\)"),
+    ([1, True], TypeError, r"input_ids\[1\] must be an int token id, got True"),
+    (["the"], TypeError, r"input_ids\[0\] must be an int token id, got 'the'"),
+    ([], ValueError, r"input_ids is empty"),
+    ([[1, 2], []], ValueError, r"input_ids\[1\] is empty"),
+    (torch.tensor([1.0, 2.0]), TypeError, r"input_ids must hold integer token ids, got a tensor of dtype torch.float32"),
+    (torch.zeros(1, 2, 3, dtype=torch.long), ValueError, r"input_ids must be 1-D \[L\] or 2-D \[B, L\], got shape \(1, 2, 3\)"),
+    ("the movie", TypeError, r"input_ids must be a list of token ids, a list of such lists or a LongTensor, got str"),
+    ([5] * 100, ValueError, r"input_ids is 100 tokens long, but the model accepts at most 64 positions"),
+    ([0, 0], ValueError, r"input_ids has no attributable token: all 2 are special tokens"),
+])
+def test_bad_ids_are_refused(tiny_gpt2, given, err, match):
+    before = model_state(tiny_gpt2)
+    with pytest.raises(err, match=match):
+        tiny_gpt2.attribute(input_ids=given, method="integrated_gradients", n_steps=4)
+    assert model_state(tiny_gpt2) == before
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(text=TEXT, input_ids=[1, 2]), r"give either text or input_ids .*, not both"),
+    (dict(), r"give either text or input_ids .*, not neither"),
+    (dict(input_ids=[1, 2], template="Q: {text}"), r"template applies to text; with input_ids"),
+    (dict(input_ids=[[1, 2], [3, 4]], target=[" good"]), r"target has 1 entries for 2 id sequences"),
+])
+def test_text_or_ids(tiny_gpt2, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        tiny_gpt2.attribute(method="saliency", **kwargs)
