@@ -36,6 +36,16 @@ ROWS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """The torchrun processes run with one thread (OMP_NUM_THREADS=1); the single-process
+    reference does too, so reductions happen in the same order and the records compare exactly."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def _torchrun(*args, nproc=2):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), *args]
