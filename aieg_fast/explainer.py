@@ -11,7 +11,7 @@ import torch
 from .core.batch import Batch, build_batch
 from .core.diagnostics import warn
 from .core.adaptive_quadrature import AUTO_MAX_STEPS
-from .core.call import apply_baseline, check_targets_against, flag_rows, resolve_call, run_samples
+from .core.call import apply_baseline, check_targets_against, flag_rows, multi_token_inputs, resolve_call, run_samples, target_prob
 from .core.context import Context, progress_bar, run_method
 from .core.inputs import fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
@@ -417,7 +417,8 @@ class Explainer:
                             baseline=baseline, alpha_range=alpha_range, n_baseline_samples=n_baseline_samples,
                             baseline_noise=baseline_noise, seed=seed, contexts=contexts)
         tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob", context=c) for t, c in zip(targets, contexts)]
-        step_ids, encoded = self._multi_token(m, call, tinfo, encoded)
+        step_ids, encoded = multi_token_inputs(m, call, tinfo, encoded, self.adapter.max_positions, self.device,
+                                               sorted(n for n, c in METHODS.items() if c.multi_token_targets))
         check_targets_against(call, [ti["id"] for ti in tinfo])
         batch = apply_baseline(self, self.build_batch(encoded, padding_side), call, m.uses_baseline)
         words = self._word_ids(batch, sources) if m.needs_words(opts) else None
@@ -485,29 +486,6 @@ class Explainer:
     def _label(self, class_id: int) -> str:
         return str((getattr(self.model.config, "id2label", {}) or {}).get(class_id, class_id))
 
-    def _multi_token(self, m, call, tinfo, encoded):
-        """A multi-token target (every text's, same length T): (Tensor[B, T] of its ids, the
-        texts with y_<T appended and held fixed); (None, encoded) otherwise. ValueError for a
-        method or setting that cannot take one."""
-        multi = [ti for ti in tinfo if ti["kind"] == "tokens"]
-        if not multi:
-            return None, encoded
-        if len(multi) != len(tinfo) or len({len(ti["ids"]) for ti in tinfo}) != 1:
-            raise ValueError("target: a multi-token target must be given for every text, with the same number of tokens")
-        if not m.multi_token_targets:
-            ok = sorted(n for n, c in METHODS.items() if c.multi_token_targets)
-            raise ValueError(f"method {m.name!r} does not explain multi-token targets; use one of {ok}")
-        if any(c is not None for c in call.contrast):
-            raise ValueError("contrast_target cannot be combined with a multi-token target")
-        T = len(multi[0]["ids"])
-        out = [(ids + ti["ids"][:-1], fx + [True] * (T - 1)) for (ids, fx), ti in zip(encoded, tinfo)]
-        limit = self.adapter.max_positions
-        if max(len(ids) for ids, _ in out) > limit:
-            raise ValueError(f"text plus the multi-token target exceed the model's {limit} positions")
-        for ti in tinfo:
-            ti["id"] = ti["ids"][-1]  # the context's target row: the last token (F sums every step)
-        return torch.tensor([ti["ids"] for ti in tinfo], dtype=torch.long, device=self.device), out
-
     def _result(self, batch: Batch, b: int, ctx: Context, out, tinfo: Dict[str, Any], method: str, options, used,
                 source=("", []), trim: int = 0, flags=()) -> Attribution:
         """The :class:`Attribution` of example ``b`` (its unpadded span without the last ``trim``
@@ -537,18 +515,9 @@ class Explainer:
             info={k: (v[b] if isinstance(v, list) else v) for k, v in out.info.items()},
             text=source[0],
             offsets=source[1],
-            target_prob=self._target_prob(ctx, out, b, tid, tgt["kind"]),
+            target_prob=target_prob(ctx, out, b, tid, tgt["kind"]),
             degenerate=list(flags),
         )
-
-    @staticmethod
-    def _target_prob(ctx: Context, out, b: int, tid: int, kind: str) -> Optional[float]:
-        """p(target) when the call computed it: from the output distribution, or for a
-        multi-token target exp(F(x)) = Π_t p(y_t | …)."""
-        if kind == "tokens":
-            f = out.info.get("F_input")
-            return None if f is None else float(torch.tensor(f if not isinstance(f, list) else f[b]).exp())
-        return None if ctx.probs is None else float(ctx.probs[b, tid])
 
     attribute_generation = attribute_generation
 

@@ -219,3 +219,38 @@ def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None
     named = [dict(f, **(labels[b] if labels else {})) for b, fl in enumerate(flags) for f in fl]
     warn_flags(named, method.name, hint)
     return flags
+
+
+def multi_token_inputs(m, call: CallSettings, tinfo, encoded, max_positions: int, device, allowed: Sequence[str]):
+    """A multi-token target (every text's, same length T): (Tensor[B, T] of its ids, the texts
+    with y_<T appended and held fixed); (None, encoded) otherwise. ``allowed``: the methods that
+    take one (named in the error).
+
+    Raises:
+        ValueError: a method or setting that cannot take one, or too many positions.
+    """
+    multi = [ti for ti in tinfo if ti["kind"] == "tokens"]
+    if not multi:
+        return None, encoded
+    if len(multi) != len(tinfo) or len({len(ti["ids"]) for ti in tinfo}) != 1:
+        raise ValueError("target: a multi-token target must be given for every text, with the same number of tokens")
+    if not m.multi_token_targets:
+        raise ValueError(f"method {m.name!r} does not explain multi-token targets; use one of {list(allowed)}")
+    if any(c is not None for c in call.contrast):
+        raise ValueError("contrast_target cannot be combined with a multi-token target")
+    T = len(multi[0]["ids"])
+    out = [(ids + ti["ids"][:-1], fx + [True] * (T - 1)) for (ids, fx), ti in zip(encoded, tinfo)]
+    if max(len(ids) for ids, _ in out) > max_positions:
+        raise ValueError(f"text plus the multi-token target exceed the model's {max_positions} positions")
+    for ti in tinfo:
+        ti["id"] = ti["ids"][-1]  # the context's target row: the last token (F sums every step)
+    return torch.tensor([ti["ids"] for ti in tinfo], dtype=torch.long, device=device), out
+
+
+def target_prob(ctx, out, b: int, tid: int, kind: str) -> Optional[float]:
+    """p(target) of example ``b`` when the call computed it: from the output distribution, or
+    for a multi-token target exp(F(x)) = Π_t p(y_t | …)."""
+    if kind == "tokens":
+        f = out.info.get("F_input")
+        return None if f is None else float(torch.tensor(f if not isinstance(f, list) else f[b]).exp())
+    return None if ctx.probs is None else float(ctx.probs[b, tid])
