@@ -12,8 +12,8 @@ included), and Σ_i e_i is IG's completeness error Σ_j IG_j − (F(x) − F(x�
 Refinement (``refine``):
 
 * ``"adaptive"`` (default): bisect the intervals with the largest |e_i| until they hold half of
-  Σ|e_i| (Dörfler marking, θ = :data:`MARK_FRACTION`), so points go where F bends: on RMSNorm
-  models most of the change of F sits near one end of the path;
+  Σ|e_i| (Dörfler marking, θ = :data:`MARK_FRACTION`), so points go where F bends: on SmolLM2
+  F is flat along most of the path with a few sharp steps (benchmarks/RESULTS.md, issue 18);
 * ``"uniform"``: bisect every interval (a doubling trapezoid grid; the final grid is
   ``linspace(0, 1, 2^k·8 + 1)``, the grid of a fixed ``n_steps`` of that size).
 
@@ -55,7 +55,7 @@ START_INTERVALS = 8
 #: Dörfler's θ: the marked intervals hold at least this fraction of Σ|e_i|
 MARK_FRACTION = 0.5
 REFINE_RULES = ("adaptive", "uniform")
-#: |F(x) − F(x′)| below this (units of F) counts as 0: the relative error is then taken against 1
+#: the relative errors divide by max(|F(x) − F(x′)|, this) (units of F), so that ΔF = 0 gives no division by 0
 _ABS_FLOOR = 1e-6
 
 
