@@ -43,6 +43,7 @@ __all__ = [
     "integrate_gradients",
     "attention_gradient_product",
     "posnorm",
+    "hvp_l1_mean",
 ]
 
 BACKENDS = ("auto", "ext", "reference")
@@ -418,9 +419,45 @@ def posnorm(
     return torch.ops.aieg_fast.posnorm.default(scores, valid_mask, mode)
 
 
+def hvp_l1_mean(hvps: Tensor, *, backend: str = "auto") -> Tensor:
+    """Mean over probes of the ℓ1 norm of each token's HVP block, HETA's S_i (see
+    :func:`reference.hvp_l1_mean`).
+
+    The kernel reads ``hvps`` once, in its own dtype, and sums in fp64 before rounding to the
+    accumulation dtype (the reference sums in the accumulation dtype: the results agree to a few
+    ulps of it). Non-contiguous ``hvps`` are read through their strides when the last dimension
+    is contiguous, otherwise copied once.
+
+    Args:
+        hvps (Tensor[m, n, d]): m ≥ 1 probes × n tokens × d dimensions (float32/float64/float16/bfloat16).
+        backend: "auto", "ext" or "reference".
+
+    Returns:
+        Tensor[n], float32 (float64 for float64 hvps).
+
+    Raises:
+        TypeError: ``hvps`` not a float tensor. ValueError: not [m, n, d], or m = 0.
+    """
+    _check_float(hvps, "hvps")
+    _check_shape(hvps.dim() == 3, "hvps", "[m, n, d]", hvps)
+    if hvps.shape[0] == 0:
+        raise ValueError(f"hvps should hold at least one probe (m >= 1), got shape {list(hvps.shape)}")
+    if _dispatch(backend, hvps, op="hvp_l1_mean") == "reference":
+        return reference.hvp_l1_mean(hvps)
+    return torch.ops.aieg_fast.hvp_l1_mean.default(hvps)
+
+
 # --------------------------------------------------------------------------------------------
 # Fake (meta) kernels: output metadata only, for torch.compile / export / opcheck
 # --------------------------------------------------------------------------------------------
+def _register_fake(op: str):
+    """``torch.library.register_fake`` for ``op`` when the loaded extension defines it (an
+    extension built before the op existed does not: the op then runs on the reference)."""
+    if op in CPU_OPS or op in CUDA_OPS:
+        return torch.library.register_fake(f"aieg_fast::{op}")
+    return lambda fn: fn
+
+
 if HAS_EXT:
 
     @torch.library.register_fake("aieg_fast::interpolate_path")
@@ -454,3 +491,8 @@ if HAS_EXT:
     @torch.library.register_fake("aieg_fast::posnorm")
     def _posnorm_fake(scores, valid_mask=None, mode="minmax"):
         return scores.new_empty(scores.shape, dtype=acc_dtype(scores))
+
+    @_register_fake("hvp_l1_mean")
+    def _hvp_l1_mean_fake(hvps):
+        torch._check(hvps.dim() == 3, lambda: "hvps should be [m, n, d]")
+        return hvps.new_empty((hvps.shape[1],), dtype=acc_dtype(hvps))

@@ -6,7 +6,8 @@ extension is missing, and the tests use them as the oracle. Each op has the same
 ``csrc/`` (``<op>.cpp``, ``cpu/<op>_cpu.cpp``, ``cuda/<op>_kernel.cu``) and in :mod:`aieg_fast.ops`.
 
 Equations refer to ``specs/aieg.md`` (a reconstruction of the unpublished AIEG paper; section
-numbers are given as "§x") and to IDG (Walker et al., AAAI 2024).
+numbers are given as "§x"), to IDG (Walker et al., AAAI 2024) and, for ``hvp_l1_mean``, to
+``specs/heta.md`` (HETA, Pramanik et al., ICLR 2026).
 
 Non-finite inputs have a defined result, documented per op (never silent garbage).
 """
@@ -26,6 +27,7 @@ __all__ = [
     "integrate_gradients",
     "attention_gradient_product",
     "posnorm",
+    "hvp_l1_mean",
     "EF_MODES",
     "EF_SIGNS",
     "EF_NORMS",
@@ -457,3 +459,33 @@ def posnorm(scores: Tensor, valid_mask: Optional[Tensor] = None, mode: str = "mi
     out = torch.where(valid, out, zero)
     out = torch.where(nonfinite_row & valid, torch.full_like(out, float("nan")), out)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# hvp_l1_mean
+# --------------------------------------------------------------------------------------------
+def hvp_l1_mean(hvps: Tensor) -> Tensor:
+    """Mean ℓ1 norm of each token's Hessian-vector products over the probes: HETA's curvature
+    S_i (``specs/heta.md`` §2; Pramanik et al., ICLR 2026, Eqs. 2–3).
+
+    S_i = (1/m) Σ_k Σ_j |hvps[k, i, j]|, where ``hvps[k, i]`` = Π_i H (Π_i r_k), token i's block
+    of the k-th probe's Hessian-vector product. The ℓ1 norm of each probe's block is summed in
+    the accumulation dtype, then the m norms are added and divided by m.
+
+    Args:
+        hvps (Tensor[m, n, d]): m ≥ 1 probes × n tokens × d embedding dimensions (any float dtype).
+
+    Returns:
+        Tensor[n] in the accumulation dtype (fp32; fp64 for fp64 input), ≥ 0. A NaN gives NaN
+        for its token, an infinity +inf; d = 0 gives zeros.
+
+    Raises:
+        ValueError: not a 3-D tensor, or m = 0 (no probe: the mean is undefined).
+    """
+    if hvps.dim() != 3:
+        raise ValueError(f"hvps should have shape [m, n, d], got shape {list(hvps.shape)}")
+    m = hvps.shape[0]
+    if m == 0:
+        raise ValueError(f"hvps should hold at least one probe (m >= 1), got shape {list(hvps.shape)}")
+    acc = acc_dtype(hvps)
+    return hvps.to(acc).abs().sum(-1).sum(0) / m

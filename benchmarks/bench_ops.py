@@ -7,7 +7,8 @@ ratio ref/ext. A read-bandwidth line (``torch.sum`` over a large tensor) gives t
 
 Sizes: m = 50 path steps; L in {128, 1024, 4096}; d in {576, 768, 4096}. attention_gradient_product
 uses B = 50, H = 9 (SmolLM2-135M) or 12 (GPT-2 sized), the last query row (Q = 1, K = L), and the
-full Q = K = L map for L <= 1024. Cases whose inputs plus the reference's temporaries would exceed
+full Q = K = L map for L <= 1024. hvp_l1_mean uses m = 10 probes over n in {1, 64, 512} tokens.
+Cases whose inputs plus the reference's temporaries would exceed
 --max-gb are skipped.
 
     python benchmarks/bench_ops.py                 # CPU (and CUDA when available), float32 + bfloat16
@@ -88,6 +89,17 @@ def _cases(quick: bool, m: int):
             return (lambda: ops.posnorm(s, v, backend="ext"), lambda: reference.posnorm(s, v))
 
         yield ("posnorm", f"rows={m} L={L}", lambda es, L=L: m * L * (es + 1 + 4), pn, lambda es: 0.0)
+
+    # HETA's curvature: m = 10 probes (the paper's default) x n tokens x d; the per-token blocks of
+    # one batched double backward (n = 1: one token, as on a CPU; n = 64: many tokens per call)
+    for n, d in itertools.product((1, 64) if quick else (1, 64, 512), ds):
+
+        def hvp(dev, dt, n=n, d=d):
+            x = torch.randn(10, n, d, device=dev, dtype=dt)
+            return (lambda: ops.hvp_l1_mean(x, backend="ext"), lambda: reference.hvp_l1_mean(x))
+
+        yield ("hvp_l1_mean", f"m=10 n={n} d={d}", lambda es, n=n, d=d: 10 * n * d * es + n * 4, hvp,
+               lambda es, n=n, d=d: 10 * n * d * (es + 2 * 4) / 1e9)
 
     def ef(dev, dt):
         f = torch.randn(m, device=dev, dtype=dt).cumsum(0)

@@ -27,7 +27,7 @@ namespace {
 
 // Schema order is the order of reference.py.
 const char* const kOps[] = {"interpolate_path", "adaptive_alphas", "emphasis_factors",
-                            "integrate_gradients", "attention_gradient_product", "posnorm"};
+                            "integrate_gradients", "attention_gradient_product", "posnorm", "hvp_l1_mean"};
 
 TORCH_LIBRARY(aieg_fast, m) {
   m.def(
@@ -44,6 +44,7 @@ TORCH_LIBRARY(aieg_fast, m) {
       "attention_gradient_product(Tensor attn, Tensor? grad=None, Tensor? weights=None, "
       "str reduce=\"product_of_means\") -> Tensor");
   m.def("posnorm(Tensor scores, Tensor? valid_mask=None, str mode=\"minmax\") -> Tensor");
+  m.def("hvp_l1_mean(Tensor hvps) -> Tensor");
 }
 
 // Ops of this library that have a kernel for `key` (read from the dispatcher, so the list is

@@ -13,6 +13,7 @@
 
 #include "aieg/attention_gradient_product.h"
 #include "aieg/emphasis_factors.h"
+#include "aieg/hvp_l1_mean.h"
 #include "aieg/integrate_gradients.h"
 #include "aieg/interpolate_path.h"
 #include "aieg/posnorm.h"
@@ -61,5 +62,11 @@ struct PosnormPrepared {
   PosnormParams p;
 };
 PosnormPrepared prepare_posnorm(const Tensor& scores, const OptTensor& valid_mask, std::string_view mode);
+
+struct HvpL1MeanPrepared {
+  Tensor hvps, out;
+  HvpL1MeanParams p;
+};
+HvpL1MeanPrepared prepare_hvp_l1_mean(const Tensor& hvps);
 
 }  // namespace aieg

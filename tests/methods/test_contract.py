@@ -22,7 +22,7 @@ TEXT = "the movie is good and the actors are great"
 SHORT = "the film was bad"
 TEMPLATE = "Review: {text} Answer:"
 N = 6
-OPS = ("interpolate_path", "adaptive_alphas", "emphasis_factors", "integrate_gradients", "attention_gradient_product", "posnorm")
+OPS = ("interpolate_path", "adaptive_alphas", "emphasis_factors", "integrate_gradients", "attention_gradient_product", "posnorm", "hvp_l1_mean")
 
 
 @pytest.fixture(params=["gpt2", "llama", "clf"])

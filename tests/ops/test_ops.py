@@ -440,6 +440,95 @@ def test_posnorm_property(data, rows, L, mode, dtype, masked, constant):
 
 
 # --------------------------------------------------------------------------------------------
+# hvp_l1_mean
+# --------------------------------------------------------------------------------------------
+def _hvp_check(x):
+    """ext vs the reference on the same values, with the low-precision rule against fp64."""
+    out = ops.hvp_l1_mean(x, backend="ext")
+    ref = R.hvp_l1_mean(x)
+    check_against_ref(out, ref, R.hvp_l1_mean(_up(x)), _mag(ref), ulps=8)
+    return out
+
+
+@requires_ext
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m,n,d", [(1, 1, 1), (10, 7, 576), (3, 97, 33), (2, 5, 1025), (4, 0, 8), (3, 4, 0), (1, 3, 7)])
+def test_hvp_l1_mean(device, dtype, m, n, d):
+    _need_ext(device)
+    g = torch.Generator().manual_seed(m * 1000 + n * 10 + d)
+    x = torch.randn(m, n, d, generator=g).to(device, dtype)
+    out = _hvp_check(x)
+    assert out.shape == (n,) and out.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+    if d == 0:
+        assert torch.equal(out, torch.zeros(n, dtype=out.dtype, device=device))
+
+
+@requires_ext
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_hvp_l1_mean_noncontiguous(device, dtype):
+    _need_ext(device)
+    base = torch.randn(13, 10, 66, device=device).to(dtype)  # [n, m, d]
+    _hvp_check(base.transpose(0, 1))  # [m, n, d] with permuted outer strides: read in place
+    _hvp_check(base.transpose(0, 1)[:, 2:11:3])  # strided tokens
+    _hvp_check(base.transpose(0, 1)[..., ::2])  # last dim strided: copied once
+    _hvp_check(base.permute(2, 0, 1)[:5])  # every stride permuted
+
+
+@requires_ext
+@pytest.mark.parametrize("device", DEVICES)
+def test_hvp_l1_mean_nonfinite(device):
+    _need_ext(device)
+    x = torch.randn(3, 4, 9, device=device)
+    x[1, 0, 2] = float("nan")
+    x[0, 1, 5] = -float("inf")
+    x[2, 2, 0], x[2, 2, 1] = float("inf"), float("nan")
+    out = ops.hvp_l1_mean(x, backend="ext")
+    assert_same(out.isnan(), R.hvp_l1_mean(x).isnan())
+    assert out[0].isnan() and out[1] == float("inf") and out[2].isnan() and torch.isfinite(out[3])
+
+
+@requires_ext
+def test_hvp_l1_mean_does_not_depend_on_thread_count():
+    x = torch.randn(10, 40, 3000)
+    n = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = ops.hvp_l1_mean(x, backend="ext")
+        torch.set_num_threads(max(2, n))
+        many = ops.hvp_l1_mean(x, backend="ext")
+    finally:
+        torch.set_num_threads(n)
+    assert torch.equal(one, many)
+
+
+def test_hvp_l1_mean_gradient_runs_on_the_reference():
+    """The kernel has no autograd formula: under grad "auto" runs the reference, whose gradient
+    is sign(x)/m; in float64 it passes gradcheck."""
+    x = torch.randn(3, 4, 5, dtype=torch.float64, requires_grad=True)
+    with ops.recording() as used:
+        y = ops.hvp_l1_mean(x)
+    assert used == {"hvp_l1_mean": "reference"}
+    (gx,) = torch.autograd.grad(y.sum(), x)
+    assert torch.equal(gx, x.detach().sign() / 3)
+    assert torch.autograd.gradcheck(lambda t: ops.hvp_l1_mean(t), (x,))
+
+
+@requires_ext
+@SETTINGS
+@given(data=st.data(), m=st.integers(1, 4), n=st.integers(0, 4), d=st.integers(0, 19), dtype=st.sampled_from(FLOATS))
+def test_hvp_l1_mean_property(data, m, n, d, dtype):
+    x = _tensor(data.draw, (m, n, d), dtype)
+    out = ops.hvp_l1_mean(x, backend="ext")
+    ref = R.hvp_l1_mean(x)
+    assert torch.equal(out.isnan(), ref.isnan())
+    assert torch.equal(out.isinf(), ref.isinf())
+    fin = torch.isfinite(ref)
+    torch.testing.assert_close(out[fin], ref[fin], rtol=1e-5 if dtype != torch.float64 else 1e-12, atol=1e-30)
+
+
+# --------------------------------------------------------------------------------------------
 # opcheck: schema, fake kernel, autograd registration, AOT dispatch
 # --------------------------------------------------------------------------------------------
 def _samples(device):
@@ -462,6 +551,8 @@ def _samples(device):
                                          "attention")
     yield "posnorm", (rn(3, 8), None, "minmax")
     yield "posnorm", (rn(3, 8).half(), torch.rand(3, 8).to(device) > 0.5, "abs_sum")
+    yield "hvp_l1_mean", (rn(10, 4, 33),)
+    yield "hvp_l1_mean", (rn(5, 3, 2).transpose(0, 2).bfloat16(),)
 
 
 @requires_ext
@@ -523,6 +614,7 @@ def _all_calls():
     yield "integrate_gradients", (torch.randn(6, 4, 3), w, torch.randn(4, 3), "none")
     yield "attention_gradient_product", (torch.rand(2, 3, 1, 5), torch.randn(2, 3, 1, 5), None, "mean_of_products")
     yield "posnorm", (torch.randn(2, 5), torch.tensor([True, True, False, True, True]), "relu_max")
+    yield "hvp_l1_mean", (torch.randn(3, 4, 6),)
 
 
 @pytest.mark.parametrize("name,args", list(_all_calls()), ids=[c[0] for c in _all_calls()])
@@ -597,6 +689,11 @@ _BAD = [
      r"baseline_embeds should have shape \[4, 3\] \(like input_embeds\), got shape \[4, 2\]"),
     ("interpolate_path", (torch.randn(4, 3), torch.randn(4, 3), torch.rand(3), torch.ones(3)), ValueError,
      r"fixed_mask should have shape \[4\], got shape \[3\]"),
+    ("hvp_l1_mean", (torch.randn(4, 3),), ValueError, r"hvps should have shape \[m, n, d\], got shape \[4, 3\]"),
+    ("hvp_l1_mean", (torch.randn(0, 3, 2),), ValueError,
+     r"hvps should hold at least one probe \(m >= 1\), got shape \[0, 3, 2\]"),
+    ("hvp_l1_mean", (torch.ones(2, 3, 4, dtype=torch.int32),), TypeError,
+     r"hvps should be a float32, float64, float16 or bfloat16 tensor, got dtype torch.int32"),
 ]
 
 
@@ -616,6 +713,8 @@ def test_compiled_op_checks_arguments_too():
     with pytest.raises(TypeError, match="attn should be a float32"):
         torch.ops.aieg_fast.attention_gradient_product(torch.ones(1, 1, 1, 1, dtype=torch.int32), None, None,
                                                        "attention")
+    with pytest.raises(ValueError, match=r"hvps should hold at least one probe \(m >= 1\)"):
+        torch.ops.aieg_fast.hvp_l1_mean(torch.randn(0, 3, 2))
 
 
 def test_build_info_never_raises():
@@ -624,7 +723,7 @@ def test_build_info_never_raises():
     if aieg_fast.HAS_EXT:
         assert info["ext_error"] is None
         assert set(info["cpu_ops"]) == {"interpolate_path", "adaptive_alphas", "emphasis_factors",
-                                        "integrate_gradients", "attention_gradient_product", "posnorm"}
+                                        "integrate_gradients", "attention_gradient_product", "posnorm", "hvp_l1_mean"}
         assert isinstance(info["with_cuda"], bool)
     else:
         assert info["ext_error"]
