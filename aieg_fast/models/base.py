@@ -9,6 +9,7 @@ subclass in its own file (``gpt2.py``, ``llama.py``) registered by ``model_type`
 from __future__ import annotations
 
 import contextlib
+import inspect
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -124,6 +125,10 @@ class DecoderAdapter:
     attention_free_reason: str = ""
     #: c of a ``c·tanh(s/c)`` soft-capping of the attention logits inside attention, or None
     attn_logit_softcap: Optional[float] = None
+    #: whether the decoder keeps the keys and values of earlier positions (a KV cache), so that
+    #: positions after a prefix can be run alone (:meth:`prefix_keys_values`,
+    #: :meth:`hidden_last_after`); False for recurrences, whose state is not a per-position cache
+    has_kv_cache: bool = True
     #: keyword arguments ``load_model`` passes to ``from_pretrained`` for this family (e.g. an
     #: attention implementation the family cannot switch away from at run time)
     load_kwargs: Dict[str, object] = {}
@@ -239,6 +244,65 @@ class DecoderAdapter:
         return float(getattr(self.attn_modules[layer], "scaling", self.head_dim ** -0.5))
 
     # ------------------------------------------------------------------ shared
+    def decoder_inputs(self, inputs_embeds: Tensor) -> Tensor:
+        """What the decoder stack is given for the embeddings E [B, L, d]: E itself, unless the
+        family scales E outside its decoder (Gemma)."""
+        return inputs_embeds
+
+    def _cache_argument(self) -> str:
+        """The decoder's keyword for a KV cache (``cache`` in recent ``transformers``)."""
+        return "cache" if "cache" in inspect.signature(self.base.forward).parameters else "past_key_values"
+
+    def prefix_keys_values(self, inputs_embeds: Tensor) -> List[Tuple[Tensor, Tensor]]:
+        """The keys and values every attention layer caches for one unpadded row.
+
+        Args:
+            inputs_embeds: Tensor[1, n, d], positions 0 … n − 1, no padding.
+
+        Returns:
+            per layer (keys, values), each Tensor[1, kv_heads, n, head_dim] as the model caches
+            them (after RoPE); computed in one forward without gradients.
+
+        Raises:
+            NotImplementedError: a family without a KV cache (:attr:`has_kv_cache` False).
+        """
+        if not self.has_kv_cache:
+            raise NotImplementedError(f"{type(self).__name__} keeps no per-position keys and values")
+        from transformers import DynamicCache
+
+        cache = DynamicCache()  # no config: every layer keeps all positions (sliding windows are in the mask)
+        with torch.no_grad():
+            self.base(inputs_embeds=self.decoder_inputs(inputs_embeds), use_cache=True, **{self._cache_argument(): cache})
+        return [(layer.keys, layer.values) for layer in cache.layers]
+
+    def hidden_last_after(self, kv: Sequence[Tuple[Tensor, Tensor]], start: int, suffix: Tensor) -> Tensor:
+        """Final hidden state at the last position of rows that continue a shared prefix.
+
+        Row g of ``suffix`` holds positions ``start`` … n − 1 of an unpadded sequence whose
+        positions 0 … start − 1 have the keys and values ``kv`` (:meth:`prefix_keys_values`, read
+        up to ``start``). Causal attention makes the result equal :meth:`hidden_last` on the whole
+        rows, at the cost of the suffix only.
+
+        Args:
+            kv: per layer (keys, values) Tensor[1, kv_heads, ≥ start, head_dim].
+            start: the prefix length (0: no prefix, ``kv`` unused).
+            suffix: Tensor[G, n − start, d] input embeddings.
+
+        Returns:
+            Tensor[G, hidden].
+        """
+        if start == 0:
+            return self.hidden_last(suffix, None, None, None)
+        from transformers import DynamicCache
+
+        G = suffix.shape[0]
+        cache = DynamicCache()
+        for layer, (k, v) in enumerate(kv):
+            cache.update(k[:, :, :start].expand(G, -1, -1, -1), v[:, :, :start].expand(G, -1, -1, -1), layer)
+        out = self.base(inputs_embeds=self.decoder_inputs(suffix), use_cache=True, **{self._cache_argument(): cache})
+        h = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        return h[:, -1].to(suffix.device)
+
     def hidden_last(self, inputs_embeds, attention_mask, position_ids, last_index):
         """Final hidden state at ``last_index`` of each row: Tensor[B, hidden].
 
@@ -264,7 +328,8 @@ class DecoderAdapter:
     def hidden_states(self, inputs_embeds, attention_mask=None, position_ids=None) -> Tensor:
         """Final hidden states of every position: Tensor[B, L, hidden] (no KV cache), on the
         device of ``inputs_embeds`` (a model split over devices ends elsewhere)."""
-        out = self.base(inputs_embeds=inputs_embeds, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+        out = self.base(inputs_embeds=self.decoder_inputs(inputs_embeds), attention_mask=attention_mask, position_ids=position_ids,
+                        use_cache=False)
         h = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
         return h.to(inputs_embeds.device)
 

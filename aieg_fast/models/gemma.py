@@ -13,7 +13,7 @@ works in the space of the embedding table W in both cases:
 
 * ``embeddings`` looks rows of W up unscaled (:class:`UnscaledEmbedding`, ``weight`` is the
   model's own parameter, nothing is copied), so E and E′ are both rows of W;
-* :meth:`GemmaAdapter.hidden_states` multiplies the embeddings by the module's ``embed_scale``
+* :meth:`GemmaAdapter.decoder_inputs` multiplies the embeddings by the module's ``embed_scale``
   (in the module's dtype rule, ``W[ids] · embed_scale.to(dtype)``) before the decoder when the
   embedding module carries the scale; with the older layout the decoder scales them itself.
 
@@ -81,10 +81,10 @@ class GemmaAdapter(LlamaAdapter):
             self._unscaled = UnscaledEmbedding(inner)
         return self._unscaled
 
-    def hidden_states(self, inputs_embeds, attention_mask=None, position_ids=None):
-        """Final hidden states for embeddings E = rows of W (the scale applied here when the
-        embedding module, not the decoder, carries it)."""
+    def decoder_inputs(self, inputs_embeds):
+        """E = rows of W times the embedding scale when the embedding module, not the decoder,
+        carries it (else E unchanged: the decoder scales it)."""
         if self.scales_inputs:
             s = self.embeddings.embed_scale  # read per call: the buffer follows .to(device/dtype)
             inputs_embeds = inputs_embeds * s.to(device=inputs_embeds.device, dtype=inputs_embeds.dtype)
-        return super().hidden_states(inputs_embeds, attention_mask, position_ids)
+        return inputs_embeds

@@ -21,6 +21,7 @@ NO_POSITION_LIMIT = 2**31 - 1
 class MambaAdapter(DecoderAdapter):
     architectures = ("MambaForCausalLM",)
     has_attention = False
+    has_kv_cache = False
     attention_free_reason = "a state-space model: selective-scan (Mamba) blocks, no attention layers"
 
     def decoder(self, model):

@@ -5,6 +5,8 @@ random-weight config each; GQA where the family has it):
 * F equals the model's own output (the logit after any soft-capping; the class logit of a head);
 * the attention captured for ``attention`` / ``scaled_attention`` / AIEG equals the model's own
   eager attention probabilities (rows sum to 1, causal, sliding windows as the model applies them);
+* positions run after a cached prefix (``prefix_keys_values`` / ``hidden_last_after``, HETA's
+  curvature) give the final hidden state of the whole rows, for every family with a KV cache;
 * q/k/v are read where the family computes them: attention rebuilt from the captured q and k
   (RoPE, q/k norms, fused projections, the GQA mapping) equals the model's, and Σ_k P v equals the
   captured input of the output projection;
@@ -23,6 +25,7 @@ import torch
 
 import aieg_fast
 from aieg_fast.core.capture import AttentionCapture, ProjectionCapture
+from aieg_fast.core.model_state import model_prepared
 from aieg_fast.methods.grad_ellm import expand_kv
 from aieg_fast.models import adapter_for, supported_model_types
 from builders import family_specs, model_state
@@ -79,6 +82,31 @@ def test_F_equals_model_output(name, head):
     res = ex.attribute(TEXT, method="saliency")
     assert res.token_ids == ids[0].tolist()
     assert abs(res.info["F_input"] - float(logits[res.target["id"]])) < 1e-4
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_rows_after_a_cached_prefix_equal_whole_rows(name):
+    """hidden_last_after(kv, s, rows) = hidden_last of the whole rows, for rows that change one
+    position ≥ s (two rows, so the cache is shared across a batch), under eager attention and the
+    model's own implementation;
+    a family without a KV cache says so."""
+    ex = explainer(name)
+    ad = ex.adapter
+    if not ad.has_kv_cache:
+        with pytest.raises(NotImplementedError, match="keeps no per-position keys and values"):
+            ad.prefix_keys_values(ad.embeddings(_ids(ex.tokenizer)))
+        return
+    E = ad.embeddings(_ids(ex.tokenizer)).detach()
+    n = E.shape[1]
+    for eager in (True, False):  # eager, and the model's own implementation (SDPA where it has it)
+        with model_prepared(ex.model, eager=eager), torch.no_grad():
+            kv = ad.prefix_keys_values(E)
+            for s in (0, 1, n // 2, n - 1):
+                whole = E.expand(2, -1, -1).clone()
+                whole[1, max(s, n - 2)] *= -0.5
+                got = ad.hidden_last_after(kv, s, whole[:, s:])
+                torch.testing.assert_close(got, ad.hidden_last(whole, None, None, None), atol=1e-5, rtol=1e-5)
+                assert not torch.allclose(got[0], got[1])
 
 
 @pytest.mark.parametrize("name", NAMES)
