@@ -4,8 +4,8 @@
 * :class:`ProjectionCapture` — q/k/v projections (before RoPE), the attention output as a
   differentiable tensor (after or before the output projection) and the RoPE tables;
 * :class:`ResidualCapture` — the residual stream entering chosen blocks (before their norm);
-* :class:`ResidualLeaf` — the residual stream entering one block, replaced by a leaf tensor that
-  gradients can be taken with respect to (derivatives through the top blocks only).
+* :class:`ResidualInput` — the residual stream entering one block, replaced by a given tensor
+  (derivatives with respect to it run through the top blocks only).
 
 All are context managers: ``with AttentionCapture(adapter, layers) as cap: ...``.
 """
@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["AttentionCapture", "ProjectionCapture", "ResidualCapture", "ResidualLeaf"]
+__all__ = ["AttentionCapture", "ProjectionCapture", "ResidualCapture", "ResidualInput"]
 
 
 class _Hooks:
@@ -209,19 +209,21 @@ class ResidualCapture(_Hooks):
         return hook
 
 
-class ResidualLeaf(_Hooks):
-    """A forward pre-hook that replaces the residual stream entering block ``layer`` with a
-    detached copy requiring grad, kept as :attr:`leaf` (Tensor[B, L, hidden]): derivatives with
-    respect to it run through blocks ``layer``… only (the blocks below build no graph)."""
+class ResidualInput(_Hooks):
+    """A forward pre-hook that replaces the residual stream entering block ``layer`` with
+    :attr:`value` (Tensor[B, L, hidden] of the block's input shape; set it before each forward,
+    None leaves the input as it is): derivatives with respect to ``value`` run through blocks
+    ``layer``… only, and the blocks below build no graph for them."""
 
-    def __init__(self, adapter, layer: int):
+    def __init__(self, adapter, layer: int, value: Optional[Tensor] = None):
         super().__init__()
-        self.leaf: Optional[Tensor] = None
+        self.value = value
         self.handles.append(adapter.layers[layer].register_forward_pre_hook(self._hook, with_kwargs=True))
 
     def _hook(self, module, args, kwargs):
-        leaf = _hidden_arg(args, kwargs).detach().requires_grad_(True)
-        self.leaf = leaf
+        if self.value is None:
+            return None
+        value = self.value.to(_hidden_arg(args, kwargs).device)
         if args:
-            return (leaf,) + tuple(args[1:]), kwargs
-        return args, dict(kwargs, hidden_states=leaf)
+            return (value,) + tuple(args[1:]), kwargs
+        return args, dict(kwargs, hidden_states=value)

@@ -29,8 +29,8 @@ import torch
 from torch import Tensor
 
 from ..core.batch import Batch
-from ..core.capture import AttentionCapture, ProjectionCapture, ResidualCapture, ResidualLeaf
-from ..core.curvature import block_hvp_l1, rademacher_probes
+from ..core.capture import AttentionCapture, ProjectionCapture, ResidualCapture, ResidualInput
+from ..core.curvature import rademacher_probes, token_hvp_l1
 from ..core.model_state import model_prepared
 from ..core.objective import target_scores
 from ..core.occlusion import occlude, occlusion_groups, reference_outputs, spread
@@ -210,31 +210,58 @@ def _normalise_gate(ctx, gate: Tensor, how: str) -> Tensor:
     return torch.where(Z > 0, g / Z.clamp_min(1e-30), uniform)
 
 
-def _objective(ctx, h: Tensor, objective: str) -> Tensor:
+def _objective(ctx, h: Tensor, objective: str, rows: Tensor) -> Tensor:
+    """f of final hidden states ``h`` [G, D] of example rows ``rows`` [G]: Tensor[G] float32."""
     if objective == "logprob":
-        return target_scores(ctx.adapter, h, ctx.targets, "logprob", ctx.contrast).float()
-    return ctx.score(h)
+        pick = (lambda t: t[rows]) if ctx.batch.B > 1 else (lambda t: t)  # noqa: E731  (B = 1: one target broadcasts)
+        contrast = None if ctx.contrast is None else pick(ctx.contrast)
+        return target_scores(ctx.adapter, h, pick(ctx.targets), "logprob", contrast).float()
+    return ctx.score(h, rows)
 
 
 def _curvature(ctx, s, m: int, seed: int):
-    """S per position (Tensor[B, L], 0 where not scored), HVPs per example, double-backward calls."""
-    b = ctx.batch
-    fixed = b.fixed.cpu()
-    positions = [(~fixed[i]).nonzero().flatten() for i in range(b.B)]
-    with ctx.timed("curvature_graph"), contextlib.ExitStack() as stack, torch.enable_grad():
-        if s["curvature_layers"]:
-            leaf = stack.enter_context(ResidualLeaf(ctx.adapter, ctx.adapter.n_layers - s["curvature_layers"]))
-            h = ctx.hidden(ctx.all_rows(), b.embeds)
-            X = leaf.leaf
-        else:
-            X = b.embeds.clone().requires_grad_(True)
-            h = ctx.hidden(ctx.all_rows(), X)
-        f = _objective(ctx, h, s["objective"])
-        (g,) = torch.autograd.grad(f.sum(), X, create_graph=True)
-    probes = [rademacher_probes((p - b.offsets[i]).tolist(), m, X.shape[-1], seed) for i, p in enumerate(positions)]
-    with torch.enable_grad():
-        S, counts, calls = block_hvp_l1(g, X, [p.to(ctx.device) for p in positions], probes, ctx.chunk, ctx.progress)
-    return S, counts, calls, f.detach()
+    """S per position (Tensor[B, L], 0 where not scored), HVPs per example, double-backward calls.
+
+    Per example (its unpadded positions up to the predicting one): one forward keeps the keys and
+    values of every layer (and, with ``curvature_layers``, the residual stream entering the first
+    block differentiated), then each scored token's HVPs run on the positions from that token on
+    (:func:`~aieg_fast.core.curvature.token_hvp_l1`; the whole sequence for a family without a KV
+    cache)."""
+    ad, b = ctx.adapter, ctx.batch
+    S = torch.zeros(b.ids.shape, dtype=torch.float32, device=ctx.device)
+    counts, calls = [], 0
+    prefix = ad.has_kv_cache
+    top = ad.n_layers - s["curvature_layers"] if s["curvature_layers"] else None
+    budget = ctx.chunk * b.ids.shape[1]  # position rows per double backward, as chunk full-length rows
+    fixed, lasts = b.fixed.cpu(), b.last_index.tolist()
+    for i in range(b.B):
+        o, last = b.offsets[i], int(lasts[i])
+        E = b.embeds[i, o : last + 1].detach()
+        scored = [p - o for p in range(o, last + 1) if not bool(fixed[i, p])]
+        counts.append(len(scored) * m)
+        if not scored:
+            continue
+        with contextlib.ExitStack() as stack, torch.no_grad():
+            cap = stack.enter_context(ResidualCapture(ad, [top])) if top is not None else None
+            kv = ad.prefix_keys_values(E.unsqueeze(0)) if prefix else None
+            if cap is not None and kv is None:
+                ad.hidden_last(E.unsqueeze(0), None, None, None)
+            X = cap.inputs[top][0] if cap is not None else E
+
+        def objective(start: int, rows: Tensor, i=i, E=E, kv=kv) -> Tensor:
+            G = rows.shape[0]
+            of = torch.full((G,), i, dtype=torch.long, device=ctx.device)
+            if top is None:
+                return _objective(ctx, ad.hidden_last_after(kv, start, rows), s["objective"], of)
+            with ResidualInput(ad, top, rows):
+                h = ad.hidden_last_after(kv, start, E[start:].unsqueeze(0).expand(G, -1, -1))
+            return _objective(ctx, h, s["objective"], of)
+
+        probes = rademacher_probes(scored, m, X.shape[-1], seed)
+        Si, c = token_hvp_l1(objective, X, scored, probes, budget, prefix, ctx.backend, ctx.progress)
+        S[i, torch.tensor(scored, device=ctx.device) + o] = Si
+        calls += c
+    return S, counts, calls
 
 
 def _components(ctx, s, m: int, seed: int) -> Dict[str, Any]:
@@ -242,6 +269,10 @@ def _components(ctx, s, m: int, seed: int) -> Dict[str, Any]:
     ad, b = ctx.adapter, ctx.batch
     comps = s["components"]
     n_attr = (~b.fixed).sum(-1).tolist()
+
+    def prefix(a: int) -> int:  # the forward that keeps an example's keys and values
+        return int(ad.has_kv_cache and a > 0)
+
     out: Dict[str, Any] = {"n_forwards": [1] * b.B, "n_hvp": [0] * b.B, "hvp_batches": 0}
     layers = list(range(ad.n_layers - (s["gate_layers"] or ad.n_layers), ad.n_layers)) if "gate" in comps else []
     with ctx.timed("reference_gate"), contextlib.ExitStack() as stack:
@@ -262,11 +293,11 @@ def _components(ctx, s, m: int, seed: int) -> Dict[str, Any]:
             groups = [occlusion_groups(b.fixed[i], "token") for i in range(b.B)]
             kl = occlude(ctx, groups, "kl", ref)
             out["information"] = torch.stack([spread(g, v) for g, v in zip(groups, kl)])
-        out["n_forwards"] = [n + a for n, a in zip(out["n_forwards"], n_attr)]
+        out["n_forwards"] = [n + a + prefix(a) for n, a in zip(out["n_forwards"], n_attr)]
     if "curvature" in comps:
         with ctx.timed("curvature"):
-            out["curvature"], out["n_hvp"], out["hvp_batches"], _ = _curvature(ctx, s, m, seed)
-        out["n_forwards"] = [n + 1 for n in out["n_forwards"]]
+            out["curvature"], out["n_hvp"], out["hvp_batches"] = _curvature(ctx, s, m, seed)
+        out["n_forwards"] = [n + a + prefix(a) for n, a in zip(out["n_forwards"], n_attr)]
     return out
 
 
@@ -352,24 +383,32 @@ class HETA(Method):
       layers and heads, clipped at 0, normalised to sum 1 (uniform when all are 0). Rows carried
       as vectors: O(H·N²·L²) for N layers, no L×L matrix products.
     * S_i (curvature, §2): (1/m) Σ_k ‖Π_i ∇²f (Π_i r_k)‖₁ with f = log p(x_T) (``objective``),
-      m = ``n_probes`` Rademacher probes on token i's block; the n·m HVPs run as batched double
-      backwards of ``internal_batch_size`` probes each (or what fits ``max_memory``).
+      m = ``n_probes`` Rademacher probes on token i's block. f is differentiated with respect to
+      token i's row only, on the positions from i on after the example's cached keys and values
+      (causal attention: the positions before i do not depend on it); the m probes of a token,
+      and of neighbouring tokens, run as one batched double backward within
+      ``internal_batch_size`` whole-length rows (or what fits ``max_memory``), and the ℓ1 norms
+      are reduced by the ``hvp_l1_mean`` kernel (:mod:`~aieg_fast.core.curvature`).
     * I_i (information, §3): KL(P(·|x) ‖ P(·|x with token i replaced)), the replacement the
       call's ``baseline=`` (default ``"zero"``, the public code's mask; ``"mean"``, ``"unk"``,
       the reference token, a tensor, or noise with ``n_baseline_samples``), the n masked inputs
-      batched.
+      batched, each run from its token on after the cached prefix (:mod:`~aieg_fast.core.occlusion`).
 
-    Cost per target: one forward with the attention captured, n masked forwards, one forward
-    with graph and its create-graph backward, n·m HVPs (each about two backward passes). Eager
+    Cost per target (n scored tokens of a sequence of L): one forward with the attention
+    captured; n masked forwards; per token one forward with graph and its create-graph backward
+    and m HVPs (each about two backward passes), all of them on the L − i positions from token i
+    on (about half of L on average; whole sequences for a family without a KV cache, Mamba);
+    one forward per example keeping its keys and values for each of the last two. Eager
     attention is used throughout (SDPA has no double backward). Memory: the gate keeps the
-    attention of every gate layer (H·N·L² values per example) and a chunk of probes holds
-    ``internal_batch_size`` copies of the backward's activations; use ``window`` for long inputs.
-    ``timing``: ``reference_gate``, ``gate``, ``information``, ``curvature`` (which includes
-    ``curvature_graph``, the forward with graph and the create-graph backward).
+    attention of every gate layer (H·N·L² values per example) and a double backward holds about
+    ``internal_batch_size`` whole-length copies of the backward's activations; use ``window``
+    for long inputs. ``timing``: ``reference_gate``, ``gate``, ``information``, ``curvature``.
 
     ``info`` (per example; token lists over the example's tokens): ``gate``, ``curvature``,
     ``information`` (the computed components, before β, γ), ``F_input``, ``target_logprob``,
-    ``n_hvp``, ``n_forwards``; shared: ``hvp_batches`` (double-backward calls).
+    ``n_hvp``, ``n_forwards`` (forwards over whole or partial rows: the reference, the masked
+    inputs, one curvature row per token, and the prefix forwards); shared: ``hvp_batches``
+    (double-backward calls).
 
     Differences from the public code (``preset="official"`` keeps the first three): see
     :class:`HETAOptions` and the README; its grouped-query value norms use a wrong head width,

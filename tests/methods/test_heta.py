@@ -12,7 +12,7 @@ import torch
 
 import aieg_fast
 from aieg_fast.core.capture import ProjectionCapture
-from aieg_fast.core.curvature import block_hvp_l1, rademacher_probes
+from aieg_fast.core.curvature import hvp_groups, rademacher_probes
 from aieg_fast.core.model_state import model_prepared
 from aieg_fast.core.value_flow import residual_values, rollout_rows, value_norms
 from aieg_fast.methods.heta import windows
@@ -30,30 +30,50 @@ def _attr_positions(fixed):
 # ------------------------------------------------------------------------------------------
 # curvature: batched HVPs, finite differences
 # ------------------------------------------------------------------------------------------
-def test_batched_hvps_equal_one_at_a_time(tiny_llama):
-    ex = tiny_llama
-    batch = ex.build_batch([ex.encode(TEXT), ex.encode(SHORT)], "left")
-    ad, m = ex.adapter, 3
-    X = batch.embeds.clone().requires_grad_(True)
+def _one_at_a_time_curvature(ex, text, target, m):
+    """S_i of every attributable token the straightforward way: the whole sequence, one HVP per
+    (token, probe) with a plain double backward, f = log p(target) at the last position."""
+    ad = ex.adapter
+    ids, fixed = ex.encode(text)
+    X = ad.embeddings(torch.tensor([ids])).detach().requires_grad_(True)
+    S = torch.zeros(len(ids))
     with model_prepared(ex.model, eager=True), torch.enable_grad():  # SDPA has no double backward
-        h = ad.hidden_last(X, batch.attention_mask, batch.position_ids, batch.last_index)
-        f = torch.log_softmax(ad.full_logits(h).float(), -1)[:, 5]
-        (g,) = torch.autograd.grad(f.sum(), X, create_graph=True)
-    positions = [(~batch.fixed[b]).nonzero().flatten() for b in range(2)]
-    probes = [rademacher_probes((p - batch.offsets[b]).tolist(), m, X.shape[-1], 7) for b, p in enumerate(positions)]
-    with model_prepared(ex.model, eager=True), torch.enable_grad():
-        S, counts, calls = block_hvp_l1(g, X, positions, probes, chunk=4)
-        loop = torch.zeros_like(S)
-        for b, p in enumerate(positions):
-            for j, i in enumerate(p.tolist()):
-                for k in range(m):
-                    R = torch.zeros_like(X)
-                    R[b, i] = probes[b][j, k]
-                    (hr,) = torch.autograd.grad(g, X, grad_outputs=R, retain_graph=True)
-                    loop[b, i] += float(hr[b, i].abs().sum()) / m
-    torch.testing.assert_close(S, loop, atol=1e-5, rtol=1e-5)
-    assert counts == [len(p) * m for p in positions] and calls == math.ceil(max(counts) / 4)
-    assert float(S.min()) >= 0 and float(S[~batch.fixed].min()) > 0
+        f = torch.log_softmax(ad.full_logits(ad.hidden_last(X, None, None, None)).float(), -1)[0, target]
+        (g,) = torch.autograd.grad(f, X, create_graph=True)
+        for i in _attr_positions(fixed).tolist():
+            r = rademacher_probes([i], m, X.shape[-1], 0)[0]
+            for k in range(m):
+                R = torch.zeros_like(X)
+                R[0, i] = r[k]
+                (hr,) = torch.autograd.grad(g, X, grad_outputs=R, retain_graph=True)
+                S[i] += float(hr[0, i].abs().sum()) / m
+    return S, fixed
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2", "mamba"])
+@pytest.mark.parametrize("ibs", [1, 4, 64])
+def test_batched_hvps_equal_one_at_a_time(tiny_llama, tiny_gpt2, family, ibs):
+    """The curvature of a padded batch, with the HVPs run after a cached prefix, several tokens
+    per double backward (ibs = 64), or a token's probes split over calls (ibs = 1), equals
+    one-at-a-time HVPs on the whole sequence; Mamba (no KV cache) runs whole sequences."""
+    ex = {"llama": tiny_llama, "gpt2": tiny_gpt2}.get(family) or aieg_fast.load_model(*SPECS["mamba"].build(seed=1))
+    m, target = 3, 5
+    texts = [TEXT, SHORT]
+    res = ex.attribute(texts, method="heta", components="curvature", n_probes=m, target=target, internal_batch_size=ibs,
+                       padding_side="left")
+    for r, text in zip(res, texts):
+        S, fixed = _one_at_a_time_curvature(ex, text, target, m)
+        torch.testing.assert_close(torch.tensor(r.info["curvature"]), S, atol=1e-6, rtol=1e-4)
+        assert float(S[~torch.tensor(fixed)].min()) > 0 and r.info["n_hvp"] == m * (len(fixed) - sum(fixed))
+
+
+def test_hvp_groups():
+    # budget 40 position rows, m = 2, n = 10: a row from 2 is 8 long -> 2 tokens (32 rows); within 8 / 4 = 2 of start
+    assert hvp_groups([2, 3, 4, 5, 9], 10, 2, 40, True) == [(2, [2, 3], 2), (4, [4, 5], 2), (9, [9], 2)]
+    assert hvp_groups([2, 3, 9], 10, 2, 40, False) == [(0, [2], 2), (0, [3], 2), (0, [9], 2)]  # whole rows: 20 each
+    assert hvp_groups([1, 8], 10, 4, 20, True) == [(1, [1], 2), (8, [8], 4)]  # 9 positions: 2 probes per call
+    assert hvp_groups([0], 10, 3, 5, True) == [(0, [0], 1)]  # never fewer than one probe per call
+    assert hvp_groups([], 10, 3, 50, True) == []
 
 
 def test_probes_depend_on_seed_and_token_index_only():
@@ -225,8 +245,11 @@ def test_counts_chunks_and_options_recorded(tiny_llama):
     a = ex.attribute(TEXT, method="heta", n_probes=3, internal_batch_size=4)
     b = ex.attribute(TEXT, method="heta", n_probes=3)
     torch.testing.assert_close(a.scores, b.scores, atol=1e-6, rtol=1e-5)
-    n = sum(a.attributable)
-    assert a.info["n_hvp"] == 3 * n and a.info["n_forwards"] == n + 2 and a.info["hvp_batches"] == math.ceil(3 * n / 4)
+    n, L = sum(a.attributable), len(a.attributable)
+    plan = hvp_groups([i for i in range(L) if a.attributable[i]], L, 3, 4 * L, True)
+    # the reference forward; n masked inputs and n curvature rows, each after a prefix forward
+    assert a.info["n_hvp"] == 3 * n and a.info["n_forwards"] == 2 * n + 3
+    assert a.info["hvp_batches"] == sum(math.ceil(3 / per) for _, _, per in plan) < 3 * n
     assert a.options["preset"] == "paper" and a.options["rollout"] == "head_mean" and a.options["objective"] == "logprob"
     o = ex.attribute(TEXT, method="heta", n_probes=3, preset="official")
     assert (o.options["rollout"], o.options["value_source"], o.options["gate_norm"]) == ("per_head", "residual", "context")
