@@ -57,7 +57,7 @@ def test_token_occlusion_equals_a_plain_loop(tiny, measure, baseline):
     vals, _ = _loop(ex, TEXT, 5, row, sets, measure)
     torch.testing.assert_close(res.scores, _tokens_from_sets(len(ids), sets, vals), atol=1e-5, rtol=1e-4)
     assert res.options["baseline"].split(":")[0] == (baseline or "reference")
-    assert res.info["n_forwards"] == len(sets) + 1
+    assert res.info["n_forwards"] == len(sets) + 2  # the masked inputs, the input, the prefix (KV) forward
 
 
 def test_word_occlusion_masks_each_word_together(tiny_gpt2):
