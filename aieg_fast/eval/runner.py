@@ -35,7 +35,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from ..explainer import Explainer
 
 __all__ = ["evaluate", "evaluate_example", "eval_target_fn", "RunSettings", "CONTROLS", "DEFAULT_METHODS", "EVAL_TARGET_FNS",
-           "TOPK_SWEEP", "CONFIG_FILE"]
+           "TOPK_SWEEP", "CONFIG_FILE", "explainer_for", "run_config", "run_shards", "score_attribution", "summarise_run"]
 
 CONTROLS = ("random",)  # methods that are controls, not attribution methods
 #: the methods ``evaluate`` runs by default (and ``aieg-fast evaluate --methods``).
@@ -158,7 +158,7 @@ def _examples(dataset: str, data_dir, n: int, start: int) -> List[Tuple[str, int
     return data
 
 
-def _explainer(model, **placement) -> "Explainer":
+def explainer_for(model, **placement) -> "Explainer":
     """``model`` itself when it is an explainer (has ``attribute`` and ``adapter``), else
     :func:`~aieg_fast.explainer.load_model` of it (None, a hub id or a folder) with
     ``placement`` (device, dtype, device_map; those left at None are not passed)."""
@@ -187,8 +187,9 @@ def _prompt(ex: "Explainer", dataset: str, template, labels) -> Tuple[Optional[s
 # ============================================================================================
 # settings and resume
 # ============================================================================================
-def _run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> dict:
-    """The recorded settings (``config.json``) of a run."""
+def run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> dict:
+    """The recorded settings (``config.json``) of a run (also of
+    :func:`~aieg_fast.eval.generation_runner.evaluate_generation`, which adds its own)."""
     config = {
         "model": ex.name or type(ex.model).__name__, "dataset": dataset, "max_tokens": s.max_tokens, "seed": s.seed,
         "topk": s.topk, "n_steps": s.n_steps, "n_samples": s.n_samples, "pis": s.pis, "prob_space": s.prob_space,
@@ -306,8 +307,22 @@ def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, tar
     return attrs, base
 
 
-def _score(ex: "Explainer", s: RunSettings, a, ctx) -> dict:
-    """The metrics of one attribution (hard only, or all), with its top-k sweep."""
+def score_attribution(ex: "Explainer", s: RunSettings, a, ctx) -> dict:
+    """The metrics of one attribution (hard only, or all, under ``s``), with its top-k sweep.
+
+    Args:
+        ex: the explainer. s: the run's settings (``hard_only``, ``topk``, ``ties``,
+            ``n_samples``, ``pis``, ``normalise``, ``soft_maps``, ``topk_sweep``).
+        a: a next-token :class:`~aieg_fast.result.Attribution` (scores Tensor[L]).
+        ctx: its :class:`~aieg_fast.eval.context.MetricContext` (:func:`prepare`).
+
+    Returns:
+        The flat dict of :func:`~aieg_fast.eval.metrics.flat_metrics` (probabilities and
+        metrics without unit, in [0, 1] except log-odds), with ``topk_sweep`` when asked.
+
+    Raises:
+        ValueError: ``ctx`` prepared for another input than ``a`` (and what the metrics raise).
+    """
     if s.hard_only:
         r = flat_metrics(hard_metrics(ex, a, s.topk, ties=s.ties, ctx=ctx), None, {"degenerate": ctx.degenerate})
     else:
@@ -364,7 +379,7 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
     for m in methods:
         a, t_attr = attrs[m]
         t0 = time.perf_counter()
-        r = _score(ex, s, a, ctx)
+        r = score_attribution(ex, s, a, ctx)
         r["time_attribution_s"] = t_attr
         r["time_metrics_s"] = time.perf_counter() - t0
         r["scores"] = [float(x) for x in a.scores.tolist()]
@@ -485,7 +500,7 @@ def evaluate(
     out = writable_folder(out_dir)
     data = _examples(dataset, data_dir, n, start)
     with start_processes(distributed) as procs:
-        ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
+        ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, dataset, template, labels)
         check_models(ex, specs, method_options, CONTROLS)
         settings = RunSettings(
@@ -493,11 +508,11 @@ def evaluate(
             n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise, ties=ties,
             internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
             hard_only=metrics == "hard", soft_maps=tuple(soft_maps), target_fn=target_fn)
-        config = _run_config(ex, dataset, settings, metrics)
+        config = run_config(ex, dataset, settings, metrics)
         computed, skipped = _run_shards(procs, ex, settings, config, out, dataset, data, start, methods, progress)
         if not procs.main:  # rank 0 merged the parts and reports
             return dict(NO_SUMMARY, computed=computed, skipped=skipped, out_dir=str(out), rank=procs.rank)
-        return dict(_summarise_run(out, [_example_id(dataset, i) for i in range(len(data))], methods, config, settings,
+        return dict(summarise_run(out, [_example_id(dataset, i) for i in range(len(data))], methods, config, settings,
                                    reference, metrics, plot), computed=computed, skipped=skipped, out_dir=str(out))
 
 
@@ -507,27 +522,44 @@ NO_SUMMARY = {"rows": [], "summary_md": "", "plot": None, "plots": [], "failed":
 
 def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out: Path, dataset: str, data, start: int,
                 methods: Sequence[str], progress: bool) -> Tuple[int, int]:
-    """Rank 0 prepares the folder (settings, repair, parts left by an interrupted run); each
-    process computes its share of the missing examples into its own file (``records.jsonl``
-    for a single process); rank 0 merges the parts. (examples computed by all processes,
-    examples found done)."""
+    """:func:`run_shards` over the examples of ``data`` from ``start`` on; (examples computed by
+    all processes, examples found done)."""
+    computed, left = run_shards(procs, config, out, lambda done: _todo(dataset, data, start, methods, done),
+                                lambda todo, done, path, show: _run_examples(ex, s, todo, done, path, show), progress)
+    return computed, len(data) - start - left
+
+
+def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, dict]], list],
+               work: Callable[[list, Dict[str, dict], Path, bool], int], progress: bool) -> Tuple[int, int]:
+    """The example loop of a run folder, on one process or under torchrun.
+
+    Rank 0 prepares the folder (settings, repair, parts left by an interrupted run); every
+    process reads the records done, ``plan(done)`` lists the examples still to compute, and each
+    process computes its share with ``work(todo, done, path, progress)`` (the count computed)
+    into its own file (``records.jsonl`` for a single process); rank 0 merges the parts. Used
+    by :func:`evaluate` and :func:`~aieg_fast.eval.generation_runner.evaluate_generation`.
+
+    Returns:
+        (examples computed by all processes, examples that were left to compute).
+    """
     procs.check(prepare_folder(out, config) if procs.main else None)
     rec_path = out / RECORDS_FILE
     done = read_records(rec_path)
-    todo = _todo(dataset, data, start, methods, done)
+    todo = plan(done)
     path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
-    computed = _run_examples(ex, s, shard(todo, procs), done, path, progress and procs.main)
+    computed = work(shard(todo, procs), done, path, progress and procs.main)
     computed = sum(procs.gather(computed))
     procs.barrier()
     if procs.main:
         gather_parts(out)
-    return computed, len(data) - start - len(todo)
+    return computed, len(todo)
 
 
-def _summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config: dict, s: RunSettings, reference: str,
+def summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config: dict, s: RunSettings, reference: str,
                    metrics: str, plot: bool) -> dict:
     """The summary of the records of ``ids`` in ``out`` (tables, plots); the examples whose
-    input was refused are listed, not summarised. The part of :func:`evaluate`'s result it makes."""
+    input was refused are listed, not summarised. The part of :func:`evaluate`'s result (and of
+    :func:`~aieg_fast.eval.generation_runner.evaluate_generation`'s) it makes."""
     allrec = read_records(out / RECORDS_FILE)
     found = [allrec[e] for e in ids if e in allrec]
     records = [r for r in found if "skipped" not in r]
