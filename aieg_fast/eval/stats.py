@@ -8,7 +8,8 @@
 * :func:`mean_ci` — n, mean and CI of the finite values;
 * :func:`summarise` / :func:`summarise_topk` — one row per (method, metric) or (method, k,
   metric) over the records of :mod:`aieg_fast.eval.records`, the rows of ``summary.csv`` and
-  ``summary_topk.csv``.
+  ``summary_topk.csv``; :func:`summarise_steps` — one row per (method, generated step, metric)
+  over the per-step metrics of a generation run, the rows of ``summary_steps.csv``.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import numpy as np
 
 from .metrics import HARD_METRICS, METRICS, metric_base
 
-__all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "summarise", "summarise_topk"]
+__all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "summarise", "summarise_topk",
+           "summarise_steps"]
 
 #: the method the paired tests compare against by default.
 REFERENCE_METHOD = "integrated_gradients"
@@ -144,4 +146,28 @@ def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence
             for metric in HARD_METRICS:
                 vals = [r["methods"].get(m, {}).get("topk_sweep", {}).get(key, {}).get(metric) for r in records]
                 rows.append({"method": m, "topk": k, "metric": metric, **mean_ci(vals, seed)})
+    return rows
+
+
+def summarise_steps(records: Sequence[dict], methods: Sequence[str], metrics: Sequence[str], seed: int = 0) -> List[dict]:
+    """Rows (method, step, metric, n, mean, CI) of the per-step metrics of a generation run.
+
+    Each record's ``methods[m]["steps"]`` holds one dict of metrics per generated step t (0 =
+    the first generated token; :func:`~aieg_fast.eval.generation_runner.evaluate_generation`).
+    Step t's row covers the examples that generated at least t + 1 tokens; NaN (a degenerate
+    step's soft metrics) and missing values are left out. The CI resamples examples.
+
+    Raises:
+        ValueError: a name in ``metrics`` that is not in :data:`~aieg_fast.eval.metrics.METRICS`.
+    """
+    bad = [m for m in metrics if m not in METRICS]
+    if bad:
+        raise ValueError(f"metrics has unknown name(s) {bad}; choose from {list(METRICS)}")
+    rows = []
+    for m in methods:
+        steps = [r["methods"].get(m, {}).get("steps") or [] for r in records]
+        for t in range(max((len(s) for s in steps), default=0)):
+            for metric in metrics:
+                vals = [s[t].get(metric) for s in steps if len(s) > t]
+                rows.append({"method": m, "step": t, "metric": metric, "better": METRICS[metric], **mean_ci(vals, seed)})
     return rows
