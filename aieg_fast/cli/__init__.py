@@ -6,7 +6,8 @@
   extension, compared;
 * :mod:`.methods` — ``aieg-fast methods``: the attribution methods;
 * :mod:`.info` — ``aieg-fast info``: versions and extension build;
-* :mod:`.evaluate` — ``aieg-fast evaluate``: faithfulness metrics on a sentiment dataset;
+* :mod:`.evaluate` — ``aieg-fast evaluate``: faithfulness metrics on a sentiment dataset or on
+  generated text, per step;
 * :mod:`.attribute_dataset` — ``aieg-fast attribute-dataset``: every example of a file
   attributed, resumable, data parallel under torchrun;
 * :mod:`.train_nano` — ``aieg-fast train-nano``: GPT-nano on SST-2 train;

@@ -1,5 +1,6 @@
 """``aieg-fast evaluate``: faithfulness metrics of attribution methods on a sentiment dataset
-(:func:`aieg_fast.eval.evaluate`); prints the summary table."""
+(:func:`aieg_fast.eval.evaluate`), or on the generated continuations of a JSON-lines file of
+prompts, per generated step (:func:`aieg_fast.eval.evaluate_generation`); prints the summary table."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,8 @@ import sys
 
 from ..datasets import DATASETS, EVALUATION_DATASETS
 from .common import add_model_options, placement
-from ..eval import DEFAULT_METHODS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, METRIC_SETS, PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate
+from ..eval import (DEFAULT_METHODS, DEFAULT_N_NEW_TOKENS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, METRIC_SETS, PROB_SPACES,
+                    REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation)
 
 __all__ = ["add_parser", "run", "parse_fractions"]
 
@@ -26,11 +28,13 @@ def parse_fractions(s: str):
 
 def add_parser(sub) -> None:
     """Add the ``evaluate`` subcommand to the subparsers ``sub``."""
-    ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a sentiment dataset",
+    ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a sentiment dataset or generated text",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     folder_files = ", ".join(DATASETS[k].file for k in EVALUATION_DATASETS if DATASETS[k].file)
     add_model_options(ev)
-    ev.add_argument("--dataset", default="sst2-sample", choices=list(EVALUATION_DATASETS))
+    ev.add_argument("--dataset", default="sst2-sample", metavar="{" + ",".join(EVALUATION_DATASETS) + "} or PATH.jsonl",
+                    help="a sentiment dataset, or a JSON-lines file of prompts (one object per line with 'prompt', "
+                         "optional 'id' and 'reference'): their continuations are evaluated per generated step")
     ev.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated methods, each optionally with options as name:option=value[:option=value] "
                     "(e.g. aieg:ef_mode=none); 'random' is the control")
     ev.add_argument("--n", type=int, default=20, help="evaluate examples 0 … N-1 of the dataset (START … N-1 with --start)")
@@ -65,14 +69,53 @@ def add_parser(sub) -> None:
     ev.add_argument("--data-dir", default=None,
                     help=f"folder with {folder_files} (default: $AIEG_FAST_DATA, "
                          "else the copies shipped with the package)")
+    gen = ev.add_argument_group("generated text (--dataset PATH.jsonl)")
+    gen.add_argument("--n-new-tokens", type=int, default=DEFAULT_N_NEW_TOKENS,
+                     help="tokens generated greedily per prompt (ReAGent's 10); with --teacher-forced, the reference is cut to this many")
+    gen.add_argument("--teacher-forced", action="store_true", help="explain each prompt's 'reference' instead of the greedy output")
+    gen.add_argument("--prompt-only", action="store_true",
+                     help="hold the generated prefix fixed: attribute and perturb the prompt only (default: the whole context, "
+                          "prompt and generated prefix, as ReAGent)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.set_defaults(fn=run)
+
+
+def _generation_file(dataset: str):
+    """The path of a JSON-lines prompt file named by ``--dataset``, None for a registry name.
+
+    Raises:
+        ValueError: neither a dataset of the registry nor a ``.jsonl`` file.
+    """
+    if dataset in EVALUATION_DATASETS:
+        return None
+    if dataset.endswith(".jsonl"):
+        return dataset
+    raise ValueError(f"--dataset must be one of {list(EVALUATION_DATASETS)} or a .jsonl file of prompts, got {dataset!r}")
+
+
+def _run_generation(args, path: str) -> dict:
+    """:func:`~aieg_fast.eval.evaluate_generation` on the prompts of ``path`` with the options given.
+
+    Raises:
+        ValueError: an option of label tasks only (--max-tokens, --start, --prob-space labels).
+    """
+    wrong = [o for o, bad in (("--max-tokens", args.max_tokens is not None), ("--start", args.start != 0),
+                              ("--prob-space labels", args.prob_space == "labels")) if bad]
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)}: not for generated text (p is over the vocabulary; use --n for the number of prompts)")
+    return evaluate_generation(
+        args.model, path, methods=args.methods, n_new_tokens=args.n_new_tokens, teacher_forced=args.teacher_forced,
+        interpolate_generated=not args.prompt_only, metrics=args.metrics, out_dir=args.out, n=args.n, seed=args.seed,
+        topk=args.topk, topk_sweep=args.topk_sweep, reference=args.reference, n_steps=args.n_steps, n_samples=args.n_samples,
+        soft_maps=args.soft_maps, ties=args.ties, target_fn=args.target_fn, progress=not args.no_progress,
+        **({"pis": args.pis} if args.pis else {}), **placement(args))
 
 
 def run(args) -> int:
     """Run the evaluation and print its summary; 0, or 2 on a missing data file."""
     try:
-        res = evaluate(
+        path = _generation_file(args.dataset)
+        res = _run_generation(args, path) if path is not None else evaluate(
             model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, max_tokens=args.max_tokens,
             out_dir=args.out, seed=args.seed, topk=args.topk, n_steps=args.n_steps, n_samples=args.n_samples,
             prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
