@@ -63,7 +63,8 @@ def _pad_token_id(ex) -> int:
 
 
 def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
-    """Greedy continuation with ``model.generate``; stops early at EOS (the EOS token is kept)."""
+    """Greedy continuation with ``model.generate``; stops early at EOS (the EOS token is kept).
+    RuntimeError when it returns no new token."""
     from transformers import GenerationConfig
 
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=ex.device)
@@ -76,7 +77,10 @@ def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=pad, eos_token_id=eos)
     with model_prepared(ex.model), torch.no_grad():
         out = ex.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
-    return [int(i) for i in out[0, len(prompt_ids) :].tolist()]
+    new = [int(i) for i in out[0, len(prompt_ids) :].tolist()]
+    if not new:
+        raise RuntimeError("model.generate returned no new token")
+    return new
 
 
 def _given_ids(ex, generated_text, context: str):
@@ -131,11 +135,7 @@ def continuation_ids(ex, prompt: str, max_new_tokens: int = 8, generated_text: O
     prompt_ids, _, full_prompt, _ = ex.encode_with_offsets(prompt, template)
     gen_ids = _given_ids(ex, generated_text, full_prompt)[0] if generated_text is not None else None
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
-    if gen_ids is None:
-        gen_ids = _greedy(ex, prompt_ids, max_new_tokens)
-        if not gen_ids:
-            raise RuntimeError("model.generate returned no new token")
-    return gen_ids
+    return _greedy(ex, prompt_ids, max_new_tokens) if gen_ids is None else gen_ids
 
 
 @holding_model_lock
@@ -240,8 +240,6 @@ def attribute_generation(
         t = time.perf_counter()
         gen_ids = _greedy(ex, prompt_ids, max_new_tokens)
         timing["generate"] = time.perf_counter() - t
-        if not gen_ids:
-            raise RuntimeError("model.generate returned no new token")
     gen_fixed = [(not interpolate_generated) or (i in ex.special_ids) for i in gen_ids]
     Lp, T = len(prompt_ids), len(gen_ids)
     # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T
