@@ -45,3 +45,15 @@ for spec in "50 25" "200 8" "400 2"; do
   aieg-fast evaluate --dataset imdb --max-tokens "$1" --n "$2" --methods $M --n-steps 20 --metrics hard \
       --prob-space labels --seed 0 --out "$OUT/imdb_$1" --no-progress
 done
+
+# 5. Open generation (issue 17; not run yet): attributions of generated text, per generated step, on the
+#    embedded SmolLM2-135M-Instruct. Each prompt is continued greedily for 10 tokens (ReAGent's setting),
+#    or its reference is explained (--teacher-forced); the metrics perturb the whole context, prompt and
+#    generated prefix (--prompt-only: the prompt). The prompt files are those of $DATA (TellMeWhy is read
+#    from there only: its licence is unknown). HETA is left out for its cost on a CPU; add it on a GPU.
+GEN="--methods $M,occlusion --n-new-tokens 10 --n-steps 20 $SOFT --seed 0 --no-progress"
+aieg-fast evaluate --dataset "$DATA/tellmewhy_test_annotated.jsonl" --n 464 $GEN --out "$OUT/gen_tellmewhy"
+aieg-fast evaluate --dataset "$DATA/tellmewhy_test_annotated.jsonl" --n 464 $GEN --teacher-forced --out "$OUT/gen_tellmewhy_forced"
+aieg-fast evaluate --dataset "$DATA/tellmewhy_reagent_prompts.jsonl" --n 25 $GEN --out "$OUT/gen_tellmewhy_reagent"
+aieg-fast evaluate --dataset "$DATA/wikibio_test100.jsonl" --n 100 $GEN --out "$OUT/gen_wikibio"
+aieg-fast evaluate --dataset "$DATA/reagent_wikitext_prompts.jsonl" --n 22 $GEN --out "$OUT/gen_wikitext"
