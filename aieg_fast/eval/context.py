@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -121,6 +121,10 @@ class MetricContext:
     instance_id: object
     batch_size: int
     tie_seed: int = 0
+    #: p(y | masked input) already computed for this instance, keyed by the draws' tag and the
+    #: exact keep probabilities (:func:`~aieg_fast.eval.soft.soft_probs`): two soft maps (or two
+    #: methods) that give the same keep probabilities share one batched forward.
+    probs_memo: Dict[Tuple, Tensor] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def degenerate(self) -> bool:

@@ -438,7 +438,9 @@ def evaluate(
         methods: attribution method specs (a list or a comma-separated string): a method name,
             optionally with options as ``name:option=value[:option=value]`` (e.g.
             ``aieg:ef_mode=none`` for the ablation without emphasis factor; see
-            :func:`~aieg_fast.methods.registry.parse_method_spec`); ``random`` is the
+            :func:`~aieg_fast.methods.registry.parse_method_spec`); path methods also take
+            the baseline settings of :data:`~aieg_fast.eval.checks.BASELINE_KEYS`
+            (``integrated_gradients:baseline=zero``); ``random`` is the
             random-scores control. The ``uniform`` π-Soft control is always computed.
         n: number of examples (the first n of the dataset).
         reference: the method the paired tests compare against (default
