@@ -15,18 +15,19 @@ method allows; :mod:`aieg_fast.generation`) and scores every generated step with
   with the random-scores and uniform controls. The soft draws are seeded by (seed, example id,
   step), so every method sees the same ones at a step (common random numbers).
 * **Which positions are perturbed at step t** (``interpolate_generated``): by default (True)
-  the prompt's text tokens *and* the generated prefix y_<t — the whole context, as ReAGent
-  (Zhao & Shan 2024, arXiv 2402.00794) perturbs it and as Grad-ELLM's open-generation
-  heatmaps cover it. The generated prefix drives the next token as much as the prompt does
-  (often more: the previous token), so a metric that could not remove it would credit the
-  prompt with what the prefix decides and leave many steps degenerate (p(y_t | x_∅) ≥
-  p(y_t | x)). The methods then attribute the prefix too (``interpolate_generated=True`` of
-  :meth:`~aieg_fast.explainer.Explainer.attribute_generation`): the metrics perturb exactly the
-  positions each method ranked. With False, the prefix is held fixed in the attribution and
-  in the metrics, and only the prompt is scored and perturbed (what ``attribute_generation``
-  explains by default). Template and special tokens are never perturbed. Deleting a position
-  (comprehensiveness, sufficiency) may remove the last context token; the next-token
-  distribution is still read at the last position left, as ReAGent does.
+  the prompt's text tokens *and* the generated prefix y_<t, the whole context, as ReAGent
+  (Zhao & Shan 2024, arXiv 2402.00794; its ``benchmark.py`` scores step t on
+  ``generated_ids[:target_pos]``) perturbs it; which positions Grad-ELLM perturbs is not known
+  (specs/grad_ellm.md §6, question 4). From the second step on, the tokens just before y_t are
+  generated ones; a metric that holds them fixed measures only the prompt's share of the
+  prediction, and its empty input x_∅ (prompt zeroed, prefix kept) can leave p(y_t) as high as
+  the full input does (a degenerate step). The methods then attribute the prefix too
+  (``interpolate_generated=True`` of :meth:`~aieg_fast.explainer.Explainer.attribute_generation`),
+  so the metrics perturb exactly the positions each method ranked. With False, the prefix is
+  held fixed in the attributions and in the metrics, and only the prompt is scored and
+  perturbed (what ``attribute_generation`` explains by default). Template and special tokens are
+  never perturbed. Deleting positions (comprehensiveness, sufficiency) may remove the last
+  context token; the next-token distribution is then read at the last position left.
 * **Aggregation.** Each metric is averaged over the steps of an example (the soft ones over its
   non-degenerate steps), then over the examples (specs/grad_ellm.md §5.3 item 6); the bootstrap
   CIs and the paired tests against ``reference`` resample examples, whose steps are not
