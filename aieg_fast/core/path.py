@@ -188,8 +188,10 @@ def integrate_emphasized(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_nor
     divided at the end. This saves the forward-only pass over the main grid that
     :func:`emphasis` needs. The raw weights come from ``ops.emphasis_factors`` on the chunk
     with the previous step prepended (``norm="none"`` returns w/M', undone here). Supports
-    ``ef_mode`` fd / none and ``ef_sign`` abs / signed / relu (``minmax`` needs the global
-    min and max and goes through :func:`emphasis`).
+    ``ef_mode`` fd / none / completeness and ``ef_sign`` abs / signed / relu (``minmax`` needs
+    the global min and max and goes through :func:`emphasis`). ``"completeness"`` also needs
+    the slope s_m = G_m·Δ of each step, taken here from the same gradients; its weights are
+    used as they are (no normalisation).
 
     Returns:
         (ieg list of Tensor[L], ef list of Tensor[M], path logits list of Tensor[M])
@@ -199,16 +201,23 @@ def integrate_emphasized(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_nor
     d = batch.embeds.shape[-1]
     inner = "sum" if reduce == "sum" else "none"
     shape = (L,) if inner == "sum" else (L, d)
+    complete = ef_mode == "completeness"
     U = [torch.zeros(shape, dtype=torch.float32, device=dev) for _ in range(B)]
     V = [torch.zeros(shape, dtype=torch.float32, device=dev) for _ in range(B)]
     raw = [torch.zeros(a.numel(), dtype=torch.float32, device=dev) for a in alphas]
     path = [torch.zeros(a.numel(), dtype=torch.float32, device=dev) for a in alphas]
+    slopes = [torch.zeros(a.numel(), dtype=torch.float32, device=dev) for a in alphas] if complete else None
     delta = batch.delta
     for b, ms, f, g in path_chunks(ctx, alphas, True):
         path[b][ms] = f
         lo = max(ms.start - 1, 0)  # prepend the previous step so its increment is known
-        w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, ef_sign, "none", backend=backend)
-        w = w.float()[ms.start - lo :] * (ms.stop - lo)
+        if complete:
+            slopes[b][ms] = (g.float() * delta[b].float()).sum((-2, -1))
+            w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, "abs", "none",
+                                     slopes[b][lo : ms.stop], backend=backend).float()[ms.start - lo :]
+        else:
+            w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, ef_sign, "none", backend=backend)
+            w = w.float()[ms.start - lo :] * (ms.stop - lo)
         raw[b][ms] = w
         U[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=backend).float()
         if ef_norm == "l1":
@@ -217,11 +226,14 @@ def integrate_emphasized(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_nor
     ieg, efs = [], []
     for b in range(B):
         M = alphas[b].numel()
-        if not bool(torch.isfinite(path[b]).all()):  # the op's rule: non-finite logits → NaN EF
-            efs.append(torch.full((M,), float("nan"), device=dev))
+        if not bool(torch.isfinite(path[b]).all()) or (complete and not bool(torch.isfinite(slopes[b]).all())):
+            efs.append(torch.full((M,), float("nan"), device=dev))  # the op's rule: non-finite inputs → NaN EF
             ieg.append(torch.full(shape[:1], float("nan"), device=dev))
             continue
-        if ef_norm == "none":
+        if complete:
+            efs.append(raw[b])
+            acc = U[b]
+        elif ef_norm == "none":
             efs.append(raw[b] / M)
             acc = U[b] / M
         else:
