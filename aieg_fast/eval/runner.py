@@ -431,21 +431,19 @@ def evaluate(
     """Evaluate attribution methods with every metric of :mod:`aieg_fast.eval.metrics`.
 
     Args:
-        model: an :class:`~aieg_fast.explainer.Explainer`, a model id / folder, or None
-            (embedded SmolLM2-135M-Instruct).
-        dataset: an evaluation dataset of :data:`aieg_fast.datasets.DATASETS`: ``sst2-sample``,
-            ``sst2-dev``, ``sst2-test`` or ``imdb``.
+        model: an :class:`~aieg_fast.explainer.Explainer`, a model id / folder, or None (embedded
+            SmolLM2-135M-Instruct). dataset: an evaluation dataset of
+            :data:`aieg_fast.datasets.DATASETS`: ``sst2-sample``, ``sst2-dev``, ``sst2-test``, ``imdb``.
         methods: attribution method specs (a list or a comma-separated string): a method name,
             optionally with options as ``name:option=value[:option=value]`` (e.g.
             ``aieg:ef_mode=none`` for the ablation without emphasis factor; see
-            :func:`~aieg_fast.methods.registry.parse_method_spec`); path methods also take
-            the baseline settings of :data:`~aieg_fast.eval.checks.BASELINE_KEYS`
-            (``integrated_gradients:baseline=zero``); ``random`` is the
-            random-scores control. The ``uniform`` π-Soft control is always computed.
-        n: number of examples (the first n of the dataset).
-        reference: the method the paired tests compare against (default
-            ``integrated_gradients``; e.g. ``aieg`` for an ablation table). Not part of the
-            recorded settings: rerun with another reference to re-summarise.
+            :func:`~aieg_fast.methods.registry.parse_method_spec`); path methods also take the
+            baseline settings of :data:`~aieg_fast.eval.checks.BASELINE_KEYS`
+            (``integrated_gradients:baseline=zero``); ``random`` is the random-scores control.
+            The ``uniform`` π-Soft control is always computed.
+        n: number of examples (the first n of the dataset). reference: the method the paired
+            tests compare against (default ``integrated_gradients``; e.g. ``aieg`` for an ablation
+            table). Not part of the recorded settings: rerun with another reference to re-summarise.
         start: compute only examples ``start … n-1`` (the summary covers those in the records);
             to share a run between processes use torchrun (``distributed``), not shards.
         max_tokens: truncate each text to this many tokens (AIEG's 50 / 200 / 400 buckets).
