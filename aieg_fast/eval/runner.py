@@ -68,7 +68,7 @@ from .folder import gather_parts, prepare_folder
 from .records import RECORDS_FILE, append_record, read_records
 from .report import plot_pi_soft, write_summary
 from .run_checks import check_methods, check_run_settings
-from .stats import REFERENCE_METHOD, summarise
+from .stats import REFERENCE_METHOD, chance_check, summarise
 
 if TYPE_CHECKING:
     from ..explainer import Explainer
@@ -147,7 +147,7 @@ def eval_target_fn(target_fn: str, prob_space: str) -> str:
 # ============================================================================================
 # argument checks
 # ============================================================================================
-def _explainer(model, **placement) -> "Explainer":
+def explainer_for(model, **placement) -> "Explainer":
     """``model`` itself when it is an explainer (has ``attribute`` and ``adapter``), else
     :func:`~aieg_fast.explainer.load_model` of it (None, a hub id or a folder) with
     ``placement`` (device, dtype, device_map; those left at None are not passed)."""
@@ -174,7 +174,10 @@ def _prompt(ex: "Explainer", spec: DatasetSpec, template, labels) -> Tuple[Optio
     context = template  # the label words follow the prompt: without its fields
     for f in spec.fields if template is not None else ():
         context = context.replace("{" + f + "}", "")
-    return template, labels, [ex.resolve_target(l, context=context)["id"] for l in labels]
+    try:
+        return template, labels, [ex.resolve_target(l, context=context)["id"] for l in labels]
+    except (ValueError, TypeError) as err:
+        raise type(err)(f"labels: {err}") from None
 
 
 # ============================================================================================
@@ -442,11 +445,11 @@ def evaluate(
 
     Returns:
         ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots", "failed",
-        "failures"}``: examples computed in this call / found in the records; the first π-Soft
-        plot (or None) and all (one per soft map); the examples whose input was refused (too many
-        tokens, none attributable), recorded with ``"skipped"`` (the reason) and listed, while
-        the run goes on. Under torchrun ``computed`` counts all processes'; other ranks than 0
-        return no summary and ``"rank"``.
+        "failures", "chance"}``: examples computed in this call / found in the records; the first
+        π-Soft plot (or None) and all; the examples whose input was refused (too many tokens, none
+        attributable), recorded with ``"skipped"`` and listed; the accuracy against chance
+        (:func:`~aieg_fast.eval.stats.chance_check`). Under torchrun other ranks than 0 return
+        no summary and ``"rank"``.
 
     Raises:
         ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a
@@ -465,7 +468,7 @@ def evaluate(
     target_fn = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space)  # BoolQ: contrast
     out = writable_folder(out_dir)
     with start_processes(distributed) as procs:
-        ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
+        ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, spec, template, labels)
         check_models(ex, specs, method_options, CONTROLS)
         settings = RunSettings(
@@ -482,7 +485,7 @@ def evaluate(
 
 
 #: the summary part of :func:`evaluate`'s result on the processes other than rank 0
-NO_SUMMARY = {"rows": [], "summary_md": "", "plot": None, "plots": [], "failed": 0, "failures": []}
+NO_SUMMARY = {"rows": [], "summary_md": "", "plot": None, "plots": [], "failed": 0, "failures": [], "chance": None}
 
 
 def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out: Path, data: List[dict], start: int,
@@ -518,4 +521,5 @@ def _summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config
     pngs = [plot_pi_soft(out, records, methods, s.pis, m) for m in s.soft_maps] if plot and metrics == "all" else []
     pngs = [str(p) for p in pngs if p]
     return {"rows": rows, "summary_md": md, "plot": pngs[0] if pngs else None, "plots": pngs, "failed": len(refused),
+            "chance": chance_check(records),
             "failures": [{"id": r["id"], "reason": r["skipped"]} for r in refused]}
