@@ -60,8 +60,9 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
 
     Raises:
         ValueError: an unknown name, a dataset of another task (names the runner to use), a
-            user dataset without ``label_field``, an empty dataset, repeated ids, ``start`` too
-            large; a malformed file (names the file and line). FileNotFoundError: a missing file.
+            user dataset without ``label_field``, a template without the dataset's fields, an
+            empty dataset, repeated ids, ``start`` too large; a malformed file (names the file
+            and line). FileNotFoundError: a missing file.
     """
     user = not (isinstance(dataset, str) and dataset in DATASETS)
     if user and label_field is None:
@@ -69,6 +70,11 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
                          f"{str(dataset)!r}; a file without labels is a generation dataset")
     spec, data = _spec_and_records(dataset, data_dir, dict(text_field=text_field, label_field=label_field, template=template,
                                                             labels=labels, id_field=id_field))
+    if template is not None and not user:
+        off = [f for f in spec.fields if template.count("{" + f + "}") != 1]
+        if off:
+            raise ValueError(f"template must name each field of dataset {spec.name!r} once ("
+                             + ", ".join("{" + f + "}" for f in spec.fields) + f"); {', '.join(off)} is not, in {template!r}")
     if spec.task not in CLASSIFICATION_TASKS:
         runner = "aieg_fast.eval.evaluate_longra" if spec.task == "longra" else "the generation evaluation"
         raise ValueError(f"dataset {spec.name!r} is a {spec.task} dataset; evaluate scores classification datasets: use {runner}")

@@ -93,6 +93,13 @@ def test_boolq_run_contrast_fields_resume(tiny_gpt2, tmp_path, tiny_boolq):
     assert held["computed"] == 2 and [r["id"] for r in recs] == ["boolq:1", "boolq:3"]
 
 
+def test_template_must_name_the_dataset_fields(tiny_gpt2, tmp_path, tiny_boolq):
+    with pytest.raises(ValueError, match=r"template must name each field of dataset 'boolq' once \(\{passage\}, \{question\}\); "
+                                         r"question is not"):
+        E.evaluate(tiny_gpt2, dataset="boolq", data_dir=tiny_boolq, template="{passage} ?", out_dir=tmp_path / "r", **KW)
+    assert not (tmp_path / "r").exists()
+
+
 def test_max_tokens_cuts_the_first_field(tiny_gpt2, tmp_path, tiny_boolq):
     E.evaluate(tiny_gpt2, dataset="boolq", data_dir=tiny_boolq, methods="saliency", n=1, max_tokens=6, out_dir=tmp_path / "r", **KW)
     rec = json.loads((tmp_path / "r" / "records.jsonl").read_text().splitlines()[0])
