@@ -69,15 +69,21 @@ def test_longra_and_generation_records(monkeypatch, tmp_path):
         D.load_records("tellmewhy-reagent", data_dir=tmp_path)
 
 
-@pytest.mark.parametrize("content, match", [
-    ('{"id": "a", "prompt": "x"}\n{"id": "b"}\n', r"line 2 has no 'prompt' key"),
-    ('{"id": "a", "prompt": "x", "reference": 3}\n', r"record 1 \(a\): 'reference' must be a string or null, got int"),
-    ('{"id": "a", "prompt": 5}\n', r"line 1: 'prompt' must be str, got int"),
+@pytest.mark.parametrize("name, content, match", [
+    ("wikibio", '{"id": "a", "prompt": "x"}\n{"id": "b"}\n', r"line 2 has no 'prompt' key"),
+    ("wikibio", '{"id": "a", "prompt": "x", "reference": 3}\n', r"line 1 \(a\): 'reference' must be a string or null, got int"),
+    ("wikibio", '{"id": "a", "prompt": 5}\n', r"line 1: 'prompt' must be str, got int"),
+    ("boolq", '{"idx": 0, "question": "q", "passage": "p", "label": 1}\n\n{"idx": 1, "question": "q", "passage": "p", "label": 2}\n',
+     r"line 3 \(idx 1\): 'label' must be 0 \(no\) or 1 \(yes\), got 2"),
+    ("boolq", '{"idx": 0, "question": "q", "passage": "p", "label": true}\n', r"line 1: 'label' must be int, got bool"),
+    ("longra", '{"id": "x", "prompt": "in Paris (a b). the", "target": "c", "relative": "Rome"}\n',
+     r"line 1 \(x\): its relative 'Rome' is not in its prompt"),
+    ("longra", '{"id": "x", "prompt": "in Paris, the", "target": "c", "relative": "Paris"}\n', r"line 1 \(x\) has no 'distractor'"),
 ])
-def test_generation_file_errors_name_the_line(tmp_path, content, match):
-    (tmp_path / "wikibio_test100.jsonl").write_text(content, encoding="utf-8")
+def test_task_file_errors_name_the_line(tmp_path, name, content, match):
+    (tmp_path / D.DATASETS[name].file).write_text(content, encoding="utf-8")
     with pytest.raises(ValueError, match=match):
-        D.load_records("wikibio", data_dir=tmp_path)
+        D.load_records(name, data_dir=tmp_path)
 
 
 def test_user_dataset_files_and_objects(tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from typing import Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 __all__ = ["text_lines", "read_sst2_tsv", "read_jsonl", "read_json_objects", "read_boolq", "read_longra", "read_generation"]
 
@@ -60,17 +60,20 @@ def read_sst2_tsv(path) -> List[Tuple[str, int]]:
     return rows
 
 
-def read_json_objects(path, required: Dict[str, tuple]) -> List[dict]:
+def read_json_objects(path, required: Dict[str, Optional[tuple]], check: Optional[Callable[[dict], Optional[str]]] = None) -> List[dict]:
     """The JSON objects of a JSON-lines file (blank lines skipped), each checked to hold the
-    ``required`` keys with values of the given types.
+    ``required`` keys with values of the given types, then by ``check``.
 
     Args:
         path: the file (gzipped when it ends in ``.gz``).
-        required: key → accepted types, e.g. ``{"prompt": (str,), "reference": (str, type(None))}``.
+        required: key → accepted types (e.g. ``(str, type(None))``; a bool is accepted only when
+            ``bool`` is listed), or None to ask only that the key is there.
+        check: ``object -> None`` or what is wrong with it (said after the file and line).
 
     Raises:
-        ValueError: a line that is not UTF-8, not JSON, not an object, without a required key or
-            with a value of another type (names the file, the line and the key).
+        ValueError: a line that is not UTF-8, not JSON, not an object, without a required key,
+            with a value of another type, or refused by ``check`` (names the file, the line and
+            the key).
     """
     rows = []
     for no, line in text_lines(path):
@@ -81,16 +84,26 @@ def read_json_objects(path, required: Dict[str, tuple]) -> List[dict]:
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: line {no} is not JSON ({err.msg} at column {err.colno}): {line[:80]!r}") from None
         if not isinstance(r, dict):
-            raise ValueError(f"{path}: line {no} is not a JSON object: {line[:80]!r}")
+            raise ValueError(f"{path}: line {no} is not a JSON object with {', '.join(repr(k) for k in required)}: {line[:80]!r}")
         missing = [k for k in required if k not in r]
         if missing:
             raise ValueError(f"{path}: line {no} has no {' and no '.join(repr(k) for k in missing)} key (keys: {sorted(r)})")
         for k, types in required.items():
-            if not isinstance(r[k], types) or (isinstance(r[k], bool) and bool not in types):
+            if types is not None and (not isinstance(r[k], types) or (isinstance(r[k], bool) and bool not in types)):
                 want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
                 raise ValueError(f"{path}: line {no}: {k!r} must be {want}, got {type(r[k]).__name__} {str(r[k])[:40]!r}")
+        problem = check(r) if check is not None else None
+        if problem:
+            raise ValueError(f"{path}: line {no} {problem}")
         rows.append(r)
     return rows
+
+
+def _text_and_label(r: dict) -> Optional[str]:
+    label = r["label"]
+    if not isinstance(r["text"], str) or isinstance(label, bool) or label not in (0, 1):
+        return f"needs a string 'text' and a 'label' of 0 or 1, got text {type(r['text']).__name__}, label {label!r}"
+    return None
 
 
 def read_jsonl(path) -> List[Tuple[str, int]]:
@@ -101,25 +114,7 @@ def read_jsonl(path) -> List[Tuple[str, int]]:
         ValueError: a line that is not UTF-8, not a JSON object, without ``text`` or ``label``,
             or with a wrong type (names the file and line).
     """
-    rows = []
-    for no, line in text_lines(path):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {no} is not JSON ({err.msg} at column {err.colno}): {line[:80]!r}") from None
-        if not isinstance(r, dict):
-            raise ValueError(f"{path}: line {no} is not a JSON object with 'text' and 'label': {line[:80]!r}")
-        missing = [k for k in ("text", "label") if k not in r]
-        if missing:
-            raise ValueError(f"{path}: line {no} has no {' and no '.join(repr(k) for k in missing)} key (keys: {sorted(r)})")
-        label = r["label"]
-        if not isinstance(r["text"], str) or isinstance(label, bool) or label not in (0, 1):
-            raise ValueError(f"{path}: line {no} needs a string 'text' and a 'label' of 0 or 1, got "
-                             f"text {type(r['text']).__name__}, label {label!r}")
-        rows.append((r["text"], int(label)))
-    return rows
+    return [(r["text"], int(r["label"])) for r in read_json_objects(path, {"text": None, "label": None}, _text_and_label)]
 
 
 def read_boolq(path) -> List[dict]:
@@ -133,11 +128,23 @@ def read_boolq(path) -> List[dict]:
         ValueError: a line without ``idx`` (int), ``question`` / ``passage`` (str) or a ``label``
             of 0 or 1, or not JSON / UTF-8 (names the file and line).
     """
-    rows = read_json_objects(path, {"idx": (int,), "question": (str,), "passage": (str,), "label": (int,)})
-    for no, r in enumerate(rows, start=1):
-        if r["label"] not in (0, 1):
-            raise ValueError(f"{path}: record {no} (idx {r['idx']}): 'label' must be 0 (no) or 1 (yes), got {r['label']!r}")
-    return rows
+    return read_json_objects(path, {"idx": (int,), "question": (str,), "passage": (str,), "label": (int,)},
+                             lambda r: None if r["label"] in (0, 1) else f"(idx {r['idx']}): 'label' must be 0 (no) or 1 (yes), got {r['label']!r}")
+
+
+def _longra_row(r: dict) -> Optional[str]:
+    """Fill in a LongRA row's distractor and reference; what is wrong with it, or None."""
+    p = r["prompt"]
+    if not isinstance(r.get("distractor"), str):
+        if "(" not in p or ")." not in p[p.index("("):]:
+            return f"({r['id']}) has no 'distractor' and its prompt no '(...).' clause"
+        r["distractor"] = p[p.index("("): p.index(").", p.index("(")) + 2]
+    for k in ("distractor", "relative"):
+        if r[k] not in p:
+            return f"({r['id']}): its {k} {r[k]!r} is not in its prompt"
+    if not isinstance(r.get("reference"), str) or not r["reference"].strip():
+        r["reference"] = " " + r["target"]
+    return None
 
 
 def read_longra(path) -> List[dict]:
@@ -155,19 +162,19 @@ def read_longra(path) -> List[dict]:
             distractor or relative word that is not in the prompt; not JSON / UTF-8 (names the
             file and line).
     """
-    rows = read_json_objects(path, {k: (str,) for k in ("id", "prompt", "target", "relative")})
-    for no, r in enumerate(rows, start=1):
-        p = r["prompt"]
-        if not isinstance(r.get("distractor"), str):
-            if "(" not in p or ")." not in p[p.index("("):]:
-                raise ValueError(f"{path}: record {no} ({r['id']}) has no 'distractor' and its prompt no '(...).' clause")
-            r["distractor"] = p[p.index("("): p.index(").", p.index("(")) + 2]
-        for k in ("distractor", "relative"):
-            if r[k] not in p:
-                raise ValueError(f"{path}: record {no} ({r['id']}): its {k} {r[k]!r} is not in its prompt")
-        if not isinstance(r.get("reference"), str) or not r["reference"].strip():
-            r["reference"] = " " + r["target"]
-    return rows
+    return read_json_objects(path, {k: (str,) for k in ("id", "prompt", "target", "relative")}, _longra_row)
+
+
+def _generation_row(r: dict) -> Optional[str]:
+    """Fill in a generation row's reference(s); what is wrong with it, or None."""
+    ref, refs = r.get("reference"), r.get("references")
+    if ref is not None and not isinstance(ref, str):
+        return f"({r['id']}): 'reference' must be a string or null, got {type(ref).__name__}"
+    if refs is not None and not (isinstance(refs, list) and all(isinstance(x, str) for x in refs)):
+        return f"({r['id']}): 'references' must be a list of strings, got {refs!r:.60}"
+    r["reference"] = ref
+    r["references"] = list(refs) if refs is not None else ([ref] if ref is not None else [])
+    return None
 
 
 def read_generation(path) -> List[dict]:
@@ -180,13 +187,4 @@ def read_generation(path) -> List[dict]:
             string or null, ``references`` that is not a list, or not JSON / UTF-8 (names the
             file and line).
     """
-    rows = read_json_objects(path, {"id": (str,), "prompt": (str,)})
-    for no, r in enumerate(rows, start=1):
-        ref, refs = r.get("reference"), r.get("references")
-        if ref is not None and not isinstance(ref, str):
-            raise ValueError(f"{path}: record {no} ({r['id']}): 'reference' must be a string or null, got {type(ref).__name__}")
-        if refs is not None and not (isinstance(refs, list) and all(isinstance(x, str) for x in refs)):
-            raise ValueError(f"{path}: record {no} ({r['id']}): 'references' must be a list of strings, got {refs!r:.60}")
-        r["reference"] = ref
-        r["references"] = list(refs) if refs is not None else ([ref] if ref is not None else [])
-    return rows
+    return read_json_objects(path, {"id": (str,), "prompt": (str,)}, _generation_row)

@@ -33,7 +33,6 @@ LongRA has its own runner (:mod:`aieg_fast.eval.longra`).
 """
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 from dataclasses import dataclass
