@@ -183,7 +183,7 @@ def longra_filter(ex: "Explainer", rec: dict) -> dict:
 
 def _instance(ex: "Explainer", rec: dict, kept: dict, methods: Sequence[str], specs: dict, settings: dict) -> dict:
     """The record of one kept instance: each method's scores and metrics."""
-    out = {"id": rec["id"], "index": rec["index"], "category": rec.get("category"), "relative": rec["relative"],
+    out = {"id": rec["id"], "index": rec["index"], "prompt": rec["prompt"], "category": rec.get("category"), "relative": rec["relative"],
            "target": rec["target"], "target_id": kept["target_id"], "relative_pos": kept["relative_pos"],
            "distractor_pos": kept["distractor_pos"], "n_tokens": kept["n_tokens"],
            "n_attributable": int(sum(kept["attributable"])),
