@@ -157,7 +157,8 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
         inputs, single = check_input_ids(input_ids, vocab_size, max_positions)
     else:
         if not is_text(text) and not (isinstance(text, (list, tuple)) and all(is_text(t) for t in text)):
-            raise TypeError(f"text must be a str (or a mapping of template fields to str) or a list of them, got {type(text).__name__}")
+            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__} (a text may also be a mapping of "
+                            "template fields to str)")
         single = is_text(text)
         inputs = [text] if single else list(text)
         if not inputs:
