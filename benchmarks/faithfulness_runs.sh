@@ -45,3 +45,16 @@ for spec in "50 25" "200 8" "400 2"; do
   aieg-fast evaluate --dataset imdb --max-tokens "$1" --n "$2" --methods $M --n-steps 20 --metrics hard \
       --prob-space labels --seed 0 --out "$OUT/imdb_$1" --no-progress
 done
+
+# 5. BoolQ (issue 17): the zero-shot SmolLM2 on the first 300 dev questions (passage and question
+#    attributed, the contrast target by default), then the same recipe as run 1 on BoolQ: LoRA on the
+#    even-idx half of the dev set, evaluated on the odd-idx half (boolq-heldout, disjoint).
+#    Not run yet: no result is recorded for it.
+aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEEP --seed 0 --out "$OUT/boolq" --no-progress
+aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
+aieg-fast evaluate --model "$OUT/smollm2-boolq" --dataset boolq-heldout --n 300 --methods $M --n-steps 20 $SOFT $SWEEP \
+    --seed 0 --out "$OUT/boolq_heldout_ft" --no-progress
+
+# 6. LongRA (issue 17): every rebuilt instance; the filter (one-token words, right with and without the
+#    distractor) decides which are scored. Not run yet.
+aieg-fast evaluate --dataset longra --n 573 --methods $M --n-steps 20 --seed 0 --out "$OUT/longra" --no-progress

@@ -18,9 +18,27 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from .metrics import HARD_METRICS, METRICS, soft_key
-from .stats import REFERENCE_METHOD, bootstrap_band, summarise_topk
+from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_topk
 
-__all__ = ["write_csv", "fmt", "topk_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
+__all__ = ["write_csv", "fmt", "chance_lines", "topk_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
+
+
+def chance_lines(records: Sequence[dict]) -> List[str]:
+    """The markdown lines on the accuracy against chance (:func:`~aieg_fast.eval.stats.chance_check`):
+    one line, and a warning paragraph when the model answers at chance."""
+    c = chance_check(records)
+    if not c["n"]:
+        return []
+    line = (f"Accuracy {fmt(c['accuracy'])} against chance {fmt(c['chance'])} (the better of the majority label's share "
+            f"{fmt(c['majority'])} and a uniform guess; one-sided exact binomial p = {fmt(c['p'], 4)}).")
+    if not c["at_chance"]:
+        return ["", line]
+    few = f" (n = {c['n']} may be too few for the test to tell: evaluate more examples)" if c["n"] < 30 else ""
+    return ["", line, "", f"**The accuracy is not above chance** (p ≥ 0.05){few}. A model that answers at chance does "
+            "not decide from the text, and the faithfulness metrics then cannot separate the methods (each attribution "
+            "explains a decision that is not there). Use a model that decides, e.g. one fine-tuned on the task (README: "
+            "\"A model that decides\"; for BoolQ `aieg-fast train-sentiment --task boolq`, evaluated on "
+            "`--dataset boolq-heldout`)."]
 
 
 def write_csv(path: Path, rows: List[dict]) -> None:
@@ -107,6 +125,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
         f"n_steps = {config['n_steps']}; max_tokens = {config['max_tokens']}; seed = {config['seed']}; "
         f"prob_space = {config['prob_space']}; {tie_info}" + ("; hard metrics only." if hard else "."),
         "",
+        *[x for x in chance_lines(records)[1:] + [""] if records],
         "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better." + map_info + " "
         + (
             f"`*` / `**`: paired test against {reference} p < 0.05 / p < 0.01 ({', '.join(tests) or 'no test'})."
