@@ -13,7 +13,7 @@ from .core.diagnostics import warn
 from .core.adaptive_quadrature import AUTO_MAX_STEPS
 from .core.call import apply_baseline, check_targets_against, flag_rows, multi_token_inputs, resolve_call, run_samples, target_prob
 from .core.context import Context, progress_bar, run_method
-from .core.inputs import fixed_by_specials, inputs_and_targets
+from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
@@ -123,7 +123,9 @@ class Explainer:
     def encode(self, text: str, template: Optional[str] = None, add_special_tokens: bool = True):
         """Token ids of ``text`` (optionally placed in ``template`` at ``{text}``) and a fixed mask.
 
-        Positions outside the text (template tokens) and special tokens are held fixed. The ids
+        ``text`` may be a mapping of fields placed in the template at ``{<field>}`` each
+        (:func:`~aieg_fast.core.inputs.fill_template`; BoolQ's passage and question): every
+        field is attributed. Positions outside the text (template tokens) and special tokens are held fixed. The ids
         start with exactly one BOS (for a tokenizer that adds one) whatever the text holds: a
         text or template that starts with the BOS string (a chat template rendered to text) gets
         no second one.
@@ -132,8 +134,8 @@ class Explainer:
             (ids List[int], fixed List[bool])
 
         Raises:
-            ValueError: empty text, a template without ``{text}``, or more tokens than the
-                model's maximum positions.
+            ValueError: empty text (or field), a template without ``{text}`` (or a field), or
+                more tokens than the model's maximum positions.
 
         Warns:
             AttributionWarning: the text holds a special-token string (say ``"<|endoftext|>"``)
@@ -157,21 +159,12 @@ class Explainer:
         Warns:
             AttributionWarning: as :meth:`encode`.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        if not text.strip():
-            raise ValueError(f"text is empty, got {text!r}")
-        if template is None:
-            full, span = text, (0, len(text))
-        else:
-            if template.count("{text}") != 1:
-                raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
-            pre, post = template.split("{text}", 1)
-            full, span = pre + text + post, (len(pre), len(pre) + len(text))
+        full, fields = fill_template(text, template)
         fast = bool(getattr(self.tokenizer, "is_fast", False))
         enc = self.tokenizer(full, add_special_tokens=add_special_tokens, return_offsets_mapping=fast or template is not None)
         ids, spans = one_bos(list(enc["input_ids"]), enc.get("offset_mapping"), getattr(self.tokenizer, "bos_token_id", None))
-        typed = typed_specials(self.tokenizer, text, ids, leading_bos_ok=span[0] == 0)
+        typed = typed_specials(self.tokenizer, text if isinstance(text, str) else "\n".join(text.values()), ids,
+                               leading_bos_ok=fields[0][0] == 0)
         if typed:
             warn(f"text holds {typed}, typed as text: the tokenizer reads each as its special token, which is held fixed "
                  "(not attributed); remove it from the text, or put such markup in template= (a chat template rendered "
@@ -180,8 +173,7 @@ class Explainer:
         fixed = [i in special for i in ids]
         if template is not None:
             for k, (s, e) in enumerate(spans):
-                inside = e > span[0] and s < span[1]
-                if not inside:
+                if not any(e > a and s < b for a, b in fields):
                     fixed[k] = True
         limit = self.adapter.max_positions
         if len(ids) > limit:
@@ -346,7 +338,8 @@ class Explainer:
 
         Args:
             text (str or list of str): the input; a list is attributed as one padded batch and
-                gives one result per text (same scores as one at a time).
+                gives one result per text (same scores as one at a time). A text may be a mapping
+                of fields, each at its ``{field}`` of the template (all attributed).
             input_ids: token ids in place of ``text``, used as given (no tokenisation, no BOS
                 added, no template): a list of ints or Tensor[L] long, or a batch (a list of
                 such lists, or Tensor[B, L] long). Special tokens are held fixed.
@@ -360,7 +353,7 @@ class Explainer:
                 ``max_steps`` points (default 257) (:mod:`~aieg_fast.core.adaptive_quadrature`).
             internal_batch_size (int, optional): path points per forward/backward; bounds peak
                 memory. None = chosen from ``max_memory`` (default "2GB").
-            template (str, optional): prompt with ``{text}``; template tokens are held fixed.
+            template (str, optional): prompt with ``{text}`` (or ``{field}``s); its tokens are held fixed.
             target_fn: the explained F (:mod:`aieg_fast.core.objective`): ``"logit"`` (default),
                 ``"logprob"``, ``"prob"`` (specs/aieg.md §6.2), ``"label_logprob"`` (log p of the
                 target renormalised over ``label_set``: what label-set metrics score), or a

@@ -49,18 +49,18 @@ not attributed, ``signal_flags``, ``time_attribution_s``, ``time_metrics_s``}) a
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from ..core.diagnostics import AttributionWarning
 from ..core.validation import check_placement
+from ..datasets import DATASETS, is_dataset_file, load_records, user_dataset
 from ..generation import continuation_ids
 from ..result import Attribution
 from ..runs import rank_device, start as start_processes, writable_folder
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from ..explainer import Explainer
 
 __all__ = ["DEFAULT_N_NEW_TOKENS", "GENERATION_TARGET_FNS", "GenerationSettings", "evaluate_generation",
-           "evaluate_generation_example", "check_prompt_records", "read_prompt_file", "mean_over_steps"]
+           "evaluate_generation_example", "check_prompt_records", "load_prompts", "mean_over_steps"]
 
 #: tokens generated per prompt by default: ReAGent's ``--max_new_tokens`` (Zhao & Shan 2024).
 DEFAULT_N_NEW_TOKENS = 10
@@ -99,37 +99,34 @@ class GenerationSettings(RunSettings):
 # ============================================================================================
 # prompts
 # ============================================================================================
-def read_prompt_file(path) -> List[dict]:
-    """The rows of a JSON-lines file of prompts: one object per line with ``"prompt"`` (a
-    non-empty string) and optionally ``"id"``, ``"reference"`` (a string) and ``"references"``
-    (a list of strings); other keys are kept. Blank lines are skipped.
+def load_prompts(records, data_dir=None, text_field: str = "text", target_field: Optional[str] = None,
+                 id_field: Optional[str] = None) -> Tuple[str, List[dict]]:
+    """(name, rows) of the prompts to evaluate: a generation dataset of the registry
+    (``wikibio``, ``wikitext``, ``tellmewhy``, ``tellmewhy-reagent``;
+    :func:`~aieg_fast.datasets.load_records`, from ``data_dir``), a user's file or rows object
+    (:func:`~aieg_fast.datasets.user_dataset` with ``text_field`` as the prompt and
+    ``target_field`` as the reference), or a list of dicts (``"records"``, as given).
 
     Raises:
-        FileNotFoundError: no such file. ValueError: the file is not UTF-8, a line is not a
-            JSON object, or it has no string ``prompt`` (names the file and line), or the file
-            has no row.
+        ValueError: a dataset of another task (names the runner to use), an unknown name, a
+            malformed file (names the file, line and field). FileNotFoundError: a missing file
+            (for TellMeWhy, why it is not shipped).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no prompt file {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text (byte {err.start}); save it as UTF-8") from None
-    rows = []
-    for no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {no} is not JSON ({err.msg} at column {err.colno}): {line[:80]!r}") from None
-        if not isinstance(r, dict) or not isinstance(r.get("prompt"), str):
-            raise ValueError(f"{path}: line {no} needs a JSON object with a string 'prompt', got {line[:80]!r}")
-        rows.append(r)
-    if not rows:
-        raise ValueError(f"{path} holds no prompt (one JSON object with a 'prompt' per line)")
-    return rows
+    if isinstance(records, str) and records in DATASETS:
+        task = DATASETS[records].task
+        if task != "generation":
+            runner = {"longra": "evaluate_longra"}.get(task, "evaluate")
+            raise ValueError(f"records: dataset {records!r} is a {task} dataset; evaluate_generation scores generation "
+                             f"datasets ({', '.join(k for k, d in DATASETS.items() if d.task == 'generation')}): use "
+                             f"aieg_fast.eval.{runner}")
+        return records, load_records(records, data_dir)
+    if isinstance(records, (list, tuple)):
+        return "records", list(records)
+    if isinstance(records, (str, Path)) and not is_dataset_file(records):
+        raise ValueError(f"records must be a generation dataset ({', '.join(k for k, d in DATASETS.items() if d.task == 'generation')}), "
+                         f"a .jsonl / .json / .csv / .tsv file or a list of dicts, got {str(records)!r}")
+    spec, rows = user_dataset(records, text_field=text_field, target_field=target_field, id_field=id_field)
+    return spec.name, rows
 
 
 def check_prompt_records(records, teacher_forced: bool, dataset: str) -> List[dict]:
@@ -144,7 +141,7 @@ def check_prompt_records(records, teacher_forced: bool, dataset: str) -> List[di
             (each names the row).
     """
     if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
-        raise ValueError(f"records must be a list of dicts with a 'prompt' (or a JSON-lines file), got {type(records).__name__}")
+        raise ValueError(f"records must be a list of dicts with a 'prompt', got {type(records).__name__}")
     out, seen = [], set()
     for i, r in enumerate(records):
         if not isinstance(r, dict):
@@ -385,6 +382,10 @@ def evaluate_generation(
     metrics: str = "all",
     out_dir: Union[str, Path] = "generation_out",
     dataset: Optional[str] = None,
+    data_dir=None,
+    text_field: str = "text",
+    target_field: Optional[str] = None,
+    id_field: Optional[str] = None,
     n: Optional[int] = None,
     seed: int = 0,
     topk: float = 0.20,
@@ -419,10 +420,12 @@ def evaluate_generation(
     Args:
         model: an :class:`~aieg_fast.explainer.Explainer` (a causal LM), a model id / folder, or
             None (embedded SmolLM2-135M-Instruct).
-        records: dicts with ``"prompt"`` and optionally ``"id"``, ``"reference"``,
-            ``"references"`` (:func:`check_prompt_records`; the rows of
-            ``aieg_fast.datasets.load_records`` for a generation dataset), or the path of a
-            JSON-lines file of them (:func:`read_prompt_file`).
+        records: the prompts: a generation dataset of the registry (``"wikibio"``, ``"wikitext"``,
+            ``"tellmewhy"``, ``"tellmewhy-reagent"``; TellMeWhy from ``data_dir``), a file
+            (``.jsonl``, ``.json``, ``.csv``, ``.tsv``) or rows object read with ``text_field``
+            (the prompt), ``target_field`` (the reference) and ``id_field``
+            (:func:`~aieg_fast.datasets.user_dataset`), or a list of dicts with ``"prompt"`` and
+            optionally ``"id"``, ``"reference"``, ``"references"`` (:func:`load_prompts`).
         n_new_tokens: tokens per continuation (default 10, ReAGent's); with ``teacher_forced``
             the reference is cut to this many tokens (None: all of it). Greedy decoding stops
             early at EOS (which is kept as the last step).
@@ -432,7 +435,8 @@ def evaluate_generation(
         out_dir: output folder, reused to resume (records of (example id, method) pairs done
             are kept; a record with the same id but another prompt is refused).
         dataset: the name recorded in ``config.json`` and the summary's title (default: the
-            file's name, or ``"records"``); ids of rows without one are ``"<dataset>:<index>"``.
+            dataset's or file's name, or ``"records"``); ids of rows without one are
+            ``"<dataset>:<index>"``.
         n: evaluate the first n prompts (None: all).
         target_fn: the F every method explains at each step: ``"auto"`` (default) = ``"logprob"``,
             log p(y_t) over the vocabulary (what the metrics score), or ``"logit"`` / ``"prob"``.
@@ -440,21 +444,20 @@ def evaluate_generation(
 
     Returns:
         As :func:`~aieg_fast.eval.runner.evaluate`: ``{"rows", "summary_md", "computed",
-        "skipped", "out_dir", "plot", "plots", "failed", "failures"}`` (``rows``: one per method
-        and metric, over examples; ``failed``: prompts refused, e.g. too long for the model).
+        "skipped", "out_dir", "plot", "plots", "failed", "failures", "chance"}`` (``rows``: one
+        per method and metric, over examples; ``failed``: prompts refused, e.g. too long for the
+        model; ``chance``: None, there are no labels).
 
     Raises:
         ValueError: bad arguments (each names the argument), prompts without a ``prompt`` (or
             a reference with ``teacher_forced``), repeated ids, a model that is not a causal LM,
             settings that differ from those recorded in ``out_dir``; all before any record is
-            written. FileNotFoundError: a missing prompt file.
+            written. FileNotFoundError: a missing data file.
     """
-    if isinstance(records, (str, Path)):
-        dataset = dataset or Path(records).stem
-        records = read_prompt_file(records)
-    dataset = dataset or "records"
     methods, specs = check_methods(methods, reference, CONTROLS)
-    rows = check_prompt_records(records, teacher_forced, dataset)
+    name, raw = load_prompts(records, data_dir, text_field, target_field, id_field)
+    dataset = dataset or name
+    rows = check_prompt_records(raw, teacher_forced, dataset)
     n = len(rows) if n is None else n
     topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, None, 0, seed, topk, metrics, topk_sweep, n_samples, pis, "vocab",
                                                     normalise, soft_maps, ties)

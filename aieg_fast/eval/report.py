@@ -19,9 +19,27 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from .metrics import HARD_METRICS, METRICS, soft_key
-from .stats import REFERENCE_METHOD, bootstrap_band, summarise_steps, summarise_topk
+from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
+__all__ = ["write_csv", "fmt", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
+
+
+def chance_lines(records: Sequence[dict]) -> List[str]:
+    """The markdown lines on the accuracy against chance (:func:`~aieg_fast.eval.stats.chance_check`):
+    one line, and a warning paragraph when the model answers at chance."""
+    c = chance_check(records)
+    if not c["n"]:
+        return []
+    line = (f"Accuracy {fmt(c['accuracy'])} against chance {fmt(c['chance'])} (the better of the majority label's share "
+            f"{fmt(c['majority'])} and a uniform guess; one-sided exact binomial p = {fmt(c['p'], 4)}).")
+    if not c["at_chance"]:
+        return ["", line]
+    few = f" (n = {c['n']} may be too few for the test to tell: evaluate more examples)" if c["n"] < 30 else ""
+    return ["", line, "", f"**The accuracy is not above chance** (p ≥ 0.05){few}. A model that answers at chance does "
+            "not decide from the text, and the faithfulness metrics then cannot separate the methods (each attribution "
+            "explains a decision that is not there). Use a model that decides, e.g. one fine-tuned on the task (README: "
+            "\"A model that decides\"; for BoolQ `aieg-fast train-sentiment --task boolq`, evaluated on "
+            "`--dataset boolq-heldout`)."]
 
 
 def write_csv(path: Path, rows: List[dict]) -> None:
@@ -75,8 +93,8 @@ _MAP_TEXT = {
 
 
 def _settings_lines(config: dict, records: Sequence[dict], hard: bool) -> List[str]:
-    """The lines under the summary's title: the examples (with the accuracy of a label task, or
-    the generated steps of a generation run) and the run's settings."""
+    """The lines under the summary's title: the examples (with the accuracy of a label task and
+    :func:`chance_lines`, or the generated steps of a generation run) and the run's settings."""
     n = len(records)
     generation = config.get("task") == "generation"
     if generation:
@@ -95,16 +113,16 @@ def _settings_lines(config: dict, records: Sequence[dict], hard: bool) -> List[s
     max_tokens = "" if generation else f"max_tokens = {config['max_tokens']}; "
     lines = [what + soft_info + f"top-k = {config['topk']}; n_steps = {config['n_steps']}; {max_tokens}seed = {config['seed']}; "
              f"prob_space = {config['prob_space']}; {tie_info}" + ("; hard metrics only." if hard else ".")]
-    if generation:
-        mode = (f"the references, teacher-forced, up to {config['n_new_tokens']} tokens" if config["teacher_forced"]
-                else f"greedy continuations of up to {config['n_new_tokens']} new tokens")
-        where = ("the prompt's text tokens and the generated prefix y_<t" if config["interpolate_generated"]
-                 else "the prompt's text tokens (the generated prefix y_<t held fixed)")
-        lines += ["", f"Generated text: {mode}. Step t explains the generated token y_t from its context prompt ⊕ y_<t and "
-                  f"the metrics perturb {where}, scoring p(y_t | context) over the vocabulary. Each metric is averaged over "
-                  "the steps of an example (soft metrics over its non-degenerate steps), then over the examples; the CIs "
-                  "and paired tests resample examples. Per-step means: summary_steps.csv."]
-    return lines
+    if not generation:
+        return lines + chance_lines(records)
+    mode = (f"the references, teacher-forced, up to {config['n_new_tokens']} tokens" if config["teacher_forced"]
+            else f"greedy continuations of up to {config['n_new_tokens']} new tokens")
+    where = ("the prompt's text tokens and the generated prefix y_<t" if config["interpolate_generated"]
+             else "the prompt's text tokens (the generated prefix y_<t held fixed)")
+    return lines + ["", f"Generated text: {mode}. Step t explains the generated token y_t from its context prompt ⊕ y_<t and "
+                    f"the metrics perturb {where}, scoring p(y_t | context) over the vocabulary. Each metric is averaged over "
+                    "the steps of an example (soft metrics over its non-degenerate steps), then over the examples; the CIs "
+                    "and paired tests resample examples. Per-step means: summary_steps.csv."]
 
 
 def step_lines(out: Path, records: Sequence[dict], methods: Sequence[str], metrics: Sequence[str], seed: int = 0) -> List[str]:

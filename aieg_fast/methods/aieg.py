@@ -42,10 +42,11 @@ class AIEGOptions(Options):
             grid (``adaptive=False``); the adaptive grid's samples are left ends of their
             sub-steps, so it stops at α_M = 1 − δ_M and that last sub-step is left out; see
             :func:`aieg_fast.reference.emphasis_factors`). ef_sign: ``"abs"``, ``"signed"``,
-            ``"relu"``, ``"minmax"``. ef_norm: ``"l1"`` or ``"none"``. ``"completeness"``
-            needs ``ef_sign="abs"`` (its weights are never negative), ``ef_norm="none"`` and
-            ``stream_ef=True`` (its weights need the gradient pass's slopes); other values are
-            refused.
+            ``"relu"``, ``"minmax"``. ef_norm: ``"l1"`` or ``"none"``; left out (None), the
+            mode's own: ``"l1"``, and ``"none"`` for ``"completeness"`` (the options record the
+            value used). ``"completeness"`` needs ``ef_sign="abs"`` (its weights are never
+            negative), ``ef_norm="none"`` and ``stream_ef=True`` (its weights need the gradient
+            pass's slopes); other values are refused.
         attn_layers: ``"last"``, ``"all"``, ``"rollout"``, a list of layers, or ``"none"``
             (attention = 1) (§6.7). attn_heads: ``"mean"`` or ``"max"``. attn_source:
             ``"input"`` (α = 1) or ``"path"`` (|EF|-weighted mean along the path).
@@ -63,7 +64,7 @@ class AIEGOptions(Options):
     idg_compat_quirk: bool = False
     ef_mode: str = "fd"
     ef_sign: str = "abs"
-    ef_norm: str = "l1"
+    ef_norm: Optional[str] = None
     attn_layers: Any = "last"
     attn_heads: str = "mean"
     attn_source: str = "input"
@@ -74,6 +75,11 @@ class AIEGOptions(Options):
     final_norm: str = "none"
     token_reduction: str = "sum"
     stream_ef: bool = True
+
+    def __post_init__(self):
+        if self.ef_norm is None:  # the mode's own normalisation (recorded as the value used)
+            object.__setattr__(self, "ef_norm", "none" if self.ef_mode == "completeness" else "l1")
+        super().__post_init__()
 
     def validate(self):
         check_choice("alloc", self.alloc, ALLOC_MODES)
@@ -113,7 +119,7 @@ class AIEG(Method):
     * Emphasis factor (§6.5): EF_m = |w_m| / Σ|w|, w_m = (f_m − f_{m−1}) δ_m/(α_m − α_{m−1}),
       w_1 = 0, from the path logits (forward-only pass); flat logit → 1/M (IG).
       ``ef_mode`` ∈ {fd, autograd, none, completeness}, ``ef_sign`` ∈ {abs, signed, relu,
-      minmax}, ``ef_norm`` ∈ {l1, none}. ``ef_mode="completeness"`` (with ``ef_norm="none"``)
+      minmax}, ``ef_norm`` ∈ {l1, none}. ``ef_mode="completeness"`` (never normalised)
       weights step m by clip(Δf_m/((G_m·Δ)·g_m), 0, 1)·g_m, which damps steps whose gradient
       over-predicts the logit's change and, where no step is clipped, keeps Σ_i ieg_i equal to
       the logit's change along the grid (see :class:`AIEGOptions`).

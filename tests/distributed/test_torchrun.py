@@ -127,7 +127,8 @@ def test_evaluate_generation_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     rows = [{"id": "a", "prompt": "the movie is good"}, {"id": "b", "prompt": " ".join(["good"] * 80)},
             {"id": "c", "prompt": "what a wonderful story"}]
     prompts.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    args = ["evaluate", "--dataset", str(prompts), "--model", str(tiny_gpt2_dir), "--methods", "saliency,random",
+    args = ["evaluate", "--dataset", str(prompts), "--text-field", "prompt", "--id-field", "id", "--model", str(tiny_gpt2_dir),
+            "--methods", "saliency,random",
             "--n-new-tokens", "2", "--n-samples", "1", "--pis", "0.5", "--device", "cpu", "--no-progress"]
     assert cli.main([*args, "--out", str(tmp_path / "one")]) == 0
     _torchrun("-m", "aieg_fast.cli", *args, "--out", str(tmp_path / "two"))

@@ -1,6 +1,7 @@
 """Faithfulness of attributions of generated text, per step (aieg_fast.eval.generation_runner),
 on the tiny random GPT-2: the step instance, resume by (example, method), teacher forcing,
-the perturbed positions, the per-step summary, bad input, and the command line."""
+the perturbed positions, the per-step summary, where the prompts come from, bad input, and the
+command line."""
 from __future__ import annotations
 
 import json
@@ -140,7 +141,7 @@ def test_mean_over_steps():
 
 @pytest.mark.parametrize("records, kw, match", [
     ([], {}, "records holds no prompt"),
-    ("not a list", {}, "no prompt file"),
+    ("not a list", {}, "records must be a generation dataset"),
     ([{"id": "x"}], {}, r"records\[0\] needs a non-empty string 'prompt'"),
     ([{"id": "x", "prompt": "a"}, {"id": "x", "prompt": "b"}], {}, "repeats the id 'x'"),
     ([{"prompt": "a"}], {"teacher_forced": True}, r"teacher_forced needs a reference.*records\[0\] \(records:0\)"),
@@ -152,7 +153,7 @@ def test_mean_over_steps():
     (PROMPTS, {"n_samples": 0}, "n_samples must be a positive int"),
 ])
 def test_bad_input_refused_before_work(tiny_gpt2, tmp_path, records, kw, match):
-    with pytest.raises((ValueError, FileNotFoundError), match=match):
+    with pytest.raises(ValueError, match=match):
         G.evaluate_generation(tiny_gpt2, records, out_dir=tmp_path / "o", **{**dict(methods="saliency", progress=False), **kw})
     assert not (tmp_path / "o").exists()
 
@@ -163,27 +164,33 @@ def test_classifier_refused(tiny_gpt2_clf, tmp_path):
     assert not (tmp_path / "config.json").exists()
 
 
-def test_read_prompt_file_errors(tmp_path):
-    good = tmp_path / "p.jsonl"
-    good.write_text('{"id": 1, "prompt": "the movie"}\n\n{"prompt": "is good", "reference": " yes"}\n', encoding="utf-8")
-    assert [r["prompt"] for r in G.read_prompt_file(good)] == ["the movie", "is good"]
-    cases = {"bad.jsonl": (b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n', "not UTF-8 text"),
-             "nokey.jsonl": (b'{"prompt": "ok"}\n{"text": "no prompt"}\n', "line 2 needs a JSON object with a string 'prompt'"),
-             "notjson.jsonl": (b'{"prompt": "ok"}\n{prompt\n', "line 2 is not JSON"),
-             "empty.jsonl": (b"\n\n", "holds no prompt")}
-    for name, (data, match) in cases.items():
-        (tmp_path / name).write_bytes(data)
-        with pytest.raises(ValueError, match=match):
-            G.read_prompt_file(tmp_path / name)
-    with pytest.raises(FileNotFoundError, match="no prompt file"):
-        G.read_prompt_file(tmp_path / "missing.jsonl")
+def test_prompts_from_the_registry_a_file_or_a_list(tiny_gpt2, tmp_path):
+    """The generation datasets of the registry (WikiText is shipped), a user's file read by
+    user_dataset with the prompt and reference columns named, a list of dicts; a dataset of
+    another task is refused naming the runner to use."""
+    name, rows = G.load_prompts("wikitext")
+    assert name == "wikitext" and len(rows) == 22 and rows[0]["id"] == "wikitext_txt_line_0" and rows[0]["reference"] is None
+    f = tmp_path / "mine.csv"
+    f.write_text("q,a\nthe movie is,good\nthe actors are,great\n", encoding="utf-8")
+    name, rows = G.load_prompts(f, text_field="q", target_field="a")
+    assert name == "mine.csv" and [(r["id"], r["prompt"], r["reference"]) for r in rows] == [
+        ("mine.csv:0", "the movie is", "good"), ("mine.csv:1", "the actors are", "great")]
+    assert G.load_prompts(PROMPTS) == ("records", PROMPTS)
+    with pytest.raises(ValueError, match="'sst2-dev' is a sentiment dataset; .*use aieg_fast.eval.evaluate$"):
+        G.load_prompts("sst2-dev")
+    with pytest.raises(ValueError, match="has no field 'text'"):
+        G.load_prompts(f)
+    res = G.evaluate_generation(tiny_gpt2, "wikitext", n=1, methods="saliency", out_dir=tmp_path / "w", metrics="hard",
+                                **dict(FAST, n_new_tokens=2))
+    assert res["computed"] == 1 and "on wikitext" in res["summary_md"] and res["chance"] is None
 
 
 def test_cli_evaluate_prompt_file(tiny_gpt2_dir, tmp_path, capsys):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("\n".join(json.dumps(p) for p in PROMPTS) + "\n", encoding="utf-8")
     out = tmp_path / "o"
-    args = ["evaluate", "--dataset", str(prompts), "--model", str(tiny_gpt2_dir), "--methods", "saliency,random",
+    args = ["evaluate", "--dataset", str(prompts), "--text-field", "prompt", "--id-field", "id", "--model", str(tiny_gpt2_dir),
+            "--methods", "saliency,random",
             "--n-new-tokens", "2", "--n-samples", "1", "--pis", "0.5", "--out", str(out), "--no-progress", "--device", "cpu",
             "--prompt-only", "--metrics", "hard"]
     assert cli.main(args) == 0
@@ -192,5 +199,4 @@ def test_cli_evaluate_prompt_file(tiny_gpt2_dir, tmp_path, capsys):
     assert json.loads((out / "config.json").read_text())["interpolate_generated"] is False
     assert cli.main(args + ["--max-tokens", "5"]) == 2
     assert "--max-tokens: not for generated text" in capsys.readouterr().err
-    assert cli.main(["evaluate", "--dataset", "nope", "--out", str(tmp_path / "n")]) == 2
-    assert "or a .jsonl file of prompts, got 'nope'" in capsys.readouterr().err
+    assert json.loads((out / "config.json").read_text())["dataset"] == "prompts.jsonl"

@@ -8,11 +8,12 @@ import torch
 
 import aieg_fast
 from aieg_fast import reference as R
+from aieg_fast.methods import get_method
 from builders import sentencepiece_like_tokenizer
 
 TEXT = "the movie is good and the actors are great"
 RAW = dict(attn_layers="none", posnorm="none")  # scores = ieg (the emphasized integral itself)
-COMPLETE = dict(ef_mode="completeness", ef_norm="none")
+COMPLETE = dict(ef_mode="completeness")  # ef_norm defaults to "none" there
 
 
 def test_matches_rederived_formula(tiny_llama):
@@ -106,13 +107,22 @@ def test_exact_when_no_step_is_clipped():
 
 
 @pytest.mark.parametrize("opts,msg", [
-    (dict(ef_mode="completeness"), r"ef_mode='completeness' needs ef_norm='none' \(a normalisation would undo its completeness\), got 'l1'"),
+    (dict(COMPLETE, ef_norm="l1"), r"ef_mode='completeness' needs ef_norm='none' \(a normalisation would undo its completeness\), got 'l1'"),
     (dict(COMPLETE, ef_sign="relu"), r"ef_mode='completeness' needs ef_sign='abs' \(its weights are never negative\), got 'relu'"),
     (dict(COMPLETE, stream_ef=False), r"ef_mode='completeness' needs stream_ef=True"),
 ])
 def test_bad_combinations_are_refused(tiny_llama, opts, msg):
     with pytest.raises(ValueError, match=msg):
         tiny_llama.attribute(TEXT, method="aieg", n_steps=4, **opts)
+
+
+def test_ef_norm_defaults_to_the_modes_own():
+    """Left out, ef_norm is "none" for the completeness mode and "l1" for the others; the
+    options record the value used."""
+    assert aieg_fast.method_options("aieg")["ef_norm"] is None
+    opts = get_method("aieg").options
+    assert opts(**COMPLETE).ef_norm == "none" and opts().ef_norm == "l1" and opts(ef_mode="none").ef_norm == "l1"
+    assert opts(ef_norm="none").ef_norm == "none"
 
 
 @pytest.mark.parametrize("reduction", ["l2", "sum_abs"])

@@ -26,7 +26,7 @@ N = 6
 OPS = ("interpolate_path", "adaptive_alphas", "emphasis_factors", "integrate_gradients", "attention_gradient_product", "posnorm")
 #: (method, options): every method with its defaults, plus option settings that take a code path
 #: of their own (AIEG's completeness weights come from the gradient pass's slopes)
-CASES = [(m, {}) for m in METHODS] + [("aieg", {"ef_mode": "completeness", "ef_norm": "none"})]
+CASES = [(m, {}) for m in METHODS] + [("aieg", {"ef_mode": "completeness"})]
 CASE_IDS = [m + "".join(f":{k}={v}" for k, v in o.items()) for m, o in CASES]
 
 
