@@ -257,14 +257,15 @@ def run_method(method, ctx, opts, sequence: bool = False):
 
 
 @contextlib.contextmanager
-def progress_bar(enabled: bool, desc: str):
-    """A tqdm progress bar over path points (closed on exit), or None when not ``enabled``."""
+def progress_bar(enabled: bool, desc: str, total: Optional[int] = None, unit: str = "pt", leave: bool = False):
+    """A tqdm progress bar (closed on exit), or None when not ``enabled``: by default over path
+    points, left off the screen when done; ``total``, ``unit`` and ``leave`` as tqdm's."""
     if not enabled:
         yield None
         return
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc=desc, unit="pt", leave=False)
+    bar = tqdm(desc=desc, total=total, unit=unit, leave=leave)
     try:
         yield bar
     finally:

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
+from ..core.context import progress_bar
 from ..core.diagnostics import AttributionWarning
 from ..core.validation import check_placement
 from ..datasets import DATASETS, is_dataset_file, load_records, user_dataset
@@ -318,44 +319,24 @@ def _todo(rows: Sequence[dict], methods: Sequence[str], done: Dict[str, dict], h
 def _work(ex: "Explainer", s: GenerationSettings, todo: list, done: Dict[str, dict], path: Path, progress: bool) -> int:
     """Compute the prompts of ``todo``, appending each record line as it is done; the count. A
     prompt whose input is refused gets a record with ``"skipped"`` (the reason); the run goes on."""
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), desc="evaluate (generation)", unit="ex")
     computed = 0
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", AttributionWarning)  # recorded as signal_flags, counted in the summary
-            for row, missing, controls in todo:
-                d = done.get(row["id"])
-                try:
-                    lines = evaluate_generation_example(ex, s, row, missing, d if d and "generated_ids" in d else None, controls)
-                except ValueError as err:  # the input itself is refused: recorded, the run goes on
-                    append_record(path, {"id": row["id"], "index": row["index"], "prompt": row["prompt"], "skipped": str(err),
-                                         "methods": {}, "controls": {}})
-                else:
-                    for line in lines:
-                        append_record(path, line)
-                    computed += 1
-                if bar is not None:
-                    bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+    with progress_bar(progress, "evaluate (generation)", total=len(todo), unit="ex", leave=True) as bar, \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", AttributionWarning)  # recorded as signal_flags, counted in the summary
+        for row, missing, controls in todo:
+            d = done.get(row["id"])
+            try:
+                lines = evaluate_generation_example(ex, s, row, missing, d if d and "generated_ids" in d else None, controls)
+            except ValueError as err:  # the input itself is refused: recorded, the run goes on
+                append_record(path, {"id": row["id"], "index": row["index"], "prompt": row["prompt"], "skipped": str(err),
+                                     "methods": {}, "controls": {}})
+            else:
+                for line in lines:
+                    append_record(path, line)
+                computed += 1
+            if bar is not None:
+                bar.update(1)
     return computed
-
-
-def _settings(ex: "Explainer", specs, template, seed, topk, n_steps, n_samples, pis, normalise, ties, internal_batch_size,
-              method_options, topk_sweep, metrics, soft_maps, target_fn, n_new_tokens, teacher_forced,
-              interpolate_generated) -> GenerationSettings:
-    """The settings of a generation run: p over the vocabulary, no labels."""
-    return GenerationSettings(
-        specs=specs, max_tokens=None, template=template, labels=[], label_ids=[], seed=seed, topk=topk, n_steps=n_steps,
-        n_samples=n_samples, pis=pis, prob_space="vocab", normalise=normalise, ties=ties, internal_batch_size=internal_batch_size,
-        method_options=method_options, topk_sweep=topk_sweep, hard_only=metrics == "hard", soft_maps=tuple(soft_maps),
-        target_fn=target_fn, n_new_tokens=n_new_tokens, teacher_forced=bool(teacher_forced),
-        interpolate_generated=bool(interpolate_generated))
 
 
 def _check_generation_args(n_new_tokens, teacher_forced, target_fn, template) -> str:
@@ -471,8 +452,12 @@ def evaluate_generation(
         if ex.adapter.kind != "causal_lm":
             raise ValueError("model: evaluate_generation needs a causal language model, not a classification head")
         check_models(ex, specs, method_options, CONTROLS)
-        s = _settings(ex, specs, template, seed, topk, n_steps, n_samples, pis, normalise, ties, internal_batch_size, method_options,
-                      topk_sweep, metrics, soft_maps, target_fn, n_new_tokens, teacher_forced, interpolate_generated)
+        s = GenerationSettings(  # p over the vocabulary, no labels
+            specs=specs, max_tokens=None, template=template, labels=[], label_ids=[], seed=seed, topk=topk, n_steps=n_steps,
+            n_samples=n_samples, pis=pis, prob_space="vocab", normalise=normalise, ties=ties, internal_batch_size=internal_batch_size,
+            method_options=method_options, topk_sweep=topk_sweep, hard_only=metrics == "hard", soft_maps=tuple(soft_maps),
+            target_fn=target_fn, n_new_tokens=n_new_tokens, teacher_forced=bool(teacher_forced),
+            interpolate_generated=bool(interpolate_generated))
         config = dict(run_config(ex, dataset, s, metrics), task="generation", n_new_tokens=n_new_tokens,
                       teacher_forced=s.teacher_forced, interpolate_generated=s.interpolate_generated)
         computed, left = run_shards(procs, config, out, lambda done: _todo(rows, methods, done, s.hard_only),
