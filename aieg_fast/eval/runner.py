@@ -406,12 +406,10 @@ def evaluate(
         dataset: a classification dataset of :data:`aieg_fast.datasets.DATASETS` (sst2-*, imdb,
             boolq, boolq-heldout), or a file (.jsonl, .json, .csv, .tsv) or object with dict rows
             (a ``datasets.Dataset``) with ``label_field`` (:func:`~aieg_fast.datasets.user_dataset`).
-        methods: method specs (a list or a comma-separated string): a name, optionally with
-            options ``name:option=value[:...]`` (``aieg:ef_mode=none``: the ablation without
-            emphasis factor; :func:`~aieg_fast.methods.registry.parse_method_spec`); path methods
-            also take the baseline settings of :data:`~aieg_fast.eval.checks.BASELINE_KEYS`
-            (``integrated_gradients:baseline=zero``); ``random`` is the random-scores control.
-            The ``uniform`` π-Soft control is always computed.
+        methods: method specs (a list or a comma-separated string): ``name:option=value[:...]``
+            (:func:`~aieg_fast.methods.registry.parse_method_spec`); path methods also take
+            :data:`~aieg_fast.eval.checks.BASELINE_KEYS` (``integrated_gradients:baseline=zero``);
+            ``random``: random scores. The ``uniform`` π-Soft control is always computed.
         n: number of examples (the first n of the dataset).
         reference: the method of the paired tests (default ``integrated_gradients``; ``aieg`` for
             an ablation table); not a recorded setting: rerun with another to re-summarise.
