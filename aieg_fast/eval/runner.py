@@ -416,19 +416,19 @@ def evaluate(
     """Evaluate attribution methods with every metric of :mod:`aieg_fast.eval.metrics`.
 
     Args:
-        model: an :class:`~aieg_fast.explainer.Explainer`, a model id / folder, or None (embedded SmolLM2-135M-Instruct).
+        model: an :class:`~aieg_fast.explainer.Explainer`, a model id / folder, or None
+            (embedded SmolLM2-135M-Instruct).
         dataset: a classification dataset of :data:`aieg_fast.datasets.DATASETS` (sst2-*, imdb,
             boolq, boolq-heldout), or a file (.jsonl, .json, .csv, .tsv) or object with dict rows
             (a ``datasets.Dataset``) with ``label_field`` (:func:`~aieg_fast.datasets.user_dataset`).
-        methods: method specs (a list or a comma-separated string): a name, optionally with
-            options ``name:option=value[:...]`` (``aieg:ef_mode=none``: the ablation without
-            emphasis factor; :func:`~aieg_fast.methods.registry.parse_method_spec`); path methods
-            also take the baseline settings of :data:`~aieg_fast.eval.checks.BASELINE_KEYS`
-            (``integrated_gradients:baseline=zero``); ``random`` is the random-scores control.
-            The ``uniform`` π-Soft control is always computed.
-        n, start: evaluate examples ``start … n-1`` of the dataset (to share a run, use torchrun, not start).
+        methods: method specs (a list or a comma-separated string): ``name:option=value[:...]``
+            (:func:`~aieg_fast.methods.registry.parse_method_spec`); path methods also take
+            :data:`~aieg_fast.eval.checks.BASELINE_KEYS` (``integrated_gradients:baseline=zero``);
+            ``random``: random scores. The ``uniform`` π-Soft control is always computed.
+        n: number of examples (the first n of the dataset).
         reference: the method of the paired tests (default ``integrated_gradients``; ``aieg`` for
             an ablation table); not a recorded setting: rerun with another to re-summarise.
+        start: compute only examples ``start … n-1`` (to share a run, use torchrun instead).
         max_tokens: truncate each text to this many tokens (AIEG's 50 / 200 / 400 buckets).
         out_dir: output folder (records, summary, plot); reused to resume.
         seed: seed of the random control, the soft-metric draws and the bootstrap.
