@@ -82,6 +82,9 @@ def test_two_lengths_in_one_bucket_do_not_recompile(llama_pair):
     assert stack.first_runs == graphs and counters["stats"]["unique_graphs"] == captured  # no new graph
     assert second.info["compiled"] is True and second.info["compile_seconds"] == 0.0
     _close(second, eager.attribute(LONGER, **kw))
+    fewer = dict(kw, n_steps=6)  # 6 points run as 8 rows (the rest of a chunk rounded up to a power of two)
+    _close(comp.attribute(LONGER, **fewer), eager.attribute(LONGER, **fewer))
+    assert stack.first_runs == graphs and counters["stats"]["unique_graphs"] == captured
     assert first.info["compiled"] is True
     third = comp.attribute(OTHER_BUCKET, **kw)  # another bucket: one more graph, timed
     assert bucket_length(len(eager.encode(OTHER_BUCKET)[0]), 64) == 2 * LENGTH_BUCKET
