@@ -111,6 +111,24 @@ def test_gpt2_and_methods_without_a_path(tiny_gpt2):
     assert "compiled" not in comp.attribute(LONGER, compile=False, **kw).info
 
 
+def test_a_dataset_run_with_a_compiling_explainer(llama_pair, tmp_path):
+    """``attribute_dataset`` calls ``attribute`` without ``compile``: the explainer's default
+    (``load_model(compile=...)``) applies, and the records hold the compiled scores."""
+    import json
+
+    from aieg_fast.dataset_attribution import RECORDS_FILE, attribute_dataset
+
+    eager, comp = llama_pair
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "target": " good"}) + "\n" for t in (SHORT, LONGER)), encoding="utf-8")
+    attribute_dataset(data, tmp_path / "o", comp, method=IG, batch_size=1, progress=False, **STEPS)
+    recs = [json.loads(line) for line in (tmp_path / "o" / RECORDS_FILE).read_text(encoding="utf-8").splitlines()]
+    for text, rec in zip((SHORT, LONGER), recs):
+        assert rec["info"]["compiled"] is True
+        torch.testing.assert_close(torch.tensor(rec["scores"]), eager.attribute(text, method=IG, target=" good", **STEPS).scores,
+                                   rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("bad", ["no-such-backend", 1, "True"])
 def test_bad_compile_is_refused(tiny_gpt2, bad):
     with pytest.raises(ValueError, match=r"compile must be True, False or a torch.compile backend name .*got"):
