@@ -19,6 +19,7 @@ largest score, Spearman).
 
     python benchmarks/bench_compile.py                          # SmolLM2, L = 128, 20 calls, n_steps 50, ibs 10
     python benchmarks/bench_compile.py --model tiny-gpt2 --calls 5 --out compile.json
+    python benchmarks/bench_compile.py --n-steps 50 --check-points   # F and gradients per path point
 """
 from __future__ import annotations
 
@@ -91,6 +92,39 @@ def run(args):
     }
 
 
+def check_points(args):
+    """F and ∂F/∂x of every path point, compiled against eager, printed one line per point."""
+    import torch
+
+    from aieg_fast import ops
+    from aieg_fast.core.compiled import compiled_stack, stack_at
+
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    ex = load_explainer(args.model, args.L)
+    prompt = make_prompt(ex, args.L)
+    tid, _ = pick_target(ex, prompt)
+    batch = ex.build_batch([ex.encode(prompt)])
+    comp = compiled_stack(ex.compiled_stacks, ex.adapter, args.backend)
+    w = ex.adapter.head.weight[tid].detach()
+    alphas = torch.linspace(0, 1, args.n_steps)
+    L = batch.ids.shape[1]
+    for s in range(0, args.n_steps, args.ibs):
+        a = alphas[s : s + args.ibs]
+        X = ops.interpolate_path(batch.embeds[0], batch.baseline[0], a, batch.fixed[0]).requires_grad_(True)
+        q = torch.full((a.numel(), 1), L - 1)
+        out = []
+        for fn in (lambda: stack_at(ex.adapter, X, None, None, q), lambda: comp.hidden(X, None, None, q)):
+            with torch.enable_grad():
+                f = fn()[:, 0] @ w
+                (g,) = torch.autograd.grad(f.sum(), X)
+            out.append((f.detach(), g))
+        (f1, g1), (f2, g2) = out
+        for i in range(a.numel()):
+            print(f"alpha {float(a[i]):.3f}  F {float(f1[i]):9.3f}  F diff {float(f2[i] - f1[i]):+.1e}  |grad| {float(g1[i].norm()):.2e}  "
+                  f"grad diff / |grad| {float((g2[i] - g1[i]).norm() / g1[i].norm()):.1e}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="smollm", choices=["smollm", "tiny-gpt2"])
@@ -101,7 +135,10 @@ def main(argv=None):
     ap.add_argument("--backend", default="inductor", help="torch.compile backend of the compiled calls")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0 = torch default)")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--check-points", action="store_true", help="only compare F and gradients of each path point, compiled against eager")
     args = ap.parse_args(argv)
+    if args.check_points:
+        return check_points(args)
     info = machine_info()
     print(f"machine: {info['cpu']}, {info['cores']} cores, torch threads {args.threads or 'default'}; python {info['python']}, "
           f"torch {info['torch']}, transformers {info['transformers']}")
