@@ -8,10 +8,12 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
+from .core.baselines import default_ref_token
 from .core.batch import Batch, build_batch
 from .core.diagnostics import warn
 from .core.adaptive_quadrature import AUTO_MAX_STEPS
 from .core.call import apply_baseline, check_targets_against, flag_rows, multi_token_inputs, resolve_call, run_samples, target_prob
+from .core.compiled import CompiledStack, check_compile, compile_report, compiled_stack
 from .core.context import Context, progress_bar, run_method
 from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
@@ -22,7 +24,7 @@ from .core.validation import check_call_settings, check_choice, check_placement,
 from .display.words import token_word_index
 from .generation import attribute_generation
 from .methods.registry import METHODS, check_model, get_method
-from .models import adapter_for, load_hf_model, materialized
+from .models import adapter_for, load_hf_model
 from .result import Attribution
 
 __all__ = ["Explainer", "load_model"]
@@ -46,9 +48,15 @@ class Explainer:
         ref_token_id (int): the baseline token (PAD, else EOS, else UNK, else 0; a token whose
             embedding is all zeros is skipped). Pass ``ref_token_id=`` to :func:`load_model`
             to choose another.
+        compile: the default of :meth:`attribute`'s ``compile`` (``load_model(compile=...)``).
+        compiled_stacks (dict): backend name → its :class:`~aieg_fast.core.compiled.CompiledStack`
+            (the compiled graphs, kept between calls).
     """
 
-    def __init__(self, model, tokenizer, name: str = "", device=None, ref_token_id: Optional[int] = None):
+    def __init__(self, model, tokenizer, name: str = "", device=None, ref_token_id: Optional[int] = None, compile=False):
+        check_compile(compile)
+        self.compile = compile
+        self.compiled_stacks: Dict[str, CompiledStack] = {}
         self.adapter = adapter_for(model)  # raises for unsupported architectures
         self.model = model
         self.tokenizer = tokenizer
@@ -65,7 +73,7 @@ class Explainer:
         if ref_token_id is not None and (isinstance(ref_token_id, bool) or not isinstance(ref_token_id, int)
                                          or not 0 <= ref_token_id < self.vocab_size):
             raise ValueError(f"ref_token_id must be a token id in [0, {self.vocab_size}), got {ref_token_id!r}")
-        self.ref_token_id = self._default_ref_token(tokenizer) if ref_token_id is None else int(ref_token_id)
+        self.ref_token_id = default_ref_token(self.adapter, tokenizer) if ref_token_id is None else int(ref_token_id)
         self.pad_id = self.ref_token_id
         #: id → decoded text of that token alone, filled as tokens are seen (:meth:`token_texts`)
         self.token_text_cache: Dict[int, str] = {}
@@ -85,22 +93,6 @@ class Explainer:
             self._special = (n, frozenset(int(i) for i in (getattr(self.tokenizer, "all_special_ids", None) or [])))
             self.token_text_cache.clear()
         return self._special[1]
-
-    def _default_ref_token(self, tokenizer) -> int:
-        """PAD, else EOS, else UNK (DIG convention, specs/aieg.md §6.3), skipping all-zero rows.
-
-        A model initialised with ``padding_idx`` keeps an all-zero PAD embedding; with RMSNorm
-        (LLaMA) a zero baseline makes gradients explode near α = 0 (§6.3), so such a token is
-        passed over for the next candidate.
-        """
-        emb = self.adapter.embeddings
-        with materialized(emb):  # an offloaded embedding (device_map) holds its weights here only
-            W = emb.weight
-            for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
-                v = getattr(tokenizer, attr, None)
-                if isinstance(v, int) and 0 <= v < self.vocab_size and bool(W[v].detach().abs().sum() > 0):
-                    return int(v)
-        return 0
 
     # ------------------------------------------------------------------ encoding
     def token_texts(self, ids: Sequence[int]) -> List[str]:
@@ -332,6 +324,7 @@ class Explainer:
         progress: bool = False,
         tolerance: Optional[float] = None,
         max_steps: Optional[int] = None,
+        compile=None,
         **options,
     ):
         """Explain the model's prediction for ``text`` (or ``input_ids``) with ``method``.
@@ -373,6 +366,8 @@ class Explainer:
             backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels. max_memory: memory
                 budget for the automatic internal batch size (bytes or "4GB"). padding_side:
                 ``"right"`` or ``"left"``. progress: a progress bar over the path points.
+            compile: True (inductor) or a torch.compile backend: compiled IG / IDG / AIEG path chunks
+                (:mod:`~aieg_fast.core.compiled`); False: eager; None: ``load_model(compile=)``'s.
             **options: method options (``method_options(method)``; each method's ``Options``
                 class documents them).
 
@@ -386,8 +381,8 @@ class Explainer:
                 or too large for memory (names the memory), ``"auto"`` for a method other than IG,
                 bad ``input_ids`` (names the position), both or neither of text and input_ids,
                 ``internal_batch_size`` not a positive int (``True`` included), a bad
-                ``max_memory``, an unknown option, a baseline for a method without one. All checked
-                before any model work; the model is left as it was.
+                ``max_memory`` or ``compile``, an unknown option, a baseline for a method
+                without one. All checked before any model work; the model is left as it was.
 
         Warns:
             AttributionWarning: a row without usable signal (raw signal zero, constant or not
@@ -397,19 +392,18 @@ class Explainer:
                 merges with the end of the prompt, a special-token string typed in the text, a
                 model in training mode.
         """
-        m, opts = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
-                                       internal_batch_size, max_memory, n_baseline_samples)
+        m, opts, compiled = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
+                                                 internal_batch_size, max_memory, n_baseline_samples, compile)
         inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,
                                                                 self.adapter.max_positions)
         steps = n_steps if n_steps != "auto" else (max_steps or AUTO_MAX_STEPS)
         check_step_memory(m.step_bytes(opts, steps) * len(inputs), steps, len(inputs))
         t0 = time.perf_counter()
         encoded, sources = self._encode_ids(inputs) if given_ids else self._encode_all(inputs, template, single)
-        contexts = [full for full, _ in sources]
         call = resolve_call(self, m, len(inputs), target_fn=target_fn, label_set=label_set, contrast_target=contrast_target,
                             baseline=baseline, alpha_range=alpha_range, n_baseline_samples=n_baseline_samples,
-                            baseline_noise=baseline_noise, seed=seed, contexts=contexts)
-        tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob", context=c) for t, c in zip(targets, contexts)]
+                            baseline_noise=baseline_noise, seed=seed, contexts=[full for full, _ in sources])
+        tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob", context=c) for t, (c, _) in zip(targets, sources)]
         step_ids, encoded = multi_token_inputs(m, call, tinfo, encoded, self.adapter.max_positions, self.device,
                                                sorted(n for n, c in METHODS.items() if c.multi_token_targets))
         check_targets_against(call, [ti["id"] for ti in tinfo])
@@ -419,20 +413,19 @@ class Explainer:
             ctx = self.context(batch, [ti["id"] for ti in tinfo], n_steps=n_steps, internal_batch_size=internal_batch_size,
                                max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
                                contrast=call.contrast_tensor(self.device), step_ids=step_ids, word_ids=words,
-                               tolerance=tolerance, max_steps=max_steps)
+                               tolerance=tolerance, max_steps=max_steps, compiled=compiled)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
-        valid = [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)]
-        flags = flag_rows(m, opts, out, valid, call, None if single else [{"text": b} for b in range(batch.B)],
-                          dtype=self.adapter.embeddings.weight.dtype)
+        flags = flag_rows(m, opts, out, [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)], call,
+                          None if single else [{"text": b} for b in range(batch.B)], self.adapter.embeddings.weight.dtype)
         ctx.timing["total"] = time.perf_counter() - t0
         trim = 0 if step_ids is None else step_ids.shape[1] - 1
         results = self._results(batch, ctx, out, call, tinfo, method, used, sources, trim, flags, template)
         return results[0] if single else results
 
     def _method_checked(self, method, options, n_steps, backend, tolerance, max_steps, padding_side, internal_batch_size,
-                        max_memory, n_baseline_samples=1):
-        """(method, validated options) of a call, after the checks of its settings that need no
-        input (ValueError / TypeError naming the argument)."""
+                        max_memory, n_baseline_samples=1, compile=None):
+        """(method, validated options, compiled stack or None) of a call, after the checks of its
+        settings that need no input (ValueError / TypeError naming the argument)."""
         m = get_method(method)
         check_call_settings(n_steps, backend, tolerance, max_steps)
         if n_steps == "auto" and n_baseline_samples != 1:
@@ -443,11 +436,13 @@ class Explainer:
         check_model(m, opts, self.adapter)
         check_choice("padding_side", padding_side, ("left", "right"))
         check_chunk_settings(internal_batch_size, max_memory)
-        return m, opts
+        check_compile(compile)
+        return m, opts, compiled_stack(self.compiled_stacks, self.adapter, self.compile if compile is None else compile)
 
     def _results(self, batch, ctx, out, call, tinfo, method, used, sources, trim, flags, template):
         """The :class:`Attribution` of every example of a call (:meth:`_result`), with the
-        call's settings recorded in their options."""
+        call's settings recorded in their options (and what the compiled path did in their info)."""
+        out.info.update(compile_report(ctx))
         options_out = dict(out.options, n_steps=ctx.n_steps, target_fn=call.target_fn_name, template=template, **call.record)
         if isinstance(call.target_fn, LabelSet):
             options_out["label_set"] = list(call.target_fn.texts)
@@ -540,7 +535,7 @@ class Explainer:
 
 
 def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id: Optional[int] = None, *,
-               device_map=None, model_kwargs: Optional[dict] = None) -> Explainer:
+               device_map=None, model_kwargs: Optional[dict] = None, compile=False) -> Explainer:
     """Load a model for explanation.
 
     Args:
@@ -562,6 +557,8 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
             ``model_kwargs={"max_memory": ..., "offload_folder": ...}``). Not with ``device``.
         model_kwargs: more keyword arguments of ``from_pretrained`` for models loaded by name
             (``max_memory``, ``offload_folder``, ``revision``, ``attn_implementation``, ...).
+        compile: the default of ``attribute(compile=...)`` for this explainer: False, True
+            (``torch.compile`` with backend ``"inductor"``) or a backend name.
 
     Returns:
         :class:`Explainer` exposing ``.model``, ``.tokenizer`` and ``.attribute(...)``.
@@ -570,15 +567,17 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
         ValueError: unsupported architecture (names the supported ones), missing tokenizer, a
             device this machine does not have, an unknown dtype (or, for a model object, another
             than its own), ``device`` with ``device_map``, ``device_map`` / ``model_kwargs`` for a
-            model object; each names the argument and is raised before any weights are loaded.
+            model object, a bad ``compile``; each names the argument and is raised before any
+            weights are loaded.
         RuntimeError: the embedded model's package is not installed.
     """
     check_placement(device, dtype, device_map)
+    check_compile(compile)
     dtype, device = parse_dtype(dtype), parse_device(device)
     if dtype is not None and hasattr(model, "get_input_embeddings") and next(model.parameters()).dtype != dtype:
         raise ValueError(f"dtype={dtype} applies to models loaded by name; this model object is "
                          f"{next(model.parameters()).dtype} (convert it with model.to({dtype}) first)")
     m, tok, name = load_hf_model(model, tokenizer, dtype, device_map, model_kwargs)
-    return Explainer(m, tok, name, device, ref_token_id)
+    return Explainer(m, tok, name, device, ref_token_id, compile=compile)
 
 

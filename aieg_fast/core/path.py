@@ -17,6 +17,7 @@ from torch import Tensor
 
 from .. import ops
 from ..reference import uniform_alphas
+from .compiled import chunk_rows
 from .validation import parse_memory
 
 __all__ = [
@@ -128,23 +129,27 @@ def path_chunks(ctx, alphas: List[Tensor], need_grad: bool) -> Iterator[Tuple[in
     """Yield (example b, step slice, F [n], grads [n, L, d] or None) over the path, in chunks.
 
     Within a chunk the steps of one example are contiguous, so each piece is yielded with a
-    ``slice`` of step indices (views, no index tensors per chunk).
+    ``slice`` of step indices (views, no index tensors per chunk). With ``ctx.compiled`` each
+    chunk's forward and backward run through the compiled stack, in the row counts of
+    :func:`~aieg_fast.core.compiled.chunk_rows`.
     """
-    batch, chunk, dev = ctx.batch, ctx.chunk, ctx.device
+    batch, chunk, dev, comp = ctx.batch, ctx.chunk, ctx.device, ctx.compiled
     sizes = [a.numel() for a in alphas]
     starts = [0]
     for n in sizes:
         starts.append(starts[-1] + n)
     # the example of each path point; a single example needs none (plain batch, one target)
     rows_all = None if batch.B == 1 else torch.repeat_interleave(torch.arange(batch.B, device=dev), torch.tensor(sizes, device=dev))
-    for s in range(0, starts[-1], chunk):
-        e = min(s + chunk, starts[-1])
+    pieces = chunk_rows(starts[-1], chunk) if comp is not None else [(s, min(s + chunk, starts[-1]), 0) for s in range(0, starts[-1], chunk)]
+    for s, e, n_rows in pieces:
         groups = [(b, slice(max(s, starts[b]) - starts[b], min(e, starts[b + 1]) - starts[b]))
                   for b in range(batch.B) if starts[b] < e and starts[b + 1] > s]
         pts = [ops.interpolate_path(batch.embeds[b], batch.baseline[b], alphas[b][ms], batch.fixed[b], backend=ctx.backend) for b, ms in groups]
         X = pts[0] if len(pts) == 1 else torch.cat(pts, 0)
         rows = None if rows_all is None else rows_all[s:e]
-        if need_grad:
+        if comp is not None:
+            f, g = comp.forward(ctx, rows, X, n_rows, need_grad)
+        elif need_grad:
             X.requires_grad_(True)
             with torch.enable_grad():
                 f = ctx.F(rows, X)
