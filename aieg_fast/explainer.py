@@ -8,12 +8,14 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
+from .core.baselines import default_ref_token
 from .core.batch import Batch, build_batch
 from .core.diagnostics import warn
 from .core.adaptive_quadrature import AUTO_MAX_STEPS
 from .core.call import apply_baseline, check_targets_against, flag_rows, multi_token_inputs, resolve_call, run_samples, target_prob
+from .core.compiled import CompiledStack, check_compile, compile_report, compiled_stack
 from .core.context import Context, progress_bar, run_method
-from .core.inputs import fixed_by_specials, inputs_and_targets
+from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
@@ -22,7 +24,7 @@ from .core.validation import check_call_settings, check_choice, check_placement,
 from .display.words import token_word_index
 from .generation import attribute_generation
 from .methods.registry import METHODS, check_model, get_method
-from .models import adapter_for, load_hf_model, materialized
+from .models import adapter_for, load_hf_model
 from .result import Attribution
 
 __all__ = ["Explainer", "load_model"]
@@ -46,9 +48,15 @@ class Explainer:
         ref_token_id (int): the baseline token (PAD, else EOS, else UNK, else 0; a token whose
             embedding is all zeros is skipped). Pass ``ref_token_id=`` to :func:`load_model`
             to choose another.
+        compile: the default of :meth:`attribute`'s ``compile`` (``load_model(compile=...)``).
+        compiled_stacks (dict): backend name → its :class:`~aieg_fast.core.compiled.CompiledStack`
+            (the compiled graphs, kept between calls).
     """
 
-    def __init__(self, model, tokenizer, name: str = "", device=None, ref_token_id: Optional[int] = None):
+    def __init__(self, model, tokenizer, name: str = "", device=None, ref_token_id: Optional[int] = None, compile=False):
+        check_compile(compile)
+        self.compile = compile
+        self.compiled_stacks: Dict[str, CompiledStack] = {}
         self.adapter = adapter_for(model)  # raises for unsupported architectures
         self.model = model
         self.tokenizer = tokenizer
@@ -65,7 +73,7 @@ class Explainer:
         if ref_token_id is not None and (isinstance(ref_token_id, bool) or not isinstance(ref_token_id, int)
                                          or not 0 <= ref_token_id < self.vocab_size):
             raise ValueError(f"ref_token_id must be a token id in [0, {self.vocab_size}), got {ref_token_id!r}")
-        self.ref_token_id = self._default_ref_token(tokenizer) if ref_token_id is None else int(ref_token_id)
+        self.ref_token_id = default_ref_token(self.adapter, tokenizer) if ref_token_id is None else int(ref_token_id)
         self.pad_id = self.ref_token_id
         #: id → decoded text of that token alone, filled as tokens are seen (:meth:`token_texts`)
         self.token_text_cache: Dict[int, str] = {}
@@ -85,22 +93,6 @@ class Explainer:
             self._special = (n, frozenset(int(i) for i in (getattr(self.tokenizer, "all_special_ids", None) or [])))
             self.token_text_cache.clear()
         return self._special[1]
-
-    def _default_ref_token(self, tokenizer) -> int:
-        """PAD, else EOS, else UNK (DIG convention, specs/aieg.md §6.3), skipping all-zero rows.
-
-        A model initialised with ``padding_idx`` keeps an all-zero PAD embedding; with RMSNorm
-        (LLaMA) a zero baseline makes gradients explode near α = 0 (§6.3), so such a token is
-        passed over for the next candidate.
-        """
-        emb = self.adapter.embeddings
-        with materialized(emb):  # an offloaded embedding (device_map) holds its weights here only
-            W = emb.weight
-            for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
-                v = getattr(tokenizer, attr, None)
-                if isinstance(v, int) and 0 <= v < self.vocab_size and bool(W[v].detach().abs().sum() > 0):
-                    return int(v)
-        return 0
 
     # ------------------------------------------------------------------ encoding
     def token_texts(self, ids: Sequence[int]) -> List[str]:
@@ -123,7 +115,9 @@ class Explainer:
     def encode(self, text: str, template: Optional[str] = None, add_special_tokens: bool = True):
         """Token ids of ``text`` (optionally placed in ``template`` at ``{text}``) and a fixed mask.
 
-        Positions outside the text (template tokens) and special tokens are held fixed. The ids
+        ``text`` may be a mapping of fields placed in the template at ``{<field>}`` each
+        (:func:`~aieg_fast.core.inputs.fill_template`; BoolQ's passage and question): every
+        field is attributed. Positions outside the text (template tokens) and special tokens are held fixed. The ids
         start with exactly one BOS (for a tokenizer that adds one) whatever the text holds: a
         text or template that starts with the BOS string (a chat template rendered to text) gets
         no second one.
@@ -132,8 +126,8 @@ class Explainer:
             (ids List[int], fixed List[bool])
 
         Raises:
-            ValueError: empty text, a template without ``{text}``, or more tokens than the
-                model's maximum positions.
+            ValueError: empty text (or field), a template without ``{text}`` (or a field), or
+                more tokens than the model's maximum positions.
 
         Warns:
             AttributionWarning: the text holds a special-token string (say ``"<|endoftext|>"``)
@@ -157,21 +151,12 @@ class Explainer:
         Warns:
             AttributionWarning: as :meth:`encode`.
         """
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        if not text.strip():
-            raise ValueError(f"text is empty, got {text!r}")
-        if template is None:
-            full, span = text, (0, len(text))
-        else:
-            if template.count("{text}") != 1:
-                raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
-            pre, post = template.split("{text}", 1)
-            full, span = pre + text + post, (len(pre), len(pre) + len(text))
+        full, fields = fill_template(text, template)
         fast = bool(getattr(self.tokenizer, "is_fast", False))
         enc = self.tokenizer(full, add_special_tokens=add_special_tokens, return_offsets_mapping=fast or template is not None)
         ids, spans = one_bos(list(enc["input_ids"]), enc.get("offset_mapping"), getattr(self.tokenizer, "bos_token_id", None))
-        typed = typed_specials(self.tokenizer, text, ids, leading_bos_ok=span[0] == 0)
+        typed = typed_specials(self.tokenizer, text if isinstance(text, str) else "\n".join(text.values()), ids,
+                               leading_bos_ok=fields[0][0] == 0)
         if typed:
             warn(f"text holds {typed}, typed as text: the tokenizer reads each as its special token, which is held fixed "
                  "(not attributed); remove it from the text, or put such markup in template= (a chat template rendered "
@@ -180,8 +165,7 @@ class Explainer:
         fixed = [i in special for i in ids]
         if template is not None:
             for k, (s, e) in enumerate(spans):
-                inside = e > span[0] and s < span[1]
-                if not inside:
+                if not any(e > a and s < b for a, b in fields):
                     fixed[k] = True
         limit = self.adapter.max_positions
         if len(ids) > limit:
@@ -340,13 +324,15 @@ class Explainer:
         progress: bool = False,
         tolerance: Optional[float] = None,
         max_steps: Optional[int] = None,
+        compile=None,
         **options,
     ):
         """Explain the model's prediction for ``text`` (or ``input_ids``) with ``method``.
 
         Args:
             text (str or list of str): the input; a list is attributed as one padded batch and
-                gives one result per text (same scores as one at a time).
+                gives one result per text (same scores as one at a time). A text may be a mapping
+                of fields, each at its ``{field}`` of the template (all attributed).
             input_ids: token ids in place of ``text``, used as given (no tokenisation, no BOS
                 added, no template): a list of ints or Tensor[L] long, or a batch (a list of
                 such lists, or Tensor[B, L] long). Special tokens are held fixed.
@@ -360,7 +346,7 @@ class Explainer:
                 ``max_steps`` points (default 257) (:mod:`~aieg_fast.core.adaptive_quadrature`).
             internal_batch_size (int, optional): path points per forward/backward; bounds peak
                 memory. None = chosen from ``max_memory`` (default "2GB").
-            template (str, optional): prompt with ``{text}``; template tokens are held fixed.
+            template (str, optional): prompt with ``{text}`` (or ``{field}``s); its tokens are held fixed.
             target_fn: the explained F (:mod:`aieg_fast.core.objective`): ``"logit"`` (default),
                 ``"logprob"``, ``"prob"`` (specs/aieg.md §6.2), ``"label_logprob"`` (log p of the
                 target renormalised over ``label_set``: what label-set metrics score), or a
@@ -380,6 +366,8 @@ class Explainer:
             backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels. max_memory: memory
                 budget for the automatic internal batch size (bytes or "4GB"). padding_side:
                 ``"right"`` or ``"left"``. progress: a progress bar over the path points.
+            compile: True (inductor) or a torch.compile backend: compiled IG / IDG / AIEG path chunks
+                (:mod:`~aieg_fast.core.compiled`); False: eager; None: ``load_model(compile=)``'s.
             **options: method options (``method_options(method)``; each method's ``Options``
                 class documents them).
 
@@ -393,8 +381,8 @@ class Explainer:
                 or too large for memory (names the memory), ``"auto"`` for a method other than IG,
                 bad ``input_ids`` (names the position), both or neither of text and input_ids,
                 ``internal_batch_size`` not a positive int (``True`` included), a bad
-                ``max_memory``, an unknown option, a baseline for a method without one. All checked
-                before any model work; the model is left as it was.
+                ``max_memory`` or ``compile``, an unknown option, a baseline for a method
+                without one. All checked before any model work; the model is left as it was.
 
         Warns:
             AttributionWarning: a row without usable signal (raw signal zero, constant or not
@@ -404,19 +392,18 @@ class Explainer:
                 merges with the end of the prompt, a special-token string typed in the text, a
                 model in training mode.
         """
-        m, opts = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
-                                       internal_batch_size, max_memory, n_baseline_samples)
+        m, opts, compiled = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
+                                                 internal_batch_size, max_memory, n_baseline_samples, compile)
         inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,
                                                                 self.adapter.max_positions)
         steps = n_steps if n_steps != "auto" else (max_steps or AUTO_MAX_STEPS)
         check_step_memory(m.step_bytes(opts, steps) * len(inputs), steps, len(inputs))
         t0 = time.perf_counter()
         encoded, sources = self._encode_ids(inputs) if given_ids else self._encode_all(inputs, template, single)
-        contexts = [full for full, _ in sources]
         call = resolve_call(self, m, len(inputs), target_fn=target_fn, label_set=label_set, contrast_target=contrast_target,
                             baseline=baseline, alpha_range=alpha_range, n_baseline_samples=n_baseline_samples,
-                            baseline_noise=baseline_noise, seed=seed, contexts=contexts)
-        tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob", context=c) for t, c in zip(targets, contexts)]
+                            baseline_noise=baseline_noise, seed=seed, contexts=[full for full, _ in sources])
+        tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob", context=c) for t, (c, _) in zip(targets, sources)]
         step_ids, encoded = multi_token_inputs(m, call, tinfo, encoded, self.adapter.max_positions, self.device,
                                                sorted(n for n, c in METHODS.items() if c.multi_token_targets))
         check_targets_against(call, [ti["id"] for ti in tinfo])
@@ -426,20 +413,19 @@ class Explainer:
             ctx = self.context(batch, [ti["id"] for ti in tinfo], n_steps=n_steps, internal_batch_size=internal_batch_size,
                                max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
                                contrast=call.contrast_tensor(self.device), step_ids=step_ids, word_ids=words,
-                               tolerance=tolerance, max_steps=max_steps)
+                               tolerance=tolerance, max_steps=max_steps, compiled=compiled)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
-        valid = [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)]
-        flags = flag_rows(m, opts, out, valid, call, None if single else [{"text": b} for b in range(batch.B)],
-                          dtype=self.adapter.embeddings.weight.dtype)
+        flags = flag_rows(m, opts, out, [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)], call,
+                          None if single else [{"text": b} for b in range(batch.B)], self.adapter.embeddings.weight.dtype)
         ctx.timing["total"] = time.perf_counter() - t0
         trim = 0 if step_ids is None else step_ids.shape[1] - 1
         results = self._results(batch, ctx, out, call, tinfo, method, used, sources, trim, flags, template)
         return results[0] if single else results
 
     def _method_checked(self, method, options, n_steps, backend, tolerance, max_steps, padding_side, internal_batch_size,
-                        max_memory, n_baseline_samples=1):
-        """(method, validated options) of a call, after the checks of its settings that need no
-        input (ValueError / TypeError naming the argument)."""
+                        max_memory, n_baseline_samples=1, compile=None):
+        """(method, validated options, compiled stack or None) of a call, after the checks of its
+        settings that need no input (ValueError / TypeError naming the argument)."""
         m = get_method(method)
         check_call_settings(n_steps, backend, tolerance, max_steps)
         if n_steps == "auto" and n_baseline_samples != 1:
@@ -450,11 +436,13 @@ class Explainer:
         check_model(m, opts, self.adapter)
         check_choice("padding_side", padding_side, ("left", "right"))
         check_chunk_settings(internal_batch_size, max_memory)
-        return m, opts
+        check_compile(compile)
+        return m, opts, compiled_stack(self.compiled_stacks, self.adapter, self.compile if compile is None else compile)
 
     def _results(self, batch, ctx, out, call, tinfo, method, used, sources, trim, flags, template):
         """The :class:`Attribution` of every example of a call (:meth:`_result`), with the
-        call's settings recorded in their options."""
+        call's settings recorded in their options (and what the compiled path did in their info)."""
+        out.info.update(compile_report(ctx))
         options_out = dict(out.options, n_steps=ctx.n_steps, target_fn=call.target_fn_name, template=template, **call.record)
         if isinstance(call.target_fn, LabelSet):
             options_out["label_set"] = list(call.target_fn.texts)
@@ -547,7 +535,7 @@ class Explainer:
 
 
 def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id: Optional[int] = None, *,
-               device_map=None, model_kwargs: Optional[dict] = None) -> Explainer:
+               device_map=None, model_kwargs: Optional[dict] = None, compile=False) -> Explainer:
     """Load a model for explanation.
 
     Args:
@@ -569,6 +557,8 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
             ``model_kwargs={"max_memory": ..., "offload_folder": ...}``). Not with ``device``.
         model_kwargs: more keyword arguments of ``from_pretrained`` for models loaded by name
             (``max_memory``, ``offload_folder``, ``revision``, ``attn_implementation``, ...).
+        compile: the default of ``attribute(compile=...)`` for this explainer: False, True
+            (``torch.compile`` with backend ``"inductor"``) or a backend name.
 
     Returns:
         :class:`Explainer` exposing ``.model``, ``.tokenizer`` and ``.attribute(...)``.
@@ -577,15 +567,17 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
         ValueError: unsupported architecture (names the supported ones), missing tokenizer, a
             device this machine does not have, an unknown dtype (or, for a model object, another
             than its own), ``device`` with ``device_map``, ``device_map`` / ``model_kwargs`` for a
-            model object; each names the argument and is raised before any weights are loaded.
+            model object, a bad ``compile``; each names the argument and is raised before any
+            weights are loaded.
         RuntimeError: the embedded model's package is not installed.
     """
     check_placement(device, dtype, device_map)
+    check_compile(compile)
     dtype, device = parse_dtype(dtype), parse_device(device)
     if dtype is not None and hasattr(model, "get_input_embeddings") and next(model.parameters()).dtype != dtype:
         raise ValueError(f"dtype={dtype} applies to models loaded by name; this model object is "
                          f"{next(model.parameters()).dtype} (convert it with model.to({dtype}) first)")
     m, tok, name = load_hf_model(model, tokenizer, dtype, device_map, model_kwargs)
-    return Explainer(m, tok, name, device, ref_token_id)
+    return Explainer(m, tok, name, device, ref_token_id, compile=compile)
 
 

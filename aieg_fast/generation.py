@@ -50,7 +50,7 @@ from .core.validation import check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
 
-__all__ = ["attribute_generation"]
+__all__ = ["attribute_generation", "continuation_ids"]
 
 
 def _pad_token_id(ex) -> int:
@@ -63,7 +63,8 @@ def _pad_token_id(ex) -> int:
 
 
 def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
-    """Greedy continuation with ``model.generate``; stops early at EOS (the EOS token is kept)."""
+    """Greedy continuation with ``model.generate``; stops early at EOS (the EOS token is kept).
+    RuntimeError when it returns no new token."""
     from transformers import GenerationConfig
 
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=ex.device)
@@ -76,7 +77,10 @@ def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=pad, eos_token_id=eos)
     with model_prepared(ex.model), torch.no_grad():
         out = ex.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
-    return [int(i) for i in out[0, len(prompt_ids) :].tolist()]
+    new = [int(i) for i in out[0, len(prompt_ids) :].tolist()]
+    if not new:
+        raise RuntimeError("model.generate returned no new token")
+    return new
 
 
 def _given_ids(ex, generated_text, context: str):
@@ -99,6 +103,39 @@ def _given_ids(ex, generated_text, context: str):
             raise ValueError(f"generated_text has token ids outside [0, {ex.vocab_size}): {bad}")
         return [int(i) for i in generated_text], None
     raise TypeError(f"generated_text must be a str, a list of token ids or None, got {type(generated_text).__name__}")
+
+
+@holding_model_lock
+def continuation_ids(ex, prompt: str, max_new_tokens: int = 8, generated_text: Optional[Union[str, Sequence[int]]] = None,
+                     template: Optional[str] = None) -> List[int]:
+    """The token ids :func:`attribute_generation` explains for these arguments, without attributing.
+
+    Greedy decoding of ``max_new_tokens`` tokens after the encoded prompt (stopping early at
+    EOS, which is kept), or the ids of ``generated_text`` (a string tokenised as it would follow
+    the prompt, or a list of ids taken as given; then ``max_new_tokens`` is ignored). Passing
+    the result as ``generated_text=`` to several ``attribute_generation`` calls makes every
+    method explain the same tokens without decoding again.
+
+    Args:
+        ex: the :class:`~aieg_fast.explainer.Explainer` (a causal LM). prompt, max_new_tokens,
+            generated_text, template: as :func:`attribute_generation`.
+
+    Returns:
+        List[int], the T ≥ 1 generated (or given) token ids.
+
+    Raises:
+        ValueError: a classification head, an empty prompt or ``generated_text``,
+            ``max_new_tokens`` < 1, ids outside the vocabulary, or more tokens than the model's
+            positions. TypeError: ``generated_text`` of another type.
+        RuntimeError: ``model.generate`` returned no new token.
+    """
+    if ex.adapter.kind != "causal_lm":
+        raise ValueError("continuation_ids needs a causal language model, not a classification head")
+    check_int("max_new_tokens", max_new_tokens, 1)
+    prompt_ids, _, full_prompt, _ = ex.encode_with_offsets(prompt, template)
+    gen_ids = _given_ids(ex, generated_text, full_prompt)[0] if generated_text is not None else None
+    _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
+    return _greedy(ex, prompt_ids, max_new_tokens) if gen_ids is None else gen_ids
 
 
 @holding_model_lock
@@ -203,8 +240,6 @@ def attribute_generation(
         t = time.perf_counter()
         gen_ids = _greedy(ex, prompt_ids, max_new_tokens)
         timing["generate"] = time.perf_counter() - t
-        if not gen_ids:
-            raise RuntimeError("model.generate returned no new token")
     gen_fixed = [(not interpolate_generated) or (i in ex.special_ids) for i in gen_ids]
     Lp, T = len(prompt_ids), len(gen_ids)
     # ---- example t is prompt ⊕ y_<t with target y_t; the full sequence is prompt ⊕ y_<T

@@ -266,6 +266,7 @@ def emphasis_factors(
     mode: str = "fd",
     sign: str = "abs",
     norm: str = "l1",
+    slopes: Optional[Tensor] = None,
     *,
     backend: str = "auto",
 ) -> Tensor:
@@ -275,29 +276,40 @@ def emphasis_factors(
         path_logits (Tensor[M]): target logit at each path point (slopes for ``mode="autograd"``).
         alphas (Tensor[M]): sorted path positions.
         widths (Tensor[M]): sub-step widths.
-        mode: "fd", "autograd" or "none".
-        sign: "abs", "signed", "relu" or "minmax".
-        norm: "l1" or "none".
+        mode: "fd", "autograd", "none" or "completeness".
+        sign: "abs", "signed", "relu" or "minmax" ("abs" only for "completeness").
+        norm: "l1" or "none" ("none" only for "completeness").
+        slopes (Tensor[M], optional): autograd slopes G_m·Δ, required by ``mode="completeness"``
+            (which then returns the integration weights ω_m) and refused by the other modes.
         backend: "auto", "ext" or "reference".
 
     Returns:
         Tensor[M], float32 (float64 for float64 logits).
+
+    Raises:
+        ValueError: a bad option or combination (:func:`reference.check_emphasis_options`), or
+            inputs of different lengths. TypeError: a non-tensor or complex/bool input.
     """
-    _check_choice("mode", mode, reference.EF_MODES)
-    _check_choice("sign", sign, reference.EF_SIGNS)
-    _check_choice("norm", norm, reference.EF_NORMS)
-    for x, name in ((path_logits, "path_logits"), (alphas, "alphas"), (widths, "widths")):
+    reference.check_emphasis_options(mode, sign, norm, slopes)
+    named = [(path_logits, "path_logits"), (alphas, "alphas"), (widths, "widths")]
+    for x, name in named + ([] if slopes is None else [(slopes, "slopes")]):
         _check_real(x, name)
     M = path_logits.numel()
-    if alphas.numel() != M or widths.numel() != M:
+    if alphas.numel() != M or widths.numel() != M or (slopes is not None and slopes.numel() != M):
+        if slopes is None:
+            raise ValueError(
+                f"path_logits, alphas and widths must have the same length, got {M}, {alphas.numel()}, {widths.numel()}"
+            )
         raise ValueError(
-            f"path_logits, alphas and widths must have the same length, got {M}, {alphas.numel()}, {widths.numel()}"
+            f"path_logits, alphas, widths and slopes must have the same length, got {M}, {alphas.numel()}, "
+            f"{widths.numel()}, {slopes.numel()}"
         )
     dev = path_logits.device
     f, a, w = path_logits.reshape(-1), alphas.to(dev).reshape(-1), widths.to(dev).reshape(-1)
-    if _dispatch(backend, f, a, w, op="emphasis_factors") == "reference":
-        return reference.emphasis_factors(f, a, w, mode, sign, norm)
-    return torch.ops.aieg_fast.emphasis_factors.default(f, a, w, mode, sign, norm)
+    s = None if slopes is None else slopes.to(dev).reshape(-1)
+    if _dispatch(backend, f, a, w, s, op="emphasis_factors") == "reference":
+        return reference.emphasis_factors(f, a, w, mode, sign, norm, s)
+    return torch.ops.aieg_fast.emphasis_factors.default(f, a, w, mode, sign, norm, s)
 
 
 def integrate_gradients(
@@ -474,7 +486,7 @@ if HAS_EXT:
         return pilot_logits.new_empty((n_steps,), dtype=acc), pilot_logits.new_empty((n_steps,), dtype=acc)
 
     @torch.library.register_fake("aieg_fast::emphasis_factors")
-    def _emphasis_factors_fake(path_logits, alphas, widths, mode="fd", sign="abs", norm="l1"):
+    def _emphasis_factors_fake(path_logits, alphas, widths, mode="fd", sign="abs", norm="l1", slopes=None):
         return path_logits.new_empty((path_logits.numel(),), dtype=acc_dtype(path_logits))
 
     @torch.library.register_fake("aieg_fast::integrate_gradients")

@@ -24,6 +24,7 @@ __all__ = [
     "adaptive_alphas",
     "uniform_alphas",
     "emphasis_factors",
+    "check_emphasis_options",
     "integrate_gradients",
     "attention_gradient_product",
     "posnorm",
@@ -37,7 +38,7 @@ __all__ = [
     "INTEGRATE_REDUCES",
 ]
 
-EF_MODES = ("fd", "autograd", "none")
+EF_MODES = ("fd", "autograd", "none", "completeness")
 EF_SIGNS = ("abs", "signed", "relu", "minmax")
 EF_NORMS = ("l1", "none")
 ALLOC_MODES = ("abs", "idg_minmax")
@@ -258,6 +259,32 @@ def _place(n: Tensor, M: int, quirk: bool, device, out_dtype) -> Tuple[Tensor, T
 # --------------------------------------------------------------------------------------------
 # emphasis_factors
 # --------------------------------------------------------------------------------------------
+def check_emphasis_options(mode: str, sign: str, norm: str, slopes: Optional[Tensor]) -> None:
+    """The option combinations :func:`emphasis_factors` accepts (checked by the reference, by
+    ``ops.emphasis_factors`` and, in the same words, by the compiled op).
+
+    Raises:
+        ValueError: ``mode``, ``sign`` or ``norm`` not among the choices; ``slopes`` missing for
+            ``mode="completeness"`` or given for another mode; ``sign`` other than ``"abs"`` or
+            ``norm`` other than ``"none"`` with ``mode="completeness"``.
+    """
+    _check_choice("mode", mode, EF_MODES)
+    _check_choice("sign", sign, EF_SIGNS)
+    _check_choice("norm", norm, EF_NORMS)
+    if mode != "completeness":
+        if slopes is not None:
+            raise ValueError(f"slopes is only read by mode='completeness', got a tensor with mode={mode!r}")
+        return
+    if slopes is None:
+        raise ValueError("slopes (the autograd slopes G_m·Δ) is required for mode='completeness', got None")
+    if sign != "abs":
+        raise ValueError(f"sign must be 'abs' for mode='completeness' (its weights are never negative), got {sign!r}")
+    if norm != "none":
+        raise ValueError(
+            f"norm must be 'none' for mode='completeness' (a normalisation would undo its completeness), got {norm!r}"
+        )
+
+
 def emphasis_factors(
     path_logits: Tensor,
     alphas: Tensor,
@@ -265,6 +292,7 @@ def emphasis_factors(
     mode: str = "fd",
     sign: str = "abs",
     norm: str = "l1",
+    slopes: Optional[Tensor] = None,
 ) -> Tensor:
     """Emphasis factors EF_m from logit jumps along the path (spec §6.5, IDG §3.1).
 
@@ -280,34 +308,73 @@ def emphasis_factors(
     Normalisation (``norm``): ``"l1"`` w / Σ|w| (Σ EF = 1 for the non-negative signs), ``"none"``
     w / M (IDG's raw weights with its 1/M mean).
 
+    ``mode="completeness"`` (issue 19's V8; a reconstruction in the spirit of §6.5, not from the
+    AIEG paper): damps the steps where the gradient over-predicts the logit's increment and,
+    where no step is clipped, keeps Σ_m ω_m s_m equal to the logit's change along the grid. It
+    needs ``slopes`` s_m = G_m·Δ (the gradient at α_m times the input-minus-baseline difference,
+    summed over tokens and embedding dimensions: dF(γ(α))/dα by autograd). Each sample carries
+    the sub-interval that ends at it, [α_{m−1}, α_m] of length g_m = α_m − α_{m−1}, the
+    interval ``"fd"`` takes its increment over:
+
+    * actual increment Δf_m = f_m − f_{m−1}; the gradient's prediction of it p_m = s_m·g_m;
+    * EF_m = clip(Δf_m / p_m, 0, 1), EF_m = 0 where p_m = 0 (a zero step or a zero slope), and
+      EF_1 = 0 (as in ``"fd"``: the gradient at α_1, the baseline on grids that start at 0,
+      where near-baseline gradients explode, never enters);
+    * returned: the integration weights ω_m = EF_m·g_m (not EF_m itself), with no normalisation.
+
+    Where nothing is clipped (0 ≤ Δf_m/p_m ≤ 1 for m ≥ 2, no p_m = 0 with Δf_m ≠ 0),
+    ω_m·s_m = Δf_m, so Σ_m ω_m s_m = f_M − f_1 = F(γ(α_M)) − F(γ(α_1)) exactly: F(x) − F(x′)
+    on a grid from α = 0 to α = 1 (the uniform grid). In every case ω_m·s_m lies between 0 and
+    Δf_m. A clipped step keeps at most IG's own weight g_m (EF = 1), so an increment that the
+    gradient at the step's right end does not see (a jump inside the step, e.g. the first step
+    from a zero baseline) is mostly lost; a step whose gradient disagrees in sign with the
+    logit's change gets 0. ``widths`` are not read by this mode: on the adaptive grid δ_m is
+    the width of the sub-step *after* α_m, which differs from g_m at bin boundaries and after
+    bins without samples; a prediction s_m·δ_m would set the increment over g_m against a slope
+    times another length, and clip even a linear F there. ``sign`` must be ``"abs"`` (ω ≥ 0
+    already) and ``norm`` ``"none"`` (no 1/M either: ω already carries the step length); other
+    values are refused.
+
     Degenerate cases: with ``norm="l1"``, if Σ|w| = 0 (flat logit, no rising interval for
     ``relu``, constant ``minmax``) every EF is 1/M, which reduces to IG on the grid. If any
-    input value is NaN or ±inf, every EF is NaN.
+    input value is NaN or ±inf (``slopes`` included), every EF is NaN.
 
     Args:
         path_logits (Tensor[M]): target logit f_m = F(γ(α_m)) (or slopes, for ``"autograd"``).
         alphas (Tensor[M]): sorted path positions.
         widths (Tensor[M]): sub-step widths δ_m.
+        mode: "fd", "autograd", "none" or "completeness".
+        sign: "abs", "signed", "relu" or "minmax".
+        norm: "l1" or "none".
+        slopes (Tensor[M], optional): s_m = G_m·Δ, for (and only for) ``mode="completeness"``.
 
     Returns:
         Tensor[M] in the accumulation dtype (fp64 for fp64 logits, else fp32).
+
+    Raises:
+        ValueError: a bad combination of options (see :func:`check_emphasis_options`), or
+            inputs of different lengths.
     """
-    _check_choice("mode", mode, EF_MODES)
-    _check_choice("sign", sign, EF_SIGNS)
-    _check_choice("norm", norm, EF_NORMS)
+    check_emphasis_options(mode, sign, norm, slopes)
     acc = acc_dtype(path_logits)
     f = path_logits.to(acc).reshape(-1)
     a = alphas.to(device=f.device, dtype=acc).reshape(-1)
     d = widths.to(device=f.device, dtype=acc).reshape(-1)
+    s = None if slopes is None else slopes.to(device=f.device, dtype=acc).reshape(-1)
     M = f.numel()
-    if a.numel() != M or d.numel() != M:
-        raise ValueError(
-            f"path_logits, alphas and widths must have the same length, got {M}, {a.numel()}, {d.numel()}"
-        )
+    if a.numel() != M or d.numel() != M or (s is not None and s.numel() != M):
+        got = f"{M}, {a.numel()}, {d.numel()}" + ("" if s is None else f", {s.numel()}")
+        names = "path_logits, alphas and widths" if s is None else "path_logits, alphas, widths and slopes"
+        raise ValueError(f"{names} must have the same length, got {got}")
     if M == 0:
         return f.new_zeros(0)
-    if not bool(torch.isfinite(f).all() & torch.isfinite(a).all() & torch.isfinite(d).all()):
+    finite = torch.isfinite(f).all() & torch.isfinite(a).all() & torch.isfinite(d).all()
+    if s is not None:
+        finite &= torch.isfinite(s).all()
+    if not bool(finite):
         return torch.full((M,), float("nan"), dtype=acc, device=f.device)
+    if mode == "completeness":
+        return _completeness_weights(f, a, s)
     if mode == "none":
         w = d.clone()
     else:
@@ -334,6 +401,17 @@ def emphasis_factors(
     if not bool(total > 0):
         return torch.full((M,), 1.0 / M, dtype=acc, device=f.device)
     return w / total
+
+
+def _completeness_weights(f: Tensor, a: Tensor, s: Tensor) -> Tensor:
+    """ω_m = clip((f_m − f_{m−1}) / (s_m g_m), 0, 1)·g_m, g_m = α_m − α_{m−1}; ω_1 = 0 and ω_m = 0
+    where s_m g_m = 0 (``mode="completeness"`` of :func:`emphasis_factors`; finite inputs)."""
+    w = torch.zeros_like(f)
+    g = a[1:] - a[:-1]
+    p = s[1:] * g
+    ratio = (f[1:] - f[:-1]) / torch.where(p != 0, p, torch.ones_like(p))
+    w[1:] = torch.where(p != 0, ratio.clamp(0.0, 1.0), torch.zeros_like(p)) * g
+    return w
 
 
 # --------------------------------------------------------------------------------------------

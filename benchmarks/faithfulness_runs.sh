@@ -45,3 +45,28 @@ for spec in "50 25" "200 8" "400 2"; do
   aieg-fast evaluate --dataset imdb --max-tokens "$1" --n "$2" --methods $M --n-steps 20 --metrics hard \
       --prob-space labels --seed 0 --out "$OUT/imdb_$1" --no-progress
 done
+
+# 5. BoolQ (issue 17): the zero-shot SmolLM2 on the first 300 dev questions (passage and question
+#    attributed, the contrast target by default), then the same recipe as run 1 on BoolQ: LoRA on the
+#    even-idx half of the dev set, evaluated on the odd-idx half (boolq-heldout, disjoint).
+#    Not run yet: no result is recorded for it.
+aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEEP --seed 0 --out "$OUT/boolq" --no-progress
+aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
+aieg-fast evaluate --model "$OUT/smollm2-boolq" --dataset boolq-heldout --n 300 --methods $M --n-steps 20 $SOFT $SWEEP \
+    --seed 0 --out "$OUT/boolq_heldout_ft" --no-progress
+
+# 6. LongRA (issue 17): every rebuilt instance; the filter (one-token words, right with and without the
+#    distractor) decides which are scored. Not run yet.
+aieg-fast evaluate --dataset longra --n 573 --methods $M --n-steps 20 --seed 0 --out "$OUT/longra" --no-progress
+
+# 7. Open generation (issue 17; not run yet): attributions of generated text, per generated step, on the
+#    embedded SmolLM2-135M-Instruct. Each prompt is continued greedily for 10 tokens (ReAGent's setting),
+#    or its reference is explained (--teacher-forced); the metrics perturb the whole context, prompt and
+#    generated prefix (--prompt-only: the prompt). WikiBio and WikiText are shipped; TellMeWhy is read from
+#    $DATA only (its licence is unknown). HETA is left out for its cost on a CPU; add it on a GPU.
+GEN="--methods $M,occlusion --n-new-tokens 10 --n-steps 20 $SOFT --seed 0 --no-progress"
+aieg-fast evaluate --dataset tellmewhy --data-dir "$DATA" --n 464 $GEN --out "$OUT/gen_tellmewhy"
+aieg-fast evaluate --dataset tellmewhy --data-dir "$DATA" --n 464 $GEN --teacher-forced --out "$OUT/gen_tellmewhy_forced"
+aieg-fast evaluate --dataset tellmewhy-reagent --data-dir "$DATA" --n 25 $GEN --out "$OUT/gen_tellmewhy_reagent"
+aieg-fast evaluate --dataset wikibio --n 100 $GEN --out "$OUT/gen_wikibio"
+aieg-fast evaluate --dataset wikitext --n 22 $GEN --out "$OUT/gen_wikitext"

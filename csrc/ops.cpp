@@ -38,7 +38,7 @@ TORCH_LIBRARY(aieg_fast, m) {
       "-> (Tensor, Tensor)");
   m.def(
       "emphasis_factors(Tensor path_logits, Tensor alphas, Tensor widths, str mode=\"fd\", str sign=\"abs\", "
-      "str norm=\"l1\") -> Tensor");
+      "str norm=\"l1\", Tensor? slopes=None) -> Tensor");
   m.def("integrate_gradients(Tensor grads, Tensor weights, Tensor delta, str reduce=\"sum\") -> Tensor");
   m.def(
       "attention_gradient_product(Tensor attn, Tensor? grad=None, Tensor? weights=None, "

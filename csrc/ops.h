@@ -37,11 +37,12 @@ std::tuple<Tensor, Tensor> adaptive_alphas_host(const Tensor& pilot_logits, int6
                                                 bool idg_compat_quirk);
 
 struct EmphasisFactorsPrepared {
-  Tensor logits, alphas, widths, out;
+  Tensor logits, alphas, widths, slopes, out;
   EmphasisFactorsParams p;
 };
 EmphasisFactorsPrepared prepare_emphasis_factors(const Tensor& path_logits, const Tensor& alphas, const Tensor& widths,
-                                                 std::string_view mode, std::string_view sign, std::string_view norm);
+                                                 std::string_view mode, std::string_view sign, std::string_view norm,
+                                                 const OptTensor& slopes);
 
 struct IntegrateGradientsPrepared {
   Tensor grads, weights, delta, out;

@@ -29,7 +29,8 @@ def test_registry_sample_and_data_folder(monkeypatch, tmp_path):
     sample = D.sst2_sample()
     assert len(sample) == 24 and sample == D.load_dataset("sst2-sample")
     assert sample == D.DATASETS["sst2-sample"].read(D.SHIPPED_DATA_DIR / D.DATASETS["sst2-sample"].shipped)
-    assert D.EVALUATION_DATASETS == ("sst2-sample", "sst2-dev", "sst2-test", "imdb")
+    assert D.EVALUATION_DATASETS == ("sst2-sample", "sst2-dev", "sst2-test", "imdb", "boolq", "boolq-heldout", "longra",
+                                     "longra-reagent", "wikibio", "wikitext", "tellmewhy", "tellmewhy-reagent")
     assert not D.DATASETS["sst2-train"].evaluation
     train = D.DATASETS["sst2-train"].read(D.SHIPPED_DATA_DIR / D.DATASETS["sst2-train"].shipped)  # gzipped copy
     assert len(train) == 67349 and train[0] == ("hide new secretions from the parental units ", 0)

@@ -6,11 +6,12 @@
   extension, compared;
 * :mod:`.methods` — ``aieg-fast methods``: the attribution methods;
 * :mod:`.info` — ``aieg-fast info``: versions and extension build;
-* :mod:`.evaluate` — ``aieg-fast evaluate``: faithfulness metrics on a sentiment dataset;
+* :mod:`.evaluate` — ``aieg-fast evaluate``: faithfulness metrics on a classification dataset
+  (sentiment, BoolQ, a user's file), LongRA's ground-truth check, or generated text, per step;
 * :mod:`.attribute_dataset` — ``aieg-fast attribute-dataset``: every example of a file
   attributed, resumable, data parallel under torchrun;
 * :mod:`.train_nano` — ``aieg-fast train-nano``: GPT-nano on SST-2 train;
-* :mod:`.train_sentiment` — ``aieg-fast train-sentiment``: SmolLM2 fine-tuned on SST-2 with LoRA.
+* :mod:`.train_sentiment` — ``aieg-fast train-sentiment``: SmolLM2 fine-tuned on SST-2 (or half of BoolQ) with LoRA.
 
 Each command module has ``add_parser(sub)`` (its options; the choices come from the registries)
 and ``run(args) -> int`` (the exit status); :mod:`.common` holds the model options several share

@@ -1,15 +1,19 @@
-"""``aieg-fast evaluate``: faithfulness metrics of attribution methods on a sentiment dataset
-(:func:`aieg_fast.eval.evaluate`); prints the summary table."""
+"""``aieg-fast evaluate``: faithfulness metrics of attribution methods on a classification dataset
+(:func:`aieg_fast.eval.evaluate`: sentiment, BoolQ, a user's file), LongRA's ground-truth check
+(:func:`aieg_fast.eval.evaluate_longra`) or generated text, per generated step
+(:func:`aieg_fast.eval.evaluate_generation`: WikiBio, WikiText, TellMeWhy, a user's file without
+labels), chosen by the dataset's task; prints the summary table."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..datasets import DATASETS, EVALUATION_DATASETS
+from ..datasets import DATASETS, EVALUATION_DATASETS, is_dataset_file
 from .common import add_model_options, placement
-from ..eval import DEFAULT_METHODS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, METRIC_SETS, PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate
+from ..eval import (DEFAULT_METHODS, DEFAULT_N_NEW_TOKENS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, LONGRA_KS, METRIC_SETS,
+                    PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation, evaluate_longra)
 
-__all__ = ["add_parser", "run", "parse_fractions"]
+__all__ = ["add_parser", "run", "parse_fractions", "parse_ints"]
 
 
 def parse_fractions(s: str):
@@ -24,13 +28,31 @@ def parse_fractions(s: str):
         raise argparse.ArgumentTypeError(f"expected comma-separated fractions, got {s!r}") from None
 
 
+def parse_ints(s: str):
+    """Comma-separated positive integers (``1,3,5``) as a list of ints.
+
+    Raises:
+        argparse.ArgumentTypeError: a part that is not a positive integer.
+    """
+    try:
+        vals = [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        vals = []
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {s!r}")
+    return vals
+
+
 def add_parser(sub) -> None:
     """Add the ``evaluate`` subcommand to the subparsers ``sub``."""
-    ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a sentiment dataset",
+    ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a classification dataset "
+                        "(sentiment, BoolQ, your file), LongRA's ground-truth check or generated text, per step",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     folder_files = ", ".join(DATASETS[k].file for k in EVALUATION_DATASETS if DATASETS[k].file)
     add_model_options(ev)
-    ev.add_argument("--dataset", default="sst2-sample", choices=list(EVALUATION_DATASETS))
+    ev.add_argument("--dataset", default="sst2-sample", metavar="NAME|PATH",
+                    help=f"one of {', '.join(EVALUATION_DATASETS)}, or a .jsonl / .json / .csv / .tsv file: with "
+                         "--label-field classification, without it generation (prompts in --text-field)")
     ev.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated methods, each optionally with options as name:option=value[:option=value] "
                     "(e.g. aieg:ef_mode=none); 'random' is the control")
     ev.add_argument("--n", type=int, default=20, help="evaluate examples 0 … N-1 of the dataset (START … N-1 with --start)")
@@ -65,20 +87,87 @@ def add_parser(sub) -> None:
     ev.add_argument("--data-dir", default=None,
                     help=f"folder with {folder_files} (default: $AIEG_FAST_DATA, "
                          "else the copies shipped with the package)")
+    ev.add_argument("--text-field", default="text", help="dataset file: the column of the text ({text} of the template)")
+    ev.add_argument("--label-field", default=None, help="dataset file: the column of the gold label (an index into --labels, "
+                    "or a label word)")
+    ev.add_argument("--target-field", default=None, help="dataset file: the column of a reference continuation (generation)")
+    ev.add_argument("--id-field", default=None, help="dataset file: a column of unique ids (default: FILE:row)")
+    ev.add_argument("--template", default=None, help="prompt with {text} (and {column} fields of a dataset file); all "
+                    "fields are attributed, the rest held fixed (default: the dataset's)")
+    ev.add_argument("--labels", nargs="+", default=None, metavar="WORD",
+                    help="label words, one token each, index = label (e.g. ' no' ' yes'; default: the dataset's)")
+    ev.add_argument("--ks", type=parse_ints, default=list(LONGRA_KS),
+                    metavar="K1,K2", help="LongRA: report how often the relative word is in the top k for these k")
+    gen = ev.add_argument_group("generated text (wikibio, wikitext, tellmewhy, tellmewhy-reagent, a file without --label-field)")
+    gen.add_argument("--n-new-tokens", type=int, default=DEFAULT_N_NEW_TOKENS,
+                     help="tokens generated greedily per prompt (ReAGent's 10); with --teacher-forced, the reference is cut to this many")
+    gen.add_argument("--teacher-forced", action="store_true", help="explain each prompt's reference instead of the greedy output")
+    gen.add_argument("--prompt-only", action="store_true",
+                     help="hold the generated prefix fixed: attribute and perturb the prompt only (default: the whole context, "
+                          "prompt and generated prefix, as ReAGent)")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
     ev.set_defaults(fn=run)
 
 
+def _task(args) -> str:
+    """The task of ``--dataset``: the registry's, else (a file) classification with a label
+    field and generation without."""
+    if args.dataset in DATASETS:
+        return DATASETS[args.dataset].task
+    if not is_dataset_file(args.dataset):
+        raise ValueError(f"--dataset must be one of {list(EVALUATION_DATASETS)} or a .jsonl / .json / .csv / .tsv file, "
+                         f"got {args.dataset!r}")
+    if args.label_field is None:
+        print(f"note: {args.dataset} has no --label-field: its rows are prompts ({args.text_field!r}), their continuations "
+              "evaluated per generated step", file=sys.stderr)
+        return "generation"
+    return "classification"
+
+
+def _run_longra(args) -> int:
+    res = evaluate_longra(model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, out_dir=args.out,
+                          seed=args.seed, ks=args.ks, n_steps=args.n_steps, target_fn=args.target_fn,
+                          reference=args.reference, data_dir=args.data_dir, progress=not args.no_progress, **placement(args))
+    print(res["summary_md"])
+    print(f"computed {res['computed']} instance(s); {res['kept']} kept by the filter; results in {res['out_dir']}")
+    return 0
+
+
+def _run_generation(args) -> dict:
+    """:func:`~aieg_fast.eval.evaluate_generation` on ``--dataset`` with the options given.
+
+    Raises:
+        ValueError: an option of label tasks only (--max-tokens, --start, --prob-space labels,
+            --labels).
+    """
+    wrong = [o for o, bad in (("--max-tokens", args.max_tokens is not None), ("--start", args.start != 0),
+                              ("--prob-space labels", args.prob_space == "labels"), ("--labels", args.labels is not None)) if bad]
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)}: not for generated text (p is over the vocabulary; use --n for the number of prompts)")
+    return evaluate_generation(
+        args.model, args.dataset, methods=args.methods, n_new_tokens=args.n_new_tokens, teacher_forced=args.teacher_forced,
+        interpolate_generated=not args.prompt_only, metrics=args.metrics, out_dir=args.out, n=args.n, seed=args.seed,
+        topk=args.topk, topk_sweep=args.topk_sweep, reference=args.reference, n_steps=args.n_steps, n_samples=args.n_samples,
+        soft_maps=args.soft_maps, ties=args.ties, target_fn=args.target_fn, template=args.template, data_dir=args.data_dir,
+        text_field=args.text_field, target_field=args.target_field, id_field=args.id_field, progress=not args.no_progress,
+        **({"pis": args.pis} if args.pis else {}), **placement(args))
+
+
 def run(args) -> int:
-    """Run the evaluation and print its summary; 0, or 2 on a missing data file."""
+    """Run the evaluation the dataset's task asks for and print its summary; 0, or 2 on a
+    missing data file."""
+    task = _task(args)
     try:
-        res = evaluate(
+        if task == "longra":
+            return _run_longra(args)
+        res = _run_generation(args) if task == "generation" else evaluate(
             model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, max_tokens=args.max_tokens,
             out_dir=args.out, seed=args.seed, topk=args.topk, n_steps=args.n_steps, n_samples=args.n_samples,
             prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
             topk_sweep=args.topk_sweep, start=args.start, reference=args.reference, metrics=args.metrics,
             soft_maps=args.soft_maps, ties=args.ties, target_fn=args.target_fn, **({"pis": args.pis} if args.pis else {}),
-            **placement(args),
+            template=args.template, labels=args.labels, text_field=args.text_field, label_field=args.label_field,
+            id_field=args.id_field, **placement(args),
         )
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -29,10 +29,30 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["BASELINE_NAMES", "baseline_rows", "check_alpha_range", "describe_baseline", "noisy_baseline", "shift_baseline"]
+from ..models import materialized
+
+__all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "describe_baseline", "noisy_baseline", "shift_baseline"]
 
 #: the baselines named by a string.
 BASELINE_NAMES = ("reference", "zero", "mean", "unk", "pad", "eos")
+
+
+def default_ref_token(adapter, tokenizer) -> int:
+    """The default reference token: PAD, else EOS, else UNK (DIG convention, specs/aieg.md
+    §6.3), skipping tokens whose embedding is all zeros; 0 when none qualifies.
+
+    A model initialised with ``padding_idx`` keeps an all-zero PAD embedding; with RMSNorm
+    (LLaMA) a zero baseline makes gradients explode near α = 0 (§6.3), so such a token is
+    passed over for the next candidate.
+    """
+    emb = adapter.embeddings
+    with materialized(emb):  # an offloaded embedding (device_map) holds its weights here only
+        W = emb.weight
+        for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
+            v = getattr(tokenizer, attr, None)
+            if isinstance(v, int) and 0 <= v < W.shape[0] and bool(W[v].detach().abs().sum() > 0):
+                return int(v)
+    return 0
 
 
 def check_alpha_range(alpha_range) -> float:

@@ -12,6 +12,7 @@ from torch import Tensor
 from .. import ops
 from .batch import Batch
 from .capture import AttentionCapture
+from .compiled import stack_at
 from .model_state import model_prepared
 from .objective import predicted, target_scores
 from .path import chunk_size
@@ -35,6 +36,8 @@ class Context:
         contrast: Tensor[B] long contrast token ids (F = z_t − z_c), or None. backend: kernel backend. ref_token_id: the baseline token. timing: seconds per phase
         (filled by the method). progress: a tqdm-like bar or None. pilot_logits: per example
         Tensor[N] pilot logits already computed by the caller (generation shares one pilot pass).
+        compiled: a :class:`~aieg_fast.core.compiled.CompiledStack` that runs the path chunks
+        (``compile=True``), or None (eager); compile_report: what it did in this call.
     """
 
     adapter: Any
@@ -64,6 +67,10 @@ class Context:
     #: points per example (None: the defaults of :mod:`~aieg_fast.core.adaptive_quadrature`)
     tolerance: Optional[float] = None
     max_steps: Optional[int] = None
+    compiled: Any = None
+    #: the compiled graphs this call ran (keys of ``CompiledStack.first_runs``) and the seconds
+    #: of the first runs among them (compilation included)
+    compile_report: Dict[str, Any] = field(default_factory=lambda: {"compile_seconds": 0.0, "graphs": []})
     _chunk: Optional[int] = field(default=None, repr=False)
 
     @property
@@ -76,9 +83,12 @@ class Context:
 
     @property
     def chunk(self) -> int:
-        """Path points per forward/backward (computed once per call)."""
+        """Path points per forward/backward (computed once per call; from the bucketed length on
+        the compiled path, so that lengths of one bucket run chunks of one size)."""
         if self._chunk is None:
-            self._chunk = chunk_size(self.adapter, self.batch.ids.shape[1], self.internal_batch_size, self.max_memory)
+            L = self.batch.ids.shape[1]
+            L = L if self.compiled is None else self.compiled.bucket(L)
+            self._chunk = chunk_size(self.adapter, L, self.internal_batch_size, self.max_memory)
         return self._chunk
 
     @contextlib.contextmanager
@@ -96,19 +106,25 @@ class Context:
             self.progress.update(n)
 
     # ------------------------------------------------------------------ forwards
+    def read_positions(self, rows: Optional[Tensor], n: int):
+        """What the model needs for ``n`` rows of examples ``rows`` [n] (None: B = 1): (attention
+        mask Tensor[n, L], position ids Tensor[n, L]), both None for an unpadded batch, and the
+        positions read, Tensor[n, T] long (T = 1, or the T predicting positions of a multi-token
+        target)."""
+        b = self.batch
+        T = 1 if self.step_ids is None else self.step_ids.shape[1]
+        rows = torch.zeros(n, dtype=torch.long, device=self.device) if rows is None else rows
+        mask, pos = (None, None) if b.plain else (b.attention_mask[rows], b.position_ids[rows])
+        q = b.last_index[rows].view(-1, 1) - (T - 1) + torch.arange(T, device=self.device).view(1, -1)
+        return mask, pos, q
+
     def hidden(self, rows: Optional[Tensor], embeds: Tensor) -> Tensor:
         """Final hidden state at the predicting position of each row of ``embeds`` [n, L, d]:
         Tensor[n, D] (Tensor[n, T, D] at the T predicting positions of a multi-token target);
         ``rows`` [n] names each row's example (ignored for an unpadded batch)."""
         b = self.batch
         if self.step_ids is not None:
-            T = self.step_ids.shape[1]
-            n = embeds.shape[0]
-            rows = torch.zeros(n, dtype=torch.long, device=embeds.device) if rows is None else rows
-            mask, pos = (None, None) if b.plain else (b.attention_mask[rows], b.position_ids[rows])
-            h = self.adapter.hidden_states(embeds, mask, pos)
-            q = b.last_index[rows].view(-1, 1) - (T - 1) + torch.arange(T, device=embeds.device).view(1, -1)
-            return h.gather(1, q.unsqueeze(-1).expand(n, T, h.shape[-1]))
+            return stack_at(self.adapter, embeds, *self.read_positions(rows, embeds.shape[0]))
         if b.plain:  # no per-chunk mask, positions or last-index gathers
             return self.adapter.hidden_last(embeds, None, None, None)
         return self.adapter.hidden_last(embeds, b.attention_mask[rows], b.position_ids[rows], b.last_index[rows])
@@ -257,14 +273,15 @@ def run_method(method, ctx, opts, sequence: bool = False):
 
 
 @contextlib.contextmanager
-def progress_bar(enabled: bool, desc: str):
-    """A tqdm progress bar over path points (closed on exit), or None when not ``enabled``."""
+def progress_bar(enabled: bool, desc: str, total: Optional[int] = None, unit: str = "pt", leave: bool = False):
+    """A tqdm progress bar (closed on exit), or None when not ``enabled``: by default over path
+    points, left off the screen when done; ``total``, ``unit`` and ``leave`` as tqdm's."""
     if not enabled:
         yield None
         return
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc=desc, unit="pt", leave=False)
+    bar = tqdm(desc=desc, total=total, unit=unit, leave=leave)
     try:
         yield bar
     finally:

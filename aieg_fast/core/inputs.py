@@ -3,14 +3,76 @@
 ``attribute(text=...)`` takes a string or a list of strings; ``attribute(input_ids=...)`` takes
 token ids that skip tokenisation: one sequence (a list of ints or a 1-D LongTensor) or a batch
 (a list of such sequences, or a 2-D LongTensor whose rows are all of the same length).
+
+A text may also be a mapping of fields, ``{"passage": ..., "question": ...}``, for a template
+that names each field once (``"{passage}\nQuestion: {question}?\nAnswer:"``): every field is
+attributed and the template's own text is held fixed (:func:`fill_template`).
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Mapping, Sequence, Tuple
 
 import torch
 
-__all__ = ["inputs_and_targets", "check_input_ids", "fixed_by_specials"]
+__all__ = ["inputs_and_targets", "check_input_ids", "fixed_by_specials", "fill_template", "is_text"]
+
+
+def is_text(x) -> bool:
+    """Whether ``x`` is one text: a str, or a mapping of field names to str (:func:`fill_template`)."""
+    return isinstance(x, str) or (isinstance(x, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in x.items()))
+
+
+def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
+    """The prompt a text makes, and the character spans of the attributed text in it.
+
+    Args:
+        text: a str, placed at ``{text}``; or a mapping field name → str, each placed at
+            ``{<field>}`` (e.g. BoolQ's ``{"passage": ..., "question": ...}``). Braces of the
+            template that name no field are kept as they are.
+        template: None (the text alone; not with a mapping), or a str holding ``{text}`` (or each
+            field of the mapping) exactly once.
+
+    Returns:
+        (the prompt str, [(start, end), ...]): one character span per field, in the order they
+        appear in the prompt; the rest of the prompt is the template's text.
+
+    Raises:
+        TypeError: text neither a str nor a mapping of str to str; a template that is not a str.
+        ValueError: an empty text or field (named); a mapping without a template, or with a field
+            the template does not name exactly once (names the field and the template).
+    """
+    if template is not None and not isinstance(template, str):
+        raise TypeError(f"template must be a str with '{{text}}' or None, got {type(template).__name__}")
+    if isinstance(text, str):
+        if not text.strip():
+            raise ValueError(f"text is empty, got {text!r}")
+        if template is None:
+            return text, [(0, len(text))]
+        if template.count("{text}") != 1:
+            raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
+        pre, post = template.split("{text}", 1)
+        return pre + text + post, [(len(pre), len(pre) + len(text))]
+    if not is_text(text):
+        raise TypeError(f"text must be a str or a mapping of field names to str, got {type(text).__name__}")
+    if not text:
+        raise ValueError("text is an empty mapping: give at least one field")
+    if template is None:
+        raise ValueError(f"text is a mapping of fields {sorted(text)}: it needs a template naming each field, e.g. "
+                         + " ".join("{" + k + "}" for k in text))
+    for k, v in text.items():
+        n = template.count("{" + k + "}")
+        if n != 1:
+            raise ValueError(f"template must contain '{{{k}}}' exactly once (text field {k!r}), found it {n} times: {template!r}")
+        if not v.strip():
+            raise ValueError(f"text[{k!r}] is empty, got {v!r}")
+    order = sorted(text, key=lambda k: template.index("{" + k + "}"))
+    full, spans, rest = "", [], template
+    for k in order:
+        pre, rest = rest.split("{" + k + "}", 1)
+        full += pre
+        spans.append((len(full), len(full) + len(text[k])))
+        full += text[k]
+    return full + rest, spans
 
 
 def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
@@ -68,14 +130,15 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
     """The inputs of a call and one target per input.
 
     Args:
-        text: a str or list of str, or None when ``input_ids`` is given.
+        text: a str (or a mapping of template fields, :func:`fill_template`) or a list of them,
+            or None when ``input_ids`` is given.
         input_ids: token ids (:func:`check_input_ids`) or None.
         target: one target, or a list of one per input.
         template: a str with ``{text}`` or None (not allowed with ``input_ids``).
         vocab_size, max_positions: the model's, for checking ids.
 
     Returns:
-        (inputs: list of str, or list of id lists; targets: list; single: one input given;
+        (inputs: list of texts, or list of id lists; targets: list; single: one input given;
         ids: whether the inputs are ids).
 
     Raises:
@@ -93,9 +156,10 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
                              "(they are then attributed, except special tokens)")
         inputs, single = check_input_ids(input_ids, vocab_size, max_positions)
     else:
-        if not isinstance(text, str) and not (isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text)):
-            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__}")
-        single = isinstance(text, str)
+        if not is_text(text) and not (isinstance(text, (list, tuple)) and all(is_text(t) for t in text)):
+            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__} (a text may also be a mapping of "
+                            "template fields to str)")
+        single = is_text(text)
         inputs = [text] if single else list(text)
         if not inputs:
             raise ValueError("text is an empty list")

@@ -30,7 +30,11 @@ _REGISTRATIONS = [0]
 
 
 def _registered(*_args):
-    _REGISTRATIONS[0] += 1  # returns None: the module or parameter is registered unchanged
+    # under torch.compile the registration is traced, not run (a model's forward that slices
+    # its ModuleList registers into a throw-away list); counting it there would put the count in
+    # the compiled graph's guards and recompile it at every call
+    if not torch.compiler.is_compiling():
+        _REGISTRATIONS[0] += 1  # returns None: the module or parameter is registered unchanged
 
 
 torch.nn.modules.module.register_module_module_registration_hook(_registered)

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from .. import ops
 from ..reference import uniform_alphas
+from .compiled import chunk_rows
 from .validation import parse_memory
 
 __all__ = [
@@ -128,23 +129,27 @@ def path_chunks(ctx, alphas: List[Tensor], need_grad: bool) -> Iterator[Tuple[in
     """Yield (example b, step slice, F [n], grads [n, L, d] or None) over the path, in chunks.
 
     Within a chunk the steps of one example are contiguous, so each piece is yielded with a
-    ``slice`` of step indices (views, no index tensors per chunk).
+    ``slice`` of step indices (views, no index tensors per chunk). With ``ctx.compiled`` each
+    chunk's forward and backward run through the compiled stack, in the row counts of
+    :func:`~aieg_fast.core.compiled.chunk_rows`.
     """
-    batch, chunk, dev = ctx.batch, ctx.chunk, ctx.device
+    batch, chunk, dev, comp = ctx.batch, ctx.chunk, ctx.device, ctx.compiled
     sizes = [a.numel() for a in alphas]
     starts = [0]
     for n in sizes:
         starts.append(starts[-1] + n)
     # the example of each path point; a single example needs none (plain batch, one target)
     rows_all = None if batch.B == 1 else torch.repeat_interleave(torch.arange(batch.B, device=dev), torch.tensor(sizes, device=dev))
-    for s in range(0, starts[-1], chunk):
-        e = min(s + chunk, starts[-1])
+    pieces = chunk_rows(starts[-1], chunk) if comp is not None else [(s, min(s + chunk, starts[-1]), 0) for s in range(0, starts[-1], chunk)]
+    for s, e, n_rows in pieces:
         groups = [(b, slice(max(s, starts[b]) - starts[b], min(e, starts[b + 1]) - starts[b]))
                   for b in range(batch.B) if starts[b] < e and starts[b + 1] > s]
         pts = [ops.interpolate_path(batch.embeds[b], batch.baseline[b], alphas[b][ms], batch.fixed[b], backend=ctx.backend) for b, ms in groups]
         X = pts[0] if len(pts) == 1 else torch.cat(pts, 0)
         rows = None if rows_all is None else rows_all[s:e]
-        if need_grad:
+        if comp is not None:
+            f, g = comp.forward(ctx, rows, X, n_rows, need_grad)
+        elif need_grad:
             X.requires_grad_(True)
             with torch.enable_grad():
                 f = ctx.F(rows, X)
@@ -188,8 +193,10 @@ def integrate_emphasized(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_nor
     divided at the end. This saves the forward-only pass over the main grid that
     :func:`emphasis` needs. The raw weights come from ``ops.emphasis_factors`` on the chunk
     with the previous step prepended (``norm="none"`` returns w/M', undone here). Supports
-    ``ef_mode`` fd / none and ``ef_sign`` abs / signed / relu (``minmax`` needs the global
-    min and max and goes through :func:`emphasis`).
+    ``ef_mode`` fd / none / completeness and ``ef_sign`` abs / signed / relu (``minmax`` needs
+    the global min and max and goes through :func:`emphasis`). ``"completeness"`` also needs
+    the slope s_m = G_m·Δ of each step, taken here from the same gradients; its weights are
+    used as they are (no normalisation).
 
     Returns:
         (ieg list of Tensor[L], ef list of Tensor[M], path logits list of Tensor[M])
@@ -199,16 +206,23 @@ def integrate_emphasized(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_nor
     d = batch.embeds.shape[-1]
     inner = "sum" if reduce == "sum" else "none"
     shape = (L,) if inner == "sum" else (L, d)
+    complete = ef_mode == "completeness"
     U = [torch.zeros(shape, dtype=torch.float32, device=dev) for _ in range(B)]
     V = [torch.zeros(shape, dtype=torch.float32, device=dev) for _ in range(B)]
     raw = [torch.zeros(a.numel(), dtype=torch.float32, device=dev) for a in alphas]
     path = [torch.zeros(a.numel(), dtype=torch.float32, device=dev) for a in alphas]
+    slopes = [torch.zeros(a.numel(), dtype=torch.float32, device=dev) for a in alphas] if complete else None
     delta = batch.delta
     for b, ms, f, g in path_chunks(ctx, alphas, True):
         path[b][ms] = f
         lo = max(ms.start - 1, 0)  # prepend the previous step so its increment is known
-        w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, ef_sign, "none", backend=backend)
-        w = w.float()[ms.start - lo :] * (ms.stop - lo)
+        if complete:
+            slopes[b][ms] = (g.float() * delta[b].float()).sum((-2, -1))
+            w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, "abs", "none",
+                                     slopes[b][lo : ms.stop], backend=backend).float()[ms.start - lo :]
+        else:
+            w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, ef_sign, "none", backend=backend)
+            w = w.float()[ms.start - lo :] * (ms.stop - lo)
         raw[b][ms] = w
         U[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=backend).float()
         if ef_norm == "l1":
@@ -217,11 +231,14 @@ def integrate_emphasized(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_nor
     ieg, efs = [], []
     for b in range(B):
         M = alphas[b].numel()
-        if not bool(torch.isfinite(path[b]).all()):  # the op's rule: non-finite logits → NaN EF
-            efs.append(torch.full((M,), float("nan"), device=dev))
+        if not bool(torch.isfinite(path[b]).all()) or (complete and not bool(torch.isfinite(slopes[b]).all())):
+            efs.append(torch.full((M,), float("nan"), device=dev))  # the op's rule: non-finite inputs → NaN EF
             ieg.append(torch.full(shape[:1], float("nan"), device=dev))
             continue
-        if ef_norm == "none":
+        if complete:
+            efs.append(raw[b])
+            acc = U[b]
+        elif ef_norm == "none":
             efs.append(raw[b] / M)
             acc = U[b] / M
         else:

@@ -1,12 +1,8 @@
 """The examples of a dataset to attribute, from a file or a Python object, checked row by row.
 
-Accepted data (:func:`read_examples`):
-
-* a ``.jsonl`` / ``.ndjson`` file (one JSON object per line; blank lines skipped), a ``.json``
-  file holding a list of objects, a ``.csv`` or ``.tsv`` file with a header line (read with
-  pandas; every cell a string, an empty cell = no value);
-* a ``pandas.DataFrame``, a Hugging Face ``datasets.Dataset`` (anything iterable over dicts
-  with ``column_names``), a list of dicts, or a list of strings (the texts).
+Accepted data (:func:`read_examples`): the files and objects of
+:func:`aieg_fast.datasets.rows.read_rows` (JSON lines, JSON, CSV, TSV; a DataFrame, a
+``datasets.Dataset``, a list of dicts or strings).
 
 Columns: the text (``text_column``, default ``"text"``, required) and, each optional, the target
 (``"target"``: a token string, or a token id / class index as a JSON integer, or with
@@ -17,18 +13,15 @@ empty value means none: no target = the model's prediction, no template = the ru
 """
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..datasets.rows import FILE_TYPES, is_empty, read_rows
 
 __all__ = ["Example", "read_examples", "DEFAULT_COLUMNS", "FILE_TYPES"]
 
 #: role → the column name used when present (``text`` is required).
 DEFAULT_COLUMNS = {"text": "text", "target": "target", "contrast": "contrast", "template": "template", "id": "id"}
-#: file suffixes :func:`read_examples` reads.
-FILE_TYPES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv")
 
 
 @dataclass(frozen=True)
@@ -45,76 +38,9 @@ class Example:
     template: Optional[str] = None
 
 
-def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
-    """(rows, where each row is: ``"line N"``) of a JSON-lines or JSON-list file."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise ValueError(f"data {str(path)!r}: line {line} is not UTF-8 text; save the file as UTF-8") from None
-    if path.suffix == ".json" and text.lstrip().startswith("["):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"data {str(path)!r}: not JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
-        return rows, [f"item {i}" for i in range(len(rows))]
-    rows, where = [], []
-    for no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"data {str(path)!r}: line {no} is not JSON ({err.msg} at column {err.colno}): {line[:80]!r}") from None
-        where.append(f"line {no}")
-    return rows, where
-
-
-def _table_rows(path: Path) -> List[dict]:
-    import pandas as pd
-
-    try:
-        df = pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",", dtype=str, keep_default_na=False,
-                         encoding="utf-8")
-    except (ValueError, pd.errors.ParserError) as err:  # UnicodeDecodeError is a ValueError
-        raise ValueError(f"data {str(path)!r} is not a readable {path.suffix[1:].upper()} file with a header line: "
-                         f"{str(err).strip().splitlines()[-1]}") from None
-    return df.to_dict("records")
-
-
-def _rows(data) -> Tuple[List[Any], List[str], str]:
-    """(rows, where each row is, what the data is) of any accepted data."""
-    if isinstance(data, (str, Path)):
-        path = Path(data)
-        if path.suffix.lower() not in FILE_TYPES:
-            raise ValueError(f"data {str(data)!r}: unknown file type {path.suffix!r}; expected one of {list(FILE_TYPES)}")
-        if not path.is_file():
-            raise FileNotFoundError(f"data {str(data)!r}: no such file")
-        if path.suffix.lower() in (".csv", ".tsv"):
-            rows = _table_rows(path)
-            return rows, [f"row {i} (line {i + 2})" for i in range(len(rows))], f"data {str(data)!r}"
-        rows, where = _json_rows(path)
-        return rows, where, f"data {str(data)!r}"
-    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame: numpy scalars as Python ones
-        rows = [{k: (v.item() if hasattr(v, "item") and not isinstance(v, str) else v) for k, v in r.items()}
-                for r in data.to_dict("records")]
-        return rows, [f"row {i}" for i in range(len(rows))], "data"
-    if hasattr(data, "column_names") or isinstance(data, (list, tuple)):  # a datasets.Dataset, a list
-        rows = list(data)
-        rows = [{"text": r} if isinstance(r, str) else r for r in rows]
-        return rows, [f"row {i}" for i in range(len(rows))], "data"
-    raise TypeError(f"data must be a file path, a pandas DataFrame, a datasets.Dataset or a list of dicts or strings, "
-                    f"got {type(data).__name__}")
-
-
-def _empty(v) -> bool:
-    return v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, float) and math.isnan(v))
-
-
 def _token(v, role: str, target_is_id: bool, where: str):
     """A target / contrast value: None, an int (id) or a token string."""
-    if _empty(v):
+    if is_empty(v):
         return None
     if isinstance(v, bool):
         raise ValueError(f"{where}: {role} must be a token string or an integer id, got {v!r}")
@@ -170,7 +96,7 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
-    rows, where, what = _rows(data)
+    rows, where, what = read_rows(data)
     if limit is not None:
         rows, where = rows[:limit], where[:limit]
     if not rows:
@@ -188,10 +114,10 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{loc}: the text ({cols['text']!r}) must be a non-empty string, got {text!r}")
         get = lambda role: None if cols[role] is None else r.get(cols[role])  # noqa: E731
-        template = None if _empty(get("template")) else get("template")
+        template = None if is_empty(get("template")) else get("template")
         if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):
             raise ValueError(f"{loc}: the template must contain '{{text}}' exactly once, got {template!r}")
         ident = get("id")
-        out.append(Example(i, i if _empty(ident) else ident, text, _token(get("target"), "target", target_is_id, loc),
+        out.append(Example(i, i if is_empty(ident) else ident, text, _token(get("target"), "target", target_is_id, loc),
                            _token(get("contrast"), "contrast", target_is_id, loc), template))
     return out

@@ -5,7 +5,18 @@ from typing import Dict, List, Tuple
 
 from ..methods.registry import check_model, get_method
 
-__all__ = ["check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models"]
+__all__ = ["BASELINE_KEYS", "check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models",
+           "method_only"]
+
+#: Call settings a method spec may carry besides the method's options, for the methods that
+#: integrate from a baseline (``uses_baseline``): ``integrated_gradients:baseline=zero``,
+#: ``aieg:alpha_range=[0.1,1]``. They are passed to ``Explainer.attribute`` as they are.
+BASELINE_KEYS = ("baseline", "alpha_range", "n_baseline_samples", "baseline_noise")
+
+
+def method_only(opts: dict) -> dict:
+    """The method options of a spec's settings, without its :data:`BASELINE_KEYS`."""
+    return {k: v for k, v in opts.items() if k not in BASELINE_KEYS}
 
 
 def check_topk(topk) -> float:
@@ -88,7 +99,7 @@ def check_method_options(method_options, specs: Dict[str, Tuple[str, dict]], con
         if m in controls:
             continue
         try:
-            get_method(name).options(**{**method_options.get(name, {}), **opts})
+            get_method(name).options(**{**method_options.get(name, {}), **method_only(opts)})
         except (ValueError, TypeError) as err:
             raise type(err)(f"methods: {m!r} with method_options {method_options.get(name, {})}: {err}") from None
     return dict(method_options)
@@ -100,4 +111,4 @@ def check_models(ex, specs: Dict[str, Tuple[str, dict]], method_options: Dict[st
     for m, (name, opts) in specs.items():
         if m not in controls:
             method = get_method(name)
-            check_model(method, method.options(**{**method_options.get(name, {}), **opts}), ex.adapter)
+            check_model(method, method.options(**{**method_options.get(name, {}), **method_only(opts)}), ex.adapter)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -22,7 +22,8 @@ from .forwards import last_logits_embeds
 if TYPE_CHECKING:
     from ..explainer import Explainer
 
-__all__ = ["PROB_SPACES", "MetricContext", "prepare", "context_for", "check_attribution", "seed_for", "target_probs"]
+__all__ = ["PROB_SPACES", "MetricContext", "prepare", "context_for", "check_attribution", "seed_for", "target_probs",
+           "step_attribution"]
 
 PROB_SPACES = ("vocab", "labels")
 _DEGENERATE_EPS = 1e-6
@@ -48,6 +49,48 @@ def check_attribution(attr) -> None:
         raise ValueError(f"attr.target must hold the target id, got {attr.target!r}")
     if not torch.isfinite(attr.scores.float()).all():
         raise ValueError("attr.scores contains NaN or infinite values")
+
+
+def step_attribution(gen: Attribution, t: int) -> Attribution:
+    """Step t of a generation result as the next-token attribution the metrics take.
+
+    Row t of :meth:`Explainer.attribute_generation`'s result explains the generated token y_t
+    from its context c_t = prompt ⊕ y_<t. The returned attribution has that context as its
+    input (``token_ids`` = the first L_p + t ids), the row's scores on it, y_t as its target
+    (``target["id"]``), and as ``attributable`` the positions the row attributes: the prompt's
+    text tokens, and the generated tokens y_<t when the generation was attributed with
+    ``interpolate_generated=True``. These are the positions the metrics perturb
+    (:func:`prepare`); the others (template, special tokens, a generated prefix held fixed)
+    are kept as they are, and their NaN scores become 0.
+
+    Args:
+        gen: a generation :class:`Attribution` (``scores`` Tensor[T, L_p + T]).
+        t: the step, 0 ≤ t < T.
+
+    Returns:
+        An :class:`Attribution` with ``scores`` Tensor[L_p + t] and target ``{"kind": "token",
+        "id": y_t, "text", "step": t}`` (specs/grad_ellm.md §5.3, item 6: generation has one
+        instance per generated step).
+
+    Raises:
+        ValueError: ``gen`` is not a generation result, or ``t`` is out of range.
+    """
+    if not isinstance(gen, Attribution) or not gen.is_generation:
+        raise ValueError(f"gen must be a generation Attribution (2-D scores), got {type(gen).__name__}")
+    T = gen.scores.shape[0]
+    if isinstance(t, bool) or not isinstance(t, int) or not (0 <= t < T):
+        raise ValueError(f"t must be a step in [0, {T}), got {t!r}")
+    n = gen.prompt_length + t
+    eligible = list(gen.attributable[:n])
+    row = gen.scores[t, :n]
+    row = torch.where(torch.tensor(eligible, dtype=torch.bool), row, torch.zeros_like(row))
+    y = int(gen.info["generated_ids"][t])
+    return Attribution(
+        tokens=gen.tokens[:n], token_ids=list(gen.token_ids[:n]), scores=row, method=gen.method,
+        target={"kind": "token", "id": y, "text": gen.tokens[n], "step": t}, options=gen.options, model=gen.model,
+        attributable=eligible, raw_tokens=gen.raw_tokens[:n], special=gen.special[:n],
+        degenerate=[f for f in gen.degenerate if f.get("step") == t],
+    )
 
 
 def seed_for(seed: int, instance_id, tag: str) -> int:
@@ -78,6 +121,10 @@ class MetricContext:
     instance_id: object
     batch_size: int
     tie_seed: int = 0
+    #: p(y | masked input) already computed for this instance, keyed by the draws' tag and the
+    #: exact keep probabilities (:func:`~aieg_fast.eval.soft.soft_probs`): two soft maps (or two
+    #: methods) that give the same keep probabilities share one batched forward.
+    probs_memo: Dict[Tuple, Tensor] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def degenerate(self) -> bool:

@@ -3,7 +3,8 @@
 * :func:`write_summary` — ``summary.csv`` (the rows of :func:`~aieg_fast.eval.stats.summarise`)
   and ``summary.md``: mean [95 % bootstrap CI] per method and metric with the paired-test stars,
   the table of p-values, and, when the settings hold a top-k sweep, ``summary_topk.csv`` and its
-  tables (:func:`topk_lines`);
+  tables (:func:`topk_lines`), and for a generation run ``summary_steps.csv`` and a per-step table
+  (:func:`step_lines`);
 * :func:`plot_pi_soft` — ``pi_soft_curves.png`` (``pi_soft_curves_<map>.png`` for a soft map other
   than ``"relu"``), the mean π-Soft-NC / NS curves with bootstrap bands (needs matplotlib;
   skipped with a note).
@@ -18,9 +19,27 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from .metrics import HARD_METRICS, METRICS, soft_key
-from .stats import REFERENCE_METHOD, bootstrap_band, summarise_topk
+from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "topk_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
+__all__ = ["write_csv", "fmt", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
+
+
+def chance_lines(records: Sequence[dict]) -> List[str]:
+    """The markdown lines on the accuracy against chance (:func:`~aieg_fast.eval.stats.chance_check`):
+    one line, and a warning paragraph when the model answers at chance."""
+    c = chance_check(records)
+    if not c["n"]:
+        return []
+    line = (f"Accuracy {fmt(c['accuracy'])} against chance {fmt(c['chance'])} (the better of the majority label's share "
+            f"{fmt(c['majority'])} and a uniform guess; one-sided exact binomial p = {fmt(c['p'], 4)}).")
+    if not c["at_chance"]:
+        return ["", line]
+    few = f" (n = {c['n']} may be too few for the test to tell: evaluate more examples)" if c["n"] < 30 else ""
+    return ["", line, "", f"**The accuracy is not above chance** (p ≥ 0.05){few}. A model that answers at chance does "
+            "not decide from the text, and the faithfulness metrics then cannot separate the methods (each attribution "
+            "explains a decision that is not there). Use a model that decides, e.g. one fine-tuned on the task (README: "
+            "\"A model that decides\"; for BoolQ `aieg-fast train-sentiment --task boolq`, evaluated on "
+            "`--dataset boolq-heldout`)."]
 
 
 def write_csv(path: Path, rows: List[dict]) -> None:
@@ -63,14 +82,80 @@ def topk_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Option
     return lines
 
 
+#: what the columns of each soft map reward (the note under the summary's title)
+_MAP_TEXT = {
+    "relu": "columns without a suffix use soft_map relu (negative scores clipped to 0: rewards positive scores "
+            "that single out the decisive tokens; adding a constant to all scores changes them)",
+    "minmax": "`_minmax` columns use the min-max of the signed scores (unchanged by adding a constant: rewards "
+              "the ordering and gaps of all scores)",
+    "abs": "`_abs` columns use |scores|",
+}
+
+
+def _settings_lines(config: dict, records: Sequence[dict], hard: bool) -> List[str]:
+    """The lines under the summary's title: the examples (with the accuracy of a label task and
+    :func:`chance_lines`, or the generated steps of a generation run) and the run's settings."""
+    n = len(records)
+    generation = config.get("task") == "generation"
+    if generation:
+        steps = [st for r in records for st in r.get("steps", [])]
+        what = f"n = {n} examples, {len(steps)} generated steps; "
+        deg = f"degenerate steps for soft metrics (p(y_t|x_∅) ≥ p(y_t|x)): {sum(bool(st.get('degenerate')) for st in steps)}; "
+    else:
+        acc = np.mean([r["pred_label"] == r["label"] for r in records]) if records else float("nan")
+        what = f"n = {n} examples; accuracy of the predicted label = {fmt(float(acc))}; "
+        deg = f"degenerate for soft metrics (p(y|x_∅) ≥ p(y|x)): {sum(bool(r.get('degenerate')) for r in records)}; "
+    soft_info = "" if hard else (
+        f"{deg}soft samples K = {config['n_samples']}; π grid = {config['pis']}; soft maps = {config.get('soft_maps', ['relu'])}; "
+    )
+    tie_info = ("top-k ties broken at random (seed per example in the records: tie_seed)" if config.get("ties", "first") == "random"
+                else "top-k ties to the lower index")
+    max_tokens = "" if generation else f"max_tokens = {config['max_tokens']}; "
+    lines = [what + soft_info + f"top-k = {config['topk']}; n_steps = {config['n_steps']}; {max_tokens}seed = {config['seed']}; "
+             f"prob_space = {config['prob_space']}; {tie_info}" + ("; hard metrics only." if hard else ".")]
+    if not generation:
+        return lines + chance_lines(records)
+    mode = (f"the references, teacher-forced, up to {config['n_new_tokens']} tokens" if config["teacher_forced"]
+            else f"greedy continuations of up to {config['n_new_tokens']} new tokens")
+    where = ("the prompt's text tokens and the generated prefix y_<t" if config["interpolate_generated"]
+             else "the prompt's text tokens (the generated prefix y_<t held fixed)")
+    return lines + ["", f"Generated text: {mode}. Step t explains the generated token y_t from its context prompt ⊕ y_<t and "
+                    f"the metrics perturb {where}, scoring p(y_t | context) over the vocabulary. Each metric is averaged over "
+                    "the steps of an example (soft metrics over its non-degenerate steps), then over the examples; the CIs "
+                    "and paired tests resample examples. Per-step means: summary_steps.csv."]
+
+
+def step_lines(out: Path, records: Sequence[dict], methods: Sequence[str], metrics: Sequence[str], seed: int = 0) -> List[str]:
+    """Write ``out/summary_steps.csv`` (the rows of :func:`~aieg_fast.eval.stats.summarise_steps`)
+    and return the markdown lines of one per-step table: the mean of the first of π-Soft-NC AUC
+    and comprehensiveness in ``metrics``, methods × generated step t (n examples per step)."""
+    real = [m for m in methods if m != "uniform"]
+    rows = summarise_steps(records, real, metrics, seed)
+    if not rows:
+        return []
+    write_csv(out / "summary_steps.csv", rows)
+    shown = next(k for k in ("pi_soft_nc_auc", "comprehensiveness", *metrics) if k in metrics)
+    by = {(r["method"], r["step"]): r for r in rows if r["metric"] == shown}
+    T = 1 + max(r["step"] for r in rows)
+    arrow = "↑" if METRICS[shown] == "higher" else "↓"
+    lines = ["", f"{shown} {arrow} per generated step t (mean; every metric with its CI in summary_steps.csv):", "",
+             "| method | " + " | ".join(f"t = {t}" for t in range(T)) + " |", "|---|" + "---|" * T,
+             "| n | " + " | ".join(str(by[(real[0], t)]["n"]) if (real[0], t) in by else "–" for t in range(T)) + " |"]
+    for m in real:
+        lines.append(f"| {m} | " + " | ".join(fmt(by[(m, t)]["mean"]) if (m, t) in by else "–" for t in range(T)) + " |")
+    return lines
+
+
 def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD,
                   refused: Sequence[dict] = ()) -> str:
     """Write ``out/summary.csv`` and ``out/summary.md`` (and the top-k files when ``config`` has a
-    ``topk_sweep``); return the markdown text.
+    ``topk_sweep``, the per-step files for a generation run); return the markdown text.
 
     Args:
         out: the evaluation folder. rows: :func:`~aieg_fast.eval.stats.summarise` rows.
-        config: the run's settings (``config.json``). records: the records summarised.
+        config: the run's settings (``config.json``; ``"task": "generation"`` for
+            :func:`~aieg_fast.eval.generation_runner.evaluate_generation`). records: the
+            records summarised.
         reference: the method of the paired tests.
         refused: records of examples whose input was refused (``"skipped"``: the reason); listed
             after the tables, not summarised.
@@ -80,32 +165,14 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     metrics = [k for k in METRICS if any(r["metric"] == k and r["n"] > 0 for r in rows)] or list(METRICS)
     methods = list(dict.fromkeys(r["method"] for r in rows if r["n"] > 0 or r["method"] != "uniform"))
     by = {(r["method"], r["metric"]): r for r in rows}
-    n = len(records)
-    acc = np.mean([r["pred_label"] == r["label"] for r in records]) if records else float("nan")
-    n_deg = sum(bool(r.get("degenerate")) for r in records)
     tests = sorted({r["test"] for r in rows if r["test"]})
     hard = config.get("metrics", "all") == "hard"
-    soft_info = "" if hard else (
-        f"degenerate for soft metrics (p(y|x_∅) ≥ p(y|x)): {n_deg}; soft samples K = {config['n_samples']}; "
-        f"π grid = {config['pis']}; soft maps = {config.get('soft_maps', ['relu'])}; "
-    )
-    ties = config.get("ties", "first")
-    tie_info = ("top-k ties broken at random (seed per example in the records: tie_seed)" if ties == "random"
-                else "top-k ties to the lower index")
-    map_text = {
-        "relu": "columns without a suffix use soft_map relu (negative scores clipped to 0: rewards positive scores "
-                "that single out the decisive tokens; adding a constant to all scores changes them)",
-        "minmax": "`_minmax` columns use the min-max of the signed scores (unchanged by adding a constant: rewards "
-                  "the ordering and gaps of all scores)",
-        "abs": "`_abs` columns use |scores|",
-    }
-    map_info = "" if hard else " Soft metrics: " + "; ".join(map_text[m] for m in config.get("soft_maps", ["relu"])) + "."
+    map_info = "" if hard else " Soft metrics: " + "; ".join(_MAP_TEXT[m] for m in config.get("soft_maps", ["relu"])) + "."
+    title = "Faithfulness of generated text" if config.get("task") == "generation" else "Faithfulness"
     lines = [
-        f"# Faithfulness: {config['model']} on {config['dataset']}",
+        f"# {title}: {config['model']} on {config['dataset']}",
         "",
-        f"n = {n} examples; accuracy of the predicted label = {fmt(float(acc))}; {soft_info}top-k = {config['topk']}; "
-        f"n_steps = {config['n_steps']}; max_tokens = {config['max_tokens']}; seed = {config['seed']}; "
-        f"prob_space = {config['prob_space']}; {tie_info}" + ("; hard metrics only." if hard else "."),
+        *_settings_lines(config, records, hard),
         "",
         "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better." + map_info + " "
         + (
@@ -140,6 +207,8 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     if ks:
         real = [m for m in methods if m != "uniform"]
         lines += topk_lines(out, summarise_topk(records, real, ks, config["seed"]), ks, records)
+    if config.get("task") == "generation":
+        lines += step_lines(out, records, methods, metrics, config["seed"])
     flagged = {}
     for r in records:
         for m, v in r.get("methods", {}).items():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..methods.registry import list_methods, method_options as allowed_options, parse_method_spec
-from .checks import check_choices, check_pis, check_positive_int, check_topk
+from ..methods.registry import get_method, list_methods, method_options as allowed_options, parse_method_spec
+from .checks import BASELINE_KEYS, check_choices, check_pis, check_positive_int, check_topk
 from .metrics import METRIC_SETS, NORMALISATIONS, PROB_SPACES, SOFT_MAPS, TIE_RULES
 from .stats import REFERENCE_METHOD
 
@@ -31,9 +31,12 @@ def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict
     if bad:
         raise ValueError(f"methods has unknown name(s) {bad}; choose from {list_methods() + list(controls)}")
     for m, (name, opts) in specs.items():
-        unknown = sorted(set(opts) - set(allowed_options(name))) if m not in controls else []
+        if m in controls:
+            continue
+        allowed = sorted(allowed_options(name)) + (list(BASELINE_KEYS) if get_method(name).uses_baseline else [])
+        unknown = sorted(set(opts) - set(allowed))
         if unknown:
-            raise ValueError(f"methods: {m!r} has unknown option(s) {unknown}; {name} takes {sorted(allowed_options(name))}")
+            raise ValueError(f"methods: {m!r} has unknown option(s) {unknown}; {name} takes {allowed}")
     return methods, specs
 
 

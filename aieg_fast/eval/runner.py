@@ -1,8 +1,10 @@
-"""Faithfulness evaluation of attribution methods over a sentiment dataset.
+"""Faithfulness evaluation of attribution methods over a classification dataset.
 
 :func:`evaluate` runs each method on the first ``n`` examples of a dataset with the dataset's
-prompt (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE` for the sentiment datasets), targets the
-model's predicted label word (" negative" / " positive", argmax over the two), scores every
+prompt (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE` for the sentiment datasets,
+:data:`~aieg_fast.datasets.BOOLQ_TEMPLATE` for BoolQ, whose passage and question are both
+attributed), targets the model's predicted label word (" negative" / " positive", " no" / " yes":
+argmax over the label words), scores every
 attribution with :mod:`aieg_fast.eval.metrics` (:func:`evaluate_example`) and writes to
 ``out_dir``:
 
@@ -22,27 +24,27 @@ The soft metrics are computed under each soft map of ``soft_maps`` (default ``"r
 clipped map, and ``"minmax"``, the offset-invariant min-max of the signed scores; see
 :mod:`aieg_fast.eval.metrics`); the columns of a map other than ``"relu"`` end in ``_<map>``.
 
-Datasets: the evaluation datasets of :data:`aieg_fast.datasets.DATASETS`: ``sst2-sample`` (24
-sentences shipped in the package), ``sst2-dev``, ``sst2-test``, ``imdb`` (files of the
-evaluation data folder: ``data_dir``, else ``$AIEG_FAST_DATA``, else the copies shipped in
-``aieg_fast/data``: full SST-2 dev and test, the first 200 IMDb reviews; see
-:func:`~aieg_fast.datasets.dataset_path`).
+Datasets: the classification datasets of :data:`aieg_fast.datasets.DATASETS`: ``sst2-sample`` (24
+sentences shipped in the package), ``sst2-dev``, ``sst2-test``, ``imdb``, ``boolq``,
+``boolq-heldout`` (files of the evaluation data folder: ``data_dir``, else ``$AIEG_FAST_DATA``,
+else the copies shipped in ``aieg_fast/data``; see :func:`~aieg_fast.datasets.dataset_path`); or
+a user's file or ``datasets.Dataset`` with a label column (:mod:`aieg_fast.eval.examples`).
+LongRA has its own runner (:mod:`aieg_fast.eval.longra`).
 """
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
 from ..core.diagnostics import AttributionWarning
 from ..core.validation import check_placement
-from ..datasets import DATASETS, dataset_path, load_dataset
+from ..datasets import DatasetSpec
 from ..explainer import load_model
 from ..methods.registry import parse_method_spec
 from ..runs import CONFIG_FILE, Dist, part_path, rank_device, shard, start as start_processes, writable_folder
@@ -60,17 +62,18 @@ from .metrics import (
     random_attribution,
     soft_key,
 )
+from .examples import example_text, load_examples, truncate
 from .folder import gather_parts, prepare_folder
 from .records import RECORDS_FILE, append_record, read_records
 from .report import plot_pi_soft, write_summary
 from .run_checks import check_methods, check_run_settings
-from .stats import REFERENCE_METHOD, summarise
+from .stats import REFERENCE_METHOD, chance_check, summarise
 
 if TYPE_CHECKING:
     from ..explainer import Explainer
 
 __all__ = ["evaluate", "evaluate_example", "eval_target_fn", "RunSettings", "CONTROLS", "DEFAULT_METHODS", "EVAL_TARGET_FNS",
-           "TOPK_SWEEP", "CONFIG_FILE"]
+           "TOPK_SWEEP", "CONFIG_FILE", "explainer_for", "run_config", "run_shards", "score_attribution", "summarise_run"]
 
 CONTROLS = ("random",)  # methods that are controls, not attribution methods
 #: the methods ``evaluate`` runs by default (and ``aieg-fast evaluate --methods``).
@@ -143,22 +146,7 @@ def eval_target_fn(target_fn: str, prob_space: str) -> str:
 # ============================================================================================
 # argument checks
 # ============================================================================================
-def _examples(dataset: str, data_dir, n: int, start: int) -> List[Tuple[str, int]]:
-    """The first ``n`` (text, label) pairs of the dataset (fewer, with a note, if it is shorter)."""
-    data = load_dataset(dataset, data_dir)
-    if not data:
-        where = dataset_path(dataset, data_dir) if DATASETS[dataset].file else "shipped sample"
-        raise ValueError(f"dataset {dataset!r} has no examples: {where} holds no data line; check the file (or --data-dir)")
-    if len(data) < n:
-        where = dataset_path(dataset, data_dir) if DATASETS[dataset].file else "shipped sample"
-        print(f"note: {dataset} has {len(data)} examples ({where}); evaluating {len(data)}, not n = {n}", file=sys.stderr)
-    data = data[:n]
-    if start >= len(data):
-        raise ValueError(f"start must be below the number of examples ({len(data)} in {dataset}), got {start}")
-    return data
-
-
-def _explainer(model, **placement) -> "Explainer":
+def explainer_for(model, **placement) -> "Explainer":
     """``model`` itself when it is an explainer (has ``attribute`` and ``adapter``), else
     :func:`~aieg_fast.explainer.load_model` of it (None, a hub id or a folder) with
     ``placement`` (device, dtype, device_map; those left at None are not passed)."""
@@ -170,25 +158,33 @@ def _explainer(model, **placement) -> "Explainer":
     return load_model(model, **placement)
 
 
-def _prompt(ex: "Explainer", dataset: str, template, labels) -> Tuple[Optional[str], list, List[int]]:
+def _prompt(ex: "Explainer", spec: DatasetSpec, template, labels) -> Tuple[Optional[str], list, List[int]]:
     """(template, labels, label ids): the dataset's prompt and label words for a causal LM, no
-    template and the class indices for a classification head, unless given."""
-    spec = DATASETS[dataset]
+    template (unless the dataset has several fields to join) and the class indices for a
+    classification head, unless given."""
     classifier = ex.adapter.kind == "classifier"
     if labels is None:
-        labels = list(range(len(spec.labels))) if classifier else list(spec.labels)
+        labels = list(range(len(spec.labels) or ex.adapter.num_labels)) if classifier else list(spec.labels)
     labels = list(labels)
-    if template is None and not classifier:
+    if not labels:
+        raise ValueError(f"labels: dataset {spec.name!r} names no label words; give the label words (--labels), one per label index")
+    if template is None and (not classifier or list(spec.fields) != ["text"]):
         template = spec.template
-    context = template.replace("{text}", "") if template is not None else None  # the label words follow the prompt
-    return template, labels, [ex.resolve_target(l, context=context)["id"] for l in labels]
+    context = template  # the label words follow the prompt: without its fields
+    for f in spec.fields if template is not None else ():
+        context = context.replace("{" + f + "}", "")
+    try:
+        return template, labels, [ex.resolve_target(l, context=context)["id"] for l in labels]
+    except (ValueError, TypeError) as err:
+        raise type(err)(f"labels: {err}") from None
 
 
 # ============================================================================================
 # settings and resume
 # ============================================================================================
-def _run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> dict:
-    """The recorded settings (``config.json``) of a run."""
+def run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> dict:
+    """The recorded settings (``config.json``) of a run (also of
+    :func:`~aieg_fast.eval.generation_runner.evaluate_generation`, which adds its own)."""
     config = {
         "model": ex.name or type(ex.model).__name__, "dataset": dataset, "max_tokens": s.max_tokens, "seed": s.seed,
         "topk": s.topk, "n_steps": s.n_steps, "n_samples": s.n_samples, "pis": s.pis, "prob_space": s.prob_space,
@@ -206,18 +202,14 @@ def _run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> 
     return config
 
 
-def _example_id(dataset: str, index: int) -> str:
-    return f"{dataset}:{index}"
-
-
-def _todo(dataset: str, data, start: int, methods: Sequence[str], done: Dict[str, dict]) -> list:
-    """(index, id, text, label, missing methods) of the examples from ``start`` on with methods
-    not yet in the records."""
+def _todo(data: List[dict], start: int, methods: Sequence[str], done: Dict[str, dict]) -> list:
+    """(index, id, text, label, missing methods) of the examples (records) from ``start`` on
+    with methods not yet in the records; the text is a str or a mapping of fields."""
     todo = []
-    for i, (text, label) in enumerate(data):
+    for i, rec in enumerate(data):
         if i < start:
             continue
-        eid = _example_id(dataset, i)
+        eid, text, label = rec["id"], example_text(rec), rec["label"]
         if "skipped" in done.get(eid, {}):  # its input was refused: the same settings refuse it again
             continue
         have = done.get(eid, {}).get("methods", {})
@@ -234,7 +226,7 @@ def _input_problem(ex: "Explainer", s: RunSettings, text: str) -> Optional[str]:
     """Why the example's text cannot be explained with these settings (more tokens than the
     model's positions, no attributable token), or None."""
     try:
-        ex.encode(_truncate(ex, text, s.max_tokens), s.template)
+        ex.encode(truncate(ex, text, s.max_tokens), s.template)
     except ValueError as err:
         return str(err)
     return None
@@ -279,15 +271,6 @@ def _example_loop(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, d
     return computed
 
 
-def _truncate(ex: "Explainer", text: str, max_tokens: Optional[int]) -> str:
-    if max_tokens is None:
-        return text
-    ids = ex.tokenizer(text, add_special_tokens=False)["input_ids"]
-    if len(ids) <= max_tokens:
-        return text
-    return ex.tokenizer.decode(ids[:max_tokens])
-
-
 def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, target, methods: Sequence[str], contrast=None):
     """Attributions of the non-control methods: ({spec: (Attribution, seconds)}, the first one)."""
     base = None
@@ -306,8 +289,22 @@ def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, tar
     return attrs, base
 
 
-def _score(ex: "Explainer", s: RunSettings, a, ctx) -> dict:
-    """The metrics of one attribution (hard only, or all), with its top-k sweep."""
+def score_attribution(ex: "Explainer", s: RunSettings, a, ctx) -> dict:
+    """The metrics of one attribution (hard only, or all, under ``s``), with its top-k sweep.
+
+    Args:
+        ex: the explainer. s: the run's settings (``hard_only``, ``topk``, ``ties``,
+            ``n_samples``, ``pis``, ``normalise``, ``soft_maps``, ``topk_sweep``).
+        a: a next-token :class:`~aieg_fast.result.Attribution` (scores Tensor[L]).
+        ctx: its :class:`~aieg_fast.eval.context.MetricContext` (:func:`prepare`).
+
+    Returns:
+        The flat dict of :func:`~aieg_fast.eval.metrics.flat_metrics` (probabilities and
+        metrics without unit, in [0, 1] except log-odds), with ``topk_sweep`` when asked.
+
+    Raises:
+        ValueError: ``ctx`` prepared for another input than ``a`` (and what the metrics raise).
+    """
     if s.hard_only:
         r = flat_metrics(hard_metrics(ex, a, s.topk, ties=s.ties, ctx=ctx), None, {"degenerate": ctx.degenerate})
     else:
@@ -343,7 +340,7 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
         ValueError, TypeError: a method refuses its options (names the method spec and eid).
     """
     s = settings
-    text = _truncate(ex, text, s.max_tokens)
+    text = truncate(ex, text, s.max_tokens)
     probs = ex.label_probs(text, s.labels, s.template)
     pred = int(np.argmax(probs))
     target = s.labels[pred]
@@ -364,7 +361,7 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
     for m in methods:
         a, t_attr = attrs[m]
         t0 = time.perf_counter()
-        r = _score(ex, s, a, ctx)
+        r = score_attribution(ex, s, a, ctx)
         r["time_attribution_s"] = t_attr
         r["time_metrics_s"] = time.perf_counter() - t0
         r["scores"] = [float(x) for x in a.scores.tolist()]
@@ -381,7 +378,7 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
 # ============================================================================================
 def evaluate(
     model=None,
-    dataset: str = "sst2-sample",
+    dataset="sst2-sample",
     methods: Union[str, Sequence[str]] = DEFAULT_METHODS,
     n: int = 20,
     max_tokens: Optional[int] = None,
@@ -404,6 +401,9 @@ def evaluate(
     data_dir=None,
     template: Optional[str] = None,
     labels: Optional[Sequence[Union[str, int]]] = None,
+    text_field: str = "text",
+    label_field: Optional[str] = None,
+    id_field: Optional[str] = None,
     internal_batch_size: Optional[int] = None,
     method_options: Optional[Dict[str, dict]] = None,
     progress: bool = True,
@@ -418,56 +418,52 @@ def evaluate(
     Args:
         model: an :class:`~aieg_fast.explainer.Explainer`, a model id / folder, or None
             (embedded SmolLM2-135M-Instruct).
-        dataset: an evaluation dataset of :data:`aieg_fast.datasets.DATASETS`: ``sst2-sample``,
-            ``sst2-dev``, ``sst2-test`` or ``imdb``.
-        methods: attribution method specs (a list or a comma-separated string): a method name,
-            optionally with options as ``name:option=value[:option=value]`` (e.g.
-            ``aieg:ef_mode=none`` for the ablation without emphasis factor; see
-            :func:`~aieg_fast.methods.registry.parse_method_spec`); ``random`` is the
-            random-scores control. The ``uniform`` π-Soft control is always computed.
+        dataset: a classification dataset of :data:`aieg_fast.datasets.DATASETS` (sst2-*, imdb,
+            boolq, boolq-heldout), or a file (.jsonl, .json, .csv, .tsv) or object with dict rows
+            (a ``datasets.Dataset``) with ``label_field`` (:func:`~aieg_fast.datasets.user_dataset`).
+        methods: method specs (a list or a comma-separated string): ``name:option=value[:...]``
+            (:func:`~aieg_fast.methods.registry.parse_method_spec`); path methods also take
+            :data:`~aieg_fast.eval.checks.BASELINE_KEYS` (``integrated_gradients:baseline=zero``);
+            ``random``: random scores. The ``uniform`` π-Soft control is always computed.
         n: number of examples (the first n of the dataset).
-        reference: the method the paired tests compare against (default
-            ``integrated_gradients``; e.g. ``aieg`` for an ablation table). Not part of the
-            recorded settings: rerun with another reference to re-summarise.
-        start: compute only examples ``start … n-1`` (the summary covers those in the records);
-            to share a run between processes use torchrun (``distributed``), not shards.
+        reference: the method of the paired tests (default ``integrated_gradients``; ``aieg`` for
+            an ablation table); not a recorded setting: rerun with another to re-summarise.
+        start: compute only examples ``start … n-1`` (to share a run, use torchrun instead).
         max_tokens: truncate each text to this many tokens (AIEG's 50 / 200 / 400 buckets).
         out_dir: output folder (records, summary, plot); reused to resume.
         seed: seed of the random control, the soft-metric draws and the bootstrap.
         topk: fraction of attributable tokens for the hard metrics (default 0.20).
-        topk_sweep: extra top-k fractions for log-odds / comprehensiveness / sufficiency (e.g.
-            :data:`TOPK_SWEEP` = 5 / 10 / 20 / 30 %), reported in a second table; None: none.
+        topk_sweep: extra top-k fractions of the hard metrics (e.g. :data:`TOPK_SWEEP`), in a second table.
         metrics: ``"all"`` (default) or ``"hard"``: log-odds, comprehensiveness and sufficiency
             only (the AIEG paper's), without the Soft-NC/NS and π-Soft forwards (~10× the cost).
         n_steps: path steps of the path methods. n_samples: Bernoulli draws K per soft point.
         pis: π grid. prob_space: ``"labels"`` (softmax over the label words / classes; what None,
             the default, means: these are label tasks) or ``"vocab"`` (over the whole vocabulary).
         normalise: score normalisation of Soft-NC / NS. data_dir: evaluation data folder.
-        soft_maps: the soft maps of the soft metrics (a list or a comma-separated string of
-            :data:`~aieg_fast.eval.metrics.SOFT_MAPS`): default ``("relu", "minmax")``, both
-            reported, the second in columns ending in ``_minmax``.
+        soft_maps: soft maps of the soft metrics (list or comma-separated, :data:`~aieg_fast.eval.metrics.SOFT_MAPS`):
+            default ``("relu", "minmax")``, the second in columns ending in ``_minmax``.
         ties: order of equal scores in the top-k: ``"random"`` (default; seeded per example by
             (seed, example id), recorded as ``tie_seed``) or ``"first"`` (lower index first).
         target_fn: the F every method explains (:func:`eval_target_fn`; default ``"auto"``: the
-            log-probability the metrics score). Recorded in ``config.json``.
-        template, labels: prompt and label words (single tokens or token ids; index = dataset
-            label). Defaults: for a causal LM the dataset's template and label words
-            (:data:`~aieg_fast.datasets.SENTIMENT_TEMPLATE`, :data:`~aieg_fast.datasets.SENTIMENT_LABELS`);
-            for a classification head no template and the class indices 0 (negative), 1 (positive).
+            log-probability the metrics score; for BoolQ ``"contrast"``, its dataset's
+            :attr:`~aieg_fast.datasets.DatasetSpec.target_fn`). Recorded in ``config.json``.
+        template, labels: prompt and label words (single tokens or token ids; index = label).
+            Defaults: the dataset's (:attr:`~aieg_fast.datasets.DatasetSpec.template`, ``labels``);
+            for a classification head no template (but BoolQ's) and the class indices.
+        text_field, label_field, id_field: a user dataset's columns (text, gold label, id);
+            ``{name}`` fields of its template other than ``{text}`` are columns too.
         method_options: per-method options, e.g. ``{"aieg": {"ef_mode": "none"}}``.
         device, dtype, device_map: how the model is loaded (:func:`~aieg_fast.load_model`; not
             with an Explainer); under torchrun ``"auto"`` / ``"cuda"`` = ``cuda:<LOCAL_RANK>``.
-        distributed: None: data parallel under ``torchrun`` (:mod:`aieg_fast.eval.folder`; the
-            merged records are a single process's); False: one process.
+        distributed: None: data parallel under ``torchrun`` (:mod:`aieg_fast.eval.folder`); False: one process.
 
     Returns:
         ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots", "failed",
-        "failures"}``; ``computed`` counts the examples computed in this call, ``skipped`` those
-        found in the records; ``plot`` is the first π-Soft plot (or None), ``plots`` all of them
-        (one per soft map); ``failed`` counts the examples whose input was refused (more tokens
-        than the model takes, no attributable token), each recorded with ``"skipped"`` (the
-        reason) and listed in ``failures`` and the summary, while the run goes on. Under torchrun
-        ``computed`` counts all processes'; ranks other than 0 return no summary and ``"rank"``.
+        "failures", "chance"}``: examples computed in this call / found in the records; the first
+        π-Soft plot (or None) and all; the examples whose input was refused (too many tokens, none
+        attributable), recorded with ``"skipped"`` and listed; the accuracy against chance
+        (:func:`~aieg_fast.eval.stats.chance_check`). Under torchrun other ranks than 0 return
+        no summary and ``"rank"``.
 
     Raises:
         ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a
@@ -479,55 +475,74 @@ def evaluate(
     topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
                                                  n_samples, pis, prob_space, normalise, soft_maps, ties)
     prob_space = prob_space or "labels"  # a label task: the label words / classes
-    target_fn = eval_target_fn(target_fn, prob_space)
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
+    spec, data = load_examples(dataset, data_dir, n, start, text_field=text_field, label_field=label_field,
+                               template=template, labels=labels, id_field=id_field)
+    target_fn = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space)  # BoolQ: contrast
     out = writable_folder(out_dir)
-    data = _examples(dataset, data_dir, n, start)
     with start_processes(distributed) as procs:
-        ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
-        template, labels, label_ids = _prompt(ex, dataset, template, labels)
+        ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
+        template, labels, label_ids = _prompt(ex, spec, template, labels)
         check_models(ex, specs, method_options, CONTROLS)
         settings = RunSettings(
             specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed, topk=topk,
             n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise, ties=ties,
             internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
             hard_only=metrics == "hard", soft_maps=tuple(soft_maps), target_fn=target_fn)
-        config = _run_config(ex, dataset, settings, metrics)
-        computed, skipped = _run_shards(procs, ex, settings, config, out, dataset, data, start, methods, progress)
+        config = run_config(ex, str(dataset) if isinstance(dataset, (str, Path)) else spec.name, settings, metrics)
+        computed, skipped = _run_shards(procs, ex, settings, config, out, data, start, methods, progress)
         if not procs.main:  # rank 0 merged the parts and reports
             return dict(NO_SUMMARY, computed=computed, skipped=skipped, out_dir=str(out), rank=procs.rank)
-        return dict(_summarise_run(out, [_example_id(dataset, i) for i in range(len(data))], methods, config, settings,
-                                   reference, metrics, plot), computed=computed, skipped=skipped, out_dir=str(out))
+        return dict(summarise_run(out, [r["id"] for r in data], methods, config, settings, reference, metrics, plot),
+                    computed=computed, skipped=skipped, out_dir=str(out))
 
 
 #: the summary part of :func:`evaluate`'s result on the processes other than rank 0
-NO_SUMMARY = {"rows": [], "summary_md": "", "plot": None, "plots": [], "failed": 0, "failures": []}
+NO_SUMMARY = {"rows": [], "summary_md": "", "plot": None, "plots": [], "failed": 0, "failures": [], "chance": None}
 
 
-def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out: Path, dataset: str, data, start: int,
+def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out: Path, data: List[dict], start: int,
                 methods: Sequence[str], progress: bool) -> Tuple[int, int]:
-    """Rank 0 prepares the folder (settings, repair, parts left by an interrupted run); each
-    process computes its share of the missing examples into its own file (``records.jsonl``
-    for a single process); rank 0 merges the parts. (examples computed by all processes,
-    examples found done)."""
+    """:func:`run_shards` over the examples of ``data`` from ``start`` on; (examples computed by
+    all processes, examples found done)."""
+    computed, left = run_shards(procs, config, out, lambda done: _todo(data, start, methods, done),
+                                lambda todo, done, path, show: _run_examples(ex, s, todo, done, path, show), progress)
+    return computed, len(data) - start - left
+
+
+def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, dict]], list],
+               work: Callable[[list, Dict[str, dict], Path, bool], int], progress: bool) -> Tuple[int, int]:
+    """The example loop of a run folder, on one process or under torchrun.
+
+    Rank 0 prepares the folder (settings, repair, parts left by an interrupted run); every
+    process reads the records done, ``plan(done)`` lists the examples still to compute, and each
+    process computes its share with ``work(todo, done, path, progress)`` (the count computed)
+    into its own file (``records.jsonl`` for a single process); rank 0 merges the parts. Used
+    by :func:`evaluate` and :func:`~aieg_fast.eval.generation_runner.evaluate_generation`.
+
+    Returns:
+        (examples computed by all processes, examples that were left to compute).
+    """
     procs.check(prepare_folder(out, config) if procs.main else None)
     rec_path = out / RECORDS_FILE
     done = read_records(rec_path)
-    todo = _todo(dataset, data, start, methods, done)
+    todo = plan(done)
     path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
-    computed = _run_examples(ex, s, shard(todo, procs), done, path, progress and procs.main)
+    computed = work(shard(todo, procs), done, path, progress and procs.main)
     computed = sum(procs.gather(computed))
     procs.barrier()
     if procs.main:
         gather_parts(out)
-    return computed, len(data) - start - len(todo)
+    return computed, len(todo)
 
 
-def _summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config: dict, s: RunSettings, reference: str,
-                   metrics: str, plot: bool) -> dict:
+def summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config: dict, s: RunSettings, reference: str,
+                  metrics: str, plot: bool) -> dict:
     """The summary of the records of ``ids`` in ``out`` (tables, plots); the examples whose
-    input was refused are listed, not summarised. The part of :func:`evaluate`'s result it makes."""
+    input was refused are listed, not summarised. The part of :func:`evaluate`'s result (and of
+    :func:`~aieg_fast.eval.generation_runner.evaluate_generation`'s, without labels: ``chance``
+    None) it makes."""
     allrec = read_records(out / RECORDS_FILE)
     found = [allrec[e] for e in ids if e in allrec]
     records = [r for r in found if "skipped" not in r]
@@ -538,4 +553,5 @@ def _summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config
     pngs = [plot_pi_soft(out, records, methods, s.pis, m) for m in s.soft_maps] if plot and metrics == "all" else []
     pngs = [str(p) for p in pngs if p]
     return {"rows": rows, "summary_md": md, "plot": pngs[0] if pngs else None, "plots": pngs, "failed": len(refused),
+            "chance": chance_check(records) if config.get("task") != "generation" else None,
             "failures": [{"id": r["id"], "reason": r["skipped"]} for r in refused]}

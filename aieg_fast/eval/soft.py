@@ -59,6 +59,20 @@ def soft_probs(ex: Explainer, ctx: MetricContext, keep: Tensor, U: Tensor) -> Te
     return pr.double().cpu().view(R, K)
 
 
+def _memo_probs(ex: Explainer, ctx: MetricContext, tag: str, keep: Tensor, U: Tensor) -> Tensor:
+    """:func:`soft_probs`, computed once per instance for each (draws, keep probabilities) pair.
+
+    The draws U depend only on (seed, instance, ``tag``) and their shape, so equal keep
+    probabilities give equal results: the relu and min-max soft maps of non-negative scores
+    (attention, AIEG after PosNorm) share their forwards (``ctx.probs_memo``).
+    """
+    key = (tag, tuple(U.shape), keep.detach().float().cpu().numpy().tobytes())
+    hit = ctx.probs_memo.get(key)
+    if hit is None:
+        hit = ctx.probs_memo[key] = soft_probs(ex, ctx, keep, U)
+    return hit.clone()
+
+
 def _ns_nc(ctx: MetricContext, pk: Tensor):
     """Normalised sufficiency and comprehensiveness from the sampled probabilities pk [..., K]."""
     if ctx.degenerate:
@@ -111,7 +125,7 @@ def soft_metrics(
         return {"soft_ns": float("nan"), "soft_nc": float("nan"), "degenerate": True}
     L, d = ctx.embeds.shape
     U = _uniforms(ctx, "soft", (1, n_samples, L, d)).expand(2, n_samples, L, d)
-    pk = soft_probs(ex, ctx, torch.stack([a, 1.0 - a]), U)
+    pk = _memo_probs(ex, ctx, "soft", torch.stack([a, 1.0 - a]), U)
     ns, _ = _ns_nc(ctx, pk[0:1])
     _, nc = _ns_nc(ctx, pk[1:2])
     return {"soft_ns": float(ns[0]), "soft_nc": float(nc[0]), "degenerate": False}
@@ -211,7 +225,7 @@ def pi_soft(
     U = _uniforms(ctx, "pi", (G, n_samples, L, d))
     keep = torch.cat(keeps, 0)  # [len(curves)·G, L]
     Ufull = U.repeat(len(curves), 1, 1, 1)
-    pk = soft_probs(ex, ctx, keep, Ufull)
+    pk = _memo_probs(ex, ctx, "pi", keep, Ufull)
     for j, c in enumerate(curves):
         ns, nc = _ns_nc(ctx, pk[j * G : (j + 1) * G])
         curve = ns if c == "ns" else nc

@@ -6,9 +6,12 @@
   when installed, else an exact / Monte-Carlo sign-flip permutation test of the mean difference
   in numpy);
 * :func:`mean_ci` — n, mean and CI of the finite values;
+* :func:`chance_check` — whether the model's predicted labels beat chance (one-sided exact
+  binomial test against the better of the majority label and a uniform guess);
 * :func:`summarise` / :func:`summarise_topk` — one row per (method, metric) or (method, k,
   metric) over the records of :mod:`aieg_fast.eval.records`, the rows of ``summary.csv`` and
-  ``summary_topk.csv``.
+  ``summary_topk.csv``; :func:`summarise_steps` — one row per (method, generated step, metric)
+  over the per-step metrics of a generation run, the rows of ``summary_steps.csv``.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ import numpy as np
 
 from .metrics import HARD_METRICS, METRICS, metric_base
 
-__all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "summarise", "summarise_topk"]
+__all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "chance_check", "summarise",
+           "summarise_topk", "summarise_steps"]
 
 #: the method the paired tests compare against by default.
 REFERENCE_METHOD = "integrated_gradients"
@@ -93,6 +97,49 @@ def mean_ci(values: Sequence[Optional[float]], seed: int) -> dict:
     return {"n": len(vals), "mean": float(np.mean(vals)) if vals else float("nan"), "ci_low": lo, "ci_high": hi}
 
 
+def _binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X ≥ k) for X ~ Binomial(n, p), summed in log space (exact for any n)."""
+    if k <= 0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * math.log(p) + (n - i) * math.log1p(-p)
+            for i in range(k, n + 1)]
+    top = max(logs)
+    return float(min(1.0, math.exp(top) * sum(math.exp(v - top) for v in logs)))
+
+
+def chance_check(records: Sequence[dict], alpha: float = 0.05) -> dict:
+    """Whether the predicted labels of ``records`` beat chance.
+
+    Chance is the better of always answering the most frequent gold label of the records and
+    guessing one of the k labels at random (1/k; k = the length of ``label_probs``). The test is
+    the one-sided exact binomial test of the number of correct predictions against chance. A
+    model at chance does not decide from the text, so its attributions cannot be faithful to a
+    decision and the faithfulness metrics cannot separate methods.
+
+    Args:
+        records: evaluation records with ``label``, ``pred_label`` and ``label_probs``.
+        alpha: the level below which the accuracy counts as above chance.
+
+    Returns:
+        ``{"n", "accuracy", "chance", "majority", "p", "at_chance"}`` (NaN and False for no record).
+    """
+    n = len(records)
+    if n == 0:
+        return {"n": 0, "accuracy": float("nan"), "chance": float("nan"), "majority": float("nan"), "p": float("nan"),
+                "at_chance": False}
+    correct = sum(int(r["pred_label"] == r["label"]) for r in records)
+    labels = [r["label"] for r in records]
+    majority = max(labels.count(v) for v in set(labels)) / n
+    k = max(len(r.get("label_probs") or [0, 0]) for r in records)
+    chance = max(majority, 1.0 / k)
+    p = _binomial_tail(correct, n, chance)
+    return {"n": n, "accuracy": correct / n, "chance": chance, "majority": majority, "p": p, "at_chance": p >= alpha}
+
+
 def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, reference: str = REFERENCE_METHOD,
               metrics: Optional[Sequence[str]] = None) -> List[dict]:
     """Rows (method, metric, n, mean, CI, paired p-value vs ``reference``) over records.
@@ -144,4 +191,28 @@ def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence
             for metric in HARD_METRICS:
                 vals = [r["methods"].get(m, {}).get("topk_sweep", {}).get(key, {}).get(metric) for r in records]
                 rows.append({"method": m, "topk": k, "metric": metric, **mean_ci(vals, seed)})
+    return rows
+
+
+def summarise_steps(records: Sequence[dict], methods: Sequence[str], metrics: Sequence[str], seed: int = 0) -> List[dict]:
+    """Rows (method, step, metric, n, mean, CI) of the per-step metrics of a generation run.
+
+    Each record's ``methods[m]["steps"]`` holds one dict of metrics per generated step t (0 =
+    the first generated token; :func:`~aieg_fast.eval.generation_runner.evaluate_generation`).
+    Step t's row covers the examples that generated at least t + 1 tokens; NaN (a degenerate
+    step's soft metrics) and missing values are left out. The CI resamples examples.
+
+    Raises:
+        ValueError: a name in ``metrics`` that is not in :data:`~aieg_fast.eval.metrics.METRICS`.
+    """
+    bad = [m for m in metrics if m not in METRICS]
+    if bad:
+        raise ValueError(f"metrics has unknown name(s) {bad}; choose from {list(METRICS)}")
+    rows = []
+    for m in methods:
+        steps = [r["methods"].get(m, {}).get("steps") or [] for r in records]
+        for t in range(max((len(s) for s in steps), default=0)):
+            for metric in metrics:
+                vals = [s[t].get(metric) for s in steps if len(s) > t]
+                rows.append({"method": m, "step": t, "metric": metric, "better": METRICS[metric], **mean_ci(vals, seed)})
     return rows

@@ -34,8 +34,19 @@ class AIEGOptions(Options):
             code's leftover allocation and placement (§3.2; see
             :func:`aieg_fast.reference.adaptive_alphas`).
         ef_mode: ``"fd"`` (finite-difference logit increments, default), ``"autograd"``
-            (G_m·Δ slopes, IDG's original code), ``"none"`` (§6.5). ef_sign: ``"abs"``,
-            ``"signed"``, ``"relu"``, ``"minmax"``. ef_norm: ``"l1"`` or ``"none"``.
+            (G_m·Δ slopes, IDG's original code), ``"none"`` (§6.5), ``"completeness"``
+            (issue 19's V8, a reconstruction: step m gets ω_m = clip(Δf_m/p_m, 0, 1)·g_m, the
+            actual logit increment Δf_m = f_m − f_{m−1} over g_m = α_m − α_{m−1} against the
+            gradient's prediction p_m = (G_m·Δ)·g_m, ω_1 = 0, no normalisation; where no step
+            is clipped Σ_i ieg_i = F(γ(α_M)) − F(γ(α_1)), which is F(x) − F(x′) on the uniform
+            grid (``adaptive=False``); the adaptive grid's samples are left ends of their
+            sub-steps, so it stops at α_M = 1 − δ_M and that last sub-step is left out; see
+            :func:`aieg_fast.reference.emphasis_factors`). ef_sign: ``"abs"``, ``"signed"``,
+            ``"relu"``, ``"minmax"``. ef_norm: ``"l1"`` or ``"none"``; left out (None), the
+            mode's own: ``"l1"``, and ``"none"`` for ``"completeness"`` (the options record the
+            value used). ``"completeness"`` needs ``ef_sign="abs"`` (its weights are never
+            negative), ``ef_norm="none"`` and ``stream_ef=True`` (its weights need the gradient
+            pass's slopes); other values are refused.
         attn_layers: ``"last"``, ``"all"``, ``"rollout"``, a list of layers, or ``"none"``
             (attention = 1) (§6.7). attn_heads: ``"mean"`` or ``"max"``. attn_source:
             ``"input"`` (α = 1) or ``"path"`` (|EF|-weighted mean along the path).
@@ -53,7 +64,7 @@ class AIEGOptions(Options):
     idg_compat_quirk: bool = False
     ef_mode: str = "fd"
     ef_sign: str = "abs"
-    ef_norm: str = "l1"
+    ef_norm: Optional[str] = None
     attn_layers: Any = "last"
     attn_heads: str = "mean"
     attn_source: str = "input"
@@ -64,6 +75,11 @@ class AIEGOptions(Options):
     final_norm: str = "none"
     token_reduction: str = "sum"
     stream_ef: bool = True
+
+    def __post_init__(self):
+        if self.ef_norm is None:  # the mode's own normalisation (recorded as the value used)
+            object.__setattr__(self, "ef_norm", "none" if self.ef_mode == "completeness" else "l1")
+        super().__post_init__()
 
     def validate(self):
         check_choice("alloc", self.alloc, ALLOC_MODES)
@@ -83,6 +99,13 @@ class AIEGOptions(Options):
             check_bool(name, getattr(self, name))
         if self.ef_mode == "autograd" and self.token_reduction != "sum":
             raise ValueError(f"ef_mode='autograd' supports token_reduction='sum' only, got {self.token_reduction!r}")
+        if self.ef_mode == "completeness":
+            if self.ef_norm != "none":
+                raise ValueError(f"ef_mode='completeness' needs ef_norm='none' (a normalisation would undo its completeness), got {self.ef_norm!r}")
+            if self.ef_sign != "abs":
+                raise ValueError(f"ef_mode='completeness' needs ef_sign='abs' (its weights are never negative), got {self.ef_sign!r}")
+            if not self.stream_ef:
+                raise ValueError("ef_mode='completeness' needs stream_ef=True (its weights need the slopes of the gradient pass), got False")
         if self.attn_source == "path" and self.attn_layers == "rollout":
             raise ValueError("attn_source='path' does not support attn_layers='rollout'")
 
@@ -95,8 +118,11 @@ class AIEG(Method):
       with allocation ∝ |slope| (``alloc="abs"``), or uniform (``adaptive=False``).
     * Emphasis factor (§6.5): EF_m = |w_m| / Σ|w|, w_m = (f_m − f_{m−1}) δ_m/(α_m − α_{m−1}),
       w_1 = 0, from the path logits (forward-only pass); flat logit → 1/M (IG).
-      ``ef_mode`` ∈ {fd, autograd, none}, ``ef_sign`` ∈ {abs, signed, relu, minmax},
-      ``ef_norm`` ∈ {l1, none}.
+      ``ef_mode`` ∈ {fd, autograd, none, completeness}, ``ef_sign`` ∈ {abs, signed, relu,
+      minmax}, ``ef_norm`` ∈ {l1, none}. ``ef_mode="completeness"`` (never normalised)
+      weights step m by clip(Δf_m/((G_m·Δ)·g_m), 0, 1)·g_m, which damps steps whose gradient
+      over-predicts the logit's change and, where no step is clipped, keeps Σ_i ieg_i equal to
+      the logit's change along the grid (see :class:`AIEGOptions`).
     * IEG (§6.6): ieg_i = Σ_d Δ_{i,d} Σ_m EF_m G_{m,i,d} (``token_reduction`` sum / l2 / sum_abs).
     * Attention (§6.7): a_i = head-mean last-layer attention of the predicting position at
       α = 1 (``attn_layers`` last / all / rollout / [layers] / none = 1; ``attn_heads`` mean /

@@ -1,4 +1,5 @@
-"""SmolLM2-SST2: the embedded SmolLM2-135M-Instruct fine-tuned with LoRA to answer the sentiment prompt.
+"""SmolLM2-SST2: the embedded SmolLM2-135M-Instruct fine-tuned with LoRA to answer the sentiment prompt
+(and the same recipe for BoolQ: ``task="boolq"``).
 
 The AIEG paper explains models fine-tuned on the task; the zero-shot SmolLM2-135M barely reads the
 review (58.5 % SST-2 dev accuracy). :func:`train_sentiment` fine-tunes it as a *language model*:
@@ -16,6 +17,13 @@ Recipe (the shipped adapter was made by ``aieg-fast train-sentiment`` with these
   cosine decay, gradient clipping at 1.0;
 * float32 on the CPU. The base weights are the de-quantized GGUF of the embedded model, so the
   adapter belongs to that base.
+
+The same recipe on another task (:data:`TRAIN_TASKS`): ``task="boolq"`` trains on ``boolq-train``
+(the BoolQ dev records with an even ``idx``, 1,635) with :data:`~aieg_fast.datasets.BOOLQ_TEMPLATE`
+and the label words ``" no"`` / ``" yes"``, ``epochs`` passes over them (default 3), and scores
+the other, disjoint half ``boolq-heldout`` (odd ``idx``, 1,635), which is what ``evaluate
+--dataset boolq-heldout`` then explains. BoolQ has no labelled test set of its own here, so the
+dev set is split in two, deterministically, and the split is recorded in ``training.json``.
 
 Training is resumable: every ``checkpoint_every`` steps the adapter, optimizer, scheduler and step
 are saved in ``out_dir/checkpoint``; a rerun with the same settings continues from there (a run
@@ -36,11 +44,21 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from dataclasses import replace
+
 from ..core.batch import right_pad
+from ..core.inputs import fill_template
 from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
 from ..models import SST2_NAME, cache_dir, load_hf_model
 
-__all__ = ["LORA_CONFIG", "SST2_NAME", "train_sentiment", "sentiment_accuracy"]
+__all__ = ["LORA_CONFIG", "SST2_NAME", "TRAIN_TASKS", "train_sentiment", "sentiment_accuracy"]
+
+#: task → (training dataset, evaluation dataset, default output name, default n_train, default epochs);
+#: the datasets give the template and label words (:data:`aieg_fast.datasets.DATASETS`).
+TRAIN_TASKS = {
+    "sst2": ("sst2-train", "sst2-dev", SST2_NAME, 16000, 1),
+    "boolq": ("boolq-train", "boolq-heldout", "smollm2-boolq", None, 3),
+}
 
 #: the LoRA settings of the shipped adapter.
 LORA_CONFIG = {
@@ -49,9 +67,10 @@ LORA_CONFIG = {
 }
 
 
-def _encode(tok, texts: Sequence[str], template: str) -> List[List[int]]:
-    """Token ids of each text placed in ``template``, encoded as :meth:`Explainer.encode` does."""
-    return [list(tok(template.replace("{text}", t), add_special_tokens=True)["input_ids"]) for t in texts]
+def _encode(tok, texts: Sequence, template: str) -> List[List[int]]:
+    """Token ids of each text (a str, or a mapping of template fields) placed in ``template``,
+    encoded as :meth:`Explainer.encode` does."""
+    return [list(tok(fill_template(t, template)[0], add_special_tokens=True)["input_ids"]) for t in texts]
 
 
 def _label_ids(tok, labels: Sequence[str]) -> List[int]:
@@ -88,10 +107,11 @@ def _last_logits(model, seqs: List[List[int]], pad_id: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sentiment_accuracy(model, tok, rows: Sequence[Tuple[str, int]], template: str = SENTIMENT_TEMPLATE,
+def sentiment_accuracy(model, tok, rows: Sequence[Tuple[object, int]], template: str = SENTIMENT_TEMPLATE,
                        labels: Sequence[str] = SENTIMENT_LABELS, batch_size: int = 32) -> float:
-    """Share of ``rows`` ((text, label) pairs) whose label word has the higher logit of the label
-    words at the end of ``template`` (the decision :mod:`aieg_fast.eval` scores).
+    """Share of ``rows`` ((text, label) pairs; a text may be a mapping of template fields) whose
+    label word has the highest logit of the label words at the end of ``template`` (the
+    decision :mod:`aieg_fast.eval` scores).
 
     Raises:
         ValueError: a label word that is not one token.
@@ -158,11 +178,41 @@ def _load_checkpoint(ckpt: Path, model, opt, sched, settings: dict) -> Tuple[int
     return int(state["step"]), list(state["losses"])
 
 
+def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
+    """(train spec, train path, train rows, eval rows, split note, n_train, epochs, output name)
+    of a task (the defaults of :data:`TRAIN_TASKS` filled in): rows are (text or field
+    mapping, label) pairs.
+
+    Raises:
+        ValueError: an unknown task, an ``epochs`` that is not a positive int.
+    """
+    if task not in TRAIN_TASKS:
+        raise ValueError(f"task must be one of {list(TRAIN_TASKS)}, got {task!r}")
+    train_name, eval_name, name, n_default, e_default = TRAIN_TASKS[task]
+    epochs = e_default if epochs is None else epochs
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    spec = DATASETS[train_name]
+    path = Path(train_file) if train_file is not None else SHIPPED_DATA_DIR / spec.shipped
+    recs = (replace(spec, parity=None) if train_file is not None else spec).records(path)  # a file of one's own: all rows
+    pairs = lambda rs: [(r["fields"]["text"] if list(r["fields"]) == ["text"] else r["fields"], r["label"]) for r in rs]  # noqa: E731
+    dev = DATASETS[eval_name].records(dataset_path(eval_name))
+    split = ""
+    if spec.parity is not None:
+        split = (f"trained on {train_name} ({path.name} rows with idx % 2 == {spec.parity}"
+                 f"{'' if train_file is None else ', all rows of the file given'}), scored on {eval_name} "
+                 f"(idx % 2 == {DATASETS[eval_name].parity}): disjoint halves of the same set")
+    return (spec, path, pairs(recs), pairs(dev[:n_dev] if n_dev is not None else dev), split,
+            n_default if n_train is None else n_train, epochs, name)
+
+
 def train_sentiment(
     *,
+    task: str = "sst2",
     out_dir=None,
     train_file=None,
-    n_train: int = 16000,
+    epochs: Optional[int] = None,
+    n_train: Optional[int] = None,
     batch_size: int = 16,
     lr: float = 5e-4,
     seed: int = 0,
@@ -171,49 +221,58 @@ def train_sentiment(
     n_dev: Optional[int] = None,
     progress: bool = True,
 ) -> Dict[str, object]:
-    """Fine-tune the embedded SmolLM2-135M-Instruct on SST-2 with LoRA (module docstring: recipe).
+    """Fine-tune the embedded SmolLM2-135M-Instruct on SST-2 (or BoolQ) with LoRA (module
+    docstring: recipe).
 
     Args:
+        task: ``"sst2"`` or ``"boolq"`` (:data:`TRAIN_TASKS`: the training and scored datasets,
+            their template and label words).
         out_dir: where the adapter, ``training.json`` and the checkpoint go (default
-            ``<cache>/smollm2-sst2-train``).
-        train_file: SST-2 train (default: the copy shipped with the package).
-        n_train: rows used, the first of a seeded shuffle of the train set.
+            ``<cache>/smollm2-sst2-train``, ``<cache>/smollm2-boolq-train``).
+        train_file: the training rows in the task's format (default: the copy shipped with the
+            package: SST-2 train, BoolQ's even half).
+        epochs: passes over the rows, each in its own seeded order (default 1 for SST-2, 3 for BoolQ).
+        n_train: rows used, the first of a seeded shuffle of the train set (default 16,000 for
+            SST-2, all 1,635 for BoolQ).
         batch_size, lr, seed: batches of this many rows; peak AdamW learning rate; seed of the
             shuffle, LoRA initialisation and dropout.
         checkpoint_every: steps between checkpoints (resume on rerun).
         max_steps: stop after this many steps in this call (the run resumes next call); None to
             finish.
-        n_dev: score the first n SST-2 dev sentences at the end (default all 872).
+        n_dev: score the first n rows of the scored set at the end (default all: 872 SST-2 dev
+            sentences; the 1,635 of ``boolq-heldout``).
 
     Returns:
-        the contents of ``training.json`` when finished (``"finished": True``, ``"dev_accuracy"``,
-        ``"steps"``, ``"seconds"``, ``"losses"`` per 10 steps, ``"settings"``), else a dict with
-        ``"finished": False`` and the step reached.
+        the contents of ``training.json`` when finished (``"finished": True``, ``"dev_accuracy"``
+        on the scored set, ``"steps"``, ``"seconds"``, ``"losses"`` per 10 steps, ``"settings"``,
+        ``"split"``: how BoolQ's halves were made), else a dict with ``"finished": False`` and
+        the step reached.
 
     Raises:
         ValueError: a bad argument (named) or a checkpoint of other settings in ``out_dir``.
         ImportError: ``peft`` is not installed.
     """
-    _check(n_train, batch_size, lr, checkpoint_every)
+    _check(1 if n_train is None else n_train, batch_size, lr, checkpoint_every)
+    spec, train_path, rows, dev, split, n_train, epochs, name = _task_rows(task, train_file, n_dev, n_train, epochs)
     from peft import LoraConfig, get_peft_model
 
-    out = Path(out_dir) if out_dir is not None else cache_dir() / (SST2_NAME + "-train")
+    out = Path(out_dir) if out_dir is not None else cache_dir() / (name + "-train")
     ckpt = out / "checkpoint"
-    train_path = Path(train_file) if train_file is not None else SHIPPED_DATA_DIR / DATASETS["sst2-train"].shipped
     settings = {"n_train": n_train, "batch_size": batch_size, "lr": lr, "seed": seed, "lora": LORA_CONFIG,
-                "template": SENTIMENT_TEMPLATE, "labels": list(SENTIMENT_LABELS), "train_file": train_path.name}
+                "template": spec.template, "labels": list(spec.labels), "train_file": train_path.name}
+    if task != "sst2" or epochs != 1:  # only then, so SST-2 checkpoints made before tasks existed resume
+        settings.update(task=task, epochs=epochs)
 
     model, tok, _ = load_hf_model(None, dtype=torch.float32)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    rows = DATASETS["sst2-train"].read(train_path)
     rng = random.Random(seed)
     pick = list(range(len(rows)))
     rng.shuffle(pick)
     rows = [rows[i] for i in pick[:n_train]]
-    seqs = _encode(tok, [t for t, _ in rows], SENTIMENT_TEMPLATE)
-    lab = torch.tensor(_label_ids(tok, SENTIMENT_LABELS))
+    seqs = _encode(tok, [t for t, _ in rows], spec.template)
+    lab = torch.tensor(_label_ids(tok, spec.labels))
     targets = lab[torch.tensor([y for _, y in rows])]
-    batches = _batches(seqs, batch_size, seed)
+    batches = [b for e in range(epochs) for b in _batches(seqs, batch_size, seed + e)]
 
     torch.manual_seed(seed)
     model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **LORA_CONFIG))
@@ -258,11 +317,10 @@ def train_sentiment(
     if step < len(batches):
         return {"finished": False, "step": step, "steps": len(batches), "out_dir": str(out), "seconds": seconds}
     model.eval()
-    dev = DATASETS["sst2-dev"].read(dataset_path("sst2-dev"))
-    dev = dev[:n_dev] if n_dev is not None else dev
-    acc = sentiment_accuracy(model, tok, dev)
+    acc = sentiment_accuracy(model, tok, dev, spec.template, spec.labels)
     model.save_pretrained(out)
     record = {"finished": True, "out_dir": str(out), "dev_accuracy": acc, "n_dev": len(dev), "steps": len(batches),
+              "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}),
               "seconds": seconds, "losses_per_10_steps": losses, "settings": settings,
               "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
               "threads": torch.get_num_threads()}

@@ -7,7 +7,7 @@
 
 namespace aieg {
 
-enum class EfMode : int32_t { Fd = 0, Autograd = 1, None = 2 };
+enum class EfMode : int32_t { Fd = 0, Autograd = 1, None = 2, Completeness = 3 };
 enum class EfSign : int32_t { Abs = 0, Signed = 1, Relu = 2, MinMax = 3 };
 enum class EfNorm : int32_t { L1 = 0, None = 1 };
 
@@ -15,6 +15,7 @@ struct EmphasisFactorsParams {
   const void* logits = nullptr;  // [M], contiguous, accumulation dtype (the binding casts)
   const void* alphas = nullptr;  // [M], same
   const void* widths = nullptr;  // [M], same
+  const void* slopes = nullptr;  // [M], same; G_m·Δ, only for EfMode::Completeness (else nullptr)
   void* out = nullptr;           // [M], accumulation dtype
   int64_t M = 0;
   DType dtype = DType::F32;  // F32 or F64 (the accumulation dtype)
@@ -68,6 +69,20 @@ AIEG_HOST_DEVICE inline acc ef_weight(const acc* f, const acc* a, const acc* d, 
   if (p.mode == EfMode::None) return w;
   if (p.sign == EfSign::MinMax) return ef_minmax(w, lo, hi, i);
   return ef_sign(w, p.sign);
+}
+
+// Completeness weight ω_i = clip(Δf_i / p_i, 0, 1)·g_i with g_i = a_i − a_{i−1}, p_i = s_i·g_i
+// (ω_0 = 0, and 0 where p_i = 0); no sign transform and no normalisation follow. The clip keeps NaN
+// as NaN (like torch.clamp).
+template <typename acc>
+AIEG_HOST_DEVICE inline acc ef_completeness_weight(const acc* f, const acc* a, const acc* s, int64_t i) {
+  if (i == 0) return acc(0);
+  const acc g = a[i] - a[i - 1];
+  const acc p = s[i] * g;
+  if (p == acc(0)) return acc(0) * g;
+  const acc ratio = (f[i] - f[i - 1]) / p;
+  const acc ef = ratio < acc(0) ? acc(0) : (ratio > acc(1) ? acc(1) : ratio);
+  return ef * g;
 }
 
 // Normalisation: l1 → w / total (1/M when total is not > 0, as (acc)(1.0 / M) like torch.full);

@@ -18,14 +18,19 @@ void emphasis_factors_kernel(const EmphasisFactorsParams& p) {
   const auto* f = static_cast<const acc*>(p.logits);
   const auto* a = static_cast<const acc*>(p.alphas);
   const auto* d = static_cast<const acc*>(p.widths);
+  const auto* s = static_cast<const acc*>(p.slopes);
   auto* out = static_cast<acc*>(p.out);
   const int64_t M = p.M;
   if (M == 0) return;
   for (int64_t i = 0; i < M; ++i) {
-    if (!is_finite(f[i]) || !is_finite(a[i]) || !is_finite(d[i])) {
+    if (!is_finite(f[i]) || !is_finite(a[i]) || !is_finite(d[i]) || (s != nullptr && !is_finite(s[i]))) {
       std::fill(out, out + M, quiet_nan<acc>());
       return;
     }
+  }
+  if (p.mode == EfMode::Completeness) {
+    for (int64_t i = 0; i < M; ++i) out[i] = ef_completeness_weight(f, a, s, i);
+    return;
   }
   acc lo = pos_inf<acc>(), hi = -pos_inf<acc>();
   if (p.mode != EfMode::None && p.sign == EfSign::MinMax) {
@@ -43,8 +48,9 @@ void emphasis_factors_kernel(const EmphasisFactorsParams& p) {
 }
 
 Tensor emphasis_factors_cpu(const Tensor& path_logits, const Tensor& alphas, const Tensor& widths,
-                            c10::string_view mode, c10::string_view sign, c10::string_view norm) {
-  auto r = prepare_emphasis_factors(path_logits, alphas, widths, sv(mode), sv(sign), sv(norm));
+                            c10::string_view mode, c10::string_view sign, c10::string_view norm,
+                            const OptTensor& slopes) {
+  auto r = prepare_emphasis_factors(path_logits, alphas, widths, sv(mode), sv(sign), sv(norm), slopes);
   if (r.p.dtype == DType::F64)
     emphasis_factors_kernel<double>(r.p);
   else

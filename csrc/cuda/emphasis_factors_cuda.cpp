@@ -15,9 +15,10 @@ namespace aieg {
 namespace {
 
 Tensor emphasis_factors_cuda(const Tensor& path_logits, const Tensor& alphas, const Tensor& widths,
-                             c10::string_view mode, c10::string_view sign, c10::string_view norm) {
+                             c10::string_view mode, c10::string_view sign, c10::string_view norm,
+                             const OptTensor& slopes) {
   const c10::cuda::CUDAGuard guard(path_logits.device());
-  auto r = prepare_emphasis_factors(path_logits, alphas, widths, sv(mode), sv(sign), sv(norm));
+  auto r = prepare_emphasis_factors(path_logits, alphas, widths, sv(mode), sv(sign), sv(norm), slopes);
   const int err = launch_emphasis_factors(r.p, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == 0, "emphasis_factors CUDA kernel failed: ", cudaGetErrorString(static_cast<cudaError_t>(err)));
   return r.out;

@@ -1,6 +1,7 @@
 // emphasis_factors CUDA kernel. Torch-free: includes only CUDA headers and csrc/aieg/*.h, and is
 // compiled by nvcc alone in CI. M (path steps) is small: a single block computes the non-finite
-// flag, the minmax extrema and Σ|w| with block reductions, then writes EF with the shared formulas.
+// flag, the minmax extrema and Σ|w| with block reductions, then writes EF with the shared formulas
+// (the completeness mode needs no reduction beyond the non-finite flag).
 #include "aieg/cuda_common.h"
 #include "aieg/emphasis_factors.h"
 
@@ -15,13 +16,18 @@ __global__ void emphasis_factors_kernel(EmphasisFactorsParams p) {
   const acc* f = static_cast<const acc*>(p.logits);
   const acc* a = static_cast<const acc*>(p.alphas);
   const acc* d = static_cast<const acc*>(p.widths);
+  const acc* s = static_cast<const acc*>(p.slopes);
   acc* out = static_cast<acc*>(p.out);
   const int64_t M = p.M;
   int bad = 0;
   for (int64_t i = threadIdx.x; i < M; i += blockDim.x)
-    bad |= (is_finite(f[i]) && is_finite(a[i]) && is_finite(d[i])) ? 0 : 1;
+    bad |= (is_finite(f[i]) && is_finite(a[i]) && is_finite(d[i]) && (s == nullptr || is_finite(s[i]))) ? 0 : 1;
   if (cuda::block_reduce(bad, cuda::OrOp{}, smem_i) != 0) {
     for (int64_t i = threadIdx.x; i < M; i += blockDim.x) out[i] = quiet_nan<acc>();
+    return;
+  }
+  if (p.mode == EfMode::Completeness) {  // element-wise: no extrema, no total
+    for (int64_t i = threadIdx.x; i < M; i += blockDim.x) out[i] = ef_completeness_weight(f, a, s, i);
     return;
   }
   acc lo = pos_inf<acc>(), hi = -pos_inf<acc>();

@@ -102,7 +102,7 @@ EVAL_KW = dict(dataset="sst2-sample", methods="saliency,integrated_gradients,ran
 def _eval_records(folder):
     recs = [json.loads(line) for line in (folder / "records.jsonl").read_text(encoding="utf-8").splitlines()]
     for r in recs:
-        for m in r["methods"].values():
+        for m in r.get("methods", {}).values():
             m.pop("time_attribution_s"), m.pop("time_metrics_s")
     return recs
 
@@ -118,3 +118,19 @@ def test_evaluate_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     assert _eval_records(tmp_path / "two") == _eval_records(tmp_path / "one")
     assert (tmp_path / "two" / "summary.csv").read_text() == (tmp_path / "one" / "summary.csv").read_text()
     assert set(read_records(tmp_path / "two" / "records.jsonl")) == {f"sst2-sample:{i}" for i in range(5)}
+
+
+def test_evaluate_generation_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
+    """Generated text per step under torchrun: the lines of each prompt (the prompt, one per
+    method, the control) come from one process, merged in the order one process writes them."""
+    prompts = tmp_path / "prompts.jsonl"
+    rows = [{"id": "a", "prompt": "the movie is good"}, {"id": "b", "prompt": " ".join(["good"] * 80)},
+            {"id": "c", "prompt": "what a wonderful story"}]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    args = ["evaluate", "--dataset", str(prompts), "--text-field", "prompt", "--id-field", "id", "--model", str(tiny_gpt2_dir),
+            "--methods", "saliency,random",
+            "--n-new-tokens", "2", "--n-samples", "1", "--pis", "0.5", "--device", "cpu", "--no-progress"]
+    assert cli.main([*args, "--out", str(tmp_path / "one")]) == 0
+    _torchrun("-m", "aieg_fast.cli", *args, "--out", str(tmp_path / "two"))
+    one, two = (_eval_records(tmp_path / d) for d in ("one", "two"))
+    assert two == one and [r["id"] for r in one] == ["a"] * 4 + ["b"] + ["c"] * 4  # "b" is too long: skipped

@@ -357,3 +357,34 @@ def test_bad_inputs_name_the_argument(case):
     other = ex.attribute("the film was bad , slow and boring", method="saliency", template=TEMPLATE)
     with pytest.raises(ValueError, match="ctx"):
         M.hard_metrics(ex, other, ctx=M.prepare(ex, a))
+
+
+def test_equal_keep_probabilities_share_their_forwards(case, monkeypatch):
+    """Non-negative scores with a zero minimum give the relu and min-max soft maps the same keep
+    probabilities: evaluate_attribution runs their masked forwards once (memo on the context) and
+    reports what fresh, separate computations give; scores with mixed signs run both."""
+    from aieg_fast.eval import soft as S
+
+    ex, a = case
+    e = torch.tensor(a.attributable)
+    s = a.scores.abs() * e
+    s[e.nonzero()[0, 0]] = 0.0  # min over eligible = 0, so min-max(s) = s / max s = the relu map's π-Soft input
+    nonneg = _with_scores(a, s)
+    calls = []
+    real = S.soft_probs
+    monkeypatch.setattr(S, "soft_probs", lambda *args: calls.append(1) or real(*args))
+    ctx = _forced_ctx(ex, nonneg, p=M.prepare(ex, nonneg).p, p0=0.0, seed=3, instance_id="memo")
+    out = M.evaluate_attribution(ex, nonneg, n_samples=2, pis=(0.3, 0.7), ctx=ctx)
+    assert len(calls) == 2  # Soft-NC/NS and π-Soft once each, shared by both maps
+    for m in ("relu", "minmax"):
+        fresh = dataclasses.replace(ctx)  # a new, empty memo
+        assert not fresh.probs_memo
+        sm = M.soft_metrics(ex, nonneg, n_samples=2, soft_map=m, ctx=fresh)
+        ps = M.pi_soft(ex, nonneg, pis=(0.3, 0.7), n_samples=2, soft_map=m, ctx=fresh)
+        suffix = "" if m == "relu" else "_minmax"
+        assert out["soft_nc" + suffix] == sm["soft_nc"] and out["soft_ns" + suffix] == sm["soft_ns"]
+        assert out["pi_soft_nc_curve" + suffix] == ps["nc"]["curve"] and out["pi_soft_ns_curve" + suffix] == ps["ns"]["curve"]
+    calls.clear()
+    mixed = _with_scores(a, a.scores - a.scores[e].mean())
+    M.evaluate_attribution(ex, mixed, n_samples=2, pis=(0.3, 0.7), ctx=_forced_ctx(ex, mixed, seed=3, instance_id="memo2"))
+    assert len(calls) == 4

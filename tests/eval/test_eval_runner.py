@@ -280,3 +280,23 @@ def test_evaluate_runs_heta_and_occlusion(tiny_gpt2, tmp_path):
         for m in ("heta:n_probes=2", "occlusion:measure=kl", "occlusion"):
             assert math.isfinite(r["methods"][m]["comprehensiveness"])
     assert "| heta:n_probes=2 |" in (tmp_path / "summary.md").read_text()
+
+
+def test_method_spec_carries_the_baseline(tiny_gpt2, tmp_path):
+    """``integrated_gradients:baseline=zero`` in an evaluation attributes from that baseline (the
+    recorded scores equal a direct call's), next to the default baseline; a method without a
+    baseline refuses the key, naming it."""
+    res = E.evaluate(tiny_gpt2, dataset="sst2-sample", n=1, methods="integrated_gradients,integrated_gradients:baseline=zero",
+                     out_dir=tmp_path, n_steps=4, metrics="hard", target_fn="logit", labels=(10, 11), template="{text} :",
+                     max_tokens=20, progress=False, plot=False)
+    assert res["computed"] == 1
+    r = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
+    kw = dict(method="integrated_gradients", target=r["target"], template="{text} :", n_steps=4)
+    zero = tiny_gpt2.attribute(r["text"], baseline="zero", **kw)
+    ref = tiny_gpt2.attribute(r["text"], **kw)
+    got = r["methods"]["integrated_gradients:baseline=zero"]["scores"]
+    assert got == pytest.approx(zero.scores.tolist(), rel=1e-5, abs=1e-7)
+    assert r["methods"]["integrated_gradients"]["scores"] == pytest.approx(ref.scores.tolist(), rel=1e-5, abs=1e-7)
+    assert max(abs(a - b) for a, b in zip(got, ref.scores.tolist())) > 1e-4
+    with pytest.raises(ValueError, match=r"'saliency:baseline=zero' has unknown option\(s\) \['baseline'\]"):
+        E.evaluate(tiny_gpt2, n=1, methods="saliency:baseline=zero", out_dir=tmp_path / "b", labels=(10, 11), progress=False, plot=False)

@@ -1,6 +1,8 @@
 """Statistics of an evaluation (aieg_fast.eval.stats): paired tests and bootstrap CIs."""
 from __future__ import annotations
 
+import pytest
+
 from aieg_fast.eval import stats as E
 
 
@@ -37,3 +39,25 @@ def test_bootstrap_band_and_pi_soft_figure():
     labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert labels == ["ig (n=40)", "uniform (n=40)"]
     assert len(fig.axes[0].collections) == 2  # one band per curve
+
+
+def test_chance_check_against_majority_and_uniform_guess():
+    """Chance is the better of the majority label and 1/k; the p-value is the exact binomial
+    tail (checked against scipy when installed, and by hand on a tiny case)."""
+    from aieg_fast.eval import chance_check, chance_lines
+
+    def recs(labels, preds, k=2):
+        return [{"label": y, "pred_label": p, "label_probs": [1 / k] * k} for y, p in zip(labels, preds)]
+
+    always_yes = chance_check(recs([1] * 62 + [0] * 38, [1] * 100))  # the majority answer: 62 % right, at chance
+    assert always_yes["accuracy"] == 0.62 and always_yes["chance"] == 0.62 and always_yes["at_chance"]
+    good = chance_check(recs([1] * 62 + [0] * 38, [1] * 62 + [0] * 30 + [1] * 8))
+    assert good["accuracy"] == 0.92 and not good["at_chance"] and good["p"] < 1e-6
+    tiny = chance_check(recs([0, 1, 1], [0, 1, 1], k=3))  # chance = 2/3 (majority); P(X >= 3) = (2/3)^3
+    assert tiny["chance"] == pytest.approx(2 / 3) and tiny["p"] == pytest.approx((2 / 3) ** 3) and tiny["at_chance"]
+    scipy_stats = pytest.importorskip("scipy.stats")
+    assert good["p"] == pytest.approx(scipy_stats.binomtest(92, 100, 0.62, alternative="greater").pvalue, rel=1e-9)
+    assert chance_check([])["n"] == 0 and chance_lines([]) == []
+    text = "\n".join(chance_lines(recs([1] * 62 + [0] * 38, [1] * 100)))
+    assert "against chance 0.620" in text and "**The accuracy is not above chance**" in text
+    assert "not above chance" not in "\n".join(chance_lines(recs([1] * 62 + [0] * 38, [1] * 62 + [0] * 38)))

@@ -1,4 +1,5 @@
-"""The contract every registered method keeps, checked for each name in ``list_methods()``:
+"""The contract every registered method keeps, checked for each name in ``list_methods()`` (and,
+for most checks, for the option settings of ``CASES`` that take a code path of their own):
 
 * a batch equals single calls (left and right padding);
 * fixed positions (special and template tokens) score 0;
@@ -23,6 +24,10 @@ SHORT = "the film was bad"
 TEMPLATE = "Review: {text} Answer:"
 N = 6
 OPS = ("interpolate_path", "adaptive_alphas", "emphasis_factors", "integrate_gradients", "attention_gradient_product", "posnorm", "hvp_l1_mean")
+#: (method, options): every method with its defaults, plus option settings that take a code path
+#: of their own (AIEG's completeness weights come from the gradient pass's slopes)
+CASES = [(m, {}) for m in METHODS] + [("aieg", {"ef_mode": "completeness"})]
+CASE_IDS = [m + "".join(f":{k}={v}" for k, v in o.items()) for m, o in CASES]
 
 
 @pytest.fixture(params=["gpt2", "llama", "clf"])
@@ -31,20 +36,20 @@ def any_model(request, tiny_gpt2, tiny_llama, tiny_gpt2_clf):
 
 
 @pytest.mark.parametrize("padding_side", ["right", "left"])
-@pytest.mark.parametrize("method", METHODS)
-def test_batch_equals_single(any_model, method, padding_side):
+@pytest.mark.parametrize("method,opts", CASES, ids=CASE_IDS)
+def test_batch_equals_single(any_model, method, opts, padding_side):
     ex = any_model
     texts = [TEXT, SHORT]
-    single = [ex.attribute(t, method=method, n_steps=N) for t in texts]
-    batch = ex.attribute(texts, method=method, n_steps=N, padding_side=padding_side)
+    single = [ex.attribute(t, method=method, n_steps=N, **opts) for t in texts]
+    batch = ex.attribute(texts, method=method, n_steps=N, padding_side=padding_side, **opts)
     for s, b in zip(single, batch):
         assert s.token_ids == b.token_ids and s.target == b.target
         torch.testing.assert_close(b.scores, s.scores, atol=2e-5, rtol=1e-3)
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_fixed_positions_score_zero(tiny_llama, method):
-    res = tiny_llama.attribute(SHORT, method=method, n_steps=N, template=TEMPLATE)
+@pytest.mark.parametrize("method,opts", CASES, ids=CASE_IDS)
+def test_fixed_positions_score_zero(tiny_llama, method, opts):
+    res = tiny_llama.attribute(SHORT, method=method, n_steps=N, template=TEMPLATE, **opts)
     fixed = [not a for a in res.attributable]
     assert res.special[0] and fixed[0]  # BOS
     assert sum(fixed) > 2  # template tokens are fixed too
@@ -66,16 +71,16 @@ def _restore_defaults(ex, first):
     ex.model.eval()
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_model_left_as_it_was(tiny, method):
+@pytest.mark.parametrize("method,opts", CASES, ids=CASE_IDS)
+def test_model_left_as_it_was(tiny, method, opts):
     ex = tiny
     first = _mixed_modes(ex)
     try:
         before = model_state(ex)
         assert any(before[1]) and not all(before[1])  # the modes really are mixed
-        ex.attribute(TEXT, method=method, n_steps=N)
+        ex.attribute(TEXT, method=method, n_steps=N, **opts)
         assert model_state(ex) == before
-        gen = ex.attribute_generation("the movie is", generated_text=" good and", method=method, n_steps=N)
+        gen = ex.attribute_generation("the movie is", generated_text=" good and", method=method, n_steps=N, **opts)
         assert model_state(ex) == before and gen.scores.shape[0] >= 2
     finally:
         _restore_defaults(ex, first)
@@ -105,8 +110,8 @@ def test_model_left_as_it_was_after_an_exception(tiny, method):
 
 
 @pytest.mark.parametrize("backend", ["reference", "auto", "ext"])
-@pytest.mark.parametrize("method", METHODS)
-def test_recorded_backend_is_what_ran(tiny_llama, method, backend, monkeypatch):
+@pytest.mark.parametrize("method,opts", CASES, ids=CASE_IDS)
+def test_recorded_backend_is_what_ran(tiny_llama, method, opts, backend, monkeypatch):
     if backend == "ext" and not aieg_fast.HAS_EXT:
         pytest.skip("extension not built")
     ran = {}
@@ -118,8 +123,8 @@ def test_recorded_backend_is_what_ran(tiny_llama, method, backend, monkeypatch):
             return _fn(*a, **k)
 
         monkeypatch.setattr(reference, op, spy)
-    res = tiny_llama.attribute(TEXT, method=method, n_steps=N, backend=backend)
-    gen = tiny_llama.attribute_generation("the movie is", generated_text=" good and", method=method, n_steps=N, backend=backend)
+    res = tiny_llama.attribute(TEXT, method=method, n_steps=N, backend=backend, **opts)
+    gen = tiny_llama.attribute_generation("the movie is", generated_text=" good and", method=method, n_steps=N, backend=backend, **opts)
     for r in (res, gen):
         # an op recorded as "reference" ran its reference; one recorded as "ext" did not
         for op, b in r.backend.items():
@@ -146,10 +151,10 @@ def test_recorded_backend_per_call(tiny_llama, method):
         assert "ext" in set(b.backend.values())
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_json_round_trip(tmp_path, tiny_gpt2, method):
-    for res in (tiny_gpt2.attribute(TEXT, method=method, n_steps=N),
-                tiny_gpt2.attribute_generation("the movie is", generated_text=" good and", method=method, n_steps=N)):
+@pytest.mark.parametrize("method,opts", CASES, ids=CASE_IDS)
+def test_json_round_trip(tmp_path, tiny_gpt2, method, opts):
+    for res in (tiny_gpt2.attribute(TEXT, method=method, n_steps=N, **opts),
+                tiny_gpt2.attribute_generation("the movie is", generated_text=" good and", method=method, n_steps=N, **opts)):
         p = tmp_path / "r.json"
         res.save(p)
         back = aieg_fast.load_attribution(p)
@@ -172,23 +177,23 @@ def _prefix_texts(ex, text):
 
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("interpolate_generated", [False, True])
-@pytest.mark.parametrize("method", METHODS)
-def test_generation_rows_equal_per_prefix_calls(tiny, method, interpolate_generated, shared):
+@pytest.mark.parametrize("method,opts", CASES, ids=CASE_IDS)
+def test_generation_rows_equal_per_prefix_calls(tiny, method, opts, interpolate_generated, shared):
     ex = tiny
     prompt, cont = "the movie is good", " and the actors are great"
     gen = _cont_ids(ex, cont)[:3]
     prefixes = _prefix_texts(ex, cont)[:3]
     res = ex.attribute_generation(prompt, generated_text=gen, method=method, n_steps=N,
-                                  interpolate_generated=interpolate_generated, shared=shared)
+                                  interpolate_generated=interpolate_generated, shared=shared, **opts)
     p_ids, _ = ex.encode(prompt)
     Lp = len(p_ids)
     assert res.info["generated_ids"] == gen
     for t, y in enumerate(gen):
         if interpolate_generated:
-            single = ex.attribute(prompt + prefixes[t], method=method, target=y, n_steps=N)
+            single = ex.attribute(prompt + prefixes[t], method=method, target=y, n_steps=N, **opts)
         else:
             # template tokens are held fixed: the generated prefix sits in the template
-            single = ex.attribute(prompt, method=method, target=y, n_steps=N, template="{text}" + prefixes[t])
+            single = ex.attribute(prompt, method=method, target=y, n_steps=N, template="{text}" + prefixes[t], **opts)
         assert single.token_ids == p_ids + gen[:t]  # same ids, so the comparison is exact
         n = Lp + t
         row = res.scores[t]

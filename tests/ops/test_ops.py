@@ -192,6 +192,15 @@ def test_adaptive_alphas_property(vals, M, alloc, quirk, dtype):
 # --------------------------------------------------------------------------------------------
 # emphasis_factors
 # --------------------------------------------------------------------------------------------
+def _ef_settings():
+    """Every (mode, sign, norm) emphasis_factors accepts ("completeness": "abs" and "none" only)."""
+    for mode in R.EF_MODES:
+        for sign in R.EF_SIGNS:
+            for norm in R.EF_NORMS:
+                if mode != "completeness" or (sign, norm) == ("abs", "none"):
+                    yield mode, sign, norm
+
+
 @requires_ext
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -202,15 +211,16 @@ def test_emphasis_factors(device, dtype, M):
     f = torch.randn(M, generator=g).cumsum(0).to(device, dtype)
     a, w = R.adaptive_alphas(torch.randn(12, generator=g).cumsum(0), max(M, 2))
     a, w = a[:M].to(device), w[:M].to(device)
+    slopes = (torch.randn(M, generator=g) * 20).to(device, dtype)  # ratios of every kind: < 0, in [0, 1], > 1
     if M > 3:
         a[2] = a[1]  # a zero step: r = 0 there
-    for mode in R.EF_MODES:
-        for sign in R.EF_SIGNS:
-            for norm in R.EF_NORMS:
-                out = ops.emphasis_factors(f, a, w, mode, sign, norm, backend="ext")
-                ref = R.emphasis_factors(f, a, w, mode, sign, norm)
-                ref64 = R.emphasis_factors(_up(f), _up(a), _up(w), mode, sign, norm)
-                check_against_ref(out, ref, ref64, _mag(ref), ulps=64)
+        slopes[3] = 0  # a zero slope: no prediction, EF = 0
+    for mode, sign, norm in _ef_settings():
+        s = slopes if mode == "completeness" else None
+        out = ops.emphasis_factors(f, a, w, mode, sign, norm, s, backend="ext")
+        ref = R.emphasis_factors(f, a, w, mode, sign, norm, s)
+        ref64 = R.emphasis_factors(_up(f), _up(a), _up(w), mode, sign, norm, _up(s))
+        check_against_ref(out, ref, ref64, _mag(ref), ulps=64)
 
 
 _ef_values = st.one_of(
@@ -223,17 +233,65 @@ _ef_values = st.one_of(
 @requires_ext
 @SETTINGS
 @given(
-    data=st.lists(st.tuples(_ef_values, _ef_values, _ef_values), min_size=0, max_size=20),
-    mode=st.sampled_from(R.EF_MODES),
-    sign=st.sampled_from(R.EF_SIGNS),
-    norm=st.sampled_from(R.EF_NORMS),
+    data=st.lists(st.tuples(_ef_values, _ef_values, _ef_values, _ef_values), min_size=0, max_size=20),
+    setting=st.sampled_from(list(_ef_settings())),
     dtype=st.sampled_from([torch.float32, torch.float64]),
 )
-def test_emphasis_factors_property(data, mode, sign, norm, dtype):
-    f, a, w = (torch.tensor([t[i] for t in data], dtype=dtype) for i in range(3))
-    out = ops.emphasis_factors(f, a, w, mode, sign, norm, backend="ext")
-    ref = R.emphasis_factors(f, a, w, mode, sign, norm)
+def test_emphasis_factors_property(data, setting, dtype):
+    mode, sign, norm = setting
+    f, a, w, s = (torch.tensor([t[i] for t in data], dtype=dtype) for i in range(4))
+    s = s if mode == "completeness" else None
+    out = ops.emphasis_factors(f, a, w, mode, sign, norm, s, backend="ext")
+    ref = R.emphasis_factors(f, a, w, mode, sign, norm, s)
     assert_same(out, ref, rtol=1e-5 if dtype == torch.float32 else 1e-12, atol=1e-30)
+
+
+@pytest.mark.parametrize("backend", ["reference", pytest.param("ext", marks=requires_ext)])
+def test_emphasis_factors_completeness_cases(backend):
+    """Hand-computed weights ω_m = clip(Δf_m / (s_m g_m), 0, 1)·g_m; the widths are not read."""
+    a = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0, 1.0], dtype=torch.float64)
+    f = torch.tensor([0.0, 1.0, 1.5, 1.0, 2.0, 3.0], dtype=torch.float64)
+    s = torch.tensor([9.0, 2.0, 8.0, 4.0, 0.0, 5.0], dtype=torch.float64)
+    expected = torch.tensor([
+        0.0,  # m = 1: never weighted (its slope 9 is not read)
+        0.25,  # Δf 1 over p = 2·0.25 = 0.5: ratio 2, clipped to 1 → ω = g
+        0.0625,  # Δf 0.5 over p = 8·0.25 = 2: ratio 0.25 → 0.25·0.25
+        0.0,  # Δf −0.5 over p = 1: negative ratio, clipped to 0
+        0.0,  # zero slope: p = 0
+        0.0,  # zero step (α repeated): p = 0
+    ], dtype=torch.float64)
+    for widths in (torch.full((6,), 0.3, dtype=torch.float64), torch.arange(6, dtype=torch.float64)):
+        out = ops.emphasis_factors(f, a, widths, "completeness", "abs", "none", s, backend=backend)
+        assert torch.equal(out, expected)
+    out32 = ops.emphasis_factors(f.float(), a.float(), a.float(), "completeness", "abs", "none", s.float(), backend=backend)
+    assert out32.dtype == torch.float32 and torch.equal(out32, expected.float())
+    s_bad = s.clone()
+    s_bad[0] = float("inf")  # non-finite input anywhere → NaN everywhere, as in the other modes
+    assert ops.emphasis_factors(f, a, a, "completeness", "abs", "none", s_bad, backend=backend).isnan().all()
+
+
+@pytest.mark.parametrize("backend", ["reference", pytest.param("ext", marks=requires_ext)])
+def test_emphasis_factors_completeness_sums_to_the_logit_change(backend):
+    """F(α) = α³ + α has a rising slope, so F′ at the right end of every sub-interval
+    over-predicts the increment (ratio in (0, 1), nothing clipped) and Σ_m ω_m F′(α_m) =
+    F(α_M) − F(α_1) exactly: on the uniform grid and on an adaptive grid of unequal steps that
+    stops short of 1. The normalised "fd" weights and IG's widths miss it."""
+    F = lambda x: x**3 + x  # noqa: E731
+    dF = lambda x: 3 * x**2 + 1  # noqa: E731
+    uniform = R.uniform_alphas(9, dtype=torch.float64)
+    adaptive = R.adaptive_alphas(F(torch.linspace(0, 1, 7, dtype=torch.float64)), 11)
+    for a, w in (uniform, adaptive):
+        f, s = F(a), dF(a)
+        omega = ops.emphasis_factors(f, a, w, "completeness", "abs", "none", s, backend=backend)
+        g = a[1:] - a[:-1]
+        ef = omega[1:] / g
+        assert bool(((ef > 0) & (ef < 1)).all())  # no step clipped
+        change = float(f[-1] - f[0])
+        torch.testing.assert_close(float((omega * s).sum()), change, rtol=1e-12, atol=0.0)
+        fd = ops.emphasis_factors(f, a, w, "fd", "abs", "l1", backend=backend)
+        assert abs(float((fd * s).sum()) - change) > 0.02 * change
+        assert abs(float((w * s).sum()) - change) > 0.02 * change
+    assert float(adaptive[0][-1]) < 1.0 and float(adaptive[0][0]) == 0.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -544,6 +602,8 @@ def _samples(device):
     yield "adaptive_alphas", (rn(9).double(), 5, "idg_minmax", True)
     yield "emphasis_factors", (rn(6), torch.linspace(0, 1, 6, device=device), torch.full((6,), 0.2, device=device),
                                "fd", "abs", "l1")
+    yield "emphasis_factors", (rn(6).double(), torch.linspace(0, 1, 6, device=device), torch.full((6,), 0.2, device=device),
+                               "completeness", "abs", "none", rn(6))
     yield "integrate_gradients", (rn(4, 5, 7), torch.rand(4).to(device), rn(5, 7), "sum")
     yield "integrate_gradients", (rn(4, 5, 7).bfloat16(), torch.rand(4).to(device), rn(5, 7), "none")
     yield "attention_gradient_product", (torch.rand(3, 2, 4, 5).to(device), rn(3, 2, 4, 5), None, "product_of_means")
@@ -611,6 +671,7 @@ def _all_calls():
     yield "interpolate_path", (torch.randn(4, 3), torch.zeros(4, 3), a, torch.tensor([1, 0, 0, 1]))
     yield "adaptive_alphas", (torch.randn(7).cumsum(0), 9, "idg_minmax", True)
     yield "emphasis_factors", (torch.randn(6).cumsum(0), a, w, "fd", "relu", "l1")
+    yield "emphasis_factors", (torch.randn(6).cumsum(0), a, w, "completeness", "abs", "none", torch.randn(6))
     yield "integrate_gradients", (torch.randn(6, 4, 3), w, torch.randn(4, 3), "none")
     yield "attention_gradient_product", (torch.rand(2, 3, 1, 5), torch.randn(2, 3, 1, 5), None, "mean_of_products")
     yield "posnorm", (torch.randn(2, 5), torch.tensor([True, True, False, True, True]), "relu_max")
@@ -681,6 +742,18 @@ _BAD = [
      r"path_logits, alphas and widths must have the same length, got 4, 3, 4"),
     ("emphasis_factors", (torch.randn(4), torch.rand(4), torch.rand(4), "fd", "neg"), ValueError,
      r"sign must be one of \['abs', 'signed', 'relu', 'minmax'\], got 'neg'"),
+    ("emphasis_factors", (torch.randn(4), torch.rand(4), torch.rand(4), "completeness", "abs", "none"), ValueError,
+     r"slopes \(the autograd slopes G_m·Δ\) is required for mode='completeness', got None"),
+    ("emphasis_factors", (torch.randn(4), torch.rand(4), torch.rand(4), "fd", "abs", "l1", torch.randn(4)), ValueError,
+     r"slopes is only read by mode='completeness', got a tensor with mode='fd'"),
+    ("emphasis_factors", (torch.randn(4), torch.rand(4), torch.rand(4), "completeness", "relu", "none", torch.randn(4)),
+     ValueError, r"sign must be 'abs' for mode='completeness' \(its weights are never negative\), got 'relu'"),
+    ("emphasis_factors", (torch.randn(4), torch.rand(4), torch.rand(4), "completeness", "abs", "l1", torch.randn(4)),
+     ValueError, r"norm must be 'none' for mode='completeness' \(a normalisation would undo its completeness\), got 'l1'"),
+    ("emphasis_factors", (torch.randn(4), torch.rand(4), torch.rand(4), "completeness", "abs", "none", torch.randn(3)),
+     ValueError, r"path_logits, alphas, widths and slopes must have the same length, got 4, 4, 4, 3"),
+    ("emphasis_factors", (torch.randn(4), torch.rand(4), torch.rand(4), "completeness", "abs", "none", "s"), TypeError,
+     r"slopes should be a torch.Tensor, got str"),
     ("adaptive_alphas", (torch.randn(4), 1), ValueError, r"n_steps must be >= 2, got 1"),
     ("adaptive_alphas", (torch.randn(4), 5.0), TypeError, r"n_steps should be an int, got float"),
     ("adaptive_alphas", (torch.randn(4), 5, "rel"), ValueError,
@@ -710,6 +783,18 @@ def test_compiled_op_checks_arguments_too():
         torch.ops.aieg_fast.integrate_gradients(torch.randn(2, 3, 4), torch.rand(2), torch.randn(3, 4), "mean")
     with pytest.raises(ValueError, match=r"weights should have shape \[2\]"):
         torch.ops.aieg_fast.integrate_gradients(torch.randn(2, 3, 4), torch.rand(3), torch.randn(3, 4))
+    ef = torch.ops.aieg_fast.emphasis_factors
+    x = torch.rand(4)
+    with pytest.raises(ValueError, match=r"slopes \(the autograd slopes G_m·Δ\) is required for mode='completeness', got None"):
+        ef(x, x, x, "completeness", "abs", "none")
+    with pytest.raises(ValueError, match=r"slopes is only read by mode='completeness', got a tensor with mode='autograd'"):
+        ef(x, x, x, "autograd", "abs", "l1", x)
+    with pytest.raises(ValueError, match=r"sign must be 'abs' for mode='completeness' \(its weights are never negative\), got 'minmax'"):
+        ef(x, x, x, "completeness", "minmax", "none", x)
+    with pytest.raises(ValueError, match=r"norm must be 'none' for mode='completeness' \(a normalisation would undo its completeness\), got 'l1'"):
+        ef(x, x, x, "completeness", "abs", "l1", x)
+    with pytest.raises(ValueError, match=r"path_logits, alphas, widths and slopes must have the same length, got 4, 4, 4, 5"):
+        ef(x, x, x, "completeness", "abs", "none", torch.rand(5))
     with pytest.raises(TypeError, match="attn should be a float32"):
         torch.ops.aieg_fast.attention_gradient_product(torch.ones(1, 1, 1, 1, dtype=torch.int32), None, None,
                                                        "attention")

@@ -44,3 +44,25 @@ def test_bad_arguments(tmp_path):
     for kw, msg in ((dict(n_train=0), "n_train"), (dict(batch_size=True), "batch_size"), (dict(lr=-1.0), "lr")):
         with pytest.raises(ValueError, match=msg):
             train_sentiment(out_dir=tmp_path, **kw)
+
+
+def test_boolq_task_trains_on_one_half_and_scores_the_other(tmp_path):
+    """The same recipe on BoolQ: the rows fill both fields of the BoolQ prompt, the label words
+    are ' no' / ' yes', the scored set is boolq-heldout and the split is recorded."""
+    from aieg_fast.datasets import BOOLQ_TEMPLATE
+    from aieg_fast.training import train_sentiment
+
+    rows = [{"idx": i, "question": "is the film good", "passage": "the film was " + ("good" if i % 2 else "bad"),
+             "label": i % 2} for i in range(4)]
+    f = tmp_path / "boolq.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = train_sentiment(task="boolq", out_dir=tmp_path / "run", train_file=f, batch_size=2, epochs=2, checkpoint_every=10,
+                           n_dev=2, progress=False)
+    assert done["finished"] and done["steps"] == 4 and done["n_dev"] == 2 and done["dev_dataset"] == "boolq-heldout"
+    assert "idx % 2 == 1" in done["split"] and "all rows of the file given" in done["split"]
+    s = json.loads((tmp_path / "run" / "training.json").read_text())["settings"]
+    assert (s["task"], s["epochs"], s["template"], s["labels"]) == ("boolq", 2, BOOLQ_TEMPLATE, [" no", " yes"])
+    with pytest.raises(ValueError, match="task must be one of"):
+        train_sentiment(task="mnli", out_dir=tmp_path / "x")
+    with pytest.raises(ValueError, match="epochs must be a positive int"):
+        train_sentiment(task="boolq", epochs=0, out_dir=tmp_path / "x")

@@ -1,0 +1,110 @@
+"""The rows of a user's data, from a file or a Python object, each with where it came from.
+
+:func:`read_rows` reads:
+
+* a ``.jsonl`` / ``.ndjson`` file (one JSON object per line; blank lines skipped), a ``.json``
+  file holding a list of objects, a ``.csv`` or ``.tsv`` file with a header line (read with
+  pandas; every cell a string, an empty cell = no value);
+* a ``pandas.DataFrame``; a Hugging Face ``datasets.Dataset`` or anything like it (an object
+  with ``column_names`` that iterates over dict rows), a list of dicts, or a list of strings
+  (the texts, as ``{"text": ...}``).
+
+Used by :func:`aieg_fast.datasets.user_dataset` (``evaluate --dataset PATH``) and
+:func:`aieg_fast.dataset_attribution.read_examples` (``attribute-dataset``).
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, List, Tuple
+
+__all__ = ["FILE_TYPES", "read_rows", "is_empty"]
+
+#: file suffixes :func:`read_rows` reads.
+FILE_TYPES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv")
+
+
+def _utf8(path: Path) -> str:
+    """The text of ``path``; a byte that is not UTF-8 is named with its line."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ValueError(f"data {str(path)!r}: line {line} is not UTF-8 text (byte {raw[err.start:err.start + 4]!r}); "
+                         "save the file as UTF-8") from None
+
+
+def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
+    """(rows, where each row is: ``"line N"``) of a JSON-lines or JSON-list file."""
+    text = _utf8(path)
+    if path.suffix == ".json" and text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"data {str(path)!r}: not JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+        return rows, [f"item {i}" for i in range(len(rows))]
+    rows, where = [], []
+    for no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"data {str(path)!r}: line {no} is not JSON ({err.msg} at column {err.colno}): {line[:80]!r}") from None
+        where.append(f"line {no}")
+    return rows, where
+
+
+def _table_rows(path: Path) -> List[dict]:
+    import pandas as pd
+
+    text = _utf8(path)
+    if not text.strip():
+        return []
+    try:
+        df = pd.read_csv(io.StringIO(text), sep="\t" if path.suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+    except (ValueError, pd.errors.ParserError) as err:
+        raise ValueError(f"data {str(path)!r} is not a readable {path.suffix[1:].upper()} file with a header line: "
+                         f"{str(err).strip().splitlines()[-1]}") from None
+    return df.to_dict("records")
+
+
+def read_rows(data) -> Tuple[List[Any], List[str], str]:
+    """(rows, where each row is, what the data is) of any accepted data (module docstring).
+
+    ``where`` names each row for messages (``"line 3"`` of a JSON-lines file, ``"row 0 (line 2)"``
+    of a CSV file, ``"row 5"`` of an object); ``what`` names the data (``"data 'x.csv'"``).
+
+    Raises:
+        FileNotFoundError: a missing file. ValueError: an unknown file type, bytes that are not
+            UTF-8 (names the line), a file that is not JSON / CSV. TypeError: data of another kind.
+    """
+    if isinstance(data, (str, Path)):
+        path = Path(data)
+        if path.suffix.lower() not in FILE_TYPES:
+            raise ValueError(f"data {str(data)!r}: unknown file type {path.suffix!r}; expected one of {list(FILE_TYPES)}")
+        if not path.is_file():
+            raise FileNotFoundError(f"data {str(data)!r}: no such file")
+        if path.suffix.lower() in (".csv", ".tsv"):
+            rows = _table_rows(path)
+            return rows, [f"row {i} (line {i + 2})" for i in range(len(rows))], f"data {str(data)!r}"
+        rows, where = _json_rows(path)
+        return rows, where, f"data {str(data)!r}"
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame: numpy scalars as Python ones
+        rows = [{k: (v.item() if hasattr(v, "item") and not isinstance(v, str) else v) for k, v in r.items()}
+                for r in data.to_dict("records")]
+        return rows, [f"row {i}" for i in range(len(rows))], "data"
+    if hasattr(data, "column_names") or isinstance(data, (list, tuple)):  # a datasets.Dataset (or alike), a list
+        rows = list(data)
+        rows = [{"text": r} if isinstance(r, str) else r for r in rows]
+        return rows, [f"row {i}" for i in range(len(rows))], "data"
+    raise TypeError(f"data must be a file path, a pandas DataFrame, a datasets.Dataset or a list of dicts or strings, "
+                    f"got {type(data).__name__}")
+
+
+def is_empty(v) -> bool:
+    """Whether a cell holds no value: None, a blank string, or NaN (pandas' empty cell)."""
+    return v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, float) and math.isnan(v))

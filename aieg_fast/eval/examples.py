@@ -1,0 +1,117 @@
+"""The examples of a classification evaluation: a registered dataset, a user's file or a Python
+object, as records (:func:`aieg_fast.datasets.load_records`), and the text each one attributes.
+
+A record's ``fields`` fill the template: a one-field dataset (``{"text": ...}``, the sentiment
+sets) is attributed as a plain string with ``{text}``; a record with several fields (BoolQ's
+passage and question) as the mapping, every field attributed and the template text held fixed
+(:func:`aieg_fast.core.inputs.fill_template`).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+
+from ..datasets import DATASETS, EVALUATION_DATASETS, DatasetSpec, dataset_path, is_dataset_file, load_records, user_dataset
+
+if TYPE_CHECKING:
+    from ..explainer import Explainer
+
+__all__ = ["load_examples", "example_text", "truncate", "CLASSIFICATION_TASKS"]
+
+#: the task kinds :func:`aieg_fast.eval.evaluate` scores (the others have their own runners).
+CLASSIFICATION_TASKS = ("sentiment", "classification")
+
+
+def _where(spec: DatasetSpec, dataset, data_dir) -> str:
+    if spec.file is not None and spec.name in DATASETS:
+        return str(dataset_path(spec.name, data_dir))
+    return "shipped sample" if spec.name in DATASETS else str(dataset)
+
+
+def _spec_and_records(dataset, data_dir, fields: dict) -> Tuple[DatasetSpec, List[dict]]:
+    """The dataset asked for: a registry name, a file or a rows object (``fields``: the user
+    dataset's field options, used only for those)."""
+    if isinstance(dataset, str) and dataset in DATASETS:
+        if dataset not in EVALUATION_DATASETS:
+            raise ValueError(f"dataset must be one of {list(EVALUATION_DATASETS)} (or a .jsonl / .json / .csv / .tsv file), "
+                             f"got {dataset!r} (a training set)")
+        return DATASETS[dataset], load_records(dataset, data_dir)
+    if isinstance(dataset, (str, Path)) and not is_dataset_file(dataset):
+        raise ValueError(f"dataset must be one of {list(EVALUATION_DATASETS)} or a .jsonl / .json / .csv / .tsv file, got {str(dataset)!r}")
+    return user_dataset(dataset, **fields)
+
+
+def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "text", label_field: Optional[str] = None,
+                  template: Optional[str] = None, labels: Optional[Sequence] = None,
+                  id_field: Optional[str] = None) -> Tuple[DatasetSpec, List[dict]]:
+    """The spec and the first ``n`` records of a classification dataset (fewer, with a note,
+    if it is shorter).
+
+    Args:
+        dataset: a name of :data:`~aieg_fast.datasets.EVALUATION_DATASETS`, a file path
+            (``.jsonl``, ``.json``, ``.csv``, ``.tsv``) or an object with dict rows (a
+            ``datasets.Dataset``; :func:`~aieg_fast.datasets.user_dataset`).
+        data_dir: the evaluation data folder (registered datasets).
+        n, start: the first n examples; ``start`` must be below their number.
+        text_field, label_field, template, labels, id_field: a user dataset's columns, template
+            and label words (:func:`~aieg_fast.datasets.user_dataset`; ``label_field`` is
+            required there).
+
+    Raises:
+        ValueError: an unknown name, a dataset of another task (names the runner to use), a
+            user dataset without ``label_field``, a template without the dataset's fields, an
+            empty dataset, repeated ids, ``start`` too large; a malformed file (names the file
+            and line). FileNotFoundError: a missing file.
+    """
+    user = not (isinstance(dataset, str) and dataset in DATASETS)
+    if user and label_field is None:
+        raise ValueError(f"label_field (--label-field) must name the column of the gold labels of the dataset file "
+                         f"{str(dataset)!r}; a file without labels is a generation dataset")
+    spec, data = _spec_and_records(dataset, data_dir, dict(text_field=text_field, label_field=label_field, template=template,
+                                                            labels=labels, id_field=id_field))
+    if template is not None and not user:
+        off = [f for f in spec.fields if template.count("{" + f + "}") != 1]
+        if off:
+            raise ValueError(f"template must name each field of dataset {spec.name!r} once ("
+                             + ", ".join("{" + f + "}" for f in spec.fields) + f"); {', '.join(off)} is not, in {template!r}")
+    if spec.task not in CLASSIFICATION_TASKS:
+        runner = "aieg_fast.eval.evaluate_longra" if spec.task == "longra" else "aieg_fast.eval.evaluate_generation"
+        raise ValueError(f"dataset {spec.name!r} is a {spec.task} dataset; evaluate scores classification datasets: use {runner}")
+    where = _where(spec, dataset, data_dir)
+    if not data:
+        raise ValueError(f"dataset {spec.name!r} has no examples: {where} holds no data line; check the file (or --data-dir)")
+    ids = [r["id"] for r in data]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise ValueError(f"dataset {spec.name!r}: the ids must be unique, got {twice} more than once (id_field)")
+    if len(data) < n:
+        print(f"note: {spec.name} has {len(data)} examples ({where}); evaluating {len(data)}, not n = {n}", file=sys.stderr)
+    data = data[:n]
+    if start >= len(data):
+        raise ValueError(f"start must be below the number of examples ({len(data)} in {spec.name}), got {start}")
+    return spec, data
+
+
+def example_text(rec: dict) -> Union[str, Dict[str, str]]:
+    """What a record attributes: its text (one ``{text}`` field) or its mapping of fields."""
+    fields = rec["fields"]
+    return fields["text"] if list(fields) == ["text"] else dict(fields)
+
+
+def _cut(ex: "Explainer", text: str, n: int) -> str:
+    ids = ex.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return text if len(ids) <= n else ex.tokenizer.decode(ids[:n])
+
+
+def truncate(ex: "Explainer", text: Union[str, Dict[str, str]], max_tokens: Optional[int]):
+    """``text`` cut to ``max_tokens`` tokens (None: as it is). A mapping of fields is cut in its
+    first field (BoolQ's passage) so that all fields together hold at most ``max_tokens`` tokens;
+    the other fields are kept whole (at least one token of the first field is kept)."""
+    if max_tokens is None:
+        return text
+    if isinstance(text, str):
+        return _cut(ex, text, max_tokens)
+    first, *rest = list(text)
+    others = sum(len(ex.tokenizer(text[k], add_special_tokens=False)["input_ids"]) for k in rest)
+    return dict(text, **{first: _cut(ex, text[first], max(1, max_tokens - others))})

@@ -1,0 +1,468 @@
+"""Faithfulness of attributions of generated text, per generated step (open generation).
+
+:func:`evaluate_generation` takes prompts (a list of dicts, or a JSON-lines file of them), fixes
+one continuation per prompt (greedy decoding of ``n_new_tokens`` tokens, ReAGent's setting of
+10, or the prompt's reference, teacher-forced), attributes it with every method through
+:meth:`Explainer.attribute_generation` (one shared forward over the whole sequence where the
+method allows; :mod:`aieg_fast.generation`) and scores every generated step with the metrics of
+:mod:`aieg_fast.eval.metrics`:
+
+* **Instance = one step.** Step t explains the generated token y_t from its context c_t =
+  prompt ⊕ y_<t (:func:`~aieg_fast.eval.context.step_attribution`). The metrics perturb c_t,
+  read the next-token distribution at its last position and score p(y_t | ·) over the whole
+  vocabulary (``prob_space="vocab"``): log-odds, comprehensiveness and sufficiency at top-k,
+  Soft-NC / Soft-NS and π-Soft-NC / NS (Zhao & Aletras 2023; specs/grad_ellm.md §5.2-§5.3),
+  with the random-scores and uniform controls. The soft draws are seeded by (seed, example id,
+  step), so every method sees the same ones at a step (common random numbers).
+* **Which positions are perturbed at step t** (``interpolate_generated``): by default (True)
+  the prompt's text tokens *and* the generated prefix y_<t, the whole context, as ReAGent
+  (Zhao & Shan 2024, arXiv 2402.00794; its ``benchmark.py`` scores step t on
+  ``generated_ids[:target_pos]``) perturbs it; which positions Grad-ELLM perturbs is not known
+  (specs/grad_ellm.md §6, question 4). From the second step on, the tokens just before y_t are
+  generated ones; a metric that holds them fixed measures only the prompt's share of the
+  prediction, and its empty input x_∅ (prompt zeroed, prefix kept) can leave p(y_t) as high as
+  the full input does (a degenerate step). The methods then attribute the prefix too
+  (``interpolate_generated=True`` of :meth:`~aieg_fast.explainer.Explainer.attribute_generation`),
+  so the metrics perturb exactly the positions each method ranked. With False, the prefix is
+  held fixed in the attributions and in the metrics, and only the prompt is scored and
+  perturbed (what ``attribute_generation`` explains by default). Template and special tokens are
+  never perturbed. Deleting positions (comprehensiveness, sufficiency) may remove the last
+  context token; the next-token distribution is then read at the last position left.
+* **Aggregation.** Each metric is averaged over the steps of an example (the soft ones over its
+  non-degenerate steps), then over the examples (specs/grad_ellm.md §5.3 item 6); the bootstrap
+  CIs and the paired tests against ``reference`` resample examples, whose steps are not
+  independent. The per-step values stay in the records and ``summary_steps.csv``.
+
+Output folder (as :func:`~aieg_fast.eval.runner.evaluate`): ``config.json``; ``records.jsonl``
+with one line per (example, method), appended as each is done, so a rerun computes only the
+missing (example id, method) pairs (also under torchrun); ``summary.md`` / ``summary.csv``
+(means, 95 % bootstrap CIs, paired tests), ``summary_steps.csv`` (per step) and the π-Soft plots.
+
+Record of an example (the lines of one id merged, :mod:`aieg_fast.eval.records`): ``id``,
+``index``, ``prompt``, ``reference``, ``teacher_forced``, ``generated_ids``,
+``generated_text``, ``n_prompt_tokens``, ``n_generated``, ``steps`` (per step t: ``step``,
+``target_id``, ``target``, ``p``, ``p0``, ``degenerate``, ``n_attributable``, ``tie_seed``),
+``degenerate`` (every step is), ``methods`` ({spec: the metrics averaged over the steps, and
+``steps``: each step's metrics, ``n_degenerate_steps``, ``scores`` [T][L_p + T] with null where
+not attributed, ``signal_flags``, ``time_attribution_s``, ``time_metrics_s``}) and
+``controls`` ({"uniform": the same for the uniform π-Soft control}).
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from ..core.context import progress_bar
+from ..core.diagnostics import AttributionWarning
+from ..core.validation import check_placement
+from ..datasets import DATASETS, is_dataset_file, load_records, user_dataset
+from ..generation import continuation_ids
+from ..result import Attribution
+from ..runs import rank_device, start as start_processes, writable_folder
+from .checks import check_method_options, check_models
+from .context import prepare, step_attribution
+from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, flat_metrics, pi_soft, random_attribution
+from .records import append_record
+from .run_checks import check_methods, check_run_settings
+from .runner import (CONTROLS, DEFAULT_METHODS, NO_SUMMARY, RunSettings, eval_target_fn, explainer_for, run_config, run_shards,
+                     score_attribution, summarise_run)
+from .stats import REFERENCE_METHOD
+
+if TYPE_CHECKING:
+    from ..explainer import Explainer
+
+__all__ = ["DEFAULT_N_NEW_TOKENS", "GENERATION_TARGET_FNS", "GenerationSettings", "evaluate_generation",
+           "evaluate_generation_example", "check_prompt_records", "load_prompts", "mean_over_steps"]
+
+#: tokens generated per prompt by default: ReAGent's ``--max_new_tokens`` (Zhao & Shan 2024).
+DEFAULT_N_NEW_TOKENS = 10
+#: ``evaluate_generation``'s ``target_fn`` choices (``"auto"``: log p(y_t), what the metrics score).
+GENERATION_TARGET_FNS = ("auto", "logprob", "logit", "prob")
+
+
+@dataclass(frozen=True)
+class GenerationSettings(RunSettings):
+    """:class:`~aieg_fast.eval.runner.RunSettings` of a generation run (no labels; p over the
+    vocabulary) plus its own: ``n_new_tokens`` (None: the whole reference), ``teacher_forced``
+    and ``interpolate_generated`` (see :func:`evaluate_generation`)."""
+
+    n_new_tokens: Optional[int] = DEFAULT_N_NEW_TOKENS
+    teacher_forced: bool = False
+    interpolate_generated: bool = True
+
+
+# ============================================================================================
+# prompts
+# ============================================================================================
+def load_prompts(records, data_dir=None, text_field: str = "text", target_field: Optional[str] = None,
+                 id_field: Optional[str] = None) -> Tuple[str, List[dict]]:
+    """(name, rows) of the prompts to evaluate: a generation dataset of the registry
+    (``wikibio``, ``wikitext``, ``tellmewhy``, ``tellmewhy-reagent``;
+    :func:`~aieg_fast.datasets.load_records`, from ``data_dir``), a user's file or rows object
+    (:func:`~aieg_fast.datasets.user_dataset` with ``text_field`` as the prompt and
+    ``target_field`` as the reference), or a list of dicts (``"records"``, as given).
+
+    Raises:
+        ValueError: a dataset of another task (names the runner to use), an unknown name, a
+            malformed file (names the file, line and field). FileNotFoundError: a missing file
+            (for TellMeWhy, why it is not shipped).
+    """
+    if isinstance(records, str) and records in DATASETS:
+        task = DATASETS[records].task
+        if task != "generation":
+            runner = {"longra": "evaluate_longra"}.get(task, "evaluate")
+            raise ValueError(f"records: dataset {records!r} is a {task} dataset; evaluate_generation scores generation "
+                             f"datasets ({', '.join(k for k, d in DATASETS.items() if d.task == 'generation')}): use "
+                             f"aieg_fast.eval.{runner}")
+        return records, load_records(records, data_dir)
+    if isinstance(records, (list, tuple)):
+        return "records", list(records)
+    if isinstance(records, (str, Path)) and not is_dataset_file(records):
+        raise ValueError(f"records must be a generation dataset ({', '.join(k for k, d in DATASETS.items() if d.task == 'generation')}), "
+                         f"a .jsonl / .json / .csv / .tsv file or a list of dicts, got {str(records)!r}")
+    spec, rows = user_dataset(records, text_field=text_field, target_field=target_field, id_field=id_field)
+    return spec.name, rows
+
+
+def check_prompt_records(records, teacher_forced: bool, dataset: str) -> List[dict]:
+    """The prompts as ``{"id", "index", "prompt", "reference"}`` dicts, checked before any work.
+
+    ``id`` is the row's ``"id"`` (as a string) or ``"<dataset>:<index>"``; ``reference`` its
+    ``"reference"``, else the first of its ``"references"``, else None.
+
+    Raises:
+        ValueError: ``records`` empty or not a sequence of dicts; a row without a non-empty
+            string ``prompt``; repeated ids; with ``teacher_forced``, a row without a reference
+            (each names the row).
+    """
+    if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
+        raise ValueError(f"records must be a list of dicts with a 'prompt', got {type(records).__name__}")
+    out, seen = [], set()
+    for i, r in enumerate(records):
+        if not isinstance(r, dict):
+            raise ValueError(f"records[{i}] must be a dict with a 'prompt', got {type(r).__name__}")
+        prompt = r.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"records[{i}] needs a non-empty string 'prompt', got {prompt!r}")
+        eid = str(r["id"]) if r.get("id") is not None else f"{dataset}:{i}"
+        if eid in seen:
+            raise ValueError(f"records[{i}] repeats the id {eid!r}; ids must be unique")
+        seen.add(eid)
+        refs = r.get("references") or []
+        ref = r.get("reference") if r.get("reference") is not None else (refs[0] if refs else None)
+        if ref is not None and (not isinstance(ref, str) or not ref.strip()):
+            raise ValueError(f"records[{i}] ({eid}): the reference must be a non-empty string, got {ref!r}")
+        if teacher_forced and ref is None:
+            raise ValueError(f"teacher_forced needs a reference for every prompt; records[{i}] ({eid}) has none")
+        out.append({"id": eid, "index": i, "prompt": prompt, "reference": ref})
+    if not out:
+        raise ValueError("records holds no prompt")
+    return out
+
+
+# ============================================================================================
+# one example
+# ============================================================================================
+def _step_views(ex: "Explainer", s: GenerationSettings, prompt: str, gen_ids: List[int]) -> List[Attribution]:
+    """Attribution-free views of the T steps (zero scores): the context ids, the positions the
+    metrics perturb (as :func:`step_attribution` gives them for every method) and the target."""
+    prompt_ids, prompt_fixed = ex.encode(prompt, s.template)
+    fixed = prompt_fixed + [(not s.interpolate_generated) or (i in ex.special_ids) for i in gen_ids]
+    ids = prompt_ids + gen_ids
+    tokens = ex.token_texts(ids)
+    views = []
+    for t, y in enumerate(gen_ids):
+        n = len(prompt_ids) + t
+        views.append(Attribution(tokens=tokens[:n], token_ids=ids[:n], scores=torch.zeros(n), method="none",
+                                 target={"kind": "token", "id": int(y), "text": tokens[n], "step": t},
+                                 attributable=[not f for f in fixed[:n]]))
+    return views
+
+
+def mean_over_steps(steps: Sequence[dict]) -> dict:
+    """The per-step metric dicts of one method and example averaged over the steps.
+
+    Numbers: the mean of the finite values (NaN when none: every step degenerate); curves
+    (lists): the point-wise mean of the curves without NaN; ``topk_sweep``: the same per k;
+    ``degenerate``: every step is, with ``n_degenerate_steps`` their count. ``step`` is dropped.
+    """
+    def mean(vals):
+        vals = [float(v) for v in vals if v is not None and math.isfinite(float(v))]
+        return sum(vals) / len(vals) if vals else float("nan")
+
+    out: dict = {}
+    for key, first in steps[0].items():
+        vals = [r.get(key) for r in steps]
+        if key == "step":
+            continue
+        if key == "degenerate":
+            out["degenerate"], out["n_degenerate_steps"] = all(vals), sum(bool(v) for v in vals)
+        elif key == "topk_sweep":
+            out[key] = {k: {m: mean([v[k][m] for v in vals]) for m in first[k]} for k in first}
+        elif isinstance(first, list):
+            ok = [v for v in vals if all(x is not None and math.isfinite(x) for x in v)]
+            out[key] = [mean(col) for col in zip(*ok)] if ok else [float("nan")] * len(first)
+        else:
+            out[key] = mean(vals)
+    return out
+
+
+def _method_entry(ex: "Explainer", s: GenerationSettings, eid: str, prompt: str, gen_ids: List[int], m: str, views, ctxs) -> dict:
+    """One method's record entry: attributed once for all steps, each step scored, averaged."""
+    t0 = time.perf_counter()
+    if m == "random":
+        steps = [random_attribution(v, s.seed, f"{eid}#{t}") for t, v in enumerate(views)]
+        gen = None
+    else:
+        name, opts = s.specs[m]
+        try:
+            gen = ex.attribute_generation(prompt, generated_text=list(gen_ids), method=name, n_steps=s.n_steps,
+                                          internal_batch_size=s.internal_batch_size, template=s.template,
+                                          interpolate_generated=s.interpolate_generated, **s.attribute_kwargs(),
+                                          **{**s.method_options.get(name, {}), **opts})
+        except (ValueError, TypeError) as err:
+            raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
+        steps = [step_attribution(gen, t) for t in range(len(gen_ids))]
+    t_attr = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    per_step = [dict(score_attribution(ex, s, a, ctx), step=t) for t, (a, ctx) in enumerate(zip(steps, ctxs))]
+    entry = dict(mean_over_steps(per_step), steps=per_step, time_attribution_s=t_attr, time_metrics_s=time.perf_counter() - t0)
+    if gen is not None:
+        entry["scores"] = gen.scores.tolist()
+        entry["signal_flags"] = [f["kind"] for f in gen.degenerate]
+    return entry
+
+
+def evaluate_generation_example(ex: "Explainer", s: GenerationSettings, row: dict, methods: Sequence[str],
+                                done: Optional[dict] = None, need_controls: bool = True) -> Iterator[dict]:
+    """The record lines of one prompt, each computed when the iterator reaches it.
+
+    The continuation is the one in ``done`` (a resumed example), else greedy decoding of
+    ``s.n_new_tokens`` tokens or the reference's first ``s.n_new_tokens`` tokens
+    (:func:`~aieg_fast.generation.continuation_ids`); it and the reference forwards of every
+    step are computed by this call, before it returns. The lines: without ``done``, first the
+    example and its steps; then one per method of ``methods``; then the ``uniform`` control
+    (``need_controls``, not with hard metrics only). Layout: the module documentation.
+
+    Args:
+        ex: the explainer. s: the run's settings. row: ``{"id", "index", "prompt",
+            "reference"}`` (:func:`check_prompt_records`). methods: the method specs to compute.
+        done: the example's record so far (with its ``generated_ids``), or None.
+
+    Raises:
+        ValueError: by this call, an input that cannot be explained (more tokens than the
+            model's positions, no attributable token); while iterating, a method that refuses
+            its options (naming the method and the example).
+    """
+    eid, prompt = row["id"], row["prompt"]
+    if done is None:
+        forced = row["reference"] if s.teacher_forced else None
+        gen_ids = continuation_ids(ex, prompt, s.n_new_tokens or 1, generated_text=forced, template=s.template)
+        gen_ids = gen_ids[: s.n_new_tokens] if s.n_new_tokens else gen_ids
+    else:
+        gen_ids = [int(i) for i in done["generated_ids"]]
+    views = _step_views(ex, s, prompt, gen_ids)
+    ctxs = [prepare(ex, v, prob_space="vocab", seed=s.seed, instance_id=f"{eid}#{t}") for t, v in enumerate(views)]
+    head = {"id": eid, "index": row["index"]}
+    first = None
+    if done is None:
+        first = dict(head, prompt=prompt, reference=row["reference"], teacher_forced=s.teacher_forced, generated_ids=gen_ids,
+                     generated_text=ex.tokenizer.decode(gen_ids), n_prompt_tokens=len(views[0].token_ids), n_generated=len(gen_ids),
+                     steps=[{"step": t, "target_id": v.target["id"], "target": v.target["text"], "p": c.p, "p0": c.p0,
+                             "degenerate": c.degenerate, "n_attributable": int(sum(v.attributable)), "tie_seed": c.tie_seed}
+                            for t, (v, c) in enumerate(zip(views, ctxs))],
+                     degenerate=all(c.degenerate for c in ctxs), methods={}, controls={})
+
+    def lines():
+        if first is not None:
+            yield first
+        for m in methods:
+            yield dict(head, methods={m: _method_entry(ex, s, eid, prompt, gen_ids, m, views, ctxs)})
+        if need_controls and not s.hard_only:
+            per_step = [dict(flat_metrics(None, None, pi_soft(ex, v, pis=s.pis, n_samples=s.n_samples, uniform=True, ctx=c)), step=t)
+                        for t, (v, c) in enumerate(zip(views, ctxs))]
+            yield dict(head, controls={"uniform": dict(mean_over_steps(per_step), steps=per_step)})
+
+    return lines()
+
+
+# ============================================================================================
+# the run
+# ============================================================================================
+def _todo(rows: Sequence[dict], methods: Sequence[str], done: Dict[str, dict], hard_only: bool) -> list:
+    """(row, missing methods, controls needed) of the prompts with work left.
+
+    Raises:
+        ValueError: a record of the folder holds another prompt under the same id.
+    """
+    todo = []
+    for row in rows:
+        d = done.get(row["id"])
+        if d is not None and "skipped" not in d and d.get("prompt") != row["prompt"]:
+            raise ValueError(f"out_dir holds a record for id {row['id']!r} with another prompt ({d.get('prompt')!r:.60}); "
+                             "use another out_dir for other prompts")
+        if d is not None and "skipped" in d:
+            continue
+        missing = [m for m in methods if m not in (d or {}).get("methods", {})]
+        controls = not hard_only and "uniform" not in (d or {}).get("controls", {})
+        if missing or controls:
+            todo.append((row, missing, controls))
+    return todo
+
+
+def _work(ex: "Explainer", s: GenerationSettings, todo: list, done: Dict[str, dict], path: Path, progress: bool) -> int:
+    """Compute the prompts of ``todo``, appending each record line as it is done; the count. A
+    prompt whose input is refused gets a record with ``"skipped"`` (the reason); the run goes on."""
+    computed = 0
+    with progress_bar(progress, "evaluate (generation)", total=len(todo), unit="ex", leave=True) as bar, \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", AttributionWarning)  # recorded as signal_flags, counted in the summary
+        for row, missing, controls in todo:
+            d = done.get(row["id"])
+            try:
+                lines = evaluate_generation_example(ex, s, row, missing, d if d and "generated_ids" in d else None, controls)
+            except ValueError as err:  # the input itself is refused: recorded, the run goes on
+                append_record(path, {"id": row["id"], "index": row["index"], "prompt": row["prompt"], "skipped": str(err),
+                                     "methods": {}, "controls": {}})
+            else:
+                for line in lines:
+                    append_record(path, line)
+                computed += 1
+            if bar is not None:
+                bar.update(1)
+    return computed
+
+
+def _check_generation_args(n_new_tokens, teacher_forced, target_fn, template) -> str:
+    """Check the generation settings (ValueError naming the argument); the F explained."""
+    if n_new_tokens is None and not teacher_forced:
+        raise ValueError("n_new_tokens must be a positive int for greedy decoding (None = the whole reference, with teacher_forced)")
+    if n_new_tokens is not None and (isinstance(n_new_tokens, bool) or not isinstance(n_new_tokens, int) or n_new_tokens < 1):
+        raise ValueError(f"n_new_tokens must be a positive int or None, got {n_new_tokens!r}")
+    if target_fn not in GENERATION_TARGET_FNS:
+        raise ValueError(f"target_fn must be one of {list(GENERATION_TARGET_FNS)} for generated text (no labels), got {target_fn!r}")
+    if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):
+        raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
+    return eval_target_fn(target_fn, "vocab")
+
+
+def evaluate_generation(
+    model=None,
+    records: Union[Sequence[dict], str, Path] = (),
+    *,
+    methods: Union[str, Sequence[str]] = DEFAULT_METHODS,
+    n_new_tokens: Optional[int] = DEFAULT_N_NEW_TOKENS,
+    teacher_forced: bool = False,
+    interpolate_generated: bool = True,
+    metrics: str = "all",
+    out_dir: Union[str, Path] = "generation_out",
+    dataset: Optional[str] = None,
+    data_dir=None,
+    text_field: str = "text",
+    target_field: Optional[str] = None,
+    id_field: Optional[str] = None,
+    n: Optional[int] = None,
+    seed: int = 0,
+    topk: float = 0.20,
+    topk_sweep: Optional[Sequence[float]] = None,
+    reference: str = REFERENCE_METHOD,
+    n_steps: int = 20,
+    n_samples: int = 4,
+    pis: Sequence[float] = DEFAULT_PI_GRID,
+    normalise: str = "minmax",
+    soft_maps: Union[str, Sequence[str]] = DEFAULT_SOFT_MAPS,
+    ties: str = "random",
+    target_fn: str = "auto",
+    template: Optional[str] = None,
+    internal_batch_size: Optional[int] = None,
+    method_options: Optional[Dict[str, dict]] = None,
+    progress: bool = True,
+    plot: bool = True,
+    device=None,
+    dtype=None,
+    device_map=None,
+    distributed: Optional[bool] = None,
+) -> dict:
+    """Evaluate attribution methods on generated text, one instance per generated step.
+
+    What is explained, perturbed and averaged: the module documentation (ReAGent, Zhao & Shan
+    2024; Grad-ELLM's π-Soft, specs/grad_ellm.md §5.3). Arguments shared with
+    :func:`~aieg_fast.eval.runner.evaluate` mean the same (``methods``, ``metrics``, ``seed``,
+    ``topk``, ``topk_sweep``, ``reference``, ``n_steps``, ``n_samples``, ``pis``, ``normalise``,
+    ``soft_maps``, ``ties``, ``internal_batch_size``, ``method_options``, ``progress``,
+    ``plot``, ``device``, ``dtype``, ``device_map``, ``distributed``).
+
+    Args:
+        model: an :class:`~aieg_fast.explainer.Explainer` (a causal LM), a model id / folder, or
+            None (embedded SmolLM2-135M-Instruct).
+        records: the prompts: a generation dataset of the registry (``"wikibio"``, ``"wikitext"``,
+            ``"tellmewhy"``, ``"tellmewhy-reagent"``; TellMeWhy from ``data_dir``), a file
+            (``.jsonl``, ``.json``, ``.csv``, ``.tsv``) or rows object read with ``text_field``
+            (the prompt), ``target_field`` (the reference) and ``id_field``
+            (:func:`~aieg_fast.datasets.user_dataset`), or a list of dicts with ``"prompt"`` and
+            optionally ``"id"``, ``"reference"``, ``"references"`` (:func:`load_prompts`).
+        n_new_tokens: tokens per continuation (default 10, ReAGent's); with ``teacher_forced``
+            the reference is cut to this many tokens (None: all of it). Greedy decoding stops
+            early at EOS (which is kept as the last step).
+        teacher_forced: explain each prompt's reference instead of the model's greedy output.
+        interpolate_generated: perturb (and attribute) the generated prefix y_<t at step t as
+            well as the prompt (default True, ReAGent's whole context); False: the prompt only.
+        out_dir: output folder, reused to resume (records of (example id, method) pairs done
+            are kept; a record with the same id but another prompt is refused).
+        dataset: the name recorded in ``config.json`` and the summary's title (default: the
+            dataset's or file's name, or ``"records"``); ids of rows without one are
+            ``"<dataset>:<index>"``.
+        n: evaluate the first n prompts (None: all).
+        target_fn: the F every method explains at each step: ``"auto"`` (default) = ``"logprob"``,
+            log p(y_t) over the vocabulary (what the metrics score), or ``"logit"`` / ``"prob"``.
+        template: a prompt template with ``{text}`` (its tokens are never perturbed).
+
+    Returns:
+        As :func:`~aieg_fast.eval.runner.evaluate`: ``{"rows", "summary_md", "computed",
+        "skipped", "out_dir", "plot", "plots", "failed", "failures", "chance"}`` (``rows``: one
+        per method and metric, over examples; ``failed``: prompts refused, e.g. too long for the
+        model; ``chance``: None, there are no labels).
+
+    Raises:
+        ValueError: bad arguments (each names the argument), prompts without a ``prompt`` (or
+            a reference with ``teacher_forced``), repeated ids, a model that is not a causal LM,
+            settings that differ from those recorded in ``out_dir``; all before any record is
+            written. FileNotFoundError: a missing data file.
+    """
+    methods, specs = check_methods(methods, reference, CONTROLS)
+    name, raw = load_prompts(records, data_dir, text_field, target_field, id_field)
+    dataset = dataset or name
+    rows = check_prompt_records(raw, teacher_forced, dataset)
+    n = len(rows) if n is None else n
+    topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, None, 0, seed, topk, metrics, topk_sweep, n_samples, pis, "vocab",
+                                                    normalise, soft_maps, ties)
+    rows = rows[:n]
+    target_fn = _check_generation_args(n_new_tokens, teacher_forced, target_fn, template)
+    method_options = check_method_options(method_options, specs, CONTROLS)
+    check_placement(device, dtype, device_map)
+    out = writable_folder(out_dir)
+    with start_processes(distributed) as procs:
+        ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
+        if ex.adapter.kind != "causal_lm":
+            raise ValueError("model: evaluate_generation needs a causal language model, not a classification head")
+        check_models(ex, specs, method_options, CONTROLS)
+        s = GenerationSettings(  # p over the vocabulary, no labels
+            specs=specs, max_tokens=None, template=template, labels=[], label_ids=[], seed=seed, topk=topk, n_steps=n_steps,
+            n_samples=n_samples, pis=pis, prob_space="vocab", normalise=normalise, ties=ties, internal_batch_size=internal_batch_size,
+            method_options=method_options, topk_sweep=topk_sweep, hard_only=metrics == "hard", soft_maps=tuple(soft_maps),
+            target_fn=target_fn, n_new_tokens=n_new_tokens, teacher_forced=bool(teacher_forced),
+            interpolate_generated=bool(interpolate_generated))
+        config = dict(run_config(ex, dataset, s, metrics), task="generation", n_new_tokens=n_new_tokens,
+                      teacher_forced=s.teacher_forced, interpolate_generated=s.interpolate_generated)
+        computed, left = run_shards(procs, config, out, lambda done: _todo(rows, methods, done, s.hard_only),
+                                    lambda todo, done, path, show: _work(ex, s, todo, done, path, show), progress)
+        if not procs.main:
+            return dict(NO_SUMMARY, computed=computed, skipped=len(rows) - left, out_dir=str(out), rank=procs.rank)
+        return dict(summarise_run(out, [r["id"] for r in rows], methods, config, s, reference, metrics, plot),
+                    computed=computed, skipped=len(rows) - left, out_dir=str(out))

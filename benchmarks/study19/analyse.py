@@ -1,0 +1,184 @@
+"""Tables of the pre-registered AIEG study (issue 19), computed as its protocol says.
+
+For each model's run folder (``<root>/<phase>/<model>/records.jsonl``, written by ``run.py``):
+
+* the mean of every hard metric (top-k 20 %) per variant, with its 95 % bootstrap interval;
+* the primary criterion: each variant's rank on log-odds (lower better), comprehensiveness
+  (higher better) and sufficiency (lower better) among the compared variants (IG, IG0, V1–V8),
+  averaged over the three metrics; its standard error over 1,000 bootstrap resamples of the
+  examples (the same resamples for every variant);
+* the secondary outcomes: π-Soft-NC/NS AUC under both soft maps, Soft-NC/NS;
+* on ``test``: paired Wilcoxon signed-rank p-values of each variant against IG and against V1 on
+  the three hard metrics, Holm-corrected over that model's family of comparisons.
+
+Then the dev criterion averaged over models (each model weighs 1, the three GPT-nano seeds 1/3
+each) and the selection rule (ties within one standard error go to the simpler variant).
+
+    python benchmarks/study19/analyse.py --root runs/study19 --phase dev [--out benchmarks/study19/dev.md]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+PROTOCOL = json.loads((HERE / "protocol.json").read_text(encoding="utf-8"))
+HARD = {"log_odds": -1, "comprehensiveness": 1, "sufficiency": -1}  # +1: higher is better
+SECONDARY = ["pi_soft_nc_auc", "pi_soft_ns_auc", "pi_soft_nc_auc_minmax", "pi_soft_ns_auc_minmax", "soft_nc", "soft_ns"]
+COMPARED = [v for v in PROTOCOL["variants"] if v != "random"]
+
+
+def load(folder: Path):
+    """(variant ids present, {variant: {metric: np.array over the examples every variant has}})."""
+    from aieg_fast.eval.records import read_records
+
+    recs = [r for r in read_records(folder / "records.jsonl").values() if "methods" in r and not r.get("skipped")]
+    spec_of = PROTOCOL["variants"]
+    present = [v for v in spec_of if recs and all(spec_of[v] in r["methods"] for r in recs)]
+    vals = {v: {m: np.array([_num(r["methods"][spec_of[v]].get(m)) for r in recs]) for m in list(HARD) + SECONDARY} for v in present}
+    return present, vals, len(recs)
+
+
+def _num(x):
+    return float("nan") if x is None else float(x)
+
+
+def _ranks(means: np.ndarray, sign: int) -> np.ndarray:
+    """Ranks 1 = best of the rows of ``means`` [V] (average ranks for ties)."""
+    from scipy.stats import rankdata
+
+    return rankdata(-sign * means, method="average")
+
+
+def criterion(vals, variants, n_boot: int = 1000, seed: int = 0):
+    """({variant: mean rank over the hard metrics}, {variant: its bootstrap standard error})."""
+    n = len(next(iter(vals.values()))["log_odds"])
+    def score(idx):
+        total = np.zeros(len(variants))
+        for m, sign in HARD.items():
+            means = np.array([np.nanmean(vals[v][m][idx]) for v in variants])
+            total += _ranks(means, sign)
+        return total / len(HARD)
+    full = score(np.arange(n))
+    rng = np.random.default_rng(seed)
+    boots = np.array([score(rng.integers(0, n, n)) for _ in range(n_boot)])
+    return dict(zip(variants, full)), dict(zip(variants, boots.std(axis=0, ddof=1)))
+
+
+def holm(pvals):
+    """Holm's step-down adjusted p-values of a dict {name: p}."""
+    items = sorted(pvals.items(), key=lambda kv: kv[1])
+    out, running = {}, 0.0
+    for i, (k, p) in enumerate(items):
+        running = max(running, min(1.0, (len(items) - i) * p))
+        out[k] = running
+    return out
+
+
+def paired_family(vals, variants):
+    """Holm-corrected Wilcoxon p-values {(variant, against, metric): (p_adj, mean difference)}."""
+    from scipy.stats import wilcoxon
+
+    raw, diff = {}, {}
+    for v in variants:
+        for ref in ("IG", "V1"):
+            if v == ref or ref not in variants or (v == "IG" and ref == "V1"):  # V1 vs IG is listed once
+                continue
+            for m in HARD:
+                d = vals[v][m] - vals[ref][m]
+                d = d[np.isfinite(d)]
+                raw[(v, ref, m)] = 1.0 if d.size == 0 or np.all(d == 0) else float(wilcoxon(d).pvalue)
+                diff[(v, ref, m)] = float(d.mean()) if d.size else float("nan")
+    adj = holm(raw)
+    return {k: (adj[k], diff[k]) for k in raw}
+
+
+def _ci(x, seed=0):
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    b = np.array([x[rng.integers(0, x.size, x.size)].mean() for _ in range(2000)])
+    return float(x.mean()), float(np.quantile(b, 0.025)), float(np.quantile(b, 0.975))
+
+
+def model_table(model, vals, variants, n, phase):
+    lines = [f"#### {model} (n = {n})", "", "| variant | log-odds ↓ | comprehensiveness ↑ | sufficiency ↓ | mean rank (SE) | π-Soft-NC ↑ relu / minmax | π-Soft-NS ↑ relu / minmax |",
+             "|---|---|---|---|---|---|---|"]
+    compared = [v for v in variants if v in COMPARED]
+    crit, se = criterion(vals, compared)
+    for v in variants:
+        cells = []
+        for m in HARD:
+            mean, lo, hi = _ci(vals[v][m])
+            cells.append(f"{mean:.3f} [{lo:.3f}, {hi:.3f}]")
+        rank = f"{crit[v]:.2f} ({se[v]:.2f})" if v in crit else "–"
+        soft = [f"{np.nanmean(vals[v][a]):.3f} / {np.nanmean(vals[v][b]):.3f}" for a, b in
+                (("pi_soft_nc_auc", "pi_soft_nc_auc_minmax"), ("pi_soft_ns_auc", "pi_soft_ns_auc_minmax"))]
+        lines.append(f"| {v} | " + " | ".join(cells) + f" | {rank} | " + " | ".join(soft) + " |")
+    if phase == "test":
+        fam = paired_family(vals, compared)
+        lines += ["", "Holm-corrected paired Wilcoxon p (mean difference variant − reference):", "",
+                  "| variant | vs | log-odds | comprehensiveness | sufficiency |", "|---|---|---|---|---|"]
+        for v in compared:
+            for ref in ("IG", "V1"):
+                if (v, ref, "log_odds") in fam:
+                    lines.append(f"| {v} | {ref} | " + " | ".join(f"{fam[(v, ref, m)][1]:+.3f} (p {fam[(v, ref, m)][0]:.3g})" for m in HARD) + " |")
+    return lines, crit, se
+
+
+def select(per_model):
+    """The dev winner: the lowest model-weighted mean criterion, ties within one SE to the simpler."""
+    weights = {m: (1 / 3 if m.startswith("gpt-nano") else 1.0) for m in per_model}
+    variants = set.intersection(*[set(c) for c, _ in per_model.values()])
+    total = sum(weights.values())
+    score = {v: sum(weights[m] * per_model[m][0][v] for m in per_model) / total for v in variants}
+    se = {v: math.sqrt(sum((weights[m] / total) ** 2 * per_model[m][1][v] ** 2 for m in per_model)) for v in variants}
+    order = {v: i for i, group in enumerate(PROTOCOL["simplicity_order"]) for v in group}
+    order.update({"V1": 1.0, "V2": 1.5})  # V1 before V2 on a tie
+    candidates = [v for v in score if v.startswith("V")]  # IG and IG0 are ranked as comparators only
+    best = min(candidates, key=score.get)
+    tied = [v for v in candidates if abs(score[v] - score[best]) <= se[best]]
+    winner = min(tied, key=lambda v: (order.get(v, 99), score[v]))
+    return score, se, best, tied, winner
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--root", default="runs/study19")
+    p.add_argument("--phase", choices=["dev", "test"], default="dev")
+    p.add_argument("--out", default=None, help="write the tables to this markdown file")
+    a = p.parse_args(argv)
+    lines, per_model = [], {}
+    for model in PROTOCOL["models"]:
+        folder = Path(a.root) / a.phase / model
+        if not (folder / "records.jsonl").is_file():
+            lines += [f"#### {model}: no records yet", ""]
+            continue
+        variants, vals, n = load(folder)
+        if n == 0 or not variants:
+            lines += [f"#### {model}: no complete records yet", ""]
+            continue
+        tab, crit, se = model_table(model, vals, variants, n, a.phase)
+        lines += tab + [""]
+        per_model[model] = (crit, se)
+    if per_model:
+        score, se, best, tied, winner = select(per_model)
+        lines += ["#### The criterion over the models present (" + ", ".join(per_model) + ")", "",
+                  "| variant | mean rank (model-weighted) | SE |", "|---|---|---|"]
+        lines += [f"| {v} | {score[v]:.2f} | {se[v]:.2f} |" for v in sorted(score, key=score.get)]
+        lines += ["", f"Best AIEG variant: {best}; within one SE of it: {', '.join(sorted(tied))}; selected (simpler on a tie): **{winner}**."]
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        Path(a.out).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

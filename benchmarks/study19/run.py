@@ -1,0 +1,108 @@
+"""Run one piece of the pre-registered AIEG study (issue 19) exactly as its protocol says.
+
+The protocol is ``protocol.json`` beside this file (RESULTS_faithfulness.md §4.1 in words): the
+variants and their method specs, the models, the splits and sizes, the settings. This script
+reads it and calls :func:`aieg_fast.eval.evaluate`, so a reader reruns what was run; every
+piece resumes from its records (rerun the same command after an interruption).
+
+    python benchmarks/study19/run.py train  --model gpt-nano-s1 --models-dir MODELS
+    python benchmarks/study19/run.py dev    --model gpt-nano-s1 --models-dir MODELS --out runs/study19
+    python benchmarks/study19/run.py test   --model smollm2-sst2 --out runs/study19
+    python benchmarks/study19/run.py imdb   --bucket 50 --methods IG,V1,V2 --out runs/study19
+
+``--n`` stops earlier than the protocol's size (a resumable piece; the summary says how many
+are done); it never goes beyond it. Under ``torchrun`` the examples are shared between processes.
+Nano models are looked up as folders ``MODELS/<id>`` (trained by ``train``, which runs the
+protocol's ``train-nano`` command).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PROTOCOL = json.loads((HERE / "protocol.json").read_text(encoding="utf-8"))
+
+
+def _model_source(model: str, models_dir: str) -> str:
+    if model not in PROTOCOL["models"]:
+        raise SystemExit(f"--model must be one of {list(PROTOCOL['models'])}, got {model!r}")
+    if "nano" not in model:
+        return model
+    path = Path(models_dir) / model
+    if not (path / "config.json").is_file():
+        raise SystemExit(f"{path} holds no trained model; run: python {sys.argv[0]} train --model {model} --models-dir {models_dir}")
+    return str(path)
+
+
+def _methods(ids: str):
+    variants = PROTOCOL["variants"]
+    chosen = list(variants) if ids == "all" else [v.strip() for v in ids.split(",")]
+    bad = [v for v in chosen if v not in variants]
+    if bad:
+        raise SystemExit(f"--methods: unknown variant id(s) {bad}; the protocol has {list(variants)}")
+    return [variants[v] for v in chosen]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("phase", choices=["train", "dev", "test", "imdb"])
+    p.add_argument("--model", default="smollm2-sst2", help=f"one of {list(PROTOCOL['models'])}")
+    p.add_argument("--models-dir", default="runs/study19/models", help="folder of the trained nano models")
+    p.add_argument("--out", default="runs/study19", help="root of the run folders (<out>/<phase>/<model>)")
+    p.add_argument("--methods", default="all", help="variant ids (default: all of the protocol's)")
+    p.add_argument("--n", type=int, default=None, help="stop after this many examples (at most the protocol's size)")
+    p.add_argument("--bucket", type=int, default=None, help="imdb: the token bucket (50, 200 or 400)")
+    p.add_argument("--data-dir", default=None, help="evaluation data folder (IMDb beyond the shipped 200 reviews)")
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+
+    if a.phase == "train":
+        if "nano" not in a.model:
+            raise SystemExit(f"train: only the nano models are trained here, got {a.model!r}")
+        cmd = PROTOCOL["models"][a.model].replace("MODELS", a.models_dir).replace("aieg-fast", f"{sys.executable} -m aieg_fast.cli", 1)
+        cmd += " --no-progress" if a.no_progress else ""
+        print(cmd, flush=True)
+        return subprocess.call(shlex.split(cmd))
+
+    from aieg_fast.eval import evaluate
+
+    s = PROTOCOL["settings"]
+    kind = "nano" if "nano" in a.model else a.model
+    if a.phase == "imdb":
+        spec = PROTOCOL["imdb"]
+        if a.model != spec["model"]:
+            raise SystemExit(f"imdb: the protocol runs {spec['model']!r} only, got {a.model!r}")
+        if a.bucket not in spec["max_tokens"]:
+            raise SystemExit(f"imdb: --bucket must be one of {spec['max_tokens']}, got {a.bucket!r}")
+        dataset, n_max, metrics, max_tokens = spec["dataset"], a.n, spec["metrics"], a.bucket
+        if n_max is None:
+            raise SystemExit("imdb: give --n (at least the protocol's minimum for the 50-token bucket: "
+                             f"{spec['n_min']})")
+        out = Path(a.out) / "imdb" / f"{a.model}_{a.bucket}"
+    else:
+        spec = PROTOCOL[a.phase]
+        dataset, n_max, metrics, max_tokens = spec["dataset"], spec["n"][kind], spec["metrics"], None
+        if a.n is not None:
+            if a.n > n_max:
+                raise SystemExit(f"--n {a.n} is beyond the protocol's {n_max} for {a.model} on {a.phase}")
+            n_max = a.n
+        out = Path(a.out) / a.phase / a.model
+    res = evaluate(
+        _model_source(a.model, a.models_dir), dataset=dataset, methods=_methods(a.methods), n=n_max, max_tokens=max_tokens,
+        out_dir=out, seed=s["seed"], topk=s["topk"], metrics=metrics, n_steps=s["n_steps"], n_samples=s["n_samples"],
+        pis=s["pis"], soft_maps=s["soft_maps"], ties=s["ties"], target_fn=s["target_fn"], data_dir=a.data_dir,
+        progress=not a.no_progress,
+    )
+    (out / "protocol.json").write_text(json.dumps(PROTOCOL, indent=1), encoding="utf-8")
+    if res.get("summary_md"):
+        print(res["summary_md"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

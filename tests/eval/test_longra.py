@@ -1,0 +1,107 @@
+"""LongRA's ground-truth check (aieg_fast.eval.longra): the span metrics on hand-built scores
+whose answer is known, the token spans of the relative word and the distractor, the protocol's
+filter, and a resumable run on the tiny model with its predictions scripted."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from aieg_fast import eval as E
+from aieg_fast.eval import longra as L
+
+PROMPT = "the movie is good . (a terrible story) . the film was"
+REC = {"id": "t0", "index": 0, "prompt": PROMPT, "target": "great", "reference": " great", "relative": "good",
+       "distractor": "(a terrible story) ."}
+
+
+def test_metrics_on_hand_built_scores():
+    # position 0 fixed (a BOS); the relative word at 2; the distractor at 3 and 4
+    scores = [5.0, 0.9, 0.2, -0.5, 0.3, 0.0]
+    attributable = [False, True, True, True, True, True]
+    m = L.longra_metrics(scores, attributable, relative_pos=2, distractor_pos=[3, 4], ks=(1, 3, 5))
+    # tokens scoring at least 0.2 besides it: 0.9 and 0.3 -> rank 3
+    assert m["relative_rank"] == 3 and (m["relative_top1"], m["relative_top3"], m["relative_top5"]) == (0.0, 1.0, 1.0)
+    # |scores| on the distractor over |scores| on the attributable tokens (the fixed 5.0 left out)
+    assert m["distractor_mass"] == pytest.approx((0.5 + 0.3) / (0.9 + 0.2 + 0.5 + 0.3 + 0.0))
+    best = L.longra_metrics([0, 1.0, 9.0, 0.1, 0.1, 0.1], attributable, 2, [3, 4], ks=(1,))
+    assert best["relative_rank"] == 1 and best["relative_top1"] == 1.0
+    flat = L.longra_metrics([0, 1, 1, 1, 1, 1], attributable, 2, [3, 4], ks=(1,))
+    assert flat["relative_rank"] == 5 and flat["distractor_mass"] == pytest.approx(2 / 5)  # ties count against it
+    assert math.isnan(L.longra_metrics([0.0] * 6, attributable, 2, [3], ks=(1,))["distractor_mass"])
+    with pytest.raises(ValueError, match="relative_pos must be an attributable position"):
+        L.longra_metrics(scores, attributable, 0, [3])
+    with pytest.raises(ValueError, match="distractor_pos must be positions"):
+        L.longra_metrics(scores, attributable, 2, [9])
+
+
+def test_spans_of_relative_word_and_distractor(tiny_gpt2):
+    ids, fixed, full, offsets = tiny_gpt2.encode_with_offsets(PROMPT)
+    pos = L.longra_spans(offsets, full, "good", REC["distractor"])
+    assert len(pos["relative"]) == 1 and tiny_gpt2.token_texts([ids[pos["relative"][0]]]) == [" good"]
+    d = pos["distractor"]
+    assert d == list(range(d[0], d[-1] + 1))  # one contiguous run of tokens, covering the clause exactly
+    assert tiny_gpt2.tokenizer.decode([ids[k] for k in d]).strip() == REC["distractor"]
+    assert not any(PROMPT[o[0]:o[1]].strip() in ("the", "film", "was") for o in (offsets[k] for k in d))
+    # the first whole-word occurrence before the distractor: "good" inside "goodness" is not it
+    _, _, full2, off2 = tiny_gpt2.encode_with_offsets("goodness , good . (a story) . so")
+    rel = L.longra_spans(off2, full2, "good", "(a story) .")["relative"]
+    assert [full2[off2[k][0]:off2[k][1]].strip() for k in rel] == ["good"]
+    with pytest.raises(ValueError, match="not in the prompt before its distractor"):
+        L.longra_spans(offsets, full, "story", REC["distractor"])
+
+
+def _scripted(ex, monkeypatch, answers):
+    """Make ``ex.predict`` answer from ``answers``: text → the token string predicted."""
+    def predict(text, template=None, top_k=5):
+        word = answers(text)
+        tid = ex.tokenizer.encode(word, add_special_tokens=False)[0]
+        return [(word, tid, 0.9)]
+    monkeypatch.setattr(ex, "predict", predict)
+
+
+def test_filter_reasons(tiny_gpt2, monkeypatch):
+    _scripted(tiny_gpt2, monkeypatch, lambda text: " great")
+    kept = L.longra_filter(tiny_gpt2, REC)
+    assert "skipped" not in kept and kept["target_id"] == tiny_gpt2.tokenizer.encode(" great")[0]
+    assert sum(kept["attributable"]) == kept["n_tokens"]
+    _scripted(tiny_gpt2, monkeypatch, lambda text: " great" if "(" in text else " bad")
+    assert L.longra_filter(tiny_gpt2, REC)["filter"] == "wrong_without_distractor"
+    _scripted(tiny_gpt2, monkeypatch, lambda text: " bad")
+    assert L.longra_filter(tiny_gpt2, REC)["filter"] == "wrong_with_distractor"
+    assert L.longra_filter(tiny_gpt2, dict(REC, target="positive", reference=" positive"))["filter"] == "target_not_one_token"
+    bad_rel = dict(REC, prompt="a positive film . (a terrible story) . the film was", relative="positive")
+    assert L.longra_filter(tiny_gpt2, bad_rel)["filter"] == "relative_not_one_token"
+
+
+def test_run_resume_and_summary(tiny_gpt2, tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [dict(REC, id=f"t{i}") for i in range(3)]
+    rows[2] = dict(rows[2], prompt=PROMPT.replace("the movie", "a film"))
+    (data / "longra_full.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    _scripted(tiny_gpt2, monkeypatch, lambda text: " bad" if text.startswith("a film") else " great")
+    kw = dict(dataset="longra", data_dir=data, n=3, out_dir=tmp_path / "run", progress=False, plot=True, n_steps=4, ks=(1, 2))
+    res = E.evaluate_longra(tiny_gpt2, methods="saliency,random", **kw)
+    assert res["computed"] == 2 and res["kept"] == 2 and res["filtered"] == {"wrong_with_distractor": 1}
+    recs = {r["id"]: r for r in map(json.loads, (tmp_path / "run" / "records.jsonl").read_text().splitlines())}
+    assert recs["t2"]["filter"] == "wrong_with_distractor" and recs["t2"]["methods"] == {}
+    a = tiny_gpt2.attribute(PROMPT, method="saliency", target=recs["t0"]["target_id"], target_fn="logprob")
+    want = L.longra_metrics(a.scores, a.attributable, recs["t0"]["relative_pos"], recs["t0"]["distractor_pos"], (1, 2))
+    got = recs["t0"]["methods"]["saliency"]
+    assert {k: got[k] for k in want} == pytest.approx(want)
+    md = res["summary_md"]
+    assert "3 instances looked at; 2 kept by the filter" in md and "wrong_with_distractor: 1" in md
+    assert "| saliency |" in md and "| uniform |" in md and "relative_top2 ↑" in md
+    assert (tmp_path / "run" / "longra_topk.png").exists() and (tmp_path / "run" / "summary.csv").exists()
+    again = E.evaluate_longra(tiny_gpt2, methods="saliency,random", **kw)
+    assert again["computed"] == 0 and again["kept"] == 2
+    more = E.evaluate_longra(tiny_gpt2, methods="saliency,random,input_x_gradient", **kw)  # only the new method is computed
+    assert more["computed"] == 2 and "| input_x_gradient |" in more["summary_md"]
+    with pytest.raises(ValueError, match="out_dir .* other settings"):
+        E.evaluate_longra(tiny_gpt2, methods="saliency", **dict(kw, n_steps=5))
+    with pytest.raises(ValueError, match="target_fn must be one of .* for LongRA, got 'contrast'"):
+        E.evaluate_longra(tiny_gpt2, methods="saliency", target_fn="contrast", **kw)
+    with pytest.raises(ValueError, match=r"dataset must be one of \['longra', 'longra-reagent'\], got 'boolq'"):
+        E.evaluate_longra(tiny_gpt2, methods="saliency", **dict(kw, dataset="boolq"))

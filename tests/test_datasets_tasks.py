@@ -1,0 +1,158 @@
+"""The datasets of issue 17 (aieg_fast.datasets): BoolQ and its halves, LongRA, the generation
+sets, TellMeWhy from a data folder only, load_records, and a user's own file or datasets-like
+object with its errors (missing field, bad encoding, empty file) named."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+
+import pytest
+
+from aieg_fast import datasets as D
+
+
+def _sha_of_shipped(name: str) -> str:
+    raw = (D.SHIPPED_DATA_DIR / name).read_bytes()
+    return hashlib.sha256(gzip.decompress(raw) if name.endswith(".gz") else raw).hexdigest()
+
+
+def test_shipped_files_are_the_documented_ones(monkeypatch):
+    monkeypatch.delenv("AIEG_FAST_DATA", raising=False)
+    readme = (D.SHIPPED_DATA_DIR / "README.md").read_text(encoding="utf-8")
+    for name in ("boolq", "longra", "longra-reagent", "wikibio", "wikitext"):
+        shipped = D.DATASETS[name].shipped
+        assert D.dataset_path(name).name == shipped
+        assert f"`{shipped}`" in readme and _sha_of_shipped(shipped) in readme
+
+
+def test_boolq_records_and_disjoint_halves(monkeypatch):
+    monkeypatch.delenv("AIEG_FAST_DATA", raising=False)
+    full = D.load_records("boolq")
+    assert len(full) == 3270 and sum(r["label"] for r in full) == 2033
+    r0 = full[0]
+    assert r0["id"] == "boolq:0" and r0["label"] == 0 and set(r0["fields"]) == {"passage", "question"}
+    assert r0["fields"]["question"] == "does ethanol take more energy make that produces" and r0["title"] == "Ethanol fuel"
+    train, held = D.load_records("boolq-train"), D.load_records("boolq-heldout")
+    assert {r["idx"] % 2 for r in train} == {0} and {r["idx"] % 2 for r in held} == {1}
+    assert len(train) + len(held) == 3270 and not {r["id"] for r in train} & {r["id"] for r in held}
+    assert held[0] == dict(full[1], index=0)  # the same record, its id kept across the sets
+    spec = D.DATASETS["boolq"]
+    assert (spec.task, spec.template, spec.labels, spec.target_fn) == ("classification", D.BOOLQ_TEMPLATE, (" no", " yes"), "contrast")
+    assert "boolq-train" not in D.EVALUATION_DATASETS and "boolq-heldout" in D.EVALUATION_DATASETS
+    with pytest.raises(ValueError, match=r"load_records\('boolq'\)"):
+        D.load_dataset("boolq")
+
+
+def test_longra_and_generation_records(monkeypatch, tmp_path):
+    monkeypatch.delenv("AIEG_FAST_DATA", raising=False)
+    lr = D.load_records("longra")
+    assert len(lr) == 573 and all(r["distractor"] in r["prompt"] and r["reference"] == " " + r["target"] for r in lr)
+    assert lr[0]["relative"] == "Greece" and lr[0]["target"] == "Athens"
+    used = D.load_records("longra-reagent")
+    assert len(used) == 519 and {r["model_shortname"] for r in used} >= {"gpt2", "OPT1B"}
+    by_prompt = {r["prompt"]: r["distractor"] for r in lr}
+    # ReAGent's files have no distractor text: the reader takes the prompt's "(...)." clause, which is the rebuilt one
+    assert all(by_prompt[r["prompt"]] == r["distractor"] for r in used if r["prompt"] in by_prompt)
+    wb, wt = D.load_records("wikibio"), D.load_records("wikitext")
+    assert len(wb) == 100 and wb[0]["prompt"].startswith("Title: lenny randle") and wb[0]["references"] == [wb[0]["reference"]]
+    assert len(wt) == 22 and all(r["reference"] is None and r["references"] == [] for r in wt)
+    assert {D.DATASETS[k].task for k in ("wikibio", "wikitext", "tellmewhy", "tellmewhy-reagent")} == {"generation"}
+    # TellMeWhy is not shipped: without a folder the error says why; from a folder it is read
+    with pytest.raises(FileNotFoundError, match="licence is not stated.*--data-dir"):
+        D.load_records("tellmewhy")
+    row = {"id": "caters_0", "prompt": "Matt ate. Why did Matt eat?", "reference": "he was hungry.",
+           "references": ["he was hungry.", "lunch time."]}
+    (tmp_path / "tellmewhy_test_annotated.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert D.load_records("tellmewhy", data_dir=tmp_path) == [dict(row, index=0)]
+    with pytest.raises(FileNotFoundError, match="tellmewhy_reagent_prompts.jsonl .*licence is not stated"):
+        D.load_records("tellmewhy-reagent", data_dir=tmp_path)
+
+
+@pytest.mark.parametrize("name, content, match", [
+    ("wikibio", '{"id": "a", "prompt": "x"}\n{"id": "b"}\n', r"line 2 has no 'prompt' key"),
+    ("wikibio", '{"id": "a", "prompt": "x", "reference": 3}\n', r"line 1 \(a\): 'reference' must be a string or null, got int"),
+    ("wikibio", '{"id": "a", "prompt": 5}\n', r"line 1: 'prompt' must be str, got int"),
+    ("boolq", '{"idx": 0, "question": "q", "passage": "p", "label": 1}\n\n{"idx": 1, "question": "q", "passage": "p", "label": 2}\n',
+     r"line 3 \(idx 1\): 'label' must be 0 \(no\) or 1 \(yes\), got 2"),
+    ("boolq", '{"idx": 0, "question": "q", "passage": "p", "label": true}\n', r"line 1: 'label' must be int, got bool"),
+    ("longra", '{"id": "x", "prompt": "in Paris (a b). the", "target": "c", "relative": "Rome"}\n',
+     r"line 1 \(x\): its relative 'Rome' is not in its prompt"),
+    ("longra", '{"id": "x", "prompt": "in Paris, the", "target": "c", "relative": "Paris"}\n', r"line 1 \(x\) has no 'distractor'"),
+])
+def test_task_file_errors_name_the_line(tmp_path, name, content, match):
+    (tmp_path / D.DATASETS[name].file).write_text(content, encoding="utf-8")
+    with pytest.raises(ValueError, match=match):
+        D.load_records(name, data_dir=tmp_path)
+
+
+def test_user_dataset_files_and_objects(tmp_path):
+    f = tmp_path / "qa.jsonl"
+    rows = [{"q": "is it good", "p": "the film was good", "y": "yes", "key": "a"},
+            {"q": "is it bad", "p": "the film was good", "y": "no", "key": "b"}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    spec, recs = D.user_dataset(f, label_field="y", template="{p}\nQ: {q}?\nA:", labels=[" no", " yes"], id_field="key")
+    assert (spec.name, spec.task, spec.fields, spec.labels) == ("qa.jsonl", "classification", ("p", "q"), (" no", " yes"))
+    assert [r["id"] for r in recs] == ["a", "b"] and [r["label"] for r in recs] == [1, 0]
+    assert recs[0]["fields"] == {"p": "the film was good", "q": "is it good"} and "text" not in recs[0]
+    c = tmp_path / "s.csv"
+    c.write_text("sentence,gold\ngood film,1\nbad film,0\n", encoding="utf-8")
+    spec, recs = D.user_dataset(c, text_field="sentence", label_field="gold")
+    assert [(r["id"], r["text"], r["label"]) for r in recs] == [("s.csv:0", "good film", 1), ("s.csv:1", "bad film", 0)]
+    spec, recs = D.user_dataset(c, text_field="sentence", target_field="gold")  # a generation dataset
+    assert spec.task == "generation" and recs[1]["prompt"] == "bad film" and recs[1]["references"] == ["0"]
+
+    class FakeDataset:  # what a Hugging Face datasets.Dataset offers: column names, dict rows, column access
+        column_names = ["sentence", "label"]
+
+        def __init__(self, data):
+            self.data = data
+
+        def __iter__(self):
+            return iter(self.data)
+
+        def __len__(self):
+            return len(self.data)
+
+        def __getitem__(self, key):
+            return [r[key] for r in self.data] if isinstance(key, str) else self.data[key]
+
+    spec, recs = D.user_dataset(FakeDataset([{"sentence": "fine", "label": 1}, {"sentence": "awful", "label": 0}]),
+                                text_field="sentence", label_field="label")
+    assert spec.name == "data" and [(r["id"], r["text"], r["label"]) for r in recs] == [("data:0", "fine", 1), ("data:1", "awful", 0)]
+
+
+@pytest.mark.parametrize("name, content, kwargs, match", [
+    ("d.jsonl", b'{"text": "ok", "label": 1}\n{"txt": "x", "label": 0}\n', {},
+     r"d.jsonl': line 2 has no field 'text' \(text_field\); its fields: \['label', 'txt'\]"),
+    ("d.jsonl", b'{"p": "ok", "label": 1}\n', {"template": "{p} {q}"}, r"line 1 has no field 'q' \(template field\)"),
+    ("d.jsonl", b'{"text": "ok"}\n', {}, r"line 1 has no field 'label' \(label_field\)"),
+    ("d.jsonl", b'{"text": "ok", "label": 0}\n{"text": "caf\xe9", "label": 1}\n', {}, r"line 2 is not UTF-8 text"),
+    ("d.csv", b'text,label\nok,1\ncaf\xe9,0\n', {}, r"d.csv': line 3 is not UTF-8 text"),
+    ("d.jsonl", b"", {}, r"d.jsonl' holds no example \(the file is empty\)"),
+    ("d.csv", b"", {}, r"d.csv' holds no example \(the file is empty\)"),
+    ("d.jsonl", b'{"text": "ok", "label": "maybe"}\n', {"labels": [" no", " yes"]},
+     r"line 1: label 'maybe' is none of the labels \[' no', ' yes'\]"),
+    ("d.jsonl", b'{"text": "ok", "label": 2}\n', {"labels": [" no", " yes"]}, r"label 2 is not an index of the 2 labels"),
+    ("d.jsonl", b'{"text": "ok", "label": "yes"}\n', {}, r"label 'yes' is a name, not a class index; give labels"),
+    ("d.jsonl", b'{"text": " ", "label": 1}\n', {}, r"line 1: field 'text' must be a non-empty string"),
+    ("d.txt", b"text\n", {}, r"unknown file type '\.txt'"),
+])
+def test_user_dataset_errors_are_named(tmp_path, name, content, kwargs, match):
+    f = tmp_path / name
+    f.write_bytes(content)
+    with pytest.raises(ValueError, match=match):
+        D.user_dataset(f, label_field="label", **kwargs)
+
+
+def test_user_dataset_missing_file_and_bad_template(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        D.user_dataset(tmp_path / "missing.jsonl", label_field="label")
+    (tmp_path / "d.jsonl").write_text('{"text": "ok", "label": 1}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="template must name the text"):
+        D.user_dataset(tmp_path / "d.jsonl", label_field="label", template="no field here")
+    with pytest.raises(ValueError, match=r"each field once, got \['text'\]"):
+        D.user_dataset(tmp_path / "d.jsonl", label_field="label", template="{text} and {text}")
+    with pytest.raises(ValueError, match="label_field .* or target_field .*not both"):
+        D.user_dataset(tmp_path / "d.jsonl", label_field="label", target_field="text")
+    assert D.is_dataset_file("x/d.csv") and not D.is_dataset_file("boolq") and not D.is_dataset_file("d.txt")
