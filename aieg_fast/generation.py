@@ -392,13 +392,13 @@ def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], ge
         return "", []
     n = len(full_prompt)
     if isinstance(generated_text, str) and given_offsets is not None:
-        gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, given_offsets)]
+        gen_offsets = ex.token_spans(gen_ids, given_offsets, n)
         return full_prompt + generated_text, prompt_offsets + gen_offsets
     cont = _continuation(ex, prompt_ids[-1:], gen_ids)
     if cont is None:  # the decoder does not extend the text token by token: no offsets
         return "", []
     text, offs = cont
-    gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, offs)]
+    gen_offsets = ex.token_spans(gen_ids, offs, n)
     return full_prompt + text, prompt_offsets + gen_offsets
 
 
@@ -436,6 +436,7 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
         "sequence_scores": torch.nanmean(scores, 0).tolist(),
         "step_probs": list(out.info.get("step_probs", [])),
     }
+    special = ex.special_ids
     return Attribution(
         tokens=ex.token_texts(ids),
         token_ids=ids,
@@ -448,7 +449,7 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
         timing=timing,
         attributable=col_attributed,
         raw_tokens=ex.tokenizer.convert_ids_to_tokens(ids),
-        special=[i in ex.special_ids for i in ids],
+        special=[i in special for i in ids],
         info=info,
         text=source[0],
         offsets=source[1],
