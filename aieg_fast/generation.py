@@ -17,8 +17,9 @@ forward serves every step:
 * ``grad_ellm``: one forward capturing q/k/v of the top layers; one batched VJP back to them;
 * ``integrated_gradients``: each interpolation point is one forward over the full sequence
   (interpolating the prompt, holding generated tokens fixed — or interpolating them too, which
-  for step t touches only y_<t), giving the path logits of every step; one batched VJP per
-  chunk gives every step's gradients;
+  for step t touches only y_<t), giving the path logits of every step; the chunk's backward
+  gives every step's gradients (one backward per step on a CPU, one batched VJP elsewhere:
+  :func:`~aieg_fast.core.vjp.each_row_vjp`);
 * ``occlusion``: one forward over the full sequence per masked group (token, word or span)
   gives that group's effect on every step;
 * ``aieg``, ``integrated_decision_gradients``: one shared pilot pass over the full sequence gives
