@@ -57,7 +57,8 @@ def each_row_vjp(F: Tensor, inputs, T: int, batched: bool):
         yield t, torch.autograd.grad(F, inputs, grad_outputs=go, retain_graph=t < T - 1)
 
 
-def sequence_scores(adapter, X: Tensor, q: Tensor, y: Tensor, target_fn, contrast: Optional[Tensor] = None) -> Tensor:
+def sequence_scores(adapter, X: Tensor, q: Tensor, y: Tensor, target_fn, contrast: Optional[Tensor] = None,
+                    return_hidden: bool = False):
     """F of every step for each unpadded sequence in X, from one forward (causal masking makes
     position q[t] see exactly its prefix).
 
@@ -67,16 +68,18 @@ def sequence_scores(adapter, X: Tensor, q: Tensor, y: Tensor, target_fn, contras
         q: Tensor[T] long, the predicting position of step t; y: Tensor[T] long, its target.
         target_fn: as :func:`~aieg_fast.core.objective.target_scores`; contrast: Tensor[1] long
             contrast id subtracted at every step, or None.
+        return_hidden: also return the final hidden states at the predicting positions.
 
     Returns:
-        Tensor[c, T] float32.
+        Tensor[c, T] float32; with ``return_hidden``, (that, Tensor[c, T, D] in the model's dtype).
     """
     c, L, _ = X.shape
     mask = torch.ones(c, L, dtype=torch.long, device=X.device)
     pos = torch.arange(L, device=X.device).expand(c, L)
     h = adapter.hidden_states(X, mask, pos)[:, q]
     T = q.numel()
-    return target_scores(adapter, h.reshape(c * T, -1), y.repeat(c), target_fn, contrast).float().view(c, T)
+    F = target_scores(adapter, h.reshape(c * T, -1), y.repeat(c), target_fn, contrast).float().view(c, T)
+    return (F, h) if return_hidden else F
 
 
 def sequence_input_gradients(sctx):
@@ -90,6 +93,6 @@ def sequence_input_gradients(sctx):
     """
     X = sctx.seq.embeds.clone().requires_grad_(True)
     with torch.enable_grad():
-        F = sctx.scores(X)
+        F = sctx.scores(X, input_row=0)
         (G,) = rows_vjp(F, X, sctx.T)
     return G[:, 0].float(), F[0].detach()

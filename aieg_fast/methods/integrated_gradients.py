@@ -126,7 +126,7 @@ class IntegratedGradients(Method):
         E, Eb, fixed = sctx.seq.embeds[0], sctx.seq.baseline[0], sctx.seq.fixed[0]
         delta = sctx.seq.delta[0]  # float32 for low-precision embeddings
         with torch.no_grad():
-            ends = sctx.scores(torch.stack([E, Eb]))
+            ends = sctx.scores(torch.stack([E, Eb]), input_row=0)
         batched = dev.type != "cpu"  # on a CPU one backward per step is faster (each_row_vjp)
         for s in range(0, n_steps, chunk):
             e = min(s + chunk, n_steps)
