@@ -390,10 +390,9 @@ class Explainer:
         Warns:
             AttributionWarning: a row without usable signal (raw signal zero, constant or not
                 finite; a normalisation that stretched a flat raw signal; a large IG completeness
-                error), also recorded in ``res.degenerate``; non-finite values warn as
-                ``NonFiniteAttributionWarning`` (also a RuntimeWarning). A target whose text
-                merges with the end of the prompt, a special-token string typed in the text, a
-                model in training mode.
+                error), also recorded in ``res.degenerate``; non-finite values warn as ``NonFiniteAttributionWarning``
+                (also a RuntimeWarning). A target whose text merges with the end of the prompt, a
+                special-token string typed in the text, a model in training mode.
         """
         m, opts, compiled = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
                                                  internal_batch_size, max_memory, n_baseline_samples, compile)
