@@ -82,11 +82,10 @@ def build_batch(adapter, encoded: Sequence[Tuple[List[int], List[bool]]], pad_id
     for ids, fx in encoded:
         n, pad = len(ids), L - len(ids)
         off = 0 if padding_side == "right" else pad
-        ids, fx = [int(i) for i in ids], [bool(f) for f in fx]
-        if off:
-            rows_ids.append([pad_id] * pad + ids), rows_mask.append([0] * pad + [1] * n), rows_fixed.append([True] * pad + fx)
-        else:
-            rows_ids.append(ids + [pad_id] * pad), rows_mask.append([1] * n + [0] * pad), rows_fixed.append(fx + [True] * pad)
+        real = ([int(i) for i in ids], [1] * n, [bool(f) for f in fx])
+        padding = ([pad_id] * pad, [0] * pad, [True] * pad)
+        for rows, r, p in zip((rows_ids, rows_mask, rows_fixed), real, padding):
+            rows.append(p + r if off else r + p)
         offsets.append(off)
         lengths.append(n)
     ids_t = torch.tensor(rows_ids, dtype=torch.long, device=dev)

@@ -39,7 +39,7 @@ def each_row_vjp(F: Tensor, inputs, T: int, batched: bool):
             backward per step over the shared graph (kept until the last step), with the
             cotangent 1 on column t. On one CPU thread the per-step backwards were 10–13 %
             faster for generation IG on SmolLM2 (T = 16 steps × 10 path points × 79 positions;
-            benchmarks/RESULTS.md, "Generation"): the batched backward's elementwise work runs
+            benchmarks/RESULTS.md, "Per-call work and generation IG"): the batched backward's elementwise work runs
             on T times larger tensors, which outgrow the cache. They also never hold T copies
             of the gradients at once.
 
