@@ -174,9 +174,7 @@ class Explainer:
             )
         if all(fixed):
             raise ValueError(f"text has no attributable token (all {len(ids)} are special or template): {text!r}")
-        offsets = []
-        if spans is not None:
-            offsets = [self.token_span(i, s, e) for i, (s, e) in zip(ids, spans)]
+        offsets = [] if spans is None else self.token_spans(ids, spans)
         return ids, fixed, full, offsets
 
     def token_words(self, ids: Sequence[int], source=("", [])) -> torch.Tensor:
@@ -200,10 +198,15 @@ class Explainer:
     def token_span(self, token_id: int, start: int, end: int, shift: int = 0):
         """``[start + shift, end + shift]``, or None for a special token (the UNK token keeps its
         span: it stands for characters of the text)."""
+        return self.token_spans([token_id], [(start, end)], shift)[0]
+
+    def token_spans(self, ids: Sequence[int], spans, shift: int = 0) -> List[Optional[List[int]]]:
+        """:meth:`token_span` of every token: ``ids`` with their ``(start, end)`` ``spans``
+        (same length), the tokenizer's special ids and UNK id read once for the whole list."""
+        special = self.special_ids
         unk = getattr(self.tokenizer, "unk_token_id", None)
-        if token_id in self.special_ids and (token_id != unk or end <= start):
-            return None
-        return [int(start) + shift, int(end) + shift]
+        return [None if i in special and (i != unk or e <= s) else [int(s) + shift, int(e) + shift]
+                for i, (s, e) in zip(ids, spans)]
 
     def resolve_target(self, target, ids: Optional[List[int]] = None, multi_token: bool = False, *,
                        context: Optional[str] = None) -> Dict[str, Any]:
@@ -486,6 +489,7 @@ class Explainer:
         tgt["id"] = tid if tgt["kind"] != "tokens" else None
         if tgt["text"] is None:
             tgt["text"] = self.token_texts([tid])[0] if tgt["kind"] == "token" else self._label(tid)
+        special = self.special_ids
         return Attribution(
             tokens=self.token_texts(ids),
             token_ids=ids,
@@ -498,7 +502,7 @@ class Explainer:
             timing=dict(ctx.timing),
             attributable=[not f for f in fixed],
             raw_tokens=self.tokenizer.convert_ids_to_tokens(ids),
-            special=[i in self.special_ids for i in ids],
+            special=[i in special for i in ids],
             info={k: (v[b] if isinstance(v, list) else v) for k, v in out.info.items()},
             text=source[0],
             offsets=source[1],

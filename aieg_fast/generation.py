@@ -17,8 +17,9 @@ forward serves every step:
 * ``grad_ellm``: one forward capturing q/k/v of the top layers; one batched VJP back to them;
 * ``integrated_gradients``: each interpolation point is one forward over the full sequence
   (interpolating the prompt, holding generated tokens fixed — or interpolating them too, which
-  for step t touches only y_<t), giving the path logits of every step; one batched VJP per
-  chunk gives every step's gradients;
+  for step t touches only y_<t), giving the path logits of every step; the chunk's backward
+  gives every step's gradients (one backward per step on a CPU, one batched VJP elsewhere:
+  :func:`~aieg_fast.core.vjp.each_row_vjp`);
 * ``occlusion``: one forward over the full sequence per masked group (token, word or span)
   gives that group's effect on every step;
 * ``aieg``, ``integrated_decision_gradients``: one shared pilot pass over the full sequence gives
@@ -278,12 +279,16 @@ def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_targ
         raise ValueError(f"baseline: attribute_generation takes a [d] tensor, got shape {tuple(baseline.shape)}")
 
 
-def _step_probs(ex, full_ids: List[int], Lp: int, gen_ids: List[int]) -> List[float]:
-    """p(y_t | prompt ⊕ y_<t) of every step from one no-grad forward over the sequence."""
-    ids = torch.tensor([full_ids], dtype=torch.long, device=ex.device)
+def _step_probs(ex, full_ids: List[int], Lp: int, gen_ids: List[int], hidden=None) -> List[float]:
+    """p(y_t | prompt ⊕ y_<t) of every step: from ``hidden`` (Tensor[T, D], the final hidden
+    states at the predicting positions, when the method's forward kept them:
+    ``SequenceContext.input_hidden``), else from one no-grad forward over the sequence."""
     with model_prepared(ex.model), torch.no_grad():
-        h = ex.adapter.hidden_states(ex.adapter.embeddings(ids), torch.ones_like(ids), torch.arange(ids.shape[1], device=ex.device).view(1, -1))
-        logits = ex.adapter.full_logits(h[0, Lp - 1 : Lp - 1 + len(gen_ids)]).float()
+        if hidden is None:
+            ids = torch.tensor([full_ids], dtype=torch.long, device=ex.device)
+            h = ex.adapter.hidden_states(ex.adapter.embeddings(ids), torch.ones_like(ids), torch.arange(ids.shape[1], device=ex.device).view(1, -1))
+            hidden = h[0, Lp - 1 : Lp - 1 + len(gen_ids)]
+        logits = ex.adapter.full_logits(hidden).float()
     p = torch.softmax(logits, -1)
     return [float(p[t, y]) for t, y in enumerate(gen_ids)]
 
@@ -296,8 +301,8 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     T = len(gen_ids)
     if call.contrast[0] is not None and call.contrast[0]["id"] in gen_ids:
         warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there")
-    out, used = _run_steps(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar, call)
-    out.info["step_probs"] = _step_probs(ex, full_ids, Lp, gen_ids)
+    out, used, hidden = _run_steps(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar, call)
+    out.info["step_probs"] = _step_probs(ex, full_ids, Lp, gen_ids, hidden)
     return out, used
 
 
@@ -318,6 +323,7 @@ def _masked_words(words, batch):
 
 
 def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settings: dict, timing: dict, bar, call):
+    """(output, {op: backend}, the hidden states the shared forward kept (``SequenceContext.input_hidden``) or None)."""
     full_ids, full_fixed = encoded[-1]
     T = len(gen_ids)
     settings = dict(settings)
@@ -335,7 +341,7 @@ def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, 
         t = time.perf_counter()
         out, used = run_method(m, sctx, opts, sequence=True)
         timing["shared"] = time.perf_counter() - t
-        return out, used
+        return out, used, sctx.input_hidden
     batch = apply_baseline(ex, ex.build_batch(encoded, "right"), call, m.uses_baseline)
     contrast = call.contrast_tensor(ex.device)
     ctx = ex.context(batch, list(gen_ids), progress=bar, timing=timing, contrast=None if contrast is None else contrast.expand(T),
@@ -348,7 +354,7 @@ def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, 
             ctx.pilot_logits = sequence_pilot_logits(sctx, n_pilot)
         timing["shared_pilot"] = time.perf_counter() - t
     out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
-    return out, {**pilot_used, **used}
+    return out, {**pilot_used, **used}, None
 
 
 def _check_length(ex, Lp: int, gen_ids: Optional[List[int]], max_new_tokens: int) -> None:
@@ -392,13 +398,13 @@ def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], ge
         return "", []
     n = len(full_prompt)
     if isinstance(generated_text, str) and given_offsets is not None:
-        gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, given_offsets)]
+        gen_offsets = ex.token_spans(gen_ids, given_offsets, n)
         return full_prompt + generated_text, prompt_offsets + gen_offsets
     cont = _continuation(ex, prompt_ids[-1:], gen_ids)
     if cont is None:  # the decoder does not extend the text token by token: no offsets
         return "", []
     text, offs = cont
-    gen_offsets = [ex.token_span(i, s, e, n) for i, (s, e) in zip(gen_ids, offs)]
+    gen_offsets = ex.token_spans(gen_ids, offs, n)
     return full_prompt + text, prompt_offsets + gen_offsets
 
 
@@ -436,6 +442,7 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
         "sequence_scores": torch.nanmean(scores, 0).tolist(),
         "step_probs": list(out.info.get("step_probs", [])),
     }
+    special = ex.special_ids
     return Attribution(
         tokens=ex.token_texts(ids),
         token_ids=ids,
@@ -448,7 +455,7 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
         timing=timing,
         attributable=col_attributed,
         raw_tokens=ex.tokenizer.convert_ids_to_tokens(ids),
-        special=[i in ex.special_ids for i in ids],
+        special=[i in special for i in ids],
         info=info,
         text=source[0],
         offsets=source[1],

@@ -94,8 +94,9 @@ class Attribution:
             if len(self.offsets) != L:
                 raise ValueError(f"offsets has {len(self.offsets)} entries but there are {L} tokens")
             self.offsets = [None if o is None else [int(o[0]), int(o[1])] for o in self.offsets]
-            from_text = token_display_texts(self.text, self.offsets, self.tokens)
-            self.tokens = [f if "\ufffd" in t else t for t, f in zip(self.tokens, from_text)]
+            if any("\ufffd" in t for t in self.tokens):  # only such tokens take their text from ``text``
+                from_text = token_display_texts(self.text, self.offsets, self.tokens)
+                self.tokens = [f if "\ufffd" in t else t for t, f in zip(self.tokens, from_text)]
 
     # ------------------------------------------------------------------ views
     @property

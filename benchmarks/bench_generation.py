@@ -12,7 +12,10 @@ forcing), CPU.
   (``integrated_gradients``, ``saliency``, ``input_x_gradient``, ``attention``), the target logit
   (``attributed_fn="logit"``), forced decoding of the same continuation text.
 
-Prints wall-time medians over ``--runs`` runs, ratios, and the rank agreement (Spearman, per
+The tools alternate within each run (the order rotated from run to run), so that a change of
+load on a shared machine hits them alike; Inseq's model wrapper is made once per method, before
+the timed calls. Prints wall-time medians over ``--runs`` runs, ratios (of the medians, and
+Inseq / shared per run), and the rank agreement (Spearman, per
 row over the attributed prompt tokens, averaged) of the scores between the runs that compute
 the same quantity. Usage::
 
@@ -80,15 +83,27 @@ def per_step(ex, prompt, gen_ids, method, n_steps, ibs, options):
     return torch.stack(rows)
 
 
+_INSEQ_MODELS = {}
+
+
+def inseq_model(model, tok, method, ref_token_id):
+    """Inseq's wrapper of ``model`` for ``method``, made once per method (outside the timed
+    calls, as bench_peers.py does)."""
+    key = (id(model), method)
+    if key not in _INSEQ_MODELS:
+        import inseq
+
+        from bench_peers import copy_tokenizer
+
+        if tok.unk_token_id != ref_token_id:  # Inseq's IG baseline is the UNK token: make it our reference token
+            tok = copy_tokenizer(tok)
+            tok.unk_token = tok.convert_ids_to_tokens(ref_token_id)
+        _INSEQ_MODELS[key] = inseq.load_model(model, method, tokenizer=tok)
+    return _INSEQ_MODELS[key]
+
+
 def run_inseq(model, tok, prompt, gen_text, method, n_steps, ibs, ref_token_id):
-    import inseq
-
-    from bench_peers import copy_tokenizer
-
-    if tok.unk_token_id != ref_token_id:  # Inseq's IG baseline is the UNK token: make it our reference token
-        tok = copy_tokenizer(tok)
-        tok.unk_token = tok.convert_ids_to_tokens(ref_token_id)
-    m = inseq.load_model(model, method, tokenizer=tok)
+    m = inseq_model(model, tok, method, ref_token_id)
     kw = dict(generated_texts=prompt + gen_text, attributed_fn="logit", show_progress=False, skip_special_tokens=False)
     if method == "integrated_gradients":  # Inseq's (Captum's) default rule, Gauss-Legendre, as ours below
         kw.update(n_steps=n_steps, internal_batch_size=ibs)
@@ -99,13 +114,35 @@ def run_inseq(model, tok, prompt, gen_text, method, n_steps, ibs, ref_token_id):
     return a.T.float()  # [T, L_total]
 
 
-def timed(fn, runs):
-    times, last = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        last = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), min(times), max(times), last
+def run_inseq_eager(ex, prompt, gen_text, method, n_steps, ibs):
+    """:func:`run_inseq`, with the model switched to eager attention for Inseq's attention
+    method (which reads the attention probabilities) and back."""
+    if method == "attention":
+        ex.model.set_attn_implementation("eager")
+    try:
+        return run_inseq(ex.model, ex.tokenizer, prompt, gen_text, method, n_steps, ibs, ex.ref_token_id)
+    finally:
+        if method == "attention":
+            ex.model.set_attn_implementation("sdpa")
+
+
+def timed_alternating(fns, runs):
+    """Time every tool ``runs`` times, the tools alternating within each run (the order rotated
+    from run to run), so that a change of load on a shared machine hits them alike.
+
+    Returns:
+        {name: (median s, min s, max s, the last result, [s per run])}
+    """
+    names = list(fns)
+    times = {n: [] for n in names}
+    last = {}
+    for r in range(runs):
+        for n in names[r % len(names):] + names[: r % len(names)]:
+            t = time.perf_counter()
+            last[n] = fns[n]()
+            times[n].append(time.perf_counter() - t)
+        print(f"  run {r + 1}/{runs}: " + ", ".join(f"{n} {times[n][-1]:.2f}s" for n in names), flush=True)
+    return {n: (statistics.median(times[n]), min(times[n]), max(times[n]), last[n], times[n]) for n in names}
 
 
 def main(argv=None):
@@ -143,24 +180,33 @@ def main(argv=None):
         ns = args.n_steps
         ibs = args.internal_batch_size
         opts = METHOD_OPTIONS.get(method, {})
-        sh = timed(lambda: ex.attribute_generation(prompt, generated_text=gen_ids, method=method, n_steps=ns, internal_batch_size=ibs, **opts), args.runs)
-        ours = sh[3].scores[:, :Lp]
-        line = {"method": method, "shared": sh[0], "shared_range": (sh[1], sh[2])}
+        fns = {"shared": lambda: ex.attribute_generation(prompt, generated_text=gen_ids, method=method, n_steps=ns, internal_batch_size=ibs, **opts)}
         if not args.no_per_step:
-            ps = timed(lambda: per_step(ex, prompt, gen_ids, method, ns, ibs, opts), args.runs)
-            line["per_step"] = ps[0]
-            mask = torch.isfinite(ours)
-            line["max_abs_diff_per_step"] = float((ours[mask] - ps[3][mask]).abs().max())
+            fns["per_step"] = lambda: per_step(ex, prompt, gen_ids, method, ns, ibs, opts)
         if have_inseq and method in inseq_methods:
-            model = ex.model
-            if method == "attention":
-                model.set_attn_implementation("eager")
+            if method == "attention":  # wrapped as it runs: with eager attention
+                ex.model.set_attn_implementation("eager")
             try:
-                iq = timed(lambda: run_inseq(model, ex.tokenizer, prompt, gen_text, method, ns, ibs, ex.ref_token_id), args.runs)
+                inseq_model(ex.model, ex.tokenizer, method, ex.ref_token_id)  # wrapped before the timed calls
             finally:
                 if method == "attention":
-                    model.set_attn_implementation("sdpa")
+                    ex.model.set_attn_implementation("sdpa")
+            fns["inseq"] = lambda: run_inseq_eager(ex, prompt, gen_text, method, ns, ibs)
+        res = timed_alternating(fns, args.runs)
+        sh = res["shared"]
+        ours = sh[3].scores[:, :Lp]
+        line = {"method": method, "shared": sh[0], "shared_range": (sh[1], sh[2]), "shared_runs": sh[4]}
+        if "per_step" in res:
+            ps = res["per_step"]
+            line["per_step"] = ps[0]
+            line["per_step_runs"] = ps[4]
+            mask = torch.isfinite(ours)
+            line["max_abs_diff_per_step"] = float((ours[mask] - ps[3][mask]).abs().max())
+        if "inseq" in res:
+            iq = res["inseq"]
             line["inseq"] = iq[0]
+            line["inseq_runs"] = iq[4]
+            line["inseq_over_shared_per_run"] = [b / a for a, b in zip(sh[4], iq[4])]
             ia = iq[3]
             rhos = []
             T = min(ia.shape[0], ours.shape[0])
@@ -173,8 +219,8 @@ def main(argv=None):
         rows.append(line)
         print(line, flush=True)
     print()
-    print("| method | shared (s) | per-step loop (s) | per-step / shared | Inseq (s) | Inseq / shared | Spearman vs Inseq | max abs diff vs per-step |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| method | shared (s) | per-step loop (s) | per-step / shared | Inseq (s) | Inseq / shared | Inseq / shared, per run | Spearman vs Inseq | max abs diff vs per-step |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
     for r in rows:
         ps, iq, sh = r.get("per_step"), r.get("inseq"), r["shared"]
         cells = [
@@ -183,7 +229,8 @@ def main(argv=None):
             "" if ps is None else f"{ps:.2f}",
             "" if ps is None else f"{ps / sh:.1f}x",
             "" if iq is None else f"{iq:.2f}",
-            "" if iq is None else f"{iq / sh:.1f}x",
+            "" if iq is None else f"{iq / sh:.2f}x",
+            "" if iq is None else ", ".join(f"{x:.2f}" for x in r["inseq_over_shared_per_run"]),
             "" if iq is None else f"{r['spearman_inseq']:.3f}",
             "" if ps is None else f"{r['max_abs_diff_per_step']:.1e}",
         ]

@@ -73,28 +73,31 @@ def build_batch(adapter, encoded: Sequence[Tuple[List[int], List[bool]]], pad_id
     check_choice("padding_side", padding_side, ("left", "right"))
     if not encoded:
         raise ValueError("encoded has no examples")
+    emb = adapter.embeddings
     dev = adapter.input_device if device is None else device
-    B = len(encoded)
     L = max(len(ids) for ids, _ in encoded)
-    ids_t = torch.full((B, L), pad_id, dtype=torch.long)
-    mask = torch.zeros((B, L), dtype=torch.long)
-    fixed = torch.ones((B, L), dtype=torch.bool)
-    offsets, lengths = [], []
-    for b, (ids, fx) in enumerate(encoded):
-        n = len(ids)
-        off = 0 if padding_side == "right" else L - n
-        ids_t[b, off : off + n] = torch.tensor(ids)
-        mask[b, off : off + n] = 1
-        fixed[b, off : off + n] = torch.tensor(fx, dtype=torch.bool)
+    # each row as Python lists first, then one tensor per field (a few tensor ops in all,
+    # whatever B is: this runs on every call)
+    rows_ids, rows_mask, rows_fixed, offsets, lengths = [], [], [], [], []
+    for ids, fx in encoded:
+        n, pad = len(ids), L - len(ids)
+        off = 0 if padding_side == "right" else pad
+        real = ([int(i) for i in ids], [1] * n, [bool(f) for f in fx])
+        padding = ([pad_id] * pad, [0] * pad, [True] * pad)
+        for rows, r, p in zip((rows_ids, rows_mask, rows_fixed), real, padding):
+            rows.append(p + r if off else r + p)
         offsets.append(off)
         lengths.append(n)
+    ids_t = torch.tensor(rows_ids, dtype=torch.long, device=dev)
+    mask = torch.tensor(rows_mask, dtype=torch.long, device=dev)
+    fixed = torch.tensor(rows_fixed, dtype=torch.bool, device=dev)
     position_ids = (mask.cumsum(-1) - 1).clamp_min(0)
-    last_index = torch.tensor([o + n - 1 for o, n in zip(offsets, lengths)])
-    ids_t, mask, position_ids, fixed, last_index = (t.to(dev) for t in (ids_t, mask, position_ids, fixed, last_index))
+    last_index = torch.tensor([o + n - 1 for o, n in zip(offsets, lengths)], device=dev)
     with torch.no_grad():
-        E = adapter.embeddings(ids_t).detach()
-        # through the embedding module, as E, so any scaling inside it applies to E′ too
-        ref = adapter.embeddings(torch.tensor([ref_token_id], device=dev))[0].detach()
+        # the reference token's row looked up with the inputs, through the embedding module, as
+        # E, so any scaling inside it applies to E′ too
+        both = emb(torch.cat([ids_t.reshape(-1), torch.tensor([ref_token_id], device=dev)])).detach()
+        E, ref = both[:-1].view(len(encoded), L, -1), both[-1]
         Eb = torch.where(fixed.unsqueeze(-1), E, ref.view(1, 1, -1).expand_as(E))
     return Batch(ids_t, mask, position_ids, last_index, fixed, E, Eb, tuple(lengths), tuple(offsets))
 

@@ -237,6 +237,11 @@ class SequenceContext:
     contrast: Optional[Tensor] = None
     #: Tensor[1, L] long: the word index of each position (−1 where fixed), as :class:`Context`
     word_ids: Optional[Tensor] = None
+    #: Tensor[T, D]: the final hidden states of the sequence itself (α = 1, nothing masked) at
+    #: the predicting positions, kept (detached) by a method's forward on it (:meth:`scores` with
+    #: ``input_row``); the caller reads each step's probability from them instead of running a
+    #: forward of its own. None until then.
+    input_hidden: Optional[Tensor] = None
 
     @property
     def model(self):
@@ -254,9 +259,15 @@ class SequenceContext:
         if self.progress is not None:
             self.progress.update(n)
 
-    def scores(self, X: Tensor) -> Tensor:
-        """F of every step for each row of X [c, L, d]: Tensor[c, T] (:func:`~aieg_fast.core.vjp.sequence_scores`)."""
-        return sequence_scores(self.adapter, X, self.positions, self.step_targets, self.target_fn, self.contrast)
+    def scores(self, X: Tensor, input_row: Optional[int] = None) -> Tensor:
+        """F of every step for each row of X [c, L, d]: Tensor[c, T] (:func:`~aieg_fast.core.vjp.sequence_scores`).
+        ``input_row``: the row of X that is the sequence itself (its embeddings unchanged), whose
+        hidden states at the predicting positions are kept in :attr:`input_hidden`."""
+        if input_row is None:
+            return sequence_scores(self.adapter, X, self.positions, self.step_targets, self.target_fn, self.contrast)
+        F, h = sequence_scores(self.adapter, X, self.positions, self.step_targets, self.target_fn, self.contrast, return_hidden=True)
+        self.input_hidden = h[input_row].detach()
+        return F
 
 
 def run_method(method, ctx, opts, sequence: bool = False):

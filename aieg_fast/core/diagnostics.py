@@ -88,11 +88,12 @@ def signal_flags(raw: Tensor, valid: Tensor, what: str = "the scores", normalisa
     x = raw.detach().float().reshape(-1)[valid.reshape(-1).to(torch.bool)]
     if x.numel() == 0:
         return []
-    bad = int((~torch.isfinite(x)).sum())
-    if bad:
+    lo, hi = torch.aminmax(x)  # NaN propagates to both, ±inf to one: finite both ⇔ every value finite
+    lo, hi, spread = torch.stack([lo, hi, hi - lo]).tolist()  # one read back; the spread in float32
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        bad = int((~torch.isfinite(x)).sum())
         return [_flag("non_finite", f"{bad} of {x.numel()} values of {what} are not finite (NaN or inf)")]
-    amax = float(x.abs().max())
-    spread = float(x.max() - x.min())
+    amax = max(abs(lo), abs(hi))  # = max |x|
     if amax <= ZERO_TOL:
         state = f"{what}: 0 at every attributable token (max |value| = {amax:.2g})"
     elif x.numel() > 1 and spread <= FLAT_REL * amax:

@@ -48,10 +48,11 @@ def typed_specials(tokenizer, text: str, ids: Sequence[int], leading_bos_ok: boo
     """
     found = []
     bos = getattr(tokenizer, "bos_token", None)
-    present = set(int(i) for i in ids)
+    present = None  # the ids as a set, made when a special string is typed at all
     for s in getattr(tokenizer, "all_special_tokens", None) or []:
         if not s or s not in text:
             continue
+        present = set(int(i) for i in ids) if present is None else present
         positions = [i for i in range(len(text)) if text.startswith(s, i)]
         if leading_bos_ok and s == bos:  # the leading run of BOS strings becomes the one BOS (one_bos)
             lead = 0

@@ -64,7 +64,7 @@ class Attention(Method):
         layers = attention_layers(sctx.adapter, o.attn_layers)
         q = sctx.positions
         with model_prepared(sctx.model, eager=True), AttentionCapture(sctx.adapter, layers, full=True) as cap, torch.no_grad():
-            F = sctx.scores(sctx.seq.embeds)
+            F = sctx.scores(sctx.seq.embeds, input_row=0)
             attn = cap.pop()
         if o.attn_layers == "rollout":
             L = sctx.seq.ids.shape[1]

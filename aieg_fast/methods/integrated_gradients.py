@@ -10,7 +10,7 @@ from ..core.adaptive_quadrature import AUTO_MAX_STEPS, AUTO_TOLERANCE, REFINE_RU
 from ..core.path import TOKEN_REDUCTIONS, completeness_info, integrate, reduce_tokens
 from ..core.quadrature import INTEGRATION_RULES, quadrature
 from ..core.validation import check_choice
-from ..core.vjp import rows_vjp
+from ..core.vjp import each_row_vjp
 from .base import Method, MethodOutput, Options
 from .registry import register
 
@@ -114,8 +114,9 @@ class IntegratedGradients(Method):
     def run_sequence(self, sctx, o):
         """Each interpolation point is one forward over the full sequence (the prompt
         interpolated, generated tokens fixed unless interpolated too, which for step t touches
-        only y_<t), giving the path logits of every step; one batched VJP per chunk gives every
-        step's gradients."""
+        only y_<t), giving the path logits of every step; the chunk's backward gives every
+        step's gradients (:func:`~aieg_fast.core.vjp.each_row_vjp`: one backward per step on a
+        CPU, one batched backward elsewhere)."""
         T, n_steps, chunk, dev = sctx.T, sctx.n_steps, sctx.chunk, sctx.device
         L, d = sctx.seq.embeds.shape[1:]
         a, w = quadrature(o.integration, n_steps, torch.float32)
@@ -125,15 +126,15 @@ class IntegratedGradients(Method):
         E, Eb, fixed = sctx.seq.embeds[0], sctx.seq.baseline[0], sctx.seq.fixed[0]
         delta = sctx.seq.delta[0]  # float32 for low-precision embeddings
         with torch.no_grad():
-            ends = sctx.scores(torch.stack([E, Eb]))
+            ends = sctx.scores(torch.stack([E, Eb]), input_row=0)
+        batched = dev.type != "cpu"  # on a CPU one backward per step is faster (each_row_vjp)
         for s in range(0, n_steps, chunk):
             e = min(s + chunk, n_steps)
             X = ops.interpolate_path(E, Eb, a[s:e], fixed, backend=sctx.backend).requires_grad_(True)
             with torch.enable_grad():
                 F = sctx.scores(X)
-                (G,) = rows_vjp(F, X, T)  # [T, c, L, d]
-            for t in range(T):
-                acc[t] += ops.integrate_gradients(G[t], w[s:e], delta, inner, backend=sctx.backend).float()
+                for t, (G,) in each_row_vjp(F, X, T, batched):  # G [c, L, d]: step t's gradients
+                    acc[t] += ops.integrate_gradients(G, w[s:e], delta, inner, backend=sctx.backend).float()
             sctx.advance(e - s)
         rows = acc if inner == "sum" else reduce_tokens(acc, o.token_reduction)
         q = sctx.positions

@@ -44,7 +44,7 @@ class Saliency(Method):
         with ctx.timed("gradient"):
             g, F_in = ctx.gradient_at_input()
         s = reduce_tokens(g.float(), o.token_reduction)
-        s = torch.where(ctx.batch.fixed, torch.zeros_like(s), s)
+        s = s.masked_fill(ctx.batch.fixed, 0.0)
         return MethodOutput(list(s), {"token_reduction": o.token_reduction}, {"F_input": F_in.tolist()})
 
     def run_sequence(self, sctx, o):

@@ -87,7 +87,7 @@ class ScaledAttention(Method):
         with model_prepared(sctx.model, eager=True), AttentionCapture(sctx.adapter, layers, full=True, keep_graph=True) as cap:
             with torch.enable_grad():
                 X = sctx.seq.embeds.clone().requires_grad_(True)
-                F = sctx.scores(X)
+                F = sctx.scores(X, input_row=0)
                 attn = cap.pop()
                 mats = [attn[l] for l in layers]
                 grads = rows_vjp(F, mats, T)  # each [T, 1, H, L, L]; backward stops at the captured layers

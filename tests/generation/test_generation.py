@@ -215,12 +215,15 @@ def test_model_restored_after_generation(tiny_gpt2):
 
 @pytest.mark.parametrize("method", ["integrated_gradients", "saliency", "input_x_gradient", "attention", "scaled_attention", "aieg", "grad_ellm"])
 def test_shared_path_equals_context_batch(tiny_llama, method):
-    """The shared teacher-forced forward gives the same rows as the batch of T contexts."""
+    """The shared teacher-forced forward gives the same rows as the batch of T contexts, and the
+    same step probabilities (read from the hidden states the shared forward kept, where the
+    method keeps them, and from a forward of their own otherwise)."""
     kw = dict(generated_text=" the movie is good", method=method, n_steps=6)
     a = tiny_llama.attribute_generation("a positive review", shared=True, **kw)
     b = tiny_llama.attribute_generation("a positive review", shared=False, **kw)
     assert a.token_ids == b.token_ids
     torch.testing.assert_close(a.scores, b.scores, atol=1e-5, rtol=1e-4, equal_nan=True)
+    torch.testing.assert_close(torch.tensor(a.info["step_probs"]), torch.tensor(b.info["step_probs"]), atol=1e-7, rtol=1e-5)
 
 
 @pytest.mark.parametrize("preset", ["consistent", "paper_v1", "corrected"])
