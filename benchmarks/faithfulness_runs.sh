@@ -33,6 +33,12 @@ aieg-fast train-nano --epochs 3 --data-dir "$DATA"
 aieg-fast evaluate --model gpt-nano --dataset sst2-test --n 1821 --methods $M --n-steps 20 $SOFT $SWEEP \
     --prob-space labels --seed 0 --out "$OUT/nano_sst2_test" --no-progress
 
+# 2b. HETA and occlusion (issue 20) on the same GPT-nano, the first 600 SST-2 test sentences, with IG and
+#     random from the same run as anchors (HETA: 10 probes per token, the paper preset; occlusion: one
+#     token at a time, F(x) minus F with the token replaced, the defaults)
+aieg-fast evaluate --model gpt-nano --dataset sst2-test --n 600 --methods heta,occlusion,integrated_gradients,random \
+    --n-steps 20 $SOFT $SWEEP --prob-space labels --seed 0 --out "$OUT/nano_heta_occlusion" --no-progress
+
 # 3. AIEG ablations (spec §6.12) with the k sweep on GPT-nano, hard metrics, paired tests against AIEG
 aieg-fast evaluate --model gpt-nano --dataset sst2-test --n 1821 --metrics hard $SWEEP --prob-space labels \
     --n-steps 20 --seed 0 --reference aieg \
