@@ -216,13 +216,13 @@ def integrate_emphasized(ctx, alphas, widths, ef_mode: str, ef_sign: str, ef_nor
     for b, ms, f, g in path_chunks(ctx, alphas, True):
         path[b][ms] = f
         lo = max(ms.start - 1, 0)  # prepend the previous step so its increment is known
-        if complete:
+        if complete:  # the slope s_m = G_m·Δ of each step, from the same gradients
             slopes[b][ms] = (g.float() * delta[b].float()).sum((-2, -1))
-            w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, "abs", "none",
-                                     slopes[b][lo : ms.stop], backend=backend).float()[ms.start - lo :]
-        else:
-            w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode, ef_sign, "none", backend=backend)
-            w = w.float()[ms.start - lo :] * (ms.stop - lo)
+        w = ops.emphasis_factors(path[b][lo : ms.stop], alphas[b][lo : ms.stop], widths[b][lo : ms.stop], ef_mode,
+                                 "abs" if complete else ef_sign, "none", slopes[b][lo : ms.stop] if complete else None,
+                                 backend=backend).float()[ms.start - lo :]
+        if not complete:  # norm="none" returns w/M' (M' the steps given): undone here
+            w = w * (ms.stop - lo)
         raw[b][ms] = w
         U[b] += ops.integrate_gradients(g, w, delta[b], inner, backend=backend).float()
         if ef_norm == "l1":
