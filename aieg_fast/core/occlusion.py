@@ -29,7 +29,7 @@ from torch import Tensor
 from .prefix import prefix_batches
 
 __all__ = ["GRANULARITIES", "MEASURES", "kl_divergence", "occlude", "occlusion_groups", "reference_outputs",
-           "sequence_occlude", "spread"]
+           "runs_after_prefix", "sequence_occlude", "spread"]
 
 #: what one masked group is
 GRANULARITIES = ("token", "word", "span")
@@ -135,7 +135,7 @@ def occlude(ctx, groups: List[Tensor], measure: str, ref: Dict[str, Tensor]) -> 
     sizes = [int(g.shape[0]) for g in groups]
     if sum(sizes) == 0:
         return [torch.zeros(0, device=dev) for _ in groups]
-    if ctx.step_ids is None and ctx.adapter.has_kv_cache:
+    if runs_after_prefix(ctx):
         return [_occlude_after_prefix(ctx, b, g, measure, ref) for b, g in enumerate(groups)]
     rows = torch.cat([torch.full((n,), b, dtype=torch.long) for b, n in enumerate(sizes)]).to(dev)
     masks = torch.cat(list(groups), 0).to(dev)
@@ -151,6 +151,13 @@ def occlude(ctx, groups: List[Tensor], measure: str, ref: Dict[str, Tensor]) -> 
                 out.append(ref["F"][r] - ctx.score(h, r))
             ctx.advance(int(r.shape[0]))
     return list(torch.cat(out).split(sizes))
+
+
+def runs_after_prefix(ctx) -> bool:
+    """Whether :func:`occlude` runs each masked input after the example's cached prefix (a
+    single-token target and a family with a KV cache), which costs one more forward per example
+    with a group (the one keeping the keys and values)."""
+    return ctx.step_ids is None and ctx.adapter.has_kv_cache
 
 
 def _occlude_after_prefix(ctx, b: int, groups: Tensor, measure: str, ref: Dict[str, Tensor]) -> Tensor:

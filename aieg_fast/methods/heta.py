@@ -33,7 +33,7 @@ from ..core.capture import AttentionCapture, ProjectionCapture, ResidualCapture,
 from ..core.curvature import rademacher_probes, token_hvp_l1
 from ..core.model_state import model_prepared
 from ..core.objective import target_scores
-from ..core.occlusion import occlude, occlusion_groups, reference_outputs, spread
+from ..core.occlusion import occlude, occlusion_groups, reference_outputs, runs_after_prefix, spread
 from ..core.validation import check_choice, check_int
 from ..core.value_flow import ROLLOUTS, VALUE_SOURCES, flow_gate, residual_values, value_norms
 from .base import Method, MethodOutput, Options
@@ -270,8 +270,8 @@ def _components(ctx, s, m: int, seed: int) -> Dict[str, Any]:
     comps = s["components"]
     n_attr = (~b.fixed).sum(-1).tolist()
 
-    def prefix(a: int) -> int:  # the forward that keeps an example's keys and values
-        return int(ad.has_kv_cache and a > 0)
+    def kept(a: int, runs: bool) -> int:  # the forward per example that keeps its prefix (keys and values, residuals)
+        return int(runs and a > 0)
 
     out: Dict[str, Any] = {"n_forwards": [1] * b.B, "n_hvp": [0] * b.B, "hvp_batches": 0}
     layers = list(range(ad.n_layers - (s["gate_layers"] or ad.n_layers), ad.n_layers)) if "gate" in comps else []
@@ -293,11 +293,13 @@ def _components(ctx, s, m: int, seed: int) -> Dict[str, Any]:
             groups = [occlusion_groups(b.fixed[i], "token") for i in range(b.B)]
             kl = occlude(ctx, groups, "kl", ref)
             out["information"] = torch.stack([spread(g, v) for g, v in zip(groups, kl)])
-        out["n_forwards"] = [n + a + prefix(a) for n, a in zip(out["n_forwards"], n_attr)]
+        out["n_forwards"] = [n + a + kept(a, runs_after_prefix(ctx)) for n, a in zip(out["n_forwards"], n_attr)]
     if "curvature" in comps:
         with ctx.timed("curvature"):
             out["curvature"], out["n_hvp"], out["hvp_batches"] = _curvature(ctx, s, m, seed)
-        out["n_forwards"] = [n + a + prefix(a) for n, a in zip(out["n_forwards"], n_attr)]
+        # _curvature's first forward per example: the KV cache, or the residuals with curvature_layers
+        runs = ad.has_kv_cache or bool(s["curvature_layers"])
+        out["n_forwards"] = [n + a + kept(a, runs) for n, a in zip(out["n_forwards"], n_attr)]
     return out
 
 

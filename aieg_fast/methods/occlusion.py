@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.occlusion import GRANULARITIES, MEASURES, occlude, occlusion_groups, reference_outputs, sequence_occlude, spread
+from ..core.occlusion import (GRANULARITIES, MEASURES, occlude, occlusion_groups, reference_outputs, runs_after_prefix,
+                              sequence_occlude, spread)
 from ..core.validation import check_choice, check_int
 from .base import Method, MethodOutput, Options
 from .registry import register
@@ -103,7 +104,7 @@ class Occlusion(Method):
             per_group = occlude(ctx, groups, o.measure, ref)
         scores = [spread(g, v) for g, v in zip(groups, per_group)]
         opts = dict(self._options(o), internal_batch_size=ctx.chunk)
-        prefix = ctx.step_ids is None and ctx.adapter.has_kv_cache
+        prefix = runs_after_prefix(ctx)
         info = {"F_input": ref["F"].tolist(), "n_forwards": [int(g.shape[0]) + 1 + int(prefix and g.shape[0] > 0) for g in groups]}
         return MethodOutput(scores, opts, info)
 
