@@ -37,11 +37,13 @@ def each_row_vjp(F: Tensor, inputs, T: int, batched: bool):
             number of steps.
         batched: True: one batched backward (:func:`rows_vjp`), sliced per step. False: one
             backward per step over the shared graph (kept until the last step), with the
-            cotangent 1 on column t. On one CPU thread the per-step backwards were 10–13 %
-            faster for generation IG on SmolLM2 (T = 16 steps × 10 path points × 79 positions;
-            benchmarks/RESULTS.md, "Per-call work and generation IG"): the batched backward's elementwise work runs
-            on T times larger tensors, which outgrow the cache. They also never hold T copies
-            of the gradients at once.
+            cotangent 1 on column t. On one CPU thread the per-step backwards took 0.81× the
+            time of the batched one for generation IG on SmolLM2 (T = 16 steps × 10 path
+            points × 79 positions; medians of three alternating pairs, 0.74–0.86;
+            ``benchmarks/profile_generation_ig.py``, benchmarks/RESULTS.md "Per-call work and
+            generation IG"): the batched backward's elementwise work runs on T times larger
+            tensors, which outgrow the cache. They also never hold T copies of the gradients
+            at once.
 
     Yields:
         (t, tuple of Tensor shaped as each input), for t = 0 … T − 1.
