@@ -25,6 +25,8 @@ def add_parser(sub) -> None:
                     "sst2, all for boolq)")
     ts.add_argument("--epochs", type=int, default=None, help="passes over the rows (default: 1 for sst2, 3 for boolq)")
     ts.add_argument("--batch-size", type=int, default=16, help="rows per optimizer step")
+    ts.add_argument("--micro-batch-size", type=int, default=None, help="rows per forward/backward inside a step, gradients "
+                    "accumulated (default: 4 for boolq, whose passages are long; the whole batch for sst2)")
     ts.add_argument("--lr", type=float, default=5e-4, help="peak AdamW learning rate (warm-up, cosine decay)")
     ts.add_argument("--seed", type=int, default=0, help="seed of the shuffle, LoRA initialisation and dropout")
     ts.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (a rerun resumes)")
@@ -37,7 +39,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """Train (or resume); print where it stands; 0."""
     res = train_sentiment(task=args.task, out_dir=args.out, train_file=args.train_file, n_train=args.n_train, epochs=args.epochs,
-                          batch_size=args.batch_size,
+                          batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
                           lr=args.lr, seed=args.seed, checkpoint_every=args.checkpoint_every, max_steps=args.max_steps,
                           n_dev=args.n_dev, progress=not args.no_progress)
     if not res["finished"]:

@@ -17,6 +17,9 @@ Recipe (the shipped adapter was made by ``aieg-fast train-sentiment`` with these
   cosine decay, gradient clipping at 1.0;
 * float32 on the CPU. The base weights are the de-quantized GGUF of the embedded model, so the
   adapter belongs to that base.
+* the loss needs only the last position's logits, so only that position goes through the LM head;
+  a batch may be run in pieces of ``micro_batch_size`` rows whose gradients add up to the batch's
+  (BoolQ's default: pieces of 4, its passages being long; SST-2: the whole batch at once).
 
 The same recipe on another task (:data:`TRAIN_TASKS`): ``task="boolq"`` trains on ``boolq-train``
 (the BoolQ dev records with an even ``idx``, 1,635) with :data:`~aieg_fast.datasets.BOOLQ_TEMPLATE`
@@ -51,7 +54,7 @@ from ..core.inputs import fill_template
 from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
 from ..models import SST2_NAME, cache_dir, load_hf_model
 
-__all__ = ["LORA_CONFIG", "SST2_NAME", "TRAIN_TASKS", "train_sentiment", "sentiment_accuracy"]
+__all__ = ["LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "train_sentiment", "sentiment_accuracy"]
 
 #: task → (training dataset, evaluation dataset, default output name, default n_train, default epochs);
 #: the datasets give the template and label words (:data:`aieg_fast.datasets.DATASETS`).
@@ -59,6 +62,11 @@ TRAIN_TASKS = {
     "sst2": ("sst2-train", "sst2-dev", SST2_NAME, 16000, 1),
     "boolq": ("boolq-train", "boolq-heldout", "smollm2-boolq", None, 3),
 }
+
+#: task → default rows per forward/backward inside an optimizer step (gradient accumulation): BoolQ's
+#: passages run to hundreds of tokens, and a whole batch of 16 through eager attention does not fit in
+#: 24 GB; SST-2 runs its batch in one piece (as the shipped adapter was made).
+MICRO_BATCH = {"boolq": 4}
 
 #: the LoRA settings of the shipped adapter.
 LORA_CONFIG = {
@@ -99,11 +107,28 @@ def _batches(seqs: List[List[int]], batch_size: int, seed: int) -> List[List[int
 
 
 def _last_logits(model, seqs: List[List[int]], pad_id: int) -> torch.Tensor:
-    """Logits [B, V] at each sequence's last token (right padding, so earlier positions are exact)."""
+    """Logits [B, V] at each sequence's last token (right padding, so earlier positions are exact).
+
+    Only the last position of each row goes through the LM head (``logits_to_keep`` as a [B, 1]
+    index tensor): the full-vocabulary logits of every position (B × L × 49,152 floats) are never
+    made, which is most of the recipe's memory on BoolQ's long passages."""
     ids, mask = right_pad(seqs, pad_id)
-    logits = model(input_ids=ids, attention_mask=mask).logits
-    last = mask.sum(1) - 1
-    return logits[torch.arange(len(seqs)), last]
+    last = (mask.sum(1) - 1).unsqueeze(1)
+    return model(input_ids=ids, attention_mask=mask, logits_to_keep=last).logits[:, 0]
+
+
+def _accumulate_grads(model, seqs: List[List[int]], targets: torch.Tensor, idx: List[int], micro: int, pad_id: int) -> float:
+    """Backpropagate the mean label cross-entropy of the batch ``idx`` in pieces of ``micro`` rows
+    (each piece's summed loss over the batch size, so the gradients add up to the whole batch's);
+    return the batch's mean loss."""
+    loss = 0.0
+    for k in range(0, len(idx), micro):
+        part = idx[k : k + micro]
+        piece = torch.nn.functional.cross_entropy(_last_logits(model, [seqs[i] for i in part], pad_id), targets[part],
+                                                  reduction="sum") / len(idx)
+        piece.backward()
+        loss += float(piece.detach())
+    return loss
 
 
 @torch.no_grad()
@@ -131,8 +156,9 @@ def sentiment_accuracy(model, tok, rows: Sequence[Tuple[object, int]], template:
     return correct / max(1, len(rows))
 
 
-def _check(n_train, batch_size, lr, checkpoint_every) -> None:
-    for name, v in (("n_train", n_train), ("batch_size", batch_size), ("checkpoint_every", checkpoint_every)):
+def _check(n_train, batch_size, lr, checkpoint_every, micro_batch_size) -> None:
+    for name, v in (("n_train", n_train), ("batch_size", batch_size), ("checkpoint_every", checkpoint_every),
+                    ("micro_batch_size", micro_batch_size)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0):
@@ -220,6 +246,7 @@ def train_sentiment(
     max_steps: Optional[int] = None,
     n_dev: Optional[int] = None,
     progress: bool = True,
+    micro_batch_size: Optional[int] = None,
 ) -> Dict[str, object]:
     """Fine-tune the embedded SmolLM2-135M-Instruct on SST-2 (or BoolQ) with LoRA (module
     docstring: recipe).
@@ -241,6 +268,9 @@ def train_sentiment(
             finish.
         n_dev: score the first n rows of the scored set at the end (default all: 872 SST-2 dev
             sentences; the 1,635 of ``boolq-heldout``).
+        micro_batch_size: rows per forward/backward inside a step, the gradients summed over the
+            pieces (gradient accumulation: the same mean loss as the whole batch, at the memory of
+            a piece); default :data:`MICRO_BATCH` of the task (4 for BoolQ), else the whole batch.
 
     Returns:
         the contents of ``training.json`` when finished (``"finished": True``, ``"dev_accuracy"``
@@ -252,7 +282,8 @@ def train_sentiment(
         ValueError: a bad argument (named) or a checkpoint of other settings in ``out_dir``.
         ImportError: ``peft`` is not installed.
     """
-    _check(1 if n_train is None else n_train, batch_size, lr, checkpoint_every)
+    micro = MICRO_BATCH.get(task, batch_size) if micro_batch_size is None else micro_batch_size
+    _check(1 if n_train is None else n_train, batch_size, lr, checkpoint_every, micro)
     spec, train_path, rows, dev, split, n_train, epochs, name = _task_rows(task, train_file, n_dev, n_train, epochs)
     from peft import LoraConfig, get_peft_model
 
@@ -262,6 +293,8 @@ def train_sentiment(
                 "template": spec.template, "labels": list(spec.labels), "train_file": train_path.name}
     if task != "sst2" or epochs != 1:  # only then, so SST-2 checkpoints made before tasks existed resume
         settings.update(task=task, epochs=epochs)
+    if micro < batch_size:  # likewise
+        settings.update(micro_batch_size=micro)
 
     model, tok, _ = load_hf_model(None, dtype=torch.float32)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -292,15 +325,13 @@ def train_sentiment(
     torch.manual_seed(seed + step)  # dropout stream, reproducible per resume point
     try:
         while step < stop:
-            idx = batches[step]
-            loss = torch.nn.functional.cross_entropy(_last_logits(model, [seqs[i] for i in idx], pad_id), targets[idx])
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss = _accumulate_grads(model, seqs, targets, batches[step], micro, pad_id)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             sched.step()
             step += 1
-            running.append(float(loss.detach()))
+            running.append(loss)
             if step % 10 == 0 or step == len(batches):
                 losses.append(sum(running) / len(running))
                 running = []
