@@ -111,10 +111,13 @@ def _last_logits(model, seqs: List[List[int]], pad_id: int) -> torch.Tensor:
 
     Only the last position of each row goes through the LM head (``logits_to_keep`` as a [B, 1]
     index tensor): the full-vocabulary logits of every position (B × L × 49,152 floats) are never
-    made, which is most of the recipe's memory on BoolQ's long passages."""
+    made. No attention mask is passed: with right padding and causal attention no real token sees a
+    pad (the pads come after it), so the logits read are exact, and the attention runs as a causal
+    kernel that keeps no L × L matrix (with a padding mask it falls back to one: 20 GB at 4 rows of
+    BoolQ's long passages)."""
     ids, mask = right_pad(seqs, pad_id)
     last = (mask.sum(1) - 1).unsqueeze(1)
-    return model(input_ids=ids, attention_mask=mask, logits_to_keep=last).logits[:, 0]
+    return model(input_ids=ids, logits_to_keep=last).logits[:, 0]
 
 
 def _accumulate_grads(model, seqs: List[List[int]], targets: torch.Tensor, idx: List[int], micro: int, pad_id: int) -> float:
