@@ -54,16 +54,18 @@ done
 
 # 5. BoolQ (issue 17): the zero-shot SmolLM2 on the first 300 dev questions (passage and question
 #    attributed, the contrast target by default), then the same recipe as run 1 on BoolQ: LoRA on the
-#    even-idx half of the dev set, evaluated on the odd-idx half (boolq-heldout, disjoint).
-#    Not run yet: no result is recorded for it.
+#    even-idx half of the dev set, evaluated on the odd-idx half (boolq-heldout, disjoint). The training
+#    runs its batches of 16 in pieces of 4 rows (--micro-batch-size, gradients accumulated; 9.5 GB peak).
 aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEEP --seed 0 --out "$OUT/boolq" --no-progress
 aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
 aieg-fast evaluate --model "$OUT/smollm2-boolq" --dataset boolq-heldout --n 300 --methods $M --n-steps 20 $SOFT $SWEEP \
     --seed 0 --out "$OUT/boolq_heldout_ft" --no-progress
 
-# 6. LongRA (issue 17): every rebuilt instance; the filter (one-token words, right with and without the
-#    distractor) decides which are scored. Not run yet.
-aieg-fast evaluate --dataset longra --n 573 --methods $M --n-steps 20 --seed 0 --out "$OUT/longra" --no-progress
+# 6. LongRA (issue 17), the embedded SmolLM2-135M-Instruct: every rebuilt instance; the filter (one-token
+#    words, right with and without the distractor) decides which are scored (98 of 573). Run as written: the
+#    first call, then the same folder again with HETA added (the run computes only the missing method).
+aieg-fast evaluate --dataset longra --n 573 --methods $M,occlusion --n-steps 20 --seed 0 --out "$OUT/longra" --no-progress
+aieg-fast evaluate --dataset longra --n 573 --methods $M,occlusion,heta --n-steps 20 --seed 0 --out "$OUT/longra" --no-progress
 
 # 7. Open generation (issue 17; not run yet): attributions of generated text, per generated step, on the
 #    embedded SmolLM2-135M-Instruct. Each prompt is continued greedily for 10 tokens (ReAGent's setting),
