@@ -93,8 +93,14 @@ class Dist:
                 cls = {"ValueError": ValueError, "TypeError": TypeError}.get(e[0], RuntimeError)
                 raise cls(e[1] if cls is not RuntimeError else f"rank {rank}: {e[0]}: {e[1]}")
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
+        """Destroy the group this object made. With ``sync``, first wait for every process:
+        a process that tears gloo down while another is still inside the last collective can
+        abort ("terminate called without an active exception"). Without it (leaving on an
+        error, when the others may never come) it tears down at once."""
         if self.owns_group and torch.distributed.is_initialized():
+            if sync and self.parallel:
+                torch.distributed.barrier(group=self.group)
             torch.distributed.destroy_process_group()
         self.owns_group = False
 
@@ -102,7 +108,7 @@ class Dist:
         return self
 
     def __exit__(self, *exc) -> bool:
-        self.close()
+        self.close(sync=exc[0] is None)
         return False
 
 

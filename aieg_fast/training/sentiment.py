@@ -54,7 +54,8 @@ from ..core.inputs import fill_template
 from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
 from ..models import SST2_NAME, cache_dir, load_hf_model
 
-__all__ = ["LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "train_sentiment", "sentiment_accuracy"]
+__all__ = ["LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "accumulate_grads", "last_logits", "train_sentiment",
+           "sentiment_accuracy"]
 
 #: task → (training dataset, evaluation dataset, default output name, default n_train, default epochs);
 #: the datasets give the template and label words (:data:`aieg_fast.datasets.DATASETS`).
@@ -106,7 +107,7 @@ def _batches(seqs: List[List[int]], batch_size: int, seed: int) -> List[List[int
     return out
 
 
-def _last_logits(model, seqs: List[List[int]], pad_id: int) -> torch.Tensor:
+def last_logits(model, seqs: List[List[int]], pad_id: int) -> torch.Tensor:
     """Logits [B, V] at each sequence's last token (right padding, so earlier positions are exact).
 
     Only the last position of each row goes through the LM head (``logits_to_keep`` as a [B, 1]
@@ -120,14 +121,14 @@ def _last_logits(model, seqs: List[List[int]], pad_id: int) -> torch.Tensor:
     return model(input_ids=ids, logits_to_keep=last).logits[:, 0]
 
 
-def _accumulate_grads(model, seqs: List[List[int]], targets: torch.Tensor, idx: List[int], micro: int, pad_id: int) -> float:
+def accumulate_grads(model, seqs: List[List[int]], targets: torch.Tensor, idx: List[int], micro: int, pad_id: int) -> float:
     """Backpropagate the mean label cross-entropy of the batch ``idx`` in pieces of ``micro`` rows
     (each piece's summed loss over the batch size, so the gradients add up to the whole batch's);
     return the batch's mean loss."""
     loss = 0.0
     for k in range(0, len(idx), micro):
         part = idx[k : k + micro]
-        piece = torch.nn.functional.cross_entropy(_last_logits(model, [seqs[i] for i in part], pad_id), targets[part],
+        piece = torch.nn.functional.cross_entropy(last_logits(model, [seqs[i] for i in part], pad_id), targets[part],
                                                   reduction="sum") / len(idx)
         piece.backward()
         loss += float(piece.detach())
@@ -153,7 +154,7 @@ def sentiment_accuracy(model, tok, rows: Sequence[Tuple[object, int]], template:
     correct = 0
     for s in range(0, len(order), batch_size):
         idx = order[s : s + batch_size]
-        pred = _last_logits(model, [seqs[i] for i in idx], pad_id)[:, lab].argmax(-1)
+        pred = last_logits(model, [seqs[i] for i in idx], pad_id)[:, lab].argmax(-1)
         correct += int((pred == torch.tensor([rows[i][1] for i in idx])).sum())
     model.train(was_training)
     return correct / max(1, len(rows))
@@ -235,6 +236,17 @@ def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
             n_default if n_train is None else n_train, epochs, name)
 
 
+def _settings(spec, train_path: Path, task: str, n_train, batch_size: int, lr: float, seed: int, epochs: int, micro: int) -> dict:
+    """The settings a checkpoint must match to resume (and ``training.json`` records)."""
+    settings = {"n_train": n_train, "batch_size": batch_size, "lr": lr, "seed": seed, "lora": LORA_CONFIG,
+                "template": spec.template, "labels": list(spec.labels), "train_file": train_path.name}
+    if task != "sst2" or epochs != 1:  # only then, so SST-2 checkpoints made before tasks existed resume
+        settings.update(task=task, epochs=epochs)
+    if micro < batch_size:  # likewise
+        settings.update(micro_batch_size=micro)
+    return settings
+
+
 def train_sentiment(
     *,
     task: str = "sst2",
@@ -292,12 +304,7 @@ def train_sentiment(
 
     out = Path(out_dir) if out_dir is not None else cache_dir() / (name + "-train")
     ckpt = out / "checkpoint"
-    settings = {"n_train": n_train, "batch_size": batch_size, "lr": lr, "seed": seed, "lora": LORA_CONFIG,
-                "template": spec.template, "labels": list(spec.labels), "train_file": train_path.name}
-    if task != "sst2" or epochs != 1:  # only then, so SST-2 checkpoints made before tasks existed resume
-        settings.update(task=task, epochs=epochs)
-    if micro < batch_size:  # likewise
-        settings.update(micro_batch_size=micro)
+    settings = _settings(spec, train_path, task, n_train, batch_size, lr, seed, epochs, micro)
 
     model, tok, _ = load_hf_model(None, dtype=torch.float32)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -329,7 +336,7 @@ def train_sentiment(
     try:
         while step < stop:
             opt.zero_grad(set_to_none=True)
-            loss = _accumulate_grads(model, seqs, targets, batches[step], micro, pad_id)
+            loss = accumulate_grads(model, seqs, targets, batches[step], micro, pad_id)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             sched.step()

@@ -17,30 +17,30 @@ def _batch():
     return model, seqs, targets
 
 
-def test_last_logits_match_the_full_logits_at_each_rows_end():
+def testlast_logits_match_the_full_logits_at_each_rows_end():
     from aieg_fast.core.batch import right_pad
-    from aieg_fast.training.sentiment import _last_logits
+    from aieg_fast.training.sentiment import last_logits
 
     model, seqs, _ = _batch()
     ids, mask = right_pad(seqs, 0)
     with torch.no_grad():
         full = model(input_ids=ids, attention_mask=mask).logits
-        last = _last_logits(model, seqs, 0)
+        last = last_logits(model, seqs, 0)
     assert last.shape == (len(seqs), model.config.vocab_size)
     torch.testing.assert_close(last, full[torch.arange(len(seqs)), mask.sum(1) - 1], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("micro", [1, 2, 3])
 def test_accumulated_gradients_equal_the_whole_batch(micro):
-    from aieg_fast.training.sentiment import _accumulate_grads
+    from aieg_fast.training.sentiment import accumulate_grads
 
     model, seqs, targets = _batch()
     idx = [0, 1, 2, 3, 4]
     params = [p for p in model.parameters() if p.requires_grad]
-    whole = _accumulate_grads(model, seqs, targets, idx, len(idx), 0)
+    whole = accumulate_grads(model, seqs, targets, idx, len(idx), 0)
     g_whole = [p.grad.clone() for p in params]
     model.zero_grad(set_to_none=True)
-    pieces = _accumulate_grads(model, seqs, targets, idx, micro, 0)
+    pieces = accumulate_grads(model, seqs, targets, idx, micro, 0)
     assert pieces == pytest.approx(whole, rel=1e-5)
     for p, g in zip(params, g_whole):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
