@@ -65,8 +65,9 @@ TRAIN_TASKS = {
 }
 
 #: task → default rows per forward/backward inside an optimizer step (gradient accumulation): BoolQ's
-#: passages run to hundreds of tokens, and a whole batch of 16 through eager attention does not fit in
-#: 24 GB; SST-2 runs its batch in one piece (as the shipped adapter was made).
+#: passages run to hundreds of tokens (1,304 at most); a whole batch of 16 was killed at 23.4 GB on a
+#: 24 GB machine, pieces of 4 peaked at 19.2 GB (benchmarks/RESULTS.md). SST-2 runs its batch in one
+#: piece (as the shipped adapter was made).
 MICRO_BATCH = {"boolq": 4}
 
 #: the LoRA settings of the shipped adapter.
@@ -108,23 +109,45 @@ def _batches(seqs: List[List[int]], batch_size: int, seed: int) -> List[List[int
 
 
 def last_logits(model, seqs: List[List[int]], pad_id: int) -> torch.Tensor:
-    """Logits [B, V] at each sequence's last token (right padding, so earlier positions are exact).
+    """The next-token logits at the last token of each sequence, as the LoRA recipe's loss and
+    :func:`sentiment_accuracy` read them.
+
+    Args:
+        model: a Hugging Face causal LM whose forward takes ``logits_to_keep`` (transformers ≥ 4.50).
+        seqs: B token-id lists, each non-empty.
+        pad_id: the id the batch is right-padded with.
+
+    Returns:
+        Tensor[B, V] logits (the model's dtype; V the vocabulary size).
 
     Only the last position of each row goes through the LM head (``logits_to_keep`` as a [B, 1]
-    index tensor): the full-vocabulary logits of every position (B × L × 49,152 floats) are never
-    made. No attention mask is passed: with right padding and causal attention no real token sees a
-    pad (the pads come after it), so the logits read are exact, and the attention runs as a causal
-    kernel that keeps no L × L matrix (with a padding mask it falls back to one: 20 GB at 4 rows of
-    BoolQ's long passages)."""
+    index tensor), so the full-vocabulary logits of every position (B × L × V floats) are never
+    made. No attention mask is passed: with right padding and causal attention no real token
+    attends to a pad (the pads come after it), so the logits read are those of each sequence
+    alone (tests/training/test_training_accumulate.py compares them with the masked forward).
+    Errors are the model's own (e.g. an id outside the vocabulary)."""
     ids, mask = right_pad(seqs, pad_id)
     last = (mask.sum(1) - 1).unsqueeze(1)
     return model(input_ids=ids, logits_to_keep=last).logits[:, 0]
 
 
 def accumulate_grads(model, seqs: List[List[int]], targets: torch.Tensor, idx: List[int], micro: int, pad_id: int) -> float:
-    """Backpropagate the mean label cross-entropy of the batch ``idx`` in pieces of ``micro`` rows
-    (each piece's summed loss over the batch size, so the gradients add up to the whole batch's);
-    return the batch's mean loss."""
+    """Backpropagate the batch's mean label cross-entropy in pieces (gradient accumulation).
+
+    Args:
+        model: as :func:`last_logits`, with gradients enabled on what is trained.
+        seqs: all token-id lists of the training set; ``idx`` picks the batch.
+        targets: Tensor[N] long, the label word's token id of every row of ``seqs``.
+        idx: the batch's row indices. micro: rows per forward/backward (≥ 1). pad_id: as
+            :func:`last_logits`.
+
+    Returns:
+        the batch's mean cross-entropy over the whole vocabulary at the last position (nats).
+
+    Each piece's loss is its summed cross-entropy divided by the batch size, so the gradients
+    the pieces leave in ``.grad`` (added to what is there) equal those of the whole batch's mean
+    at once (up to float rounding; dropout draws differ).
+    """
     loss = 0.0
     for k in range(0, len(idx), micro):
         part = idx[k : k + micro]
