@@ -55,11 +55,23 @@ done
 # 5. BoolQ (issue 17): the zero-shot SmolLM2 on the first 300 dev questions (passage and question
 #    attributed, the contrast target by default), then the same recipe as run 1 on BoolQ: LoRA on the
 #    even-idx half of the dev set, evaluated on the odd-idx half (boolq-heldout, disjoint). The training
-#    runs its batches of 16 in pieces of 4 rows (--micro-batch-size, gradients accumulated; 9.5 GB peak).
+#    runs its batches of 16 in pieces of 4 rows (--micro-batch-size, gradients accumulated; 19.2 GB peak).
+#    The held-out evaluation runs in bfloat16 (a deviation from float32, 3.3x faster on this AMX CPU; checked
+#    against float32 on its first 17 questions: benchmarks/faithfulness/boolq_bf16_check/, RESULTS.md
+#    "bfloat16 for a whole evaluation run"), as two --start shards, one per core; the second folder's
+#    records are then appended to the first and the first command rerun to rebuild the summary.
 aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEEP --seed 0 --out "$OUT/boolq" --no-progress
 aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
-aieg-fast evaluate --model "$OUT/smollm2-boolq" --dataset boolq-heldout --n 300 --methods $M --n-steps 20 $SOFT $SWEEP \
-    --seed 0 --out "$OUT/boolq_heldout_ft" --no-progress
+BQ="--model $OUT/smollm2-boolq --dataset boolq-heldout --methods $M --n-steps 20 $SOFT $SWEEP --seed 0 --dtype bfloat16"
+OMP_NUM_THREADS=1 aieg-fast evaluate $BQ --n 160 --out "$OUT/boolq_heldout_ft_bf16" --no-progress &
+OMP_NUM_THREADS=1 aieg-fast evaluate $BQ --n 300 --start 160 --out "$OUT/boolq_heldout_ft_bf16_b" --no-progress &
+wait
+cat "$OUT/boolq_heldout_ft_bf16_b/records.jsonl" >> "$OUT/boolq_heldout_ft_bf16/records.jsonl"
+aieg-fast evaluate $BQ --n 300 --out "$OUT/boolq_heldout_ft_bf16" --no-progress
+#    The float32 run it was checked against (the first 17 questions of this command):
+#    aieg-fast evaluate --model "$OUT/smollm2-boolq" --dataset boolq-heldout --n 17 --methods $M --n-steps 20 $SOFT $SWEEP \
+#        --seed 0 --out "$OUT/boolq_heldout_ft" --no-progress
+#    python benchmarks/bench_eval_precision.py "$OUT/boolq_heldout_ft" "$OUT/boolq_heldout_ft_bf16"
 
 # 6. LongRA (issue 17), the embedded SmolLM2-135M-Instruct: every rebuilt instance; the filter (one-token
 #    words, right with and without the distractor) decides which are scored (98 of 573). Run as written: the
