@@ -55,7 +55,8 @@ def top_overlap(a: np.ndarray, b: np.ndarray, frac: float) -> float:
 def compare(a_dir: Path, b_dir: Path) -> str:
     ca, da, ra = read(a_dir)
     cb, db, rb = read(b_dir)
-    ca.pop("model", None), cb.pop("model", None)
+    ca.pop("model", None)  # the model path may differ; everything else must not
+    cb.pop("model", None)
     if ca != cb:
         diff = {k: (ca.get(k), cb.get(k)) for k in set(ca) | set(cb) if ca.get(k) != cb.get(k)}
         raise SystemExit(f"the folders differ in more than the dtype: {diff}")

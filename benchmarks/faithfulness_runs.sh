@@ -56,7 +56,7 @@ done
 #    attributed, the contrast target by default), then the same recipe as run 1 on BoolQ: LoRA on the
 #    even-idx half of the dev set, evaluated on the odd-idx half (boolq-heldout, disjoint). The training
 #    runs its batches of 16 in pieces of 4 rows (--micro-batch-size, gradients accumulated; 19.2 GB peak).
-#    The held-out evaluation runs in bfloat16 (a deviation from float32, 3.3x faster on this AMX CPU; checked
+#    The held-out evaluation runs in bfloat16 (a deviation from float32, 3.2x faster side by side on this AMX CPU; checked
 #    against float32 on its first 17 questions: benchmarks/faithfulness/boolq_bf16_check/, RESULTS.md
 #    "bfloat16 for a whole evaluation run"), as two --start shards, one per core; the second folder's
 #    records are then appended to the first and the first command rerun to rebuild the summary.

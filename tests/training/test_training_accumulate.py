@@ -17,7 +17,7 @@ def _batch():
     return model, seqs, targets
 
 
-def testlast_logits_match_the_full_logits_at_each_rows_end():
+def test_last_logits_match_the_full_logits_at_each_rows_end():
     from aieg_fast.core.batch import right_pad
     from aieg_fast.training.sentiment import last_logits
 
