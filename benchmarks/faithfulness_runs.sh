@@ -58,16 +58,17 @@ done
 #    runs its batches of 16 in pieces of 4 rows (--micro-batch-size, gradients accumulated; 19.2 GB peak).
 #    The held-out evaluation runs in bfloat16 (a deviation from float32, 3.2x faster side by side on this AMX CPU; checked
 #    against float32 on its first 17 questions: benchmarks/faithfulness/boolq_bf16_check/, RESULTS.md
-#    "bfloat16 for a whole evaluation run"), as two --start shards, one per core; the second folder's
-#    records are then appended to the first and the first command rerun to rebuild the summary.
+#    "bfloat16 for a whole evaluation run"), two processes under torchrun. It takes several sessions, so its
+#    records travel in the repository: restored into the run folder first, archived again when the run
+#    stops (also while it runs: the same `save` line; commit the archive).
 aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEEP --seed 0 --out "$OUT/boolq" --no-progress
 aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
 BQ="--model $OUT/smollm2-boolq --dataset boolq-heldout --methods $M --n-steps 20 $SOFT $SWEEP --seed 0 --dtype bfloat16"
-OMP_NUM_THREADS=1 aieg-fast evaluate $BQ --n 160 --out "$OUT/boolq_heldout_ft_bf16" --no-progress &
-OMP_NUM_THREADS=1 aieg-fast evaluate $BQ --n 300 --start 160 --out "$OUT/boolq_heldout_ft_bf16_b" --no-progress &
-wait
-cat "$OUT/boolq_heldout_ft_bf16_b/records.jsonl" >> "$OUT/boolq_heldout_ft_bf16/records.jsonl"
-aieg-fast evaluate $BQ --n 300 --out "$OUT/boolq_heldout_ft_bf16" --no-progress
+BQ_ARCHIVE=benchmarks/faithfulness/boolq_heldout_ft/records.jsonl.gz
+python benchmarks/archive_records.py restore "$BQ_ARCHIVE" "$OUT/boolq_heldout_ft_bf16"
+OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 \
+    -m aieg_fast.cli evaluate $BQ --n 300 --out "$OUT/boolq_heldout_ft_bf16" --no-progress
+python benchmarks/archive_records.py save "$OUT/boolq_heldout_ft_bf16" "$BQ_ARCHIVE"
 #    The float32 run it was checked against (the first 17 questions of this command):
 #    aieg-fast evaluate --model "$OUT/smollm2-boolq" --dataset boolq-heldout --n 17 --methods $M --n-steps 20 $SOFT $SWEEP \
 #        --seed 0 --out "$OUT/boolq_heldout_ft" --no-progress

@@ -7,10 +7,13 @@
 # Steps (each under its own timeout, about 8 minutes in all):
 #   1. environment      nvidia-smi, torch / CUDA versions
 #   2. build            AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 python3 setup.py build_ext --inplace
-#   3. tests            pytest tests/test_ops.py (CPU and CUDA parametrisations; CUDA ones are marked `cuda`)
+#   3. tests            pytest tests/ops/ (CPU and CUDA parametrisations; CUDA ones are marked `cuda`)
 #   4. bench            benchmarks/bench_ops.py --device cuda (ext vs reference per op)
 #   5. d2d copy         device-to-device copy bandwidth of the card, for comparison with the bench GB/s
 #   6. dataset          aieg-fast attribute-dataset --device cuda on a tiny saved model (needs transformers)
+#   7. product          benchmarks/gpu_product_check.py --device cuda: every method on a tiny model of
+#                       every family, CUDA against CPU (targets, padded batch, generated text,
+#                       classification head), bfloat16 and torch.compile on CUDA, an evaluation run
 # A failed step does not stop the later ones that can still run; the exit status is non-zero if
 # any step failed. A short summary table is printed last.
 set -euo pipefail
@@ -78,8 +81,8 @@ fi
 
 # 3. tests (CPU and CUDA parametrisations of the op tests; -rs lists the skip reasons)
 if [ "$BUILD_OK" -eq 1 ]; then
-  run_step tests 150 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_ops.py
-  run_step tests_cuda 90 "$PY" -m pytest -q -rs -p no:cacheprovider -m cuda tests/test_ops.py
+  run_step tests 150 "$PY" -m pytest -q -rs -p no:cacheprovider tests/ops
+  run_step tests_cuda 90 "$PY" -m pytest -q -rs -p no:cacheprovider -m cuda tests/ops
 else
   echo "!! skipping tests and bench: the extension did not build/load (see $LOG/build.log)"
 fi
@@ -121,6 +124,11 @@ EOF
     '$LOG/data.jsonl' --model '$LOG/tiny' --device ${DATASET_DEVICE:-cuda} --batch-size 8 --out '$LOG/dataset_out' --no-progress"
 fi
 
+# 7. the whole product on CUDA against the CPU (tiny models of every family; table in product_check.csv)
+if [ "$BUILD_OK" -eq 1 ]; then
+  run_step product 240 "$PY" benchmarks/gpu_product_check.py --device cuda --out "$LOG/product"
+fi
+
 # Summary
 {
   echo
@@ -129,6 +137,8 @@ fi
   [ -f "$LOG/tests.log" ] && echo "tests:      $(grep -E '(passed|failed|error)' "$LOG/tests.log" | tail -n 1)"
   [ -f "$LOG/tests_cuda.log" ] && echo "tests_cuda: $(grep -E '(passed|failed|error|deselected)' "$LOG/tests_cuda.log" | tail -n 1)"
   grep -h 'd2d copy' "$LOG/d2d_copy.log" 2>/dev/null || true
+  grep -h '^product check' "$LOG/product.log" 2>/dev/null || true
+  grep -h '| NO |' "$LOG/product.log" 2>/dev/null || true
   if [ -f "$LOG/bench.log" ]; then
     grep -h '^# cuda' "$LOG/bench.log" || true
     echo "| op | device | dtype | shape | ext ms | ref ms | ext GB/s | ref GB/s | ref/ext |"

@@ -9,6 +9,13 @@ piece resumes from its records (rerun the same command after an interruption).
     python benchmarks/study19/run.py dev    --model gpt-nano-s1 --models-dir MODELS --out runs/study19
     python benchmarks/study19/run.py test   --model smollm2-sst2 --out runs/study19
     python benchmarks/study19/run.py imdb   --bucket 50 --methods IG,V1,V2 --out runs/study19
+    python benchmarks/study19/run.py archive --out runs/study19
+
+The records travel in the repository (``records/<phase>/<run>.jsonl.gz`` beside this file,
+written by ``benchmarks/archive_records.py``): a piece restores them into its run folder before
+it starts and archives them when it ends, and ``archive`` copies every run folder's records
+while pieces are still running (commit them), so a run that takes several sessions resumes on
+a fresh machine.
 
 ``--n`` stops earlier than the protocol's size (a resumable piece; the summary says how many
 are done); it never goes beyond it. Under ``torchrun`` the examples are shared between processes.
@@ -25,6 +32,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import archive_records  # noqa: E402  (benchmarks/archive_records.py)
+
 PROTOCOL = json.loads((HERE / "protocol.json").read_text(encoding="utf-8"))
 
 
@@ -50,7 +60,7 @@ def _methods(ids: str):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("phase", choices=["train", "dev", "test", "imdb"])
+    p.add_argument("phase", choices=["train", "dev", "test", "imdb", "archive"])
     p.add_argument("--model", default="smollm2-sst2", help=f"one of {list(PROTOCOL['models'])}")
     p.add_argument("--models-dir", default="runs/study19/models", help="folder of the trained nano models")
     p.add_argument("--out", default="runs/study19", help="root of the run folders (<out>/<phase>/<model>)")
@@ -58,8 +68,16 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=None, help="stop after this many examples (at most the protocol's size)")
     p.add_argument("--bucket", type=int, default=None, help="imdb: the token bucket (50, 200 or 400)")
     p.add_argument("--data-dir", default=None, help="evaluation data folder (IMDb beyond the shipped 200 reviews)")
+    p.add_argument("--archive", default=str(HERE / "records"), help="folder of the committed records (gzip)")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
+
+    if a.phase == "archive":
+        for rec in sorted(Path(a.out).glob(f"*/*/{archive_records.RECORDS}")):
+            run = rec.parent
+            n = archive_records.save(run, Path(a.archive) / run.parent.name / f"{run.name}.jsonl.gz")
+            print(f"{run}: {n} record lines archived")
+        return 0
 
     if a.phase == "train":
         if "nano" not in a.model:
@@ -92,6 +110,10 @@ def main(argv=None) -> int:
                 raise SystemExit(f"--n {a.n} is beyond the protocol's {n_max} for {a.model} on {a.phase}")
             n_max = a.n
         out = Path(a.out) / a.phase / a.model
+    archived = Path(a.archive) / out.parent.name / f"{out.name}.jsonl.gz"
+    restored = archive_records.restore(archived, out)
+    if restored:
+        print(f"{restored} record lines restored from {archived}", flush=True)
     res = evaluate(
         _model_source(a.model, a.models_dir), dataset=dataset, methods=_methods(a.methods), n=n_max, max_tokens=max_tokens,
         out_dir=out, seed=s["seed"], topk=s["topk"], metrics=metrics, n_steps=s["n_steps"], n_samples=s["n_samples"],
@@ -99,6 +121,7 @@ def main(argv=None) -> int:
         progress=not a.no_progress,
     )
     (out / "protocol.json").write_text(json.dumps(PROTOCOL, indent=1), encoding="utf-8")
+    archive_records.save(out, archived)
     if res.get("summary_md"):
         print(res["summary_md"])
     return 0

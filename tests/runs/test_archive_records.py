@@ -1,0 +1,73 @@
+"""benchmarks/archive_records.py: the committed copy of a long run's records must round-trip,
+never drop or duplicate a record, and leave a line still being written out."""
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location(
+    "archive_records", Path(__file__).resolve().parents[2] / "benchmarks" / "archive_records.py")
+archive_records = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(archive_records)
+
+
+def _line(i, methods=("ig",)):
+    return json.dumps({"id": f"ex:{i}", "methods": {m: {"log_odds": -float(i)} for m in methods}}) + "\n"
+
+
+def _ids(path):
+    return [json.loads(x)["id"] for x in path.read_text().splitlines()]
+
+
+def test_save_keeps_complete_lines_only_and_is_byte_stable(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "records.jsonl").write_text(_line(0) + _line(1) + '{"id": "ex:2", "meth')  # line 2 being written
+    gz = tmp_path / "a" / "run.jsonl.gz"
+    assert archive_records.save(run, gz) == 2
+    first = gz.read_bytes()
+    assert gzip.decompress(first).decode() == _line(0) + _line(1)
+    archive_records.save(run, gz)
+    assert gz.read_bytes() == first  # no time stamp: an unchanged run is an unchanged file
+    (run / "parts").mkdir()  # a torchrun run writes its records into parts until it ends
+    (run / "parts" / "records.rank1.jsonl").write_text(_line(7) + '{"id"')
+    assert archive_records.save(run, gz) == 3
+    assert gzip.decompress(gz.read_bytes()).decode() == _line(0) + _line(1) + _line(7)
+
+
+def test_restore_fills_a_fresh_folder_then_only_adds_what_is_missing(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "records.jsonl").write_text(_line(0) + _line(1) + _line(1, ("aieg",)))
+    gz = tmp_path / "run.jsonl.gz"
+    archive_records.save(src, gz)
+
+    fresh = tmp_path / "fresh"
+    assert archive_records.restore(gz, fresh) == 3
+    assert _ids(fresh / "records.jsonl") == ["ex:0", "ex:1", "ex:1"]
+    assert archive_records.restore(gz, fresh) == 0  # idempotent
+
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (partial / "records.jsonl").write_text(_line(1) + _line(5))
+    assert archive_records.restore(gz, partial) == 2  # ex:0 and the aieg line of ex:1
+    assert sorted(_ids(partial / "records.jsonl")) == ["ex:0", "ex:1", "ex:1", "ex:5"]
+
+
+def test_restore_refuses_a_cut_line_and_save_names_a_missing_folder(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "records.jsonl").write_text(_line(0))
+    gz = tmp_path / "run.jsonl.gz"
+    archive_records.save(src, gz)
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "records.jsonl").write_text(_line(3) + '{"id": "ex:4"')
+    with pytest.raises(ValueError, match="run_dir.*cut line"):
+        archive_records.restore(gz, torn)
+    assert (torn / "records.jsonl").read_text() == _line(3) + '{"id": "ex:4"'  # untouched
+    with pytest.raises(FileNotFoundError, match="run_dir"):
+        archive_records.save(tmp_path / "nope", gz)
+    assert archive_records.restore(tmp_path / "missing.gz", torn) == 0
