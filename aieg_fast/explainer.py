@@ -14,7 +14,7 @@ from .core.diagnostics import warn
 from .core.adaptive_quadrature import AUTO_MAX_STEPS
 from .core.call import apply_baseline, check_targets_against, flag_rows, multi_token_inputs, resolve_call, run_samples, target_prob
 from .core.compiled import CompiledStack, check_compile, compile_report, compiled_stack
-from .core.context import Context, progress_bar, run_method
+from .core.context import Context, progress_bar, run_method, shared_paths
 from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock, model_prepared
@@ -77,6 +77,13 @@ class Explainer:
         self.pad_id = self.ref_token_id
         #: id → decoded text of that token alone, filled as tokens are seen (:meth:`token_texts`)
         self.token_text_cache: Dict[int, str] = {}
+        self._path_memo: Optional[Dict[tuple, Any]] = None
+
+    def shared_paths(self):
+        """Context manager: calls inside share path passes where a method allows it (AIEG
+        variants differing only after the path); same scores as separate calls. The model must
+        not change inside the block (:func:`aieg_fast.core.context.shared_paths`)."""
+        return shared_paths(self)
 
     @property
     def vocab_size(self) -> int:
@@ -294,7 +301,7 @@ class Explainer:
         """
         targets = [None] * batch.B if targets is None else list(targets)
         tg = torch.tensor([-1 if t is None else int(t) for t in targets], dtype=torch.long, device=self.device)
-        return Context(self.adapter, batch, tg, ref_token_id=self.ref_token_id, **settings)
+        return Context(self.adapter, batch, tg, ref_token_id=self.ref_token_id, path_memo=self._path_memo, **settings)
 
     def bytes_per_path_point(self, L: int) -> int:
         """Estimated autograd memory of one interpolation point of length L (bytes); see

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence
@@ -18,7 +19,30 @@ from .objective import predicted, target_scores
 from .path import chunk_size
 from .vjp import sequence_scores
 
-__all__ = ["Context", "SequenceContext", "progress_bar", "run_method"]
+__all__ = ["Context", "SequenceContext", "progress_bar", "run_method", "shared_paths"]
+
+@contextlib.contextmanager
+def shared_paths(owner):
+    """Within the block, calls of ``owner`` (an :class:`~aieg_fast.Explainer`) on the same input
+    share their path computations where a method allows it: AIEG variants that differ only after
+    the path (``posnorm``, ``posnorm_stage``, ``final_norm``, the ``attn_*`` options) run the
+    pilot and the gradient pass once and reuse them; the scores are the same tensors as separate
+    calls give. Used by :func:`aieg_fast.eval.evaluate` for the methods of one example.
+
+    The memo is ``owner._path_memo`` (passed to each :class:`Context` as ``path_memo``); a
+    result is keyed by the model object and the call's inputs (:meth:`Context.memo_key`), not by
+    the weights, so the model must not change inside the block. Nested blocks share the outer
+    memo; it is dropped when the outermost block ends.
+    """
+    if owner._path_memo is not None:
+        yield
+        return
+    owner._path_memo = {}
+    try:
+        yield
+    finally:
+        owner._path_memo = None
+
 
 @dataclass
 class Context:
@@ -38,6 +62,9 @@ class Context:
         Tensor[N] pilot logits already computed by the caller (generation shares one pilot pass).
         compiled: a :class:`~aieg_fast.core.compiled.CompiledStack` that runs the path chunks
         (``compile=True``), or None (eager); compile_report: what it did in this call.
+        path_memo: a dict shared by the calls of one :meth:`Explainer.shared_paths` block, where
+        a method keeps path results that other calls on the same input may reuse
+        (:meth:`memo_key`); None outside such a block.
     """
 
     adapter: Any
@@ -71,6 +98,7 @@ class Context:
     #: the compiled graphs this call ran (keys of ``CompiledStack.first_runs``) and the seconds
     #: of the first runs among them (compilation included)
     compile_report: Dict[str, Any] = field(default_factory=lambda: {"compile_seconds": 0.0, "graphs": []})
+    path_memo: Optional[Dict[tuple, Any]] = None
     _chunk: Optional[int] = field(default=None, repr=False)
 
     @property
@@ -90,6 +118,25 @@ class Context:
             L = L if self.compiled is None else self.compiled.bucket(L)
             self._chunk = chunk_size(self.adapter, L, self.internal_batch_size, self.max_memory)
         return self._chunk
+
+    def memo_key(self, *parts) -> tuple:
+        """Key of a path result in :attr:`path_memo`: ``parts`` (the method's options that shape
+        the path) and a fingerprint of everything in this call that does: the model object, the
+        batch's ids, mask, fixed positions, embeddings and baseline (bytes), the targets, contrast
+        and multi-token ids, F, the steps, the chunk size, the backend and whether compiled. A
+        callable or label-set F keys by identity (shared only within one call's objects)."""
+        h = hashlib.sha1()
+        b = self.batch
+        for t in (b.ids, b.attention_mask, b.fixed, b.embeds, b.baseline, self.targets, self.contrast, self.step_ids):
+            if t is None:
+                h.update(b"none")
+                continue
+            t = t.detach().contiguous().cpu()
+            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        fn = self.target_fn if isinstance(self.target_fn, str) else ("object", id(self.target_fn))
+        return (id(self.adapter.model), h.hexdigest(), fn, self.n_steps, self.chunk, self.backend,
+                self.compiled is not None, parts)
 
     @contextlib.contextmanager
     def timed(self, phase: str):

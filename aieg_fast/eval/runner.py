@@ -272,20 +272,24 @@ def _example_loop(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, d
 
 
 def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, target, methods: Sequence[str], contrast=None):
-    """Attributions of the non-control methods: ({spec: (Attribution, seconds)}, the first one)."""
+    """Attributions of the non-control methods: ({spec: (Attribution, seconds)}, the first one).
+    The calls share their path computations (:meth:`Explainer.shared_paths`: AIEG variants that
+    differ only after the path run it once); a variant that reuses a path records only its own
+    seconds."""
     base = None
     attrs = {}
-    for m in [m for m in methods if m not in CONTROLS]:
-        name, opts = s.specs.get(m) or parse_method_spec(m)
-        t0 = time.perf_counter()
-        try:
-            a = ex.attribute(text, method=name, target=target, template=s.template, n_steps=s.n_steps,
-                             internal_batch_size=s.internal_batch_size, **s.attribute_kwargs(contrast),
-                             **{**s.method_options.get(name, {}), **opts})
-        except (ValueError, TypeError) as err:
-            raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
-        attrs[m] = (a, time.perf_counter() - t0)
-        base = base or a
+    with ex.shared_paths():
+        for m in [m for m in methods if m not in CONTROLS]:
+            name, opts = s.specs.get(m) or parse_method_spec(m)
+            t0 = time.perf_counter()
+            try:
+                a = ex.attribute(text, method=name, target=target, template=s.template, n_steps=s.n_steps,
+                                 internal_batch_size=s.internal_batch_size, **s.attribute_kwargs(contrast),
+                                 **{**s.method_options.get(name, {}), **opts})
+            except (ValueError, TypeError) as err:
+                raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
+            attrs[m] = (a, time.perf_counter() - t0)
+            base = base or a
     return attrs, base
 
 

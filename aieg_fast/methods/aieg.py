@@ -180,15 +180,7 @@ class AIEG(Method):
                 ref = ctx.reference_forward(layers, full=o.attn_layers == "rollout", baseline=False)
         else:
             ctx.ensure_targets()
-        alphas, widths, pilot = adaptive_grid(ctx, n_pilot, o.adaptive, o.alloc, o.idg_compat_quirk)
-        with ctx.timed("path"):
-            if o.ef_mode == "autograd":
-                ieg, efs, path = _autograd_ef(ctx, alphas, widths, o.ef_sign, o.ef_norm)
-            elif o.ef_sign == "minmax" or not o.stream_ef:
-                efs, path = emphasis(ctx, alphas, widths, o.ef_mode, o.ef_sign, o.ef_norm)
-                ieg = integrate(ctx, alphas, efs, o.token_reduction)
-            else:
-                ieg, efs, path = integrate_emphasized(ctx, alphas, widths, o.ef_mode, o.ef_sign, o.ef_norm, o.token_reduction)
+        alphas, pilot, ieg, efs, path = _path(ctx, o, n_pilot)
         a = _attention(ctx, o, layers, ref, alphas, efs)
         ieg_t = torch.stack(ieg)
         valid = ~ctx.batch.fixed
@@ -221,6 +213,31 @@ class AIEG(Method):
         opts = dict(o.as_dict(), n_pilot=n_pilot, internal_batch_size=ctx.chunk, ref_token_id=ctx.ref_token_id)
         del opts["stream_ef"]  # an engineering switch with the same result, not a setting of the scores
         return MethodOutput(list(scores), opts, info)
+
+
+def _path(ctx, o, n_pilot):
+    """(alphas, pilot logits, ieg, efs, path logits): the grid and the emphasised path integral.
+    Inside :meth:`Explainer.shared_paths` a variant with the same grid and EF options on the same
+    input reuses them (the options after the path do not enter the key); the reused tensors
+    are only read."""
+    key = ctx.memo_key("aieg", n_pilot, o.adaptive, o.alloc, o.idg_compat_quirk, o.ef_mode, o.ef_sign, o.ef_norm,
+                       o.token_reduction, o.stream_ef) if ctx.path_memo is not None else None
+    if key is not None and key in ctx.path_memo:
+        ctx.timing["pilot"] = ctx.timing["path"] = 0.0
+        return ctx.path_memo[key]
+    alphas, widths, pilot = adaptive_grid(ctx, n_pilot, o.adaptive, o.alloc, o.idg_compat_quirk)
+    with ctx.timed("path"):
+        if o.ef_mode == "autograd":
+            ieg, efs, path = _autograd_ef(ctx, alphas, widths, o.ef_sign, o.ef_norm)
+        elif o.ef_sign == "minmax" or not o.stream_ef:
+            efs, path = emphasis(ctx, alphas, widths, o.ef_mode, o.ef_sign, o.ef_norm)
+            ieg = integrate(ctx, alphas, efs, o.token_reduction)
+        else:
+            ieg, efs, path = integrate_emphasized(ctx, alphas, widths, o.ef_mode, o.ef_sign, o.ef_norm, o.token_reduction)
+    out = (alphas, pilot, ieg, efs, path)
+    if key is not None:
+        ctx.path_memo[key] = out
+    return out
 
 
 def _attention(ctx, o, layers, ref, alphas, efs):
