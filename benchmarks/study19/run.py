@@ -25,6 +25,7 @@ protocol's ``train-nano`` command).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shlex
 import subprocess
@@ -36,6 +37,8 @@ sys.path.insert(0, str(HERE.parent))
 import archive_records  # noqa: E402  (benchmarks/archive_records.py)
 
 PROTOCOL = json.loads((HERE / "protocol.json").read_text(encoding="utf-8"))
+#: sha256 of the nano models the archived records were computed with
+MODELS = HERE / "models.json"
 
 
 def _model_source(model: str, models_dir: str) -> str:
@@ -46,6 +49,13 @@ def _model_source(model: str, models_dir: str) -> str:
     path = Path(models_dir) / model
     if not (path / "config.json").is_file():
         raise SystemExit(f"{path} holds no trained model; run: python {sys.argv[0]} train --model {model} --models-dir {models_dir}")
+    known = json.loads(MODELS.read_text(encoding="utf-8"))["models"].get(model) if MODELS.is_file() else None
+    if known is not None:
+        got = hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
+        if got != known["sha256"]:
+            raise SystemExit(f"--models-dir: {path} holds other weights (sha256 {got[:12]}...) than the study's records were "
+                             f"computed with ({known['sha256'][:12]}..., {MODELS.name}); training on another CPU gives other "
+                             "weights, so its records cannot be added to the archived ones")
     return str(path)
 
 
