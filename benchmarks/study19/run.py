@@ -54,7 +54,7 @@ def _model_source(model: str, models_dir: str) -> str:
         got = hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
         if got != known["sha256"]:
             raise SystemExit(f"--models-dir: {path} holds other weights (sha256 {got[:12]}...) than the study's records were "
-                             f"computed with ({known['sha256'][:12]}..., {MODELS.name}); training on another CPU gives other "
+                             f"computed with ({known['sha256'][:12]}..., {MODELS.name}); training on another machine need not give the same "
                              "weights, so its records cannot be added to the archived ones")
     return str(path)
 
