@@ -36,6 +36,7 @@ __all__ = [
     "BACKENDS",
     "resolve_backend",
     "recording",
+    "record_used",
     "unavailable_reason",
     "interpolate_path",
     "adaptive_alphas",
@@ -124,6 +125,13 @@ def recording() -> Iterator[Dict[str, str]]:
         yield rec
     finally:
         _RECORDERS.reset(token)
+
+
+def record_used(used: Dict[str, str]) -> None:
+    """Report ``{op: backend}`` to the active :func:`recording` blocks as if those ops had run:
+    for a result reused from an earlier call (``Explainer.shared_paths``), whose ops ran then."""
+    for rec in _RECORDERS.get():
+        rec.update(used)
 
 
 def _dispatch(backend: str, *tensors: Optional[Tensor], op: str) -> str:

@@ -8,12 +8,16 @@ run resumes from there (``evaluate`` skips every example whose record exists).
     python benchmarks/archive_records.py save    RUN_DIR ARCHIVE.jsonl.gz
     python benchmarks/archive_records.py restore ARCHIVE.jsonl.gz RUN_DIR
 
-``save`` copies the complete lines of ``RUN_DIR/records.jsonl`` and of the parts a torchrun run
-is writing (``RUN_DIR/parts/records.rank<N>.jsonl``); a line being written is left for the next
-save; the gzip header carries no time stamp, so an
-unchanged run gives a byte-identical archive (no change for git). ``restore`` appends to
-``RUN_DIR/records.jsonl`` every archived line the folder does not have yet (same example id
-and the same methods), so it never drops a record and can be run any number of times.
+``save`` adds to the archive the complete lines of ``RUN_DIR/records.jsonl`` and of the parts a
+torchrun run is writing (``RUN_DIR/parts/records.rank<N>.jsonl``) that it does not hold yet
+(same example id and the same methods); a line being written is left for the next save, and an
+archived line is never dropped, so saving a fresh or emptier folder loses nothing. The gzip
+header carries no time stamp, so an unchanged archive stays byte-identical (no change for
+git). The run's ``config.json`` is kept beside it (``<ARCHIVE>.config.json``). ``restore``
+cuts a line a hard kill left half-written (kept in ``records.jsonl.torn``), puts the archived
+config in a folder that has none (so the evaluation refuses other settings), and appends every
+archived line the folder lacks; it can be run any number of times. Under torchrun, save and
+restore on one process only (rank 0).
 """
 from __future__ import annotations
 
@@ -21,8 +25,12 @@ import argparse
 import gzip
 import io
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
+
+from aieg_fast.runs.records import repair_jsonl
 
 RECORDS = "records.jsonl"
 
@@ -46,45 +54,64 @@ def _key(rec: dict):
     return rec["id"], tuple(sorted(rec.get("methods", {}))), tuple(sorted(rec.get("controls", {})))
 
 
+def _archived(archive: Path):
+    """(line, record) pairs of ``archive`` ([] when it does not exist)."""
+    if not archive.is_file():
+        return []
+    return _complete_lines(gzip.decompress(archive.read_bytes()).decode("utf-8"))
+
+
+def _config(archive: Path) -> Path:
+    return archive.with_name(archive.name + ".config.json")
+
+
 def save(run_dir: Path, archive: Path) -> int:
-    """Write the complete record lines of ``run_dir`` (``records.jsonl``, then the torchrun
-    parts) to ``archive`` (gzip, no time stamp); returns the number of lines. Raises
-    FileNotFoundError when the folder has no records."""
-    run_dir = Path(run_dir)
+    """Add the complete record lines of ``run_dir`` (``records.jsonl``, then the torchrun
+    parts) that ``archive`` lacks to it (gzip, no time stamp), and copy ``config.json``
+    beside it; returns the number of lines in the archive. Raises FileNotFoundError when the
+    folder has no records."""
+    run_dir, archive = Path(run_dir), Path(archive)
     sources = [run_dir / RECORDS] if (run_dir / RECORDS).is_file() else []
     sources += sorted((run_dir / "parts").glob("records.rank*.jsonl"))
     if not sources:
         raise FileNotFoundError(f"run_dir: {run_dir} holds no {RECORDS} (nor torchrun parts)")
-    lines = [line for src in sources for line, _ in _complete_lines(src.read_text(encoding="utf-8"))]
-    archive = Path(archive)
+    old = _archived(archive)
+    have = {_key(rec) for _, rec in old}
+    lines = [line for line, _ in old]
+    for src in sources:
+        for line, rec in _complete_lines(src.read_text(encoding="utf-8")):
+            if _key(rec) not in have:
+                have.add(_key(rec))
+                lines.append(line)
     archive.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9) as gz:
         gz.write("".join(lines).encode("utf-8"))
-    tmp = archive.with_name(archive.name + ".tmp")
+    tmp = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
     tmp.write_bytes(buf.getvalue())
     tmp.replace(archive)
+    if (run_dir / "config.json").is_file():
+        shutil.copyfile(run_dir / "config.json", _config(archive))
     return len(lines)
 
 
 def restore(archive: Path, run_dir: Path) -> int:
-    """Append to ``run_dir/records.jsonl`` the archived lines it lacks; returns how many.
+    """Append to ``run_dir/records.jsonl`` the archived lines it lacks (a half-written last line
+    cut first; the archived ``config.json`` copied when the folder has none); returns how many.
     A missing archive restores nothing (0)."""
-    archive = Path(archive)
+    archive, run_dir = Path(archive), Path(run_dir)
     if not archive.is_file():
         return 0
-    dst = Path(run_dir) / RECORDS
+    dst = run_dir / RECORDS
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if _config(archive).is_file() and not (run_dir / "config.json").is_file():
+        shutil.copyfile(_config(archive), run_dir / "config.json")
     have = set()
     if dst.is_file():
-        text = dst.read_text(encoding="utf-8")
-        if text and not text.endswith("\n"):
-            raise ValueError(f"run_dir: {dst} ends in a cut line; run the evaluation once (it repairs the file) "
-                             "or cut the line, then restore")
-        have = {_key(rec) for _, rec in _complete_lines(text)}
-    new = [line for line, rec in _complete_lines(gzip.decompress(archive.read_bytes()).decode("utf-8"))
-           if _key(rec) not in have]
+        repair_jsonl(dst)
+        have = {_key(rec) for _, rec in _complete_lines(dst.read_text(encoding="utf-8"))}
+    new = [line for line, rec in _archived(archive) if _key(rec) not in have]
     if new:
-        dst.parent.mkdir(parents=True, exist_ok=True)
         with dst.open("a", encoding="utf-8") as f:
             f.writelines(new)
     return len(new)

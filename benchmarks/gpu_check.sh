@@ -3,15 +3,18 @@
 # 2.11+cu130, pytest, hypothesis, ninja, nvcc 13.0; nothing is installed by this script).
 #
 #   bash benchmarks/gpu_check.sh            # from anywhere; logs to $OUT (if set) or ./gpu_check_logs
+#   STEPS=env,build,tests,product bash benchmarks/gpu_check.sh   # a subset (names below)
 #
-# Steps (each under its own timeout, about 8 minutes in all):
+# The timeouts add up to more than one 10-minute device call: run it as two calls on a warm
+# machine, STEPS=env,build,tests,product then STEPS=bench,d2d,dataset (the in-place build
+# stays; a call without `build` checks that the built extension loads). Steps, in order:
 #   1. environment      nvidia-smi, torch / CUDA versions
-#   2. build            AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 python3 setup.py build_ext --inplace
+#   2. build (+ load)   AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 python3 setup.py build_ext --inplace
 #   3. tests            pytest tests/ops/ (CPU and CUDA parametrisations; CUDA ones are marked `cuda`)
 #   4. bench            benchmarks/bench_ops.py --device cuda (ext vs reference per op)
 #   5. d2d copy         device-to-device copy bandwidth of the card, for comparison with the bench GB/s
 #   6. dataset          aieg-fast attribute-dataset --device cuda on a tiny saved model (needs transformers)
-#   7. product          benchmarks/gpu_product_check.py --device cuda: every method on a tiny model of
+#   7. product (runs after 3) benchmarks/gpu_product_check.py --device cuda: every method on a tiny model of
 #                       every family, CUDA against CPU (targets, padded batch, generated text,
 #                       classification head), bfloat16 and torch.compile on CUDA, an evaluation run
 # A failed step does not stop the later ones that can still run; the exit status is non-zero if
@@ -30,6 +33,8 @@ T0=$(date +%s)
 
 declare -a SUMMARY=()
 FAILED=0
+STEPS=${STEPS:-env,build,tests,product,bench,d2d,dataset}
+want() { [[ ",$STEPS," == *",$1,"* ]]; }
 
 # run_step NAME TIMEOUT_S CMD... : runs CMD with a timeout, logs to $LOG/NAME.log, records the result.
 run_step() {
@@ -53,7 +58,7 @@ run_step() {
 last_rc() { [[ ${SUMMARY[-1]} =~ rc=0[[:space:]] ]]; }
 
 # 1. environment
-run_step env 60 bash -c "nvidia-smi || true; nvcc --version || true; $PY -c '
+want env && run_step env 60 bash -c "nvidia-smi || true; nvcc --version || true; $PY -c '
 import sys, torch
 print(\"python\", sys.version.split()[0], \"torch\", torch.__version__, \"cuda\", torch.version.cuda)
 print(\"device\", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
@@ -61,11 +66,13 @@ print(\"cpu threads\", torch.get_num_threads())
 '"
 
 # 2. build (in place, CUDA for sm_90 only)
-rm -f "$ROOT"/aieg_fast/_C*.so
-run_step build 240 env AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST="$ARCH" MAX_JOBS="${MAX_JOBS:-16}" \
-  "$PY" setup.py build_ext --inplace
 BUILD_OK=0
-if last_rc; then
+if want build; then
+  rm -f "$ROOT"/aieg_fast/_C*.so
+  run_step build 240 env AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST="$ARCH" MAX_JOBS="${MAX_JOBS:-16}" \
+    "$PY" setup.py build_ext --inplace
+fi
+if ! want build || last_rc; then
   run_step load 60 "$PY" -c "
 from aieg_fast import _ext
 info = _ext.build_info()
@@ -80,21 +87,26 @@ assert not missing, f'no CUDA kernel for {sorted(missing)}'
 fi
 
 # 3. tests (CPU and CUDA parametrisations of the op tests; -rs lists the skip reasons)
-if [ "$BUILD_OK" -eq 1 ]; then
-  run_step tests 150 "$PY" -m pytest -q -rs -p no:cacheprovider tests/ops
+if [ "$BUILD_OK" -eq 1 ] && want tests; then
+  run_step tests 150 "$PY" -m pytest -q -rs -p no:cacheprovider -m "not cuda" tests/ops/test_ops.py tests/ops/test_ext_loading.py
   run_step tests_cuda 90 "$PY" -m pytest -q -rs -p no:cacheprovider -m cuda tests/ops
-else
-  echo "!! skipping tests and bench: the extension did not build/load (see $LOG/build.log)"
+elif [ "$BUILD_OK" -ne 1 ]; then
+  echo "!! skipping tests, product check and bench: the extension did not build/load (see $LOG/build.log, $LOG/load.log)"
+fi
+
+# 7 (run fourth). the whole product on CUDA against the CPU (tiny models of every family; table in product_check.csv)
+if [ "$BUILD_OK" -eq 1 ] && want product; then
+  run_step product 240 "$PY" benchmarks/gpu_product_check.py --device cuda --out "$LOG/product"
 fi
 
 # 4. benchmark on CUDA
-if [ "$BUILD_OK" -eq 1 ]; then
+if [ "$BUILD_OK" -eq 1 ] && want bench; then
   run_step bench 120 "$PY" benchmarks/bench_ops.py --device cuda --dtypes float32,bfloat16 \
     --min-run-time 0.05 --max-gb 40
 fi
 
 # 5. device-to-device copy bandwidth (read + write bytes / time), with CUDA events
-run_step d2d_copy 60 "$PY" -c "
+want d2d && run_step d2d_copy 60 "$PY" -c "
 import torch
 n = 1 << 30  # 1 GiB
 x = torch.empty(n, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
@@ -110,7 +122,7 @@ print(f'd2d copy 1 GiB: {t * 1e3:.3f} ms, {2 * n / t / 1e9:.1f} GB/s (read + wri
 "
 
 # 6. attribute-dataset on the GPU (a tiny random GPT-2 of tests/builders.py, saved first)
-if [ "$BUILD_OK" -eq 1 ]; then
+if [ "$BUILD_OK" -eq 1 ] && want dataset; then
   cat > "$LOG/dataset_setup.py" <<EOF
 import sys
 sys.path.insert(0, "$ROOT/tests")
@@ -122,11 +134,6 @@ with open("$LOG/data.jsonl", "w") as fh:
 EOF
   run_step dataset 120 bash -c "rm -rf '$LOG/dataset_out' && '$PY' '$LOG/dataset_setup.py' && '$PY' -m aieg_fast.cli attribute-dataset \\
     '$LOG/data.jsonl' --model '$LOG/tiny' --device ${DATASET_DEVICE:-cuda} --batch-size 8 --out '$LOG/dataset_out' --no-progress"
-fi
-
-# 7. the whole product on CUDA against the CPU (tiny models of every family; table in product_check.csv)
-if [ "$BUILD_OK" -eq 1 ]; then
-  run_step product 240 "$PY" benchmarks/gpu_product_check.py --device cuda --out "$LOG/product"
 fi
 
 # Summary

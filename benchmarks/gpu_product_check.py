@@ -147,6 +147,10 @@ def run_evaluate(device: str, family: str, out: Path):
 
 
 def _compare(cpu, dev):
+    ta = [r.target.get("id") for r in (cpu if isinstance(cpu, list) else [cpu])]
+    tb = [r.target.get("id") for r in (dev if isinstance(dev, list) else [dev])]
+    if ta != tb:
+        raise AssertionError(f"predicted targets differ: cpu {ta} vs device {tb} (near-tie logits of a random model)")
     (a, pa), (b, pb) = _scores(cpu), _scores(dev)
     if pa != pb or [x.shape for x in a] != [x.shape for x in b]:
         raise AssertionError(f"attributed positions / shapes differ: cpu {pa} vs device {pb}")

@@ -21,6 +21,26 @@ from .vjp import sequence_scores
 
 __all__ = ["Context", "SequenceContext", "progress_bar", "run_method", "shared_paths"]
 
+class _Same:
+    """A key part equal only to the same object (held, so its id stays its own); strings and
+    None compare by value."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return hash(self.obj) if isinstance(self.obj, str) or self.obj is None else id(self.obj)
+
+    def __eq__(self, other):
+        if not isinstance(other, _Same):
+            return NotImplemented
+        if isinstance(self.obj, str) or self.obj is None:
+            return self.obj == other.obj
+        return self.obj is other.obj
+
+
 @contextlib.contextmanager
 def shared_paths(owner):
     """Within the block, calls of ``owner`` (an :class:`~aieg_fast.Explainer`) on the same input
@@ -123,8 +143,9 @@ class Context:
         """Key of a path result in :attr:`path_memo`: ``parts`` (the method's options that shape
         the path) and a fingerprint of everything in this call that does: the model object, the
         batch's ids, mask, fixed positions, embeddings and baseline (bytes), the targets, contrast
-        and multi-token ids, F, the steps, the chunk size, the backend and whether compiled. A
-        callable or label-set F keys by identity (shared only within one call's objects)."""
+        and multi-token ids, F, the steps, the chunk size, the backend and the compiled stack.
+        Objects (the model, F, the compiled stack) key by identity and are held by the key, so
+        a freed object's address cannot be taken for it by a new one."""
         h = hashlib.sha1()
         b = self.batch
         for t in (b.ids, b.attention_mask, b.fixed, b.embeds, b.baseline, self.targets, self.contrast, self.step_ids):
@@ -134,9 +155,8 @@ class Context:
             t = t.detach().contiguous().cpu()
             h.update(f"{t.dtype}{tuple(t.shape)}".encode())
             h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-        fn = self.target_fn if isinstance(self.target_fn, str) else ("object", id(self.target_fn))
-        return (id(self.adapter.model), h.hexdigest(), fn, self.n_steps, self.chunk, self.backend,
-                self.compiled is not None, parts)
+        return (_Same(self.adapter.model), h.hexdigest(), _Same(self.target_fn), self.n_steps, self.chunk, self.backend,
+                _Same(self.compiled), parts)
 
     @contextlib.contextmanager
     def timed(self, phase: str):

@@ -220,23 +220,29 @@ def _path(ctx, o, n_pilot):
     Inside :meth:`Explainer.shared_paths` a variant with the same grid and EF options on the same
     input reuses them (the options after the path do not enter the key); the reused tensors
     are only read."""
+    shareable = ctx.path_memo is not None and ctx.pilot_logits is None  # a caller's pilot is not in the key
     key = ctx.memo_key("aieg", n_pilot, o.adaptive, o.alloc, o.idg_compat_quirk, o.ef_mode, o.ef_sign, o.ef_norm,
-                       o.token_reduction, o.stream_ef) if ctx.path_memo is not None else None
+                       o.token_reduction, o.stream_ef) if shareable else None
     if key is not None and key in ctx.path_memo:
+        out, used, compiled = ctx.path_memo[key]
+        ops.record_used(used)  # the backends that computed the reused path
+        ctx.compile_report["graphs"] += [g for g in compiled if g not in ctx.compile_report["graphs"]]
         ctx.timing["pilot"] = ctx.timing["path"] = 0.0
-        return ctx.path_memo[key]
-    alphas, widths, pilot = adaptive_grid(ctx, n_pilot, o.adaptive, o.alloc, o.idg_compat_quirk)
-    with ctx.timed("path"):
-        if o.ef_mode == "autograd":
-            ieg, efs, path = _autograd_ef(ctx, alphas, widths, o.ef_sign, o.ef_norm)
-        elif o.ef_sign == "minmax" or not o.stream_ef:
-            efs, path = emphasis(ctx, alphas, widths, o.ef_mode, o.ef_sign, o.ef_norm)
-            ieg = integrate(ctx, alphas, efs, o.token_reduction)
-        else:
-            ieg, efs, path = integrate_emphasized(ctx, alphas, widths, o.ef_mode, o.ef_sign, o.ef_norm, o.token_reduction)
+        return out
+    n_graphs = len(ctx.compile_report["graphs"])
+    with ops.recording() as used:
+        alphas, widths, pilot = adaptive_grid(ctx, n_pilot, o.adaptive, o.alloc, o.idg_compat_quirk)
+        with ctx.timed("path"):
+            if o.ef_mode == "autograd":
+                ieg, efs, path = _autograd_ef(ctx, alphas, widths, o.ef_sign, o.ef_norm)
+            elif o.ef_sign == "minmax" or not o.stream_ef:
+                efs, path = emphasis(ctx, alphas, widths, o.ef_mode, o.ef_sign, o.ef_norm)
+                ieg = integrate(ctx, alphas, efs, o.token_reduction)
+            else:
+                ieg, efs, path = integrate_emphasized(ctx, alphas, widths, o.ef_mode, o.ef_sign, o.ef_norm, o.token_reduction)
     out = (alphas, pilot, ieg, efs, path)
     if key is not None:
-        ctx.path_memo[key] = out
+        ctx.path_memo[key] = (out, dict(used), [list(g) for g in ctx.compile_report["graphs"][n_graphs:]])
     return out
 
 

@@ -11,11 +11,14 @@ piece resumes from its records (rerun the same command after an interruption).
     python benchmarks/study19/run.py imdb   --bucket 50 --methods IG,V1,V2 --out runs/study19
     python benchmarks/study19/run.py archive --out runs/study19
 
-The records travel in the repository (``records/<phase>/<run>.jsonl.gz`` beside this file,
-written by ``benchmarks/archive_records.py``): a piece restores them into its run folder before
-it starts and archives them when it ends, and ``archive`` copies every run folder's records
-while pieces are still running (commit them), so a run that takes several sessions resumes on
-a fresh machine.
+The records travel in the repository (``records/<phase>/<run>.jsonl.gz`` and its
+``.config.json`` beside this file, written by ``benchmarks/archive_records.py``): a piece
+restores them into its run folder before it starts and adds its new ones when it ends (rank 0
+only under torchrun), and ``archive`` adds every run folder's records while pieces are still
+running (commit them), so a run that takes several sessions resumes on a fresh machine. The
+archived config names the model folder; use the same ``--models-dir`` (this study's runs used
+``/work/study19``) or the evaluation refuses the folder. A nano model's weights must match the
+sha256 in ``models.json`` (the records were computed with them).
 
 ``--n`` stops earlier than the protocol's size (a resumable piece; the summary says how many
 are done); it never goes beyond it. Under ``torchrun`` the examples are shared between processes.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -83,8 +87,9 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
 
     if a.phase == "archive":
-        for rec in sorted(Path(a.out).glob(f"*/*/{archive_records.RECORDS}")):
-            run = rec.parent
+        runs = {f.parent for f in Path(a.out).glob(f"*/*/{archive_records.RECORDS}")}
+        runs |= {f.parent.parent for f in Path(a.out).glob("*/*/parts/records.rank*.jsonl")}
+        for run in sorted(runs):
             n = archive_records.save(run, Path(a.archive) / run.parent.name / f"{run.name}.jsonl.gz")
             print(f"{run}: {n} record lines archived")
         return 0
@@ -120,18 +125,21 @@ def main(argv=None) -> int:
                 raise SystemExit(f"--n {a.n} is beyond the protocol's {n_max} for {a.model} on {a.phase}")
             n_max = a.n
         out = Path(a.out) / a.phase / a.model
+    model = _model_source(a.model, a.models_dir)  # checked before any record is restored
     archived = Path(a.archive) / out.parent.name / f"{out.name}.jsonl.gz"
-    restored = archive_records.restore(archived, out)
+    rank0 = int(os.environ.get("RANK", "0")) == 0  # under torchrun one process restores and archives
+    restored = archive_records.restore(archived, out) if rank0 else 0
     if restored:
         print(f"{restored} record lines restored from {archived}", flush=True)
     res = evaluate(
-        _model_source(a.model, a.models_dir), dataset=dataset, methods=_methods(a.methods), n=n_max, max_tokens=max_tokens,
+        model, dataset=dataset, methods=_methods(a.methods), n=n_max, max_tokens=max_tokens,
         out_dir=out, seed=s["seed"], topk=s["topk"], metrics=metrics, n_steps=s["n_steps"], n_samples=s["n_samples"],
         pis=s["pis"], soft_maps=s["soft_maps"], ties=s["ties"], target_fn=s["target_fn"], data_dir=a.data_dir,
         progress=not a.no_progress,
     )
-    (out / "protocol.json").write_text(json.dumps(PROTOCOL, indent=1), encoding="utf-8")
-    archive_records.save(out, archived)
+    if rank0:  # rank 0 has merged the processes' parts into records.jsonl by now
+        (out / "protocol.json").write_text(json.dumps(PROTOCOL, indent=1), encoding="utf-8")
+        archive_records.save(out, archived)
     if res.get("summary_md"):
         print(res["summary_md"])
     return 0

@@ -38,6 +38,7 @@ def test_shared_scores_equal_separate_calls_and_reuse_only_equal_paths(tiny, kw)
     for (m, o, reused), a, b in zip(VARIANTS, alone, shared):
         assert torch.equal(a.scores, b.scores), (m, o)
         assert a.info.get("alphas") == b.info.get("alphas")
+        assert a.backend == b.backend, (o, a.backend, b.backend)  # a reused path reports the ops that made it
         if m == "aieg":
             assert (b.timing["path"] == 0.0) == reused, (o, b.timing)
             assert a.timing["path"] > 0.0
@@ -85,3 +86,16 @@ def test_nested_blocks_share_the_outer_memo(tiny_gpt2):
         assert tiny_gpt2._path_memo is not None
     assert inner.timing["path"] == 0.0
     assert tiny_gpt2._path_memo is None
+
+
+def test_two_callable_objectives_in_one_block_are_not_confused(tiny_gpt2):
+    """Objects key by identity and are held by the key: a second lambda made after the first
+    is freed cannot take its place (its address may be reused)."""
+    def run(col):
+        return _call(tiny_gpt2, "aieg", {"posnorm": "relu_max"}, target_fn=lambda z, c=col: z[:, c], target=3)
+
+    alone = [run(c).scores for c in (1, 2)]
+    with tiny_gpt2.shared_paths():
+        shared = [run(c).scores for c in (1, 2)]
+    assert not torch.equal(alone[0], alone[1])
+    assert all(torch.equal(a, b) for a, b in zip(alone, shared))

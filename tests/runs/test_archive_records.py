@@ -35,6 +35,7 @@ def test_save_keeps_complete_lines_only_and_is_byte_stable(tmp_path):
     (run / "parts" / "records.rank1.jsonl").write_text(_line(7) + '{"id"')
     assert archive_records.save(run, gz) == 3
     assert gzip.decompress(gz.read_bytes()).decode() == _line(0) + _line(1) + _line(7)
+    assert archive_records.save(run, gz) == 3  # saving again adds nothing
 
 
 def test_restore_fills_a_fresh_folder_then_only_adds_what_is_missing(tmp_path):
@@ -56,18 +57,28 @@ def test_restore_fills_a_fresh_folder_then_only_adds_what_is_missing(tmp_path):
     assert sorted(_ids(partial / "records.jsonl")) == ["ex:0", "ex:1", "ex:1", "ex:5"]
 
 
-def test_restore_refuses_a_cut_line_and_save_names_a_missing_folder(tmp_path):
+def test_restore_cuts_a_half_written_line_and_save_never_drops_archived_records(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
-    (src / "records.jsonl").write_text(_line(0))
+    (src / "records.jsonl").write_text(_line(0) + _line(1))
+    (src / "config.json").write_text('{"n_steps": 50}')
     gz = tmp_path / "run.jsonl.gz"
     archive_records.save(src, gz)
+
     torn = tmp_path / "torn"
     torn.mkdir()
-    (torn / "records.jsonl").write_text(_line(3) + '{"id": "ex:4"')
-    with pytest.raises(ValueError, match="run_dir.*cut line"):
-        archive_records.restore(gz, torn)
-    assert (torn / "records.jsonl").read_text() == _line(3) + '{"id": "ex:4"'  # untouched
+    (torn / "records.jsonl").write_text(_line(3) + '{"id": "ex:4"')  # a hard kill mid-line
+    assert archive_records.restore(gz, torn) == 2
+    assert sorted(_ids(torn / "records.jsonl")) == ["ex:0", "ex:1", "ex:3"]
+    assert (torn / "records.jsonl.torn").read_text().strip() == '{"id": "ex:4"'
+    assert (torn / "config.json").read_text() == '{"n_steps": 50}'  # the settings travel too
+
+    fresh = tmp_path / "fresh"  # a folder that was never restored, with one new record
+    fresh.mkdir()
+    (fresh / "records.jsonl").write_text(_line(9))
+    assert archive_records.save(fresh, gz) == 3  # added to, not replaced
+    assert sorted(json.loads(x)["id"] for x in gzip.decompress(gz.read_bytes()).decode().splitlines()) == ["ex:0", "ex:1", "ex:9"]
+
     with pytest.raises(FileNotFoundError, match="run_dir"):
         archive_records.save(tmp_path / "nope", gz)
     assert archive_records.restore(tmp_path / "missing.gz", torn) == 0
