@@ -24,6 +24,7 @@ import sys
 from typing import List, Optional
 
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
+from .common import apply_config
 
 __all__ = ["build_parser", "main", "COMMANDS"]
 
@@ -46,7 +47,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     0 on success; 2 on an error (``error: ...`` on stderr: ValueError, TypeError,
     RuntimeError, OSError) or bad arguments (argparse exits with 2); 130 when interrupted.
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    if getattr(args, "config", None):
+        try:
+            args = apply_config(args, argv)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     if getattr(args, "no_progress", False):
         try:
             from transformers.utils import logging as hf_logging

@@ -2,10 +2,74 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 from ..core.validation import DEVICE_MAPS, DTYPES
 
-__all__ = ["add_model_options", "placement"]
+__all__ = ["add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE"]
+
+#: the resolved options of a command, written into its output folder (rerun with ``--config``)
+COMMAND_FILE = "command.json"
+#: parsed attributes that are not options
+_NOT_OPTIONS = ("fn", "cmd", "config", "config_parser")
+
+
+def apply_config(args, argv):
+    """``args`` parsed again with the options of the JSON file ``args.config`` as defaults, so
+    that options given on the command line win over the file's.
+
+    The file is an object whose keys are long option names (``"n-steps"`` or ``"n_steps"``)
+    and whose values are what the option takes: strings are parsed as on the command line,
+    numbers, lists and booleans are used as they are (a list for a comma-separated option, e.g.
+    ``"methods": ["aieg", "integrated_gradients"]``).
+
+    Raises:
+        ValueError: the file cannot be read or is not a JSON object, a key names no option of
+            the command, or a value is not one of the option's choices (each names ``--config``).
+    """
+    parser = args.config_parser
+    try:
+        cfg = json.loads(Path(args.config).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"--config {args.config!r}: cannot read a JSON object ({err})") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"--config {args.config!r}: expected a JSON object of options, got {type(cfg).__name__}")
+    actions = {a.dest: a for a in parser._actions if a.dest not in ("help",) + _NOT_OPTIONS}
+    if cfg.get("command", args.cmd) != args.cmd:
+        raise ValueError(f"--config {args.config!r}: written for `aieg-fast {cfg['command']}`, not `{args.cmd}`")
+    saved = {d: a.default for d, a in actions.items()}
+    defaults = {}
+    for key, value in cfg.items():
+        if key == "command":
+            continue
+        dest = str(key).lstrip("-").replace("-", "_")
+        if dest not in actions:
+            raise ValueError(f"--config {args.config!r}: {key!r} is not an option of this command "
+                             f"(options: {', '.join(sorted(actions))})")
+        act = actions[dest]
+        if isinstance(value, list) and act.nargs is None:
+            value = ",".join(str(v) for v in value)  # a comma-separated option given as a list
+        if act.choices is not None and value is not None and value not in act.choices:
+            raise ValueError(f"--config {args.config!r}: {key!r} must be one of {list(act.choices)}, got {value!r}")
+        defaults[dest] = value
+    parser.set_defaults(**defaults)
+    try:
+        again = parser.parse_args(argv[argv.index(args.cmd) + 1:])
+        again.cmd = args.cmd
+        return again
+    finally:
+        parser.set_defaults(**{d: saved[d] for d in defaults})
+
+
+def write_command(args, folder) -> Path:
+    """Write every resolved option of ``args`` to ``folder/command.json`` (the command's
+    settings as run: ``aieg-fast <cmd> --config folder/command.json`` runs it again)."""
+    opts = {k.replace("_", "-"): v for k, v in sorted(vars(args).items()) if k not in _NOT_OPTIONS}
+    path = Path(folder) / COMMAND_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"command": args.cmd, **opts}, indent=1, default=str) + "\n", encoding="utf-8")
+    return path
 
 
 def add_model_options(p) -> None:

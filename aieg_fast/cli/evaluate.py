@@ -6,10 +6,11 @@ labels), chosen by the dataset's task; prints the summary table."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, is_dataset_file
-from .common import add_model_options, placement
+from .common import add_model_options, placement, write_command
 from ..eval import (DEFAULT_METHODS, DEFAULT_N_NEW_TOKENS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, LONGRA_KS, METRIC_SETS,
                     PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation, evaluate_longra)
 
@@ -105,8 +106,12 @@ def add_parser(sub) -> None:
     gen.add_argument("--prompt-only", action="store_true",
                      help="hold the generated prefix fixed: attribute and perturb the prompt only (default: the whole context, "
                           "prompt and generated prefix, as ReAGent)")
+    ev.add_argument("--config", default=None, metavar="FILE.json",
+                    help="options from a JSON object (keys: these long options, e.g. \"n-steps\": 50); options given "
+                         "here win. Each run writes its resolved options to OUT/command.json: --config OUT/command.json "
+                         "runs it again")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ev.set_defaults(fn=run)
+    ev.set_defaults(fn=run, config_parser=ev)
 
 
 def _task(args) -> str:
@@ -157,6 +162,8 @@ def run(args) -> int:
     """Run the evaluation the dataset's task asks for and print its summary; 0, or 2 on a
     missing data file."""
     task = _task(args)
+    if int(os.environ.get("RANK", "0")) == 0:
+        write_command(args, args.out)
     try:
         if task == "longra":
             return _run_longra(args)

@@ -1,0 +1,62 @@
+"""aieg-fast evaluate --config FILE: options from a JSON object, the command line winning; every
+run writes its resolved options to OUT/command.json, which --config runs again; bad files and
+keys are refused naming --config."""
+import json
+
+import pytest
+
+from aieg_fast import cli
+from aieg_fast.cli import evaluate as cli_evaluate
+
+
+@pytest.fixture
+def seen(monkeypatch):
+    calls = []
+
+    def fake(**kw):
+        calls.append(kw)
+        return {"summary_md": "", "computed": 0, "skipped": 0, "out_dir": kw["out_dir"]}
+
+    monkeypatch.setattr(cli_evaluate, "evaluate", fake)
+    return calls
+
+
+def test_config_sets_options_and_the_command_line_wins(tmp_path, seen):
+    cfg = tmp_path / "study.json"
+    cfg.write_text(json.dumps({"methods": ["aieg:posnorm=relu_max", "integrated_gradients"], "n-steps": 50, "n": 7,
+                               "pis": [0.1, 0.5], "ties": "first", "target_fn": "contrast", "no-progress": True}))
+    assert cli.main(["evaluate", "--config", str(cfg), "--out", str(tmp_path / "a")]) == 0
+    kw = seen[0]
+    assert kw["methods"] == "aieg:posnorm=relu_max,integrated_gradients" and kw["n_steps"] == 50 and kw["n"] == 7
+    assert kw["pis"] == [0.1, 0.5] and kw["ties"] == "first" and kw["target_fn"] == "contrast" and kw["progress"] is False
+    assert cli.main(["evaluate", "--config", str(cfg), "--n", "3", "--out", str(tmp_path / "b")]) == 0
+    assert seen[1]["n"] == 3 and seen[1]["n_steps"] == 50  # the command line wins, the rest from the file
+    assert cli.main(["evaluate", "--out", str(tmp_path / "c")]) == 0
+    assert seen[2]["n"] == 20 and seen[2]["n_steps"] == 20  # the parser's defaults are back after a --config run
+
+
+def test_command_json_reruns_exactly_what_was_run(tmp_path, seen):
+    out = tmp_path / "run"
+    argv = ["evaluate", "--methods", "saliency,random", "--n", "5", "--topk-sweep", "0.1,0.2", "--seed", "3",
+            "--soft-maps", "relu", "--out", str(out)]
+    assert cli.main(argv) == 0
+    written = json.loads((out / "command.json").read_text())
+    assert written["command"] == "evaluate" and written["n"] == 5 and written["topk-sweep"] == [0.1, 0.2]
+    assert cli.main(["evaluate", "--config", str(out / "command.json")]) == 0
+    assert seen[1] == seen[0]
+
+
+@pytest.mark.parametrize("content, match", [
+    ("not json", "cannot read a JSON object"),
+    ("[1, 2]", "expected a JSON object"),
+    ('{"n-stepz": 5}', "'n-stepz' is not an option"),
+    ('{"ties": "last"}', "'ties' must be one of"),
+    ('{"command": "explain"}', "written for `aieg-fast explain`"),
+])
+def test_bad_config_is_refused_before_any_work(tmp_path, seen, capsys, content, match):
+    cfg = tmp_path / "bad.json"
+    cfg.write_text(content)
+    assert cli.main(["evaluate", "--config", str(cfg), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "--config" in err and match in err
+    assert seen == [] and not (tmp_path / "x").exists()
