@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, is_dataset_file
 from .common import add_model_options, placement, write_command
@@ -162,8 +163,15 @@ def run(args) -> int:
     """Run the evaluation the dataset's task asks for and print its summary; 0, or 2 on a
     missing data file."""
     task = _task(args)
-    if int(os.environ.get("RANK", "0")) == 0:
-        write_command(args, args.out)
+    try:
+        return _run_task(args, task)
+    finally:  # once the evaluation made its folder (refused input makes none), even when interrupted
+        if int(os.environ.get("RANK", "0")) == 0 and Path(args.out).is_dir():
+            write_command(args, args.out)
+
+
+def _run_task(args, task: str) -> int:
+    """The evaluation of ``task`` with the parsed options; its exit status."""
     try:
         if task == "longra":
             return _run_longra(args)

@@ -2,6 +2,7 @@
 run writes its resolved options to OUT/command.json, which --config runs again; bad files and
 keys are refused naming --config."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,8 +14,9 @@ from aieg_fast.cli import evaluate as cli_evaluate
 def seen(monkeypatch):
     calls = []
 
-    def fake(**kw):
+    def fake(**kw):  # like evaluate: the folder exists once the input was accepted
         calls.append(kw)
+        Path(kw["out_dir"]).mkdir(parents=True, exist_ok=True)
         return {"summary_md": "", "computed": 0, "skipped": 0, "out_dir": kw["out_dir"]}
 
     monkeypatch.setattr(cli_evaluate, "evaluate", fake)
@@ -60,3 +62,10 @@ def test_bad_config_is_refused_before_any_work(tmp_path, seen, capsys, content, 
     err = capsys.readouterr().err
     assert "--config" in err and match in err
     assert seen == [] and not (tmp_path / "x").exists()
+
+
+def test_refused_input_leaves_no_folder(tmp_path):
+    """The real evaluate refuses an unknown method before it makes the folder: no command.json."""
+    out = tmp_path / "never"
+    assert cli.main(["evaluate", "--methods", "no_such_method", "--out", str(out)]) == 2
+    assert not out.exists()
