@@ -15,29 +15,32 @@ from .batch import Batch
 from .capture import AttentionCapture
 from .compiled import stack_at
 from .model_state import model_prepared
-from .objective import predicted, target_scores
+from .objective import LabelSet, predicted, target_scores
 from .path import chunk_size
 from .vjp import sequence_scores
 
 __all__ = ["Context", "SequenceContext", "progress_bar", "run_method", "shared_paths"]
 
 class _Same:
-    """A key part equal only to the same object (held, so its id stays its own); strings and
-    None compare by value."""
+    """A key part equal only to the same object (held, so its id stays its own); strings, None
+    and a label set (a frozen value: the same labels are the same F) compare by value."""
 
     __slots__ = ("obj",)
 
     def __init__(self, obj):
         self.obj = obj
 
+    def _by_value(self) -> bool:
+        return isinstance(self.obj, (str, LabelSet)) or self.obj is None
+
     def __hash__(self):
-        return hash(self.obj) if isinstance(self.obj, str) or self.obj is None else id(self.obj)
+        return hash(self.obj) if self._by_value() else id(self.obj)
 
     def __eq__(self, other):
         if not isinstance(other, _Same):
             return NotImplemented
-        if isinstance(self.obj, str) or self.obj is None:
-            return self.obj == other.obj
+        if self._by_value():
+            return type(self.obj) is type(other.obj) and self.obj == other.obj
         return self.obj is other.obj
 
 

@@ -99,3 +99,18 @@ def test_two_callable_objectives_in_one_block_are_not_confused(tiny_gpt2):
         shared = [run(c).scores for c in (1, 2)]
     assert not torch.equal(alone[0], alone[1])
     assert all(torch.equal(a, b) for a, b in zip(alone, shared))
+
+
+def test_label_set_objectives_share_by_value(tiny_llama):
+    """evaluate's default F (log p over the label words) builds a new label set per call: equal
+    labels must still share the path, other labels must not."""
+    def run(labels, **o):
+        return _call(tiny_llama, "aieg", o, target_fn="label_logprob", label_set=labels, target=labels[0])
+
+    with tiny_llama.shared_paths():
+        first = run([5, 9])
+        same = run([5, 9], posnorm="relu_max")
+        other = run([5, 11], posnorm="relu_max")
+    assert first.timing["path"] > 0 and same.timing["path"] == 0.0 and other.timing["path"] > 0
+    assert torch.equal(same.scores, run([5, 9], posnorm="relu_max").scores)
+    assert torch.equal(other.scores, run([5, 11], posnorm="relu_max").scores)
