@@ -53,11 +53,10 @@ def _rel(a, b) -> float:
 
 
 def _spearman(a, b) -> float:
-    a, b = torch.cat([x.flatten() for x in a]), torch.cat([x.flatten() for x in b])
-    ra, rb = a.argsort().argsort().double(), b.argsort().argsort().double()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    den = float(ra.norm() * rb.norm())
-    return float(ra @ rb) / den if den > 0 else float("nan")
+    """Spearman's rho of the flattened score tensors (scipy)."""
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(torch.cat([x.flatten() for x in a]).numpy(), torch.cat([x.flatten() for x in b]).numpy()).statistic)
 
 
 class Refused(Exception):
