@@ -11,20 +11,25 @@ from .datasets import sst2_sample
 from .explainer import load_model
 from .methods.registry import list_methods
 
-__all__ = ["verify", "compare_scores"]
+__all__ = ["verify", "compare_scores", "spearman"]
 
 #: Tolerances of the extension against the reference on one attribution (fp32 models).
 ATOL, RTOL = 1e-4, 1e-3
 
 
-def _spearman(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a.numel() < 2:
+def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Spearman's rank correlation of two score tensors of the same number of elements
+    (flattened; ties get average ranks, scipy's ``spearmanr``). Where a side is constant the
+    correlation is undefined: 1.0 when the two are equal (close), else 0.0; 1.0 for fewer than 2
+    elements."""
+    from scipy.stats import spearmanr
+
+    x, y = a.detach().double().flatten().cpu(), b.detach().double().flatten().cpu()
+    if x.numel() < 2:
         return 1.0
-    ra = a.argsort().argsort().double()
-    rb = b.argsort().argsort().double()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    den = float(ra.norm() * rb.norm())
-    return float((ra * rb).sum()) / den if den > 0 else 1.0
+    if bool((x == x[0]).all()) or bool((y == y[0]).all()):
+        return 1.0 if torch.allclose(x, y) else 0.0
+    return float(spearmanr(x.numpy(), y.numpy()).statistic)
 
 
 def compare_scores(ref: torch.Tensor, ext: torch.Tensor):
@@ -32,7 +37,7 @@ def compare_scores(ref: torch.Tensor, ext: torch.Tensor):
     diff = (ref - ext).abs()
     mad = float(diff.max()) if diff.numel() else 0.0
     scale = float(ref.abs().max()) if ref.numel() else 0.0
-    return mad, (mad / scale if scale > 0 else 0.0), _spearman(ref, ext)
+    return mad, (mad / scale if scale > 0 else 0.0), spearman(ref, ext)
 
 
 def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: Optional[Sequence[str]] = None, file=None) -> int:

@@ -65,12 +65,23 @@ def _config(archive: Path) -> Path:
     return archive.with_name(archive.name + ".config.json")
 
 
+def _check_paths(archive: Path, run_dir: Path) -> None:
+    """Raise ValueError naming the argument when the two look swapped or wrong."""
+    if not archive.name.endswith(".gz"):
+        raise ValueError(f"archive: expected a gzip file (.jsonl.gz), got {str(archive)!r} (arguments swapped?)")
+    if archive.is_dir():
+        raise ValueError(f"archive: {str(archive)!r} is a folder (arguments swapped?)")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"run_dir: {str(run_dir)!r} is a file, not a run folder (arguments swapped?)")
+
+
 def save(run_dir: Path, archive: Path) -> int:
     """Add the complete record lines of ``run_dir`` (``records.jsonl``, then the torchrun
     parts) that ``archive`` lacks to it (gzip, no time stamp), and copy ``config.json``
     beside it; returns the number of lines in the archive. Raises FileNotFoundError when the
     folder has no records."""
     run_dir, archive = Path(run_dir), Path(archive)
+    _check_paths(archive, run_dir)
     sources = [run_dir / RECORDS] if (run_dir / RECORDS).is_file() else []
     sources += sorted((run_dir / "parts").glob("records.rank*.jsonl"))
     if not sources:
@@ -100,6 +111,7 @@ def restore(archive: Path, run_dir: Path) -> int:
     cut first; the archived ``config.json`` copied when the folder has none); returns how many.
     A missing archive restores nothing (0)."""
     archive, run_dir = Path(archive), Path(run_dir)
+    _check_paths(archive, run_dir)
     if not archive.is_file():
         return 0
     dst = run_dir / RECORDS

@@ -38,19 +38,13 @@ import aieg_fast
 from aieg_fast import METHODS, get_method
 from aieg_fast.core.context import run_method
 from aieg_fast.datasets import sst2_sample
+from aieg_fast.verify import spearman
 
 PROMPT_TOKENS = 64
 NEW_TOKENS = 16
 #: options that match Inseq's settings: its integrated_gradients uses Gauss-Legendre points and
 #: interpolates the whole prefix, generated tokens included (its baseline is set to our reference token)
 METHOD_OPTIONS = {"integrated_gradients": {"integration": "gausslegendre", "interpolate_generated": True}}
-
-
-def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
-    ra, rb = a.argsort().argsort().double(), b.argsort().argsort().double()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    den = float(ra.norm() * rb.norm())
-    return float((ra * rb).sum()) / den if den > 0 else float("nan")
 
 
 def make_prompt(ex) -> str:

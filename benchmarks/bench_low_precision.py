@@ -30,14 +30,9 @@ from pathlib import Path
 
 import torch
 
+from aieg_fast.verify import spearman
+
 TEMPLATE = "Review: {text}\nIs this review positive or negative? Answer:"
-
-
-def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
-    ra, rb = a.double().argsort().argsort().double(), b.double().argsort().argsort().double()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    den = float(ra.norm() * rb.norm())
-    return float((ra * rb).sum()) / den if den > 0 else float("nan")
 
 
 def rel_error(res) -> float:

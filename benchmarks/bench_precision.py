@@ -13,13 +13,7 @@ import torch
 
 import aieg_fast
 from aieg_fast.datasets import SENTIMENT_LABELS, SENTIMENT_TEMPLATE, load_dataset
-
-
-def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
-    ra = a.argsort().argsort().double()
-    rb = b.argsort().argsort().double()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    return float((ra * rb).sum() / (ra.norm() * rb.norm()))
+from aieg_fast.verify import spearman
 
 
 def top_overlap(a: torch.Tensor, b: torch.Tensor, frac: float = 0.2) -> float:

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 import aieg_fast  # noqa: E402
+from aieg_fast.verify import spearman  # noqa: E402
 from builders import family_specs  # noqa: E402  (tests/builders.py)
 
 TEXT = "the movie was good and the acting was great"
@@ -50,13 +51,6 @@ def _rel(a, b) -> float:
     num = max(float((x - y).abs().max()) for x, y in zip(a, b))
     den = max(float(x.abs().max()) for x in a)
     return num / den if den > 0 else num
-
-
-def _spearman(a, b) -> float:
-    """Spearman's rho of the flattened score tensors (scipy)."""
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(torch.cat([x.flatten() for x in a]).numpy(), torch.cat([x.flatten() for x in b]).numpy()).statistic)
 
 
 class Refused(Exception):
@@ -113,7 +107,7 @@ def run_device_only(device: str, family: str, n_steps: int):
 
     def bf16():
         low = call(aieg_fast.Explainer(copy.deepcopy(model).to(torch.bfloat16), tok, device=device))
-        return "rho", _spearman(_scores(ref)[0], _scores(low)[0])
+        return "rho", spearman(torch.cat([x.flatten() for x in _scores(ref)[0]]), torch.cat([x.flatten() for x in _scores(low)[0]]))
 
     def compiled():
         comp = call(aieg_fast.Explainer(copy.deepcopy(model), tok, device=device, compile=True))

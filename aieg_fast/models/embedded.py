@@ -89,12 +89,14 @@ def load_embedded(dtype: torch.dtype, **from_pretrained):
     tmp.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    if target.exists():  # another process won the race; keep theirs
+    try:
+        tmp.rename(target)  # atomic; fails when another process (a torchrun rank) got there first
+    except OSError:
+        if not (target / "model.safetensors").exists():
+            raise
         import shutil
 
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        tmp.rename(target)
+        shutil.rmtree(tmp, ignore_errors=True)  # keep theirs
     print(f"aieg_fast: cache built in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     if from_pretrained:  # placed by from_pretrained: load the cached copy
         return load_embedded(dtype, **from_pretrained)

@@ -82,3 +82,17 @@ def test_restore_cuts_a_half_written_line_and_save_never_drops_archived_records(
     with pytest.raises(FileNotFoundError, match="run_dir"):
         archive_records.save(tmp_path / "nope", gz)
     assert archive_records.restore(tmp_path / "missing.gz", torn) == 0
+
+
+def test_swapped_arguments_are_refused_before_anything_is_written(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "records.jsonl").write_text(_line(0))
+    gz = tmp_path / "run.jsonl.gz"
+    archive_records.save(run, gz)
+    before = gz.read_bytes()
+    with pytest.raises(ValueError, match="archive"):
+        archive_records.restore(run, gz)  # restore takes the archive first
+    with pytest.raises(ValueError, match="archive"):
+        archive_records.save(gz, run)  # save takes the run folder first
+    assert gz.read_bytes() == before and _ids(run / "records.jsonl") == ["ex:0"]
