@@ -85,9 +85,18 @@ aieg-fast evaluate --dataset longra --n 573 --methods $M,occlusion,heta --n-step
 #    or its reference is explained (--teacher-forced); the metrics perturb the whole context, prompt and
 #    generated prefix (--prompt-only: the prompt). WikiBio and WikiText are shipped; TellMeWhy is read from
 #    $DATA only (its licence is unknown). HETA is left out for its cost on a CPU; add it on a GPU.
+#    Each run takes several sessions on a CPU, so its records travel in the repository as run 5's do:
+#    restored from benchmarks/faithfulness/<name>/records.jsonl.gz first, saved there when the run stops
+#    (stop it with a kill and save by hand to keep a part-run; commit the archive).
 GEN="--methods $M,occlusion --n-new-tokens 10 --n-steps 20 $SOFT --seed 0 --no-progress"
-aieg-fast evaluate --dataset tellmewhy --data-dir "$DATA" --n 464 $GEN --out "$OUT/gen_tellmewhy"
-aieg-fast evaluate --dataset tellmewhy --data-dir "$DATA" --n 464 $GEN --teacher-forced --out "$OUT/gen_tellmewhy_forced"
-aieg-fast evaluate --dataset tellmewhy-reagent --data-dir "$DATA" --n 25 $GEN --out "$OUT/gen_tellmewhy_reagent"
-aieg-fast evaluate --dataset wikibio --n 100 $GEN --out "$OUT/gen_wikibio"
-aieg-fast evaluate --dataset wikitext --n 22 $GEN --out "$OUT/gen_wikitext"
+gen() {  # gen NAME EVALUATE-ARGS...: one archived generation run in $OUT/NAME
+    local name=$1; shift
+    python benchmarks/archive_records.py restore "benchmarks/faithfulness/$name/records.jsonl.gz" "$OUT/$name"
+    aieg-fast evaluate "$@" $GEN --out "$OUT/$name"
+    python benchmarks/archive_records.py save "$OUT/$name" "benchmarks/faithfulness/$name/records.jsonl.gz"
+}
+gen gen_tellmewhy --dataset tellmewhy --data-dir "$DATA" --n 464
+gen gen_tellmewhy_forced --dataset tellmewhy --data-dir "$DATA" --n 464 --teacher-forced
+gen gen_tellmewhy_reagent --dataset tellmewhy-reagent --data-dir "$DATA" --n 25
+gen gen_wikibio --dataset wikibio --n 100
+gen gen_wikitext --dataset wikitext --n 22
