@@ -148,13 +148,59 @@ def select(per_model):
     return score, se, best, tied, winner
 
 
+def beats(fam, v, ref, alpha: float = 0.05) -> bool:
+    """The protocol's "better than ``ref``" on one model: better on at least two of the three hard
+    metrics with Holm-corrected p < ``alpha`` and not significantly worse on the third."""
+    better = worse = 0
+    for m, sign in HARD.items():
+        key = (v, ref, m) if (v, ref, m) in fam else (ref, v, m)
+        if key not in fam:
+            return False
+        p, d = fam[key]
+        d = d if key[0] == v else -d  # fam holds (variant - reference)
+        if p < alpha:
+            better += sign * d > 0
+            worse += sign * d < 0
+    return better >= 2 and worse == 0
+
+
+def decide(per_model_fam, test_score, winner: str):
+    """The protocol's decision on test (§4.1 "The decision"): lines of text and the default it gives.
+
+    ``per_model_fam``: {model: Holm-corrected family}; ``test_score``: the model-weighted test
+    criterion {variant: mean rank}; ``winner``: the dev selection."""
+    models = list(per_model_fam)
+    need = 3  # of the protocol's five models
+    holds = [m for m in models if beats(per_model_fam[m], winner, "IG")]
+    lines = [f"Dev winner {winner} better than IG (≥ 2 of 3 hard metrics, Holm p < 0.05, not worse on the third) on "
+             f"{len(holds)} of {len(models)} models with test runs ({', '.join(holds) or 'none'}); it must on {need} of 5."]
+    missing = 5 - len(models)
+    if len(holds) >= need:
+        return lines + [f"**{winner} holds on test**: it becomes the default `aieg`, today's stays as `preset=\"v1\"`."], winner
+    if len(holds) + missing < need:
+        lines.append(f"{winner} cannot reach {need} of 5 even if the missing model(s) agree: **it does not hold on test.**")
+    else:
+        return lines + [f"Undecided until the {missing} missing model(s) are run."], None
+    aieg_only = [v for v in test_score if v.startswith("V")]
+    best = min(aieg_only, key=test_score.get)
+    over_v1 = [m for m in models if best == "V1" or beats(per_model_fam[m], best, "V1")]
+    lines.append(f"Best test criterion among V1–V8: {best} ({test_score[best]:.2f}); better than V1 (same rule) on "
+                 f"{len(over_v1)} of {len(models)} models ({', '.join(over_v1) or 'none'}).")
+    if best != "V1" and len(over_v1) >= need:
+        return lines + [f"**Default becomes {best}** (significantly better than V1), the README says no variant beats IG."], best
+    if best != "V1" and len(over_v1) + missing >= need:
+        return lines + ["Default undecided until the missing model(s) are run."], None
+    return lines + ["**The default stays V1**, and the README says no variant beats IG."], "V1"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", default="runs/study19")
     p.add_argument("--phase", choices=["dev", "test"], default="dev")
     p.add_argument("--out", default=None, help="write the tables to this markdown file")
+    p.add_argument("--winner", default=None, help="test phase: the dev selection (published first), for the decision")
     a = p.parse_args(argv)
-    lines, per_model = [], {}
+    lines, per_model, fams = [], {}, {}
     for model in PROTOCOL["models"]:
         folder = Path(a.root) / a.phase / model
         if not (folder / "records.jsonl").is_file():
@@ -167,12 +213,17 @@ def main(argv=None) -> int:
         tab, crit, se = model_table(model, vals, variants, n, a.phase)
         lines += tab + [""]
         per_model[model] = (crit, se)
+        if a.phase == "test":
+            fams[model] = paired_family(vals, [v for v in variants if v in COMPARED])
     if per_model:
         score, se, best, tied, winner = select(per_model)
         lines += ["#### The criterion over the models present (" + ", ".join(per_model) + ")", "",
                   "| variant | mean rank (model-weighted) | SE |", "|---|---|---|"]
         lines += [f"| {v} | {score[v]:.2f} | {se[v]:.2f} |" for v in sorted(score, key=score.get)]
-        lines += ["", f"Best AIEG variant: {best}; within one SE of it: {', '.join(sorted(tied))}; selected (simpler on a tie): **{winner}**."]
+        if a.phase == "dev":
+            lines += ["", f"Best AIEG variant: {best}; within one SE of it: {', '.join(sorted(tied))}; selected (simpler on a tie): **{winner}**."]
+        if a.phase == "test" and a.winner:
+            lines += ["", "#### The decision", ""] + decide(fams, score, a.winner)[0]
     text = "\n".join(lines)
     print(text)
     if a.out:

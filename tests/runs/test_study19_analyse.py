@@ -1,0 +1,51 @@
+"""benchmarks/study19/analyse.py: the pre-registered selection and decision rules must do what
+RESULTS_faithfulness.md §4.1 says (written before any test number was read)."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+_SPEC = importlib.util.spec_from_file_location(
+    "study19_analyse", Path(__file__).resolve().parents[2] / "benchmarks" / "study19" / "analyse.py")
+analyse = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(analyse)
+
+
+def _fam(v, ref, diffs, ps):
+    """A family with one comparison: mean differences (variant - ref) and Holm p per hard metric."""
+    return {(v, ref, m): (p, d) for m, d, p in zip(analyse.HARD, diffs, ps)}
+
+
+def test_beats_needs_two_significant_wins_and_no_significant_loss():
+    # log-odds lower, comprehensiveness higher, sufficiency lower are better
+    assert analyse.beats(_fam("V2", "IG", (-0.2, 0.1, 0.3), (0.01, 0.01, 0.5)), "V2", "IG")
+    assert not analyse.beats(_fam("V2", "IG", (-0.2, 0.1, 0.3), (0.01, 0.01, 0.01)), "V2", "IG")  # worse on sufficiency
+    assert not analyse.beats(_fam("V2", "IG", (-0.2, 0.1, -0.3), (0.01, 0.2, 0.2)), "V2", "IG")  # one significant win
+    assert not analyse.beats(_fam("V2", "IG", (0.2, -0.1, 0.3), (0.01, 0.01, 0.01)), "V2", "IG")  # all worse
+
+
+def test_decide_follows_the_protocol():
+    win = _fam("V2", "IG", (-0.2, 0.1, -0.1), (0.01, 0.01, 0.01))
+    lose = _fam("V2", "IG", (0.2, -0.1, 0.1), (0.01, 0.01, 0.01))
+    v3_over_v1 = _fam("V3", "V1", (-0.2, 0.1, -0.1), (0.001, 0.001, 0.001))
+    score = {"V1": 5.0, "V2": 4.0, "V3": 3.0, "IG": 1.0}
+    # three of five models already hold: decided
+    assert analyse.decide({f"m{i}": win for i in range(3)}, score, "V2")[1] == "V2"
+    # two of four hold, one model missing: undecided
+    assert analyse.decide({"a": win, "b": win, "c": lose, "d": lose}, score, "V2")[1] is None
+    # none of four hold: fails; V3 has the best test criterion and beats V1 on three models
+    fams = {m: {**lose, **v3_over_v1} for m in "abc"}
+    fams["d"] = lose
+    assert analyse.decide(fams, score, "V2")[1] == "V3"
+    # ... but on none: the default stays V1
+    assert analyse.decide({m: lose for m in "abcd"}, score, "V2")[1] == "V1"
+
+
+def test_select_breaks_ties_towards_the_simpler_variant():
+    crit = {"IG": 2.0, "V1": 6.0, "V2": 4.05, "V3": 4.0, "V8": 3.0}
+    tight = {v: 0.01 for v in crit}
+    assert analyse.select({"m": (crit, tight)})[4] == "V8"
+    wide = {v: 1.5 for v in crit}  # V2, V3 and V8 within one SE of V8
+    score, se, best, tied, winner = analyse.select({"m": (crit, wide)})
+    assert best == "V8" and winner == "V2"
+    assert np.isclose(score["V8"], 3.0)
