@@ -89,14 +89,18 @@ def load_embedded(dtype: torch.dtype, **from_pretrained):
     tmp.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
+    import shutil
+
     try:
         tmp.rename(target)  # atomic; fails when another process (a torchrun rank) got there first
     except OSError:
-        if not (target / "model.safetensors").exists():
-            raise
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)  # keep theirs
+        if (target / "model.safetensors").exists():
+            shutil.rmtree(tmp, ignore_errors=True)  # keep theirs
+        else:  # an incomplete cache (e.g. from an older version): replace it
+            broken = target.with_name(target.name + f".broken{os.getpid()}")
+            target.rename(broken)
+            tmp.rename(target)
+            shutil.rmtree(broken, ignore_errors=True)
     print(f"aieg_fast: cache built in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     if from_pretrained:  # placed by from_pretrained: load the cached copy
         return load_embedded(dtype, **from_pretrained)
