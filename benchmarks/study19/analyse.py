@@ -132,9 +132,14 @@ def model_table(model, vals, variants, n, phase):
     return lines, crit, se
 
 
+def _weight(model: str) -> float:
+    """A model's weight in the criterion over models: each GPT-nano seed 1/3, the others 1."""
+    return 1 / 3 if model.startswith("gpt-nano") else 1.0
+
+
 def select(per_model):
     """The dev winner: the lowest model-weighted mean criterion, ties within one SE to the simpler."""
-    weights = {m: (1 / 3 if m.startswith("gpt-nano") else 1.0) for m in per_model}
+    weights = {m: _weight(m) for m in per_model}
     variants = set.intersection(*[set(c) for c, _ in per_model.values()])
     total = sum(weights.values())
     score = {v: sum(weights[m] * per_model[m][0][v] for m in per_model) / total for v in variants}
@@ -174,7 +179,7 @@ def decide(per_model_fam, test_score, winner: str):
     holds = [m for m in models if beats(per_model_fam[m], winner, "IG")]
     lines = [f"Dev winner {winner} better than IG (≥ 2 of 3 hard metrics, Holm p < 0.05, not worse on the third) on "
              f"{len(holds)} of {len(models)} models with test runs ({', '.join(holds) or 'none'}); it must on {need} of 5."]
-    missing = 5 - len(models)
+    missing = sum(m not in models for m in PROTOCOL["models"])
     if len(holds) >= need:
         return lines + [f"**{winner} holds on test**: it becomes the default `aieg`, today's stays as `preset=\"v1\"`."], winner
     if len(holds) + missing < need:
@@ -183,12 +188,29 @@ def decide(per_model_fam, test_score, winner: str):
         return lines + [f"Undecided until the {missing} missing model(s) are run."], None
     aieg_only = [v for v in test_score if v.startswith("V")]
     best = min(aieg_only, key=test_score.get)
-    over_v1 = [m for m in models if best == "V1" or beats(per_model_fam[m], best, "V1")]
-    lines.append(f"Best test criterion among V1–V8: {best} ({test_score[best]:.2f}); better than V1 (same rule) on "
-                 f"{len(over_v1)} of {len(models)} models ({', '.join(over_v1) or 'none'}).")
-    if best != "V1" and len(over_v1) >= need:
+    # a missing model can move a variant's weighted criterion by up to (10 - 1) ranks times its weight
+    w = {m: _weight(m) for m in PROTOCOL["models"]}
+    w_have = sum(w[m] for m in models)
+    w_missing = sum(w[m] for m in PROTOCOL["models"] if m not in models)
+    rivals = [v for v in aieg_only if v != best and (test_score[v] - test_score[best]) * w_have < (len(COMPARED) - 1) * w_missing]
+    lines.append(f"Best test criterion among V1–V8 on the models run: {best} ({test_score[best]:.2f})"
+                 + (f"; the missing model(s) could still put {', '.join(rivals)} ahead of it" if rivals else "") + ".")
+
+    def over_v1(v):
+        return [m for m in models if v == "V1" or beats(per_model_fam[m], v, "V1")]
+
+    for v in [best] + rivals:
+        ok = over_v1(v)
+        lines.append(f"{v} better than V1 (same rule) on {len(ok)} of {len(models)} models ({', '.join(ok) or 'none'}).")
+    settled = {v: v != "V1" and len(over_v1(v)) >= need for v in [best] + rivals}
+    if rivals:
+        if all(settled.values()):
+            return lines + ["Whichever of them ends best, it is better than V1: **the default changes from V1**; which variant "
+                            "becomes it waits for the missing model(s). The README says no variant beats IG."], None
+        return lines + ["Default undecided until the missing model(s) are run."], None
+    if settled[best]:
         return lines + [f"**Default becomes {best}** (significantly better than V1), the README says no variant beats IG."], best
-    if best != "V1" and len(over_v1) + missing >= need:
+    if best != "V1" and len(over_v1(best)) + missing >= need:
         return lines + ["Default undecided until the missing model(s) are run."], None
     return lines + ["**The default stays V1**, and the README says no variant beats IG."], "V1"
 

@@ -25,20 +25,28 @@ def test_beats_needs_two_significant_wins_and_no_significant_loss():
 
 
 def test_decide_follows_the_protocol():
+    nano = ["gpt-nano-s0", "gpt-nano-s1", "gpt-nano-s2", "llama-nano-s0"]
+    everyone = nano + ["smollm2-sst2"]
     win = _fam("V2", "IG", (-0.2, 0.1, -0.1), (0.01, 0.01, 0.01))
     lose = _fam("V2", "IG", (0.2, -0.1, 0.1), (0.01, 0.01, 0.01))
-    v3_over_v1 = _fam("V3", "V1", (-0.2, 0.1, -0.1), (0.001, 0.001, 0.001))
-    score = {"V1": 5.0, "V2": 4.0, "V3": 3.0, "IG": 1.0}
+    over_v1 = {**_fam("V3", "V1", (-0.2, 0.1, -0.1), (0.001, 0.001, 0.001)),
+               **_fam("V2", "V1", (-0.2, 0.1, -0.1), (0.001, 0.001, 0.001))}
+    far = {"V1": 9.0, "V2": 8.5, "V3": 3.0, "IG": 1.0}  # no missing model can reorder V3 and the rest
     # three of five models already hold: decided
-    assert analyse.decide({f"m{i}": win for i in range(3)}, score, "V2")[1] == "V2"
+    assert analyse.decide({m: win for m in nano[:3]}, far, "V2")[1] == "V2"
     # two of four hold, one model missing: undecided
-    assert analyse.decide({"a": win, "b": win, "c": lose, "d": lose}, score, "V2")[1] is None
-    # none of four hold: fails; V3 has the best test criterion and beats V1 on three models
-    fams = {m: {**lose, **v3_over_v1} for m in "abc"}
-    fams["d"] = lose
-    assert analyse.decide(fams, score, "V2")[1] == "V3"
+    assert analyse.decide({m: f for m, f in zip(nano, (win, win, lose, lose))}, far, "V2")[1] is None
+    # none hold: V3 has the best test criterion and beats V1 on three of five models
+    fams = {m: ({**lose, **over_v1} if i < 3 else lose) for i, m in enumerate(everyone)}
+    assert analyse.decide(fams, far, "V2")[1] == "V3"
     # ... but on none: the default stays V1
-    assert analyse.decide({m: lose for m in "abcd"}, score, "V2")[1] == "V1"
+    assert analyse.decide({m: lose for m in everyone}, far, "V2")[1] == "V1"
+    # one model missing and V2 close behind V3: both beat V1, so V1 goes, but which one waits
+    close = {"V1": 9.0, "V2": 3.5, "V3": 3.0, "IG": 1.0}
+    lines, default = analyse.decide({m: {**lose, **over_v1} for m in nano}, close, "V2")
+    assert default is None and any("could still put V2" in x for x in lines) and "changes from V1" in lines[-1]
+    # the same with every model run: V3 is final
+    assert analyse.decide({m: {**lose, **over_v1} for m in everyone}, close, "V2")[1] == "V3"
 
 
 def test_select_breaks_ties_towards_the_simpler_variant():
