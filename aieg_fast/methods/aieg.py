@@ -4,7 +4,7 @@ specs/aieg.md §6 (each choice is an option)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -18,9 +18,19 @@ from ..reference import ALLOC_MODES, EF_MODES, EF_NORMS, EF_SIGNS, POSNORM_MODES
 from .base import Method, MethodOutput, Options
 from .registry import register
 
-__all__ = ["AIEG", "AIEGOptions", "FINAL_NORMS"]
+__all__ = ["AIEG", "AIEGOptions", "FINAL_NORMS", "PRESETS"]
 
 FINAL_NORMS = ("none", "sum", "l2")
+
+#: Named readings of AIEG (the ids of issue 19's study, benchmarks/RESULTS_faithfulness.md §4);
+#: options given explicitly override them. ``"v1"`` (default): the reconstruction as first
+#: written, PosNorm min-max before the attention product, attention at the input. ``"v3"``: the
+#: study's dev selection, PosNorm on positive evidence only (``relu_max``: tokens with negative
+#: evidence get 0 instead of a positive score) and attention averaged along the path.
+PRESETS: Dict[str, Dict[str, str]] = {
+    "v1": dict(posnorm="minmax", attn_source="input"),
+    "v3": dict(posnorm="relu_max", attn_source="path"),
+}
 
 
 @dataclass(frozen=True)
@@ -28,6 +38,10 @@ class AIEGOptions(Options):
     """Options of :class:`AIEG` (spec sections in specs/aieg.md).
 
     Attributes:
+        preset: a named reading (:data:`PRESETS`): ``"v1"`` (default) or ``"v3"``; it sets
+            ``posnorm`` and ``attn_source`` where they are not given (the options record the
+            values used). Pin ``preset="v1"`` to keep today's scores when the default changes
+            (issue 19's study: V1 is the least faithful of its readings, none beats IG).
         n_pilot: pilot points N ≥ 2 of the adaptive grid (default ``n_steps``) (§6.4).
         adaptive: IDG adaptive grid (True) or uniform (§6.4). alloc: ``"abs"`` (allocation
             ∝ |slope|, default) or ``"idg_minmax"``. idg_compat_quirk: the official IDG
@@ -49,15 +63,18 @@ class AIEGOptions(Options):
             pass's slopes); other values are refused.
         attn_layers: ``"last"``, ``"all"``, ``"rollout"``, a list of layers, or ``"none"``
             (attention = 1) (§6.7). attn_heads: ``"mean"`` or ``"max"``. attn_source:
-            ``"input"`` (α = 1) or ``"path"`` (|EF|-weighted mean along the path).
+            ``"input"`` (α = 1) or ``"path"`` (|EF|-weighted mean along the path); None: the
+            preset's.
             attn_exclude_first / attn_renorm: renormalise over positions ≥ 1 / attributable.
-        posnorm: ``"minmax"``, ``"relu_max"``, ``"abs_sum"``, ``"none"`` (§6.8); posnorm_stage:
+        posnorm: ``"minmax"``, ``"relu_max"``, ``"abs_sum"``, ``"none"`` (§6.8; None: the
+            preset's); posnorm_stage:
             ``"ieg"`` (before × attention) or ``"final"`` (on ieg·a).
         final_norm: ``"none"``, ``"sum"``, ``"l2"`` (§6.9).
         token_reduction: ``"sum"``, ``"l2"``, ``"sum_abs"`` (§6.6).
         stream_ef: EF from the gradient pass's own path logits (engineering; same result).
     """
 
+    preset: str = "v1"
     n_pilot: Optional[int] = None
     adaptive: bool = True
     alloc: str = "abs"
@@ -67,16 +84,20 @@ class AIEGOptions(Options):
     ef_norm: Optional[str] = None
     attn_layers: Any = "last"
     attn_heads: str = "mean"
-    attn_source: str = "input"
+    attn_source: Optional[str] = None
     attn_exclude_first: bool = False
     attn_renorm: bool = False
-    posnorm: str = "minmax"
+    posnorm: Optional[str] = None
     posnorm_stage: str = "ieg"
     final_norm: str = "none"
     token_reduction: str = "sum"
     stream_ef: bool = True
 
     def __post_init__(self):
+        check_choice("preset", self.preset, tuple(PRESETS))
+        for name, value in PRESETS[self.preset].items():  # the preset's value where none is given
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
         if self.ef_norm is None:  # the mode's own normalisation (recorded as the value used)
             object.__setattr__(self, "ef_norm", "none" if self.ef_mode == "completeness" else "l1")
         super().__post_init__()
