@@ -62,8 +62,14 @@ done
 #    records travel in the repository: restored into the run folder first, archived again when the run
 #    stops (also while it runs: the same `save` line; commit the archive).
 aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEEP --seed 0 --out "$OUT/boolq" --no-progress
-aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
-BQ="--model $OUT/smollm2-boolq --dataset boolq-heldout --methods $M --n-steps 20 $SOFT $SWEEP --seed 0 --dtype bfloat16"
+#    The adapter is kept in the repository (benchmarks/faithfulness/boolq_heldout_ft/adapter, 9.8 MB: the
+#    training's adapter_config.json, adapter_model.safetensors and training.json), so the evaluation does not
+#    need the 1-hour training on a fresh machine; the first two lines made it (2026-12-03).
+#    The evaluation runs at 50 steps (issue 19's setting for every rerun) with the study's AIEG reading
+#    (aieg:preset=v3), Grad-ELLM's paper_v1 preset and occlusion besides the nine methods.
+#    aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
+#    mkdir -p benchmarks/faithfulness/boolq_heldout_ft/adapter && cp "$OUT"/smollm2-boolq/{adapter_config.json,adapter_model.safetensors,training.json} benchmarks/faithfulness/boolq_heldout_ft/adapter/
+BQ="--model benchmarks/faithfulness/boolq_heldout_ft/adapter --dataset boolq-heldout --methods $M,aieg:preset=v3,grad_ellm:preset=paper_v1,occlusion --n-steps 50 $SOFT $SWEEP --seed 0 --dtype bfloat16"
 BQ_ARCHIVE=benchmarks/faithfulness/boolq_heldout_ft/records.jsonl.gz
 python benchmarks/archive_records.py restore "$BQ_ARCHIVE" "$OUT/boolq_heldout_ft_bf16"
 OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 \
