@@ -125,11 +125,12 @@ def _load_sst2(tokenizer, dtype, adapter_dir=None):
         raise ValueError(f"model: the LoRA adapter in {path} is for {base_name!r}; only adapters of the embedded {DEFAULT_MODEL} load by folder")
     base, tok, _ = load_embedded(torch.float32)
     m = PeftModel.from_pretrained(base, str(path)).merge_and_unload()  # merged in float32
-    m.config._name_or_path = SST2_NAME
+    name = SST2_NAME if adapter_dir is None else str(adapter_dir)  # an adapter folder is named by its path
+    m.config._name_or_path = name
     if dtype is not None and dtype != torch.float32:
         m = m.to(dtype)
     if tokenizer is not None:
         from transformers import AutoTokenizer
 
         tok = tokenizer if not isinstance(tokenizer, (str, Path)) else AutoTokenizer.from_pretrained(tokenizer)
-    return m, tok, SST2_NAME
+    return m, tok, name

@@ -56,3 +56,18 @@ def test_decision_explained_with_contrast(sst2_model):
     pos, neg = (ex.resolve_target(w)["id"] for w in (SENTIMENT_LABELS[1], SENTIMENT_LABELS[0]))
     assert res.info["F_input"] == pytest.approx(float(z[pos] - z[neg]), abs=1e-3)
     assert res.info["F_input"] > 0  # the fine-tuned model calls it positive
+
+
+def test_an_adapter_folder_loads_by_path_under_its_own_name(sst2_model, tmp_path):
+    """A LoRA adapter folder of the embedded model (what `aieg-fast train-sentiment` writes) loads
+    by path and is named by that path, not as the shipped model (its records say which adapter)."""
+    import shutil
+
+    import aieg_fast
+
+    folder = tmp_path / "my-adapter"
+    shutil.copytree(sst2_adapter_path(), folder)
+    ex = aieg_fast.load_model(str(folder))
+    assert ex.name == str(folder) and ex.model.config._name_or_path == str(folder)
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert torch.equal(dict(ex.model.named_parameters())[name], dict(sst2_model.model.named_parameters())[name])
