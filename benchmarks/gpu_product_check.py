@@ -107,7 +107,8 @@ def run_device_only(device: str, family: str, n_steps: int):
 
     def bf16():
         low = call(aieg_fast.Explainer(copy.deepcopy(model).to(torch.bfloat16), tok, device=device))
-        return "rho", spearman(torch.cat([x.flatten() for x in _scores(ref)[0]]), torch.cat([x.flatten() for x in _scores(low)[0]]))
+        flat = [torch.cat([x.flatten() for x in _scores(r)[0]]) for r in (ref, low)]
+        return "rho", spearman(*flat)
 
     def compiled():
         comp = call(aieg_fast.Explainer(copy.deepcopy(model), tok, device=device, compile=True))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -89,8 +90,6 @@ def load_embedded(dtype: torch.dtype, **from_pretrained):
     tmp.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    import shutil
-
     try:
         tmp.rename(target)  # atomic; fails when another process (a torchrun rank) got there first
     except OSError:

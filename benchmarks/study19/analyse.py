@@ -108,6 +108,7 @@ def _ci(x, seed=0):
 
 
 def model_table(model, vals, variants, n, phase):
+    """(markdown lines, criterion, its SE, the Holm-corrected family on ``test`` else None)."""
     lines = [f"#### {model} (n = {n})", "", "| variant | log-odds ↓ | comprehensiveness ↑ | sufficiency ↓ | mean rank (SE) | π-Soft-NC ↑ relu / minmax | π-Soft-NS ↑ relu / minmax |",
              "|---|---|---|---|---|---|---|"]
     compared = [v for v in variants if v in COMPARED]
@@ -121,15 +122,15 @@ def model_table(model, vals, variants, n, phase):
         soft = [f"{np.nanmean(vals[v][a]):.3f} / {np.nanmean(vals[v][b]):.3f}" for a, b in
                 (("pi_soft_nc_auc", "pi_soft_nc_auc_minmax"), ("pi_soft_ns_auc", "pi_soft_ns_auc_minmax"))]
         lines.append(f"| {v} | " + " | ".join(cells) + f" | {rank} | " + " | ".join(soft) + " |")
-    if phase == "test":
-        fam = paired_family(vals, compared)
+    fam = paired_family(vals, compared) if phase == "test" else None
+    if fam is not None:
         lines += ["", "Holm-corrected paired Wilcoxon p (mean difference variant − reference):", "",
                   "| variant | vs | log-odds | comprehensiveness | sufficiency |", "|---|---|---|---|---|"]
         for v in compared:
             for ref in ("IG", "V1"):
                 if (v, ref, "log_odds") in fam:
                     lines.append(f"| {v} | {ref} | " + " | ".join(f"{fam[(v, ref, m)][1]:+.3f} (p {fam[(v, ref, m)][0]:.3g})" for m in HARD) + " |")
-    return lines, crit, se
+    return lines, crit, se, fam
 
 
 def _weight(model: str) -> float:
@@ -196,13 +197,10 @@ def decide(per_model_fam, test_score, winner: str):
     lines.append(f"Best test criterion among V1–V8 on the models run: {best} ({test_score[best]:.2f})"
                  + (f"; the missing model(s) could still put {', '.join(rivals)} ahead of it" if rivals else "") + ".")
 
-    def over_v1(v):
-        return [m for m in models if v == "V1" or beats(per_model_fam[m], v, "V1")]
-
-    for v in [best] + rivals:
-        ok = over_v1(v)
+    over_v1 = {v: [m for m in models if v == "V1" or beats(per_model_fam[m], v, "V1")] for v in [best] + rivals}
+    for v, ok in over_v1.items():
         lines.append(f"{v} better than V1 (same rule) on {len(ok)} of {len(models)} models ({', '.join(ok) or 'none'}).")
-    settled = {v: v != "V1" and len(over_v1(v)) >= need for v in [best] + rivals}
+    settled = {v: v != "V1" and len(ok) >= need for v, ok in over_v1.items()}
     if rivals:
         if all(settled.values()):
             return lines + ["Whichever of them ends best, it is better than V1: **the default changes from V1**; which variant "
@@ -210,7 +208,7 @@ def decide(per_model_fam, test_score, winner: str):
         return lines + ["Default undecided until the missing model(s) are run."], None
     if settled[best]:
         return lines + [f"**Default becomes {best}** (significantly better than V1), the README says no variant beats IG."], best
-    if best != "V1" and len(over_v1(best)) + missing >= need:
+    if best != "V1" and len(over_v1[best]) + missing >= need:
         return lines + ["Default undecided until the missing model(s) are run."], None
     return lines + ["**The default stays V1**, and the README says no variant beats IG."], "V1"
 
@@ -232,11 +230,11 @@ def main(argv=None) -> int:
         if n == 0 or not variants:
             lines += [f"#### {model}: no complete records yet", ""]
             continue
-        tab, crit, se = model_table(model, vals, variants, n, a.phase)
+        tab, crit, se, fam = model_table(model, vals, variants, n, a.phase)
         lines += tab + [""]
         per_model[model] = (crit, se)
-        if a.phase == "test":
-            fams[model] = paired_family(vals, [v for v in variants if v in COMPARED])
+        if fam is not None:
+            fams[model] = fam
     if per_model:
         score, se, best, tied, winner = select(per_model)
         lines += ["#### The criterion over the models present (" + ", ".join(per_model) + ")", "",

@@ -28,7 +28,7 @@ def test_presets_differ_and_v1_is_the_default(tiny_llama):
     v3 = tiny_llama.attribute(TEXT, method="aieg", n_steps=6, preset="v3")
     assert torch.equal(default.scores, v1.scores)
     assert not torch.allclose(v1.scores, v3.scores)
-    # relu_max: tokens with negative evidence score 0, never more than the positive ones
+    # relu_max: tokens with negative evidence score 0
     ieg = torch.tensor(v3.info["ieg"], dtype=torch.float32)
     assert bool((v3.scores[ieg < 0] == 0).all())
 
