@@ -187,7 +187,7 @@ def decide(per_model_fam, test_score, winner: str):
         lines.append(f"{winner} cannot reach {need} of 5 even if the missing model(s) agree: **it does not hold on test.**")
     else:
         return lines + [f"Undecided until the {missing} missing model(s) are run."], None
-    aieg_only = [v for v in test_score if v.startswith("V")]
+    aieg_only = sorted((v for v in test_score if v.startswith("V")), key=lambda v: (test_score[v], v))
     best = min(aieg_only, key=test_score.get)
     # a missing model can move a variant's weighted criterion by up to (10 - 1) ranks times its weight
     w = {m: _weight(m) for m in PROTOCOL["models"]}
@@ -219,6 +219,7 @@ def main(argv=None) -> int:
     p.add_argument("--phase", choices=["dev", "test"], default="dev")
     p.add_argument("--out", default=None, help="write the tables to this markdown file")
     p.add_argument("--winner", default=None, help="test phase: the dev selection (published first), for the decision")
+    p.add_argument("--partial", action="store_true", help="also read runs with fewer examples than the protocol's")
     a = p.parse_args(argv)
     lines, per_model, fams = [], {}, {}
     for model in PROTOCOL["models"]:
@@ -229,6 +230,10 @@ def main(argv=None) -> int:
         variants, vals, n = load(folder)
         if n == 0 or not variants:
             lines += [f"#### {model}: no complete records yet", ""]
+            continue
+        size = PROTOCOL[a.phase]["n"]["nano" if "nano" in model else model]
+        if n < size and not a.partial:  # the protocol reads a model's run only when it is complete
+            lines += [f"#### {model}: {n} of {size} examples; not read until complete (--partial to read it anyway)", ""]
             continue
         tab, crit, se, fam = model_table(model, vals, variants, n, a.phase)
         lines += tab + [""]

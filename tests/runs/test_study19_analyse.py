@@ -57,3 +57,21 @@ def test_select_breaks_ties_towards_the_simpler_variant():
     score, se, best, tied, winner = analyse.select({"m": (crit, wide)})
     assert best == "V8" and winner == "V2"
     assert np.isclose(score["V8"], 3.0)
+
+
+def test_a_run_short_of_the_protocols_size_is_not_read(tmp_path):
+    """A test run is read only when complete (the protocol: no peeking at part of it)."""
+    import json
+
+    folder = tmp_path / "test" / "smollm2-sst2"
+    folder.mkdir(parents=True)
+    metrics = {m: -0.123 for m in list(analyse.HARD) + analyse.SECONDARY}
+    with open(folder / "records.jsonl", "w") as fh:
+        for i in range(3):
+            fh.write(json.dumps({"id": f"sst2-test:{i}", "methods": {s: metrics for s in analyse.PROTOCOL["variants"].values()}}) + "\n")
+    out = tmp_path / "t.md"
+    analyse.main(["--root", str(tmp_path), "--phase", "test", "--out", str(out)])
+    text = out.read_text()
+    assert "smollm2-sst2: 3 of 500 examples; not read until complete" in text and "-0.123" not in text
+    analyse.main(["--root", str(tmp_path), "--phase", "test", "--out", str(out), "--partial"])
+    assert "#### smollm2-sst2 (n = 3)" in out.read_text()
