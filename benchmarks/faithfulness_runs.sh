@@ -106,3 +106,25 @@ gen gen_tellmewhy_forced --dataset tellmewhy --data-dir "$DATA" --n 464 --teache
 gen gen_tellmewhy_reagent --dataset tellmewhy-reagent --data-dir "$DATA" --n 25
 gen gen_wikibio --dataset wikibio --n 100
 gen gen_wikitext --dataset wikitext --n 22
+
+# 8. Issue 19's reruns at 50 path steps with the fixed metrics and targets (contrast target, random
+#    ties, both soft maps; the study's settings, benchmarks/study19/protocol.json), on the two nano
+#    models trained again (their weights differ from the study's: they were trained on another
+#    machine, RESULTS_faithfulness.md §4.2). Every method, Grad-ELLM's default and paper_v1 presets,
+#    AIEG's v1 (today's default) and v3 (the study's dev selection) presets, occlusion and HETA on the
+#    whole SST-2 test set, then the ablations of both AIEG readings (hard metrics, paired tests against
+#    each reading). Each model's runs take about an hour on one core.
+R50="--n-steps 50 --target-fn contrast --prob-space labels --seed 0 --no-progress"
+ALL50="$M,grad_ellm:preset=paper_v1,aieg:preset=v3,occlusion,heta"
+ABL="ef_mode=none attn_layers=none posnorm=none"
+for arch in gpt2 llama; do
+  name=$([ $arch = gpt2 ] && echo gpt-nano || echo llama-nano)
+  aieg-fast train-nano --arch $arch --epochs 3 --seed 0 --data-dir "$DATA" --out "$OUT/$name-s0" --no-progress
+  aieg-fast evaluate --model "$OUT/$name-s0" --dataset sst2-test --n 1821 --methods $ALL50 $SOFT $SWEEP $R50 \
+      --out "$OUT/${name}_sst2_test_50"
+  for ref in aieg aieg:preset=v3; do
+    abl=$ref,integrated_gradients,random; for a in $ABL; do abl=$abl,$ref:$a; done
+    aieg-fast evaluate --model "$OUT/$name-s0" --dataset sst2-test --n 1821 --metrics hard $SWEEP $R50 \
+        --reference $ref --methods $abl --out "$OUT/${name}_ablation_50_${ref//[:=]/_}"
+  done
+done
