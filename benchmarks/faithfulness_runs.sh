@@ -128,3 +128,29 @@ for arch in gpt2 llama; do
         --reference $ref --methods $abl --out "$OUT/${name}_ablation_50_${ref//[:=]/_}"
   done
 done
+
+# 9. Issue 19's rerun of run 1 (SmolLM2-SST2, SST-2 dev, first 200) at 50 steps. The study's dev records
+#    (IG and IG from zero, the AIEG variants V1 to V8, random; the same settings) are restored into the
+#    folder, and the run adds the other methods, occlusion and the ablations of V1 (today's aieg) and of
+#    V3 (the dev selection, written out as the study wrote it) with every metric (each reading's ablation table is
+#    reported from a copy of the records with --reference). No k sweep: the study's records have none.
+#    Several sessions on a CPU: archived as run 5 is. HETA is left out for its cost (about 90 s a sentence).
+V3=aieg:posnorm=relu_max:attn_source=path
+STUDY="integrated_gradients,integrated_gradients:baseline=zero,aieg,aieg:posnorm=relu_max,$V3,aieg:posnorm=relu_max:attn_layers=rollout"
+STUDY="$STUDY,aieg:posnorm=relu_max:attn_exclude_first=true:attn_renorm=true,aieg:posnorm=relu_max:ef_sign=relu"
+STUDY="$STUDY,aieg:posnorm=relu_max:baseline=zero,aieg:posnorm=relu_max:baseline=zero:ef_mode=completeness:ef_norm=none,random"
+OTHERS="integrated_decision_gradients,saliency,input_x_gradient,attention,scaled_attention,grad_ellm,grad_ellm:preset=paper_v1,occlusion"
+ABL1="aieg:ef_mode=none,aieg:attn_layers=none,aieg:posnorm=none"
+ABL3="$V3:ef_mode=none,$V3:attn_layers=none,aieg:posnorm=none:attn_source=path"
+D9="$OUT/smollm2_sst2_dev_50"; A9=benchmarks/faithfulness/smollm2_sst2_dev_50/records.jsonl.gz
+[ -f "$A9" ] || python benchmarks/archive_records.py restore benchmarks/study19/records/dev/smollm2-sst2.jsonl.gz "$D9"
+python benchmarks/archive_records.py restore "$A9" "$D9"
+OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 -m aieg_fast.cli evaluate \
+    --model smollm2-sst2 --dataset sst2-dev --n 200 --methods "$STUDY,$OTHERS,$ABL1,$ABL3" $SOFT $R50 --out "$D9"
+python benchmarks/archive_records.py save "$D9" "$A9"
+for v in 1 3; do  # each reading's ablation table, from a copy of the records (nothing is computed again)
+  ref=$([ $v = 1 ] && echo aieg || echo "$V3"); abl=$([ $v = 1 ] && echo "$ABL1" || echo "$ABL3")
+  mkdir -p "${D9}_ablation_v$v" && cp "$D9/config.json" "$D9/records.jsonl" "${D9}_ablation_v$v/"
+  aieg-fast evaluate --model smollm2-sst2 --dataset sst2-dev --n 200 --methods "$ref,$abl,integrated_gradients,random" \
+      $SOFT $R50 --reference "$ref" --out "${D9}_ablation_v$v"
+done
