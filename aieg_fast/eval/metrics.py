@@ -269,13 +269,16 @@ def random_attribution(attr: Attribution, seed: int = 0, instance_id=0) -> Attri
     """A copy of ``attr`` with scores ~ U(0, 1) on attributable positions (0 elsewhere), method "random".
 
     Seeded by (seed, instance_id), so the control is reproducible and the same for every run.
+    Only the tokens, target and positions are kept: the method's options, diagnostics, findings
+    (``degenerate``) and backend are not the control's.
     """
     check_attribution(attr)
     g = torch.Generator(device="cpu").manual_seed(seed_for(seed, instance_id, "random_scores"))
     u = torch.rand(len(attr.token_ids), generator=g, dtype=torch.float32)
     e = torch.tensor(attr.attributable, dtype=torch.bool)
     s = torch.where(e, u, torch.zeros_like(u))
-    return dataclasses.replace(attr, scores=s, method="random", options={"seed": int(seed)}, info={}, timing={})
+    return dataclasses.replace(attr, scores=s, method="random", options={"seed": int(seed)}, info={}, timing={},
+                               degenerate=[], backend={})
 
 
 def evaluate_attribution(

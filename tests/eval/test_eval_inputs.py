@@ -97,9 +97,10 @@ def test_flagged_attributions_recorded_not_warned(tiny_gpt2, tmp_path, recwarn):
     are in its record ("signal_flags") and counted in summary.md."""
     from aieg_fast import AttributionWarning
 
-    res = E.evaluate(tiny_gpt2, methods="integrated_gradients", n=2, out_dir=tmp_path, **dict(KW, n_steps=2))
+    res = E.evaluate(tiny_gpt2, methods="integrated_gradients,random", n=2, out_dir=tmp_path, **dict(KW, n_steps=2))
     assert not [w for w in recwarn if issubclass(w.category, AttributionWarning)]
     recs = [json.loads(l) for l in (tmp_path / "records.jsonl").read_text().splitlines()]
     # two IG steps on the random model: a large completeness error on both examples
     assert [r["methods"]["integrated_gradients"]["signal_flags"] for r in recs] == [["completeness"], ["completeness"]]
-    assert "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): integrated_gradients: completeness × 2" in res["summary_md"]
+    assert [r["methods"]["random"]["signal_flags"] for r in recs] == [[], []]  # the control has no findings of IG's
+    assert "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): integrated_gradients: completeness × 2." in res["summary_md"]

@@ -299,7 +299,9 @@ def test_degenerate_instance_gives_nan(case):
 
 def test_random_control(case):
     ex, a = case
+    a = dataclasses.replace(a, degenerate=[{"kind": "completeness", "message": "x"}])
     r1 = M.random_attribution(a, seed=0, instance_id="a")
+    assert r1.degenerate == [] and r1.backend == {}  # the attributed method's findings are not the control's
     r2 = M.random_attribution(a, seed=0, instance_id="a")
     r3 = M.random_attribution(a, seed=0, instance_id="b")
     assert r1.method == "random"
