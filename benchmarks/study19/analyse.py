@@ -14,6 +14,10 @@ For each model's run folder (``<root>/<phase>/<model>/records.jsonl``, written b
 Then the dev criterion averaged over models (each model weighs 1, the three GPT-nano seeds 1/3
 each) and the selection rule (ties within one standard error go to the simpler variant).
 
+``--phase imdb`` reads the IMDb buckets (``<root>/imdb/<model>_<tokens>/``) the same way, one
+table per bucket with the test phase's Holm-corrected family (IG, V1 and the dev winner: hard
+metrics only); the 50-token bucket is read only when it holds the protocol's minimum (200).
+
     python benchmarks/study19/analyse.py --root runs/study19 --phase dev [--out benchmarks/study19/dev.md]
 """
 from __future__ import annotations
@@ -107,6 +111,21 @@ def _ci(x, seed=0):
     return float(x.mean()), float(np.quantile(b, 0.025)), float(np.quantile(b, 0.975))
 
 
+def _mean(x) -> str:
+    """The mean of the finite values, or "–" where there are none (hard-metric runs)."""
+    x = x[np.isfinite(x)]
+    return f"{x.mean():.3f}" if x.size else "–"
+
+
+def _runs(root: Path, phase: str):
+    """(name, folder, examples the protocol asks for) of every run the phase reads."""
+    if phase == "imdb":
+        spec = PROTOCOL["imdb"]
+        return [(f"{spec['model']}, {b}-token bucket", root / "imdb" / f"{spec['model']}_{b}", spec["n_min"].get(str(b), 1))
+                for b in spec["max_tokens"]]
+    return [(m, root / phase / m, PROTOCOL[phase]["n"]["nano" if "nano" in m else m]) for m in PROTOCOL["models"]]
+
+
 def model_table(model, vals, variants, n, phase):
     """(markdown lines, criterion, its SE, the Holm-corrected family on ``test`` else None)."""
     lines = [f"#### {model} (n = {n})", "", "| variant | log-odds ↓ | comprehensiveness ↑ | sufficiency ↓ | mean rank (SE) | π-Soft-NC ↑ relu / minmax | π-Soft-NS ↑ relu / minmax |",
@@ -119,10 +138,10 @@ def model_table(model, vals, variants, n, phase):
             mean, lo, hi = _ci(vals[v][m])
             cells.append(f"{mean:.3f} [{lo:.3f}, {hi:.3f}]")
         rank = f"{crit[v]:.2f} ({se[v]:.2f})" if v in crit else "–"
-        soft = [f"{np.nanmean(vals[v][a]):.3f} / {np.nanmean(vals[v][b]):.3f}" for a, b in
+        soft = [f"{_mean(vals[v][a])} / {_mean(vals[v][b])}" for a, b in
                 (("pi_soft_nc_auc", "pi_soft_nc_auc_minmax"), ("pi_soft_ns_auc", "pi_soft_ns_auc_minmax"))]
         lines.append(f"| {v} | " + " | ".join(cells) + f" | {rank} | " + " | ".join(soft) + " |")
-    fam = paired_family(vals, compared) if phase == "test" else None
+    fam = paired_family(vals, compared) if phase in ("test", "imdb") else None
     if fam is not None:
         lines += ["", "Holm-corrected paired Wilcoxon p (mean difference variant − reference):", "",
                   "| variant | vs | log-odds | comprehensiveness | sufficiency |", "|---|---|---|---|---|"]
@@ -216,14 +235,13 @@ def decide(per_model_fam, test_score, winner: str):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--root", default="runs/study19")
-    p.add_argument("--phase", choices=["dev", "test"], default="dev")
+    p.add_argument("--phase", choices=["dev", "test", "imdb"], default="dev")
     p.add_argument("--out", default=None, help="write the tables to this markdown file")
     p.add_argument("--winner", default=None, help="test phase: the dev selection (published first), for the decision")
     p.add_argument("--partial", action="store_true", help="also read runs with fewer examples than the protocol's")
     a = p.parse_args(argv)
     lines, per_model, fams = [], {}, {}
-    for model in PROTOCOL["models"]:
-        folder = Path(a.root) / a.phase / model
+    for model, folder, size in _runs(Path(a.root), a.phase):
         if not (folder / "records.jsonl").is_file():
             lines += [f"#### {model}: no records yet", ""]
             continue
@@ -231,7 +249,6 @@ def main(argv=None) -> int:
         if n == 0 or not variants:
             lines += [f"#### {model}: no complete records yet", ""]
             continue
-        size = PROTOCOL[a.phase]["n"]["nano" if "nano" in model else model]
         if n < size and not a.partial:  # the protocol reads a model's run only when it is complete
             lines += [f"#### {model}: {n} of {size} examples; not read until complete (--partial to read it anyway)", ""]
             continue
@@ -240,7 +257,7 @@ def main(argv=None) -> int:
         per_model[model] = (crit, se)
         if fam is not None:
             fams[model] = fam
-    if per_model:
+    if per_model and a.phase != "imdb":  # the criterion and decision are the SST-2 phases'
         score, se, best, tied, winner = select(per_model)
         lines += ["#### The criterion over the models present (" + ", ".join(per_model) + ")", "",
                   "| variant | mean rank (model-weighted) | SE |", "|---|---|---|"]

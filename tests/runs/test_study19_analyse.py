@@ -75,3 +75,33 @@ def test_a_run_short_of_the_protocols_size_is_not_read(tmp_path):
     assert "smollm2-sst2: 3 of 500 examples; not read until complete" in text and "-0.123" not in text
     analyse.main(["--root", str(tmp_path), "--phase", "test", "--out", str(out), "--partial"])
     assert "#### smollm2-sst2 (n = 3)" in out.read_text()
+
+
+def test_imdb_buckets_are_read_with_the_holm_family(tmp_path):
+    """--phase imdb: one table per bucket (IG, V1, V3; hard metrics only), the Holm-corrected
+    family against IG and V1; the 50-token bucket only once it holds the protocol's 200."""
+    import json
+
+    rng = np.random.default_rng(0)
+    spec = analyse.PROTOCOL["variants"]
+
+    def write(bucket, n, shift):
+        folder = tmp_path / "imdb" / f"smollm2-sst2_{bucket}"
+        folder.mkdir(parents=True)
+        with open(folder / "records.jsonl", "w") as fh:
+            for i in range(n):
+                base = rng.normal(size=3)
+                methods = {spec[v]: dict(zip(analyse.HARD, base + (shift if v == "V3" else 0.0) * np.array([-1, 1, -1])))
+                           for v in ("IG", "V1", "V3")}
+                fh.write(json.dumps({"id": f"imdb:{i}", "methods": methods}) + "\n")
+
+    write(50, 199, 0.5)
+    write(200, 30, 0.5)
+    out = tmp_path / "imdb.md"
+    analyse.main(["--root", str(tmp_path), "--phase", "imdb", "--out", str(out)])
+    text = out.read_text()
+    assert "smollm2-sst2, 50-token bucket: 199 of 200 examples; not read until complete" in text
+    assert "#### smollm2-sst2, 200-token bucket (n = 30)" in text and "400-token bucket: no records yet" in text
+    v3_ig = next(line for line in text.splitlines() if line.startswith("| V3 | IG |"))
+    assert v3_ig.startswith("| V3 | IG | -0.500 (p ") and "| – / – |" in text  # better by 0.5 on each; no soft metrics
+    assert "The criterion over the models" not in text  # the selection and decision are SST-2's
