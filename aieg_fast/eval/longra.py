@@ -53,7 +53,7 @@ from ..runs import writable_folder
 from .checks import check_method_options, check_models, check_positive_int
 from .folder import prepare_folder
 from .longra_report import LONGRA_KS, summarise_longra
-from .metrics import random_attribution
+from .metrics import CONTROLS, random_attribution
 from .records import RECORDS_FILE, append_record, read_records
 from .run_checks import check_methods
 from .runner import explainer_for
@@ -67,7 +67,6 @@ __all__ = ["LONGRA_KS", "LONGRA_TARGET_FNS", "longra_spans", "longra_filter", "l
 #: ``target_fn`` choices of :func:`evaluate_longra` (``"auto"`` = ``"logprob"``, the
 #: probability of the target the filter checks, over the vocabulary).
 LONGRA_TARGET_FNS = ("auto", "logprob", "logit", "prob")
-_CONTROLS = ("random",)
 
 
 def _word_span(prompt: str, word: str, before: int) -> Optional[tuple]:
@@ -289,7 +288,7 @@ def evaluate_longra(
             data file (names the file and line), settings that differ from those recorded in
             ``out_dir``; all before any record is written. FileNotFoundError: missing data file.
     """
-    methods, specs = check_methods(methods, reference, _CONTROLS)
+    methods, specs = check_methods(methods, reference, CONTROLS)
     check_positive_int("n", n)
     check_positive_int("n_steps", n_steps)
     ks = sorted({check_positive_int("ks", k) for k in ([ks] if isinstance(ks, int) else ks)})
@@ -299,7 +298,7 @@ def evaluate_longra(
         raise ValueError(f"target_fn must be one of {list(LONGRA_TARGET_FNS)} for LongRA, got {target_fn!r}")
     if dataset not in DATASETS or DATASETS[dataset].task != "longra":
         raise ValueError(f"dataset must be one of {[k for k, d in DATASETS.items() if d.task == 'longra']}, got {dataset!r}")
-    method_options = check_method_options(method_options, specs, _CONTROLS)
+    method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
     data = load_records(dataset, data_dir)
     if len(data) < n:
@@ -307,7 +306,7 @@ def evaluate_longra(
     data = data[:n]
     out = writable_folder(out_dir)
     ex = explainer_for(model, device=device, dtype=dtype, device_map=device_map)
-    check_models(ex, specs, method_options, _CONTROLS)
+    check_models(ex, specs, method_options, CONTROLS)
     if ex.adapter.kind != "causal_lm":
         raise ValueError("model: LongRA needs a causal LM (it predicts the next word), got a classification head")
     settings = {"seed": seed, "n_steps": n_steps, "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks,

@@ -115,6 +115,7 @@ if TYPE_CHECKING:
     from ..explainer import Explainer
 
 __all__ = [
+    "CONTROLS",
     "DEFAULT_PI_GRID",
     "DEFAULT_SOFT_MAPS",
     "HARD_METRICS",
@@ -265,6 +266,10 @@ def sufficiency(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> f
 # ============================================================================================
 # controls and one-call evaluation
 # ============================================================================================
+#: methods that are controls (:func:`random_attribution`), not attribution methods
+CONTROLS = ("random",)
+
+
 def random_attribution(attr: Attribution, seed: int = 0, instance_id=0) -> Attribution:
     """A copy of ``attr`` with scores ~ U(0, 1) on attributable positions (0 elsewhere), method "random".
 

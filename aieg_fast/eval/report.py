@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from .metrics import HARD_METRICS, METRICS, soft_key
+from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
 __all__ = ["write_csv", "fmt", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
@@ -212,7 +212,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     flagged = {}
     for r in records:
         for m, v in r.get("methods", {}).items():
-            if m == "random":  # a control has no findings (records before 2026-12-03 copied the first method's)
+            if m in CONTROLS:  # a control has no findings (records before 2026-12-03 copied the first method's)
                 continue
             for kind in v.get("signal_flags") or []:
                 flagged.setdefault(m, {}).setdefault(kind, 0)

@@ -50,6 +50,7 @@ from ..methods.registry import parse_method_spec
 from ..runs import CONFIG_FILE, Dist, part_path, rank_device, shard, start as start_processes, writable_folder
 from .checks import check_method_options, check_models
 from .metrics import (
+    CONTROLS,
     DEFAULT_PI_GRID,
     DEFAULT_SOFT_MAPS,
     HARD_METRICS,
@@ -75,7 +76,6 @@ if TYPE_CHECKING:
 __all__ = ["evaluate", "evaluate_example", "eval_target_fn", "RunSettings", "CONTROLS", "DEFAULT_METHODS", "EVAL_TARGET_FNS",
            "TOPK_SWEEP", "CONFIG_FILE", "explainer_for", "run_config", "run_shards", "score_attribution", "summarise_run"]
 
-CONTROLS = ("random",)  # methods that are controls, not attribution methods
 #: the methods ``evaluate`` runs by default (and ``aieg-fast evaluate --methods``).
 DEFAULT_METHODS = ("aieg", "integrated_gradients", "random")
 #: default top-k fractions of the k sweep (specs/aieg.md §7: 5 / 10 / 20 / 30 %).
