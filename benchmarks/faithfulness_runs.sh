@@ -135,10 +135,8 @@ done
 #    V3 (the dev selection, written out as the study wrote it) with every metric (each reading's ablation table is
 #    reported from a copy of the records with --reference). No k sweep: the study's records have none.
 #    Several sessions on a CPU: archived as run 5 is. HETA is left out for its cost (about 90 s a sentence).
-V3=aieg:posnorm=relu_max:attn_source=path
-STUDY="integrated_gradients,integrated_gradients:baseline=zero,aieg,aieg:posnorm=relu_max,$V3,aieg:posnorm=relu_max:attn_layers=rollout"
-STUDY="$STUDY,aieg:posnorm=relu_max:attn_exclude_first=true:attn_renorm=true,aieg:posnorm=relu_max:ef_sign=relu"
-STUDY="$STUDY,aieg:posnorm=relu_max:baseline=zero,aieg:posnorm=relu_max:baseline=zero:ef_mode=completeness:ef_norm=none,random"
+variants() { python -c "import json, sys; v = json.load(open('benchmarks/study19/protocol.json'))['variants']; print(','.join(v[k] for k in sys.argv[1:] or v))" "$@"; }
+STUDY=$(variants); V3=$(variants V3)  # the study's method specs, as its protocol names them
 OTHERS="integrated_decision_gradients,saliency,input_x_gradient,attention,scaled_attention,grad_ellm,grad_ellm:preset=paper_v1,occlusion"
 ABL1="aieg:ef_mode=none,aieg:attn_layers=none,aieg:posnorm=none"
 ABL3="$V3:ef_mode=none,$V3:attn_layers=none,aieg:posnorm=none:attn_source=path"

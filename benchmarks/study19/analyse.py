@@ -127,7 +127,7 @@ def _runs(root: Path, phase: str):
 
 
 def model_table(model, vals, variants, n, phase):
-    """(markdown lines, criterion, its SE, the Holm-corrected family on ``test`` else None)."""
+    """(markdown lines, criterion, its SE, the Holm-corrected family on ``test`` and ``imdb``, else None)."""
     lines = [f"#### {model} (n = {n})", "", "| variant | log-odds ↓ | comprehensiveness ↑ | sufficiency ↓ | mean rank (SE) | π-Soft-NC ↑ relu / minmax | π-Soft-NS ↑ relu / minmax |",
              "|---|---|---|---|---|---|---|"]
     compared = [v for v in variants if v in COMPARED]
