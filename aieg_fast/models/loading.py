@@ -2,6 +2,7 @@
 object) to a ``transformers`` model and tokenizer."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -124,7 +125,9 @@ def _load_sst2(tokenizer, dtype, adapter_dir=None):
     if not base_name.rstrip("/").endswith(DEFAULT_MODEL):
         raise ValueError(f"model: the LoRA adapter in {path} is for {base_name!r}; only adapters of the embedded {DEFAULT_MODEL} load by folder")
     base, tok, _ = load_embedded(torch.float32)
-    m = PeftModel.from_pretrained(base, str(path)).merge_and_unload()  # merged in float32
+    with warnings.catch_warnings():  # peft reads transformers' deprecated is_gradient_checkpointing
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        m = PeftModel.from_pretrained(base, str(path)).merge_and_unload()  # merged in float32
     name = SST2_NAME if adapter_dir is None else str(adapter_dir)  # an adapter folder is named by its path
     m.config._name_or_path = name
     if dtype is not None and dtype != torch.float32:

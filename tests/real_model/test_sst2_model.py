@@ -71,3 +71,16 @@ def test_an_adapter_folder_loads_by_path_under_its_own_name(sst2_model, tmp_path
     assert ex.name == str(folder) and ex.model.config._name_or_path == str(folder)
     name = "model.layers.0.self_attn.q_proj.weight"
     assert torch.equal(dict(ex.model.named_parameters())[name], dict(sst2_model.model.named_parameters())[name])
+
+
+def test_loads_without_peft_deprecation_noise():
+    """peft reads transformers' deprecated ``is_gradient_checkpointing``; the loader keeps that
+    FutureWarning (which a user cannot act on) out of their output, and only that one."""
+    import warnings
+
+    import aieg_fast
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        aieg_fast.load_model("smollm2-sst2")
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
