@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
     ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a classification dataset "
                         "(sentiment, BoolQ, your file), LongRA's ground-truth check or generated text, per step",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    folder_files = ", ".join(DATASETS[k].file for k in EVALUATION_DATASETS if DATASETS[k].file)
+    folder_files = ", ".join(dict.fromkeys(DATASETS[k].file for k in EVALUATION_DATASETS if DATASETS[k].file))  # each file once
     add_model_options(ev)
     ev.add_argument("--dataset", default="sst2-sample", metavar="NAME|PATH",
                     help=f"one of {', '.join(EVALUATION_DATASETS)}, or a .jsonl / .json / .csv / .tsv file: with "
@@ -81,8 +81,9 @@ def add_parser(sub) -> None:
                          "minmax is the min-max of the signed scores (unchanged by a constant shift); "
                          "maps other than relu get columns ending in _MAP")
     ev.add_argument("--target-fn", choices=list(EVAL_TARGET_FNS), default="auto",
-                    help="F every method explains: auto = the log-probability the metrics score (label_logprob over the "
-                         "label words with --prob-space labels, logprob over the vocabulary otherwise); contrast = the "
+                    help="F every method explains: auto = the dataset's own (BoolQ: contrast), else the log-probability the "
+                         "metrics score (label_logprob over the label words with --prob-space labels, logprob over the "
+                         "vocabulary otherwise); contrast = the "
                          "predicted label's logit minus the runner-up's; logit = the raw label logit")
     ev.add_argument("--ties", choices=list(TIE_RULES), default="random",
                     help="order of equal scores in the top-k: random (seeded per example, recorded) or lower index first")

@@ -13,7 +13,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub) -> None:
     """Add the ``train-sentiment`` subcommand to the subparsers ``sub``."""
     ts = sub.add_parser("train-sentiment", help="fine-tune SmolLM2-135M-Instruct on SST-2 (or BoolQ) with LoRA (resumable; "
-                        "SST-2: ~30-60 min on 2 cores)", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        "SST-2: about 85 min on one core)", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ts.add_argument("--task", choices=list(TRAIN_TASKS), default="sst2",
                     help="sst2: SST-2 train, scored on SST-2 dev; boolq: the BoolQ dev records with even idx (1,635), "
                          "scored on those with odd idx (boolq-heldout, the set to evaluate the model on)")
