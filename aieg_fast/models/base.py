@@ -363,10 +363,13 @@ class DecoderAdapter:
 
     def full_logits(self, hidden):
         """All output logits (vocabulary or classes) for ``hidden`` [B, D]: Tensor[B, V]; a
-        float16 / bfloat16 linear head is applied in float32 (float32 logits)."""
+        float16 / bfloat16 linear head, or a linear head given float16 / bfloat16 hidden states,
+        is applied in float32 (float32 logits); another head gets ``hidden`` in its own dtype."""
         head = self.head
-        if hidden.dtype in (torch.float16, torch.bfloat16) and isinstance(head, nn.Linear):
+        low = (torch.float16, torch.bfloat16)
+        if isinstance(head, nn.Linear) and (hidden.dtype in low or head.weight.dtype in low):
             with materialized(head):
                 bias = None if head.bias is None else head.bias.float().to(hidden.device)
                 return self._cap(torch.nn.functional.linear(hidden.float(), head.weight.float().to(hidden.device), bias))
-        return self._cap(head(hidden).to(hidden.device))
+        p = next(head.parameters(), None)
+        return self._cap(head(hidden if p is None else hidden.to(p.dtype)).to(hidden.device))

@@ -85,3 +85,27 @@ def test_float16_runs(pair):
     ref = pair[0].attribute(TEXT, method="integrated_gradients", n_steps=16)
     valid = torch.tensor(ref.attributable)
     assert float(torch.nn.functional.cosine_similarity(ref.scores[valid], res.scores[valid], dim=0)) > 0.95
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("target_fn", ["logprob", "prob"])
+def test_low_precision_log_prob_targets(target_fn, dtype):
+    """F = log p / p of the target on a half-precision model: the hidden state goes to float32
+    before the head (the half-precision head is then applied in float32), as for the logit."""
+    m32, t32 = make_tiny_llama()
+    m16, t16 = make_tiny_llama()
+    a = aieg_fast.load_model(m32, t32).attribute(TEXT, method="saliency", target_fn=target_fn)
+    b = aieg_fast.load_model(m16.to(dtype), t16).attribute(TEXT, method="saliency", target_fn=target_fn)
+    assert b.scores.dtype == torch.float32 and bool(torch.isfinite(b.scores).all())
+    assert b.info["F_input"] == pytest.approx(a.info["F_input"], rel=0.05, abs=0.05)
+
+
+def test_bf16_heta_and_generation_with_log_prob(pair):
+    """HETA's sensitivity term and per-step generation scores with log p run on a bfloat16 model."""
+    ex32, ex = pair
+    h = ex.attribute(TEXT, method="heta")
+    assert h.scores.dtype == torch.float32 and bool(torch.isfinite(h.scores).all())
+    kw = dict(generated_text=" is good", method="saliency", target_fn="logprob")
+    g32, g = ex32.attribute_generation("the movie", **kw), ex.attribute_generation("the movie", **kw)
+    assert g.scores.dtype == torch.float32 and not bool(torch.isinf(g.scores).any())
+    assert torch.equal(torch.isnan(g.scores), torch.isnan(g32.scores))  # NaN only where nothing is attributed
