@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -260,9 +262,14 @@ class Attribution:
         )
 
     def save(self, path) -> None:
-        """Write :meth:`to_dict` as JSON to ``path``."""
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(self.to_dict(), fh, ensure_ascii=False, indent=1)
+        """Write :meth:`to_dict` as JSON to ``path``. The JSON is made first and written to a
+        temporary file renamed over ``path``, so a result that cannot be written (e.g. a value
+        JSON does not know put into ``info``) leaves an existing file at ``path`` as it was.
+
+        Raises:
+            TypeError: a value is not JSON-serialisable (nothing is written).
+        """
+        _write_json(path, self.to_dict())
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Attribution":
@@ -326,14 +333,27 @@ def save_attributions(results, path) -> None:
         path: the file to write (UTF-8; text kept as typed).
 
     Raises:
-        TypeError: an element is not an :class:`Attribution`.
+        TypeError: an element is not an :class:`Attribution`, or a value is not JSON-serialisable
+            (nothing is written; an existing file at ``path`` stays as it was).
     """
     results = list(results)
     for i, r in enumerate(results):
         if not isinstance(r, Attribution):
             raise TypeError(f"results[{i}] is a {type(r).__name__}, not an Attribution")
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump({"format": MULTI_FORMAT, "version": 1, "results": [r.to_dict() for r in results]}, fh, ensure_ascii=False, indent=1)
+    _write_json(path, {"format": MULTI_FORMAT, "version": 1, "results": [r.to_dict() for r in results]})
+
+
+def _write_json(path, obj) -> None:
+    """``obj`` as JSON at ``path``: serialised in full first, then written to a temporary file in
+    the same folder and renamed over ``path`` (an existing file is replaced whole or not at all)."""
+    text = json.dumps(obj, ensure_ascii=False, indent=1)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_attributions(path) -> List[Attribution]:

@@ -268,6 +268,21 @@ def test_save_and_load_several(tmp_path, gen):
         aieg_fast.save_attributions([a, "x"], p)
 
 
+def test_save_that_fails_leaves_the_old_file(tmp_path, gen):
+    """A result that cannot be serialised (a value JSON does not know in ``info``) raises before
+    anything is written: the file saved before at that path is intact, and no temporary is left."""
+    a = _result()
+    p = tmp_path / "one.json"
+    a.save(p)
+    before = p.read_bytes()
+    a.info["user_value"] = object()
+    with pytest.raises(TypeError):
+        a.save(p)
+    with pytest.raises(TypeError):
+        aieg_fast.save_attributions([gen, a], p)
+    assert p.read_bytes() == before and sorted(x.name for x in tmp_path.iterdir()) == ["one.json"]
+
+
 def test_html_words_tokens_toggle(gen):
     res = _result()
     h = res.to_html(toggle=True)
