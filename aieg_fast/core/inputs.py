@@ -10,11 +10,15 @@ attributed and the template's own text is held fixed (:func:`fill_template`).
 """
 from __future__ import annotations
 
+import re
 from typing import List, Mapping, Sequence, Tuple
 
 import torch
 
-__all__ = ["inputs_and_targets", "check_input_ids", "fixed_by_specials", "fill_template", "is_text"]
+__all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text"]
+
+#: a ``{name}`` placeholder of a template (a field of a mapping text)
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def is_text(x) -> bool:
@@ -28,7 +32,8 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
     Args:
         text: a str, placed at ``{text}``; or a mapping field name → str, each placed at
             ``{<field>}`` (e.g. BoolQ's ``{"passage": ..., "question": ...}``). Braces of the
-            template that name no field are kept as they are.
+            template that hold no name (``{}``, ``{"a": 1}``) are kept as they are; with a
+            mapping, a ``{name}`` the mapping does not give is refused (a missing field).
         template: None (the text alone; not with a mapping), or a str holding ``{text}`` (or each
             field of the mapping) exactly once.
 
@@ -38,8 +43,9 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
 
     Raises:
         TypeError: text neither a str nor a mapping of str to str; a template that is not a str.
-        ValueError: an empty text or field (named); a mapping without a template, or with a field
-            the template does not name exactly once (names the field and the template).
+        ValueError: an empty text or field (named); a mapping without a template, with a field
+            the template does not name exactly once, or missing a field the template names
+            (names the field and the template).
     """
     if template is not None and not isinstance(template, str):
         raise TypeError(f"template must be a str with '{{text}}' or None, got {type(template).__name__}")
@@ -53,7 +59,7 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
         pre, post = template.split("{text}", 1)
         return pre + text + post, [(len(pre), len(pre) + len(text))]
     if not is_text(text):
-        raise TypeError(f"text must be a str or a mapping of field names to str, got {type(text).__name__}")
+        raise TypeError(f"text must be a str or a mapping of field names to str, got {_describe(text)}")
     if not text:
         raise ValueError("text is an empty mapping: give at least one field")
     if template is None:
@@ -65,6 +71,10 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
             raise ValueError(f"template must contain '{{{k}}}' exactly once (text field {k!r}), found it {n} times: {template!r}")
         if not v.strip():
             raise ValueError(f"text[{k!r}] is empty, got {v!r}")
+    missing = [f for f in dict.fromkeys(_PLACEHOLDER.findall(template)) if f not in text]
+    if missing:
+        raise ValueError(f"template names field(s) {missing} that text does not give (text has {sorted(text)}): "
+                         f"add them to text, or take them out of the template: {template!r}")
     order = sorted(text, key=lambda k: template.index("{" + k + "}"))
     full, spans, rest = "", [], template
     for k in order:
@@ -73,6 +83,15 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
         spans.append((len(full), len(full) + len(text[k])))
         full += text[k]
     return full + rest, spans
+
+
+def _describe(x) -> str:
+    """The type of ``x``, and for a mapping the first entry that is not str → str."""
+    if isinstance(x, Mapping):
+        bad = next(((k, v) for k, v in x.items() if not (isinstance(k, str) and isinstance(v, str))), None)
+        if bad is not None:
+            return f"a {type(x).__name__} whose entry {bad[0]!r} holds a {type(bad[1]).__name__}"
+    return type(x).__name__
 
 
 def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
@@ -126,6 +145,40 @@ def check_input_ids(input_ids, vocab_size: int, max_positions: int) -> Tuple[Lis
     return [[int(i) for i in row] for row in rows], single
 
 
+def _run(row: Sequence[int], token: int) -> int:
+    """How many times ``token`` repeats at the start of ``row``."""
+    n = 0
+    while n < len(row) and row[n] == token:
+        n += 1
+    return n
+
+
+def check_no_padding(input_ids, pad_id, bos_eos_ids=()) -> None:
+    """Refuse a padded ``[B, L]`` tensor (e.g. a tokenizer's ``padding=True`` output): its pad
+    tokens would be read as input and the prediction explained would follow them. A row that
+    starts or ends with the pad token (a run of two or more where the pad token is also the BOS
+    or EOS token, which a prompt may hold once) is refused; lists and 1-D tensors are not checked.
+
+    Args:
+        input_ids: what the caller gave as ``input_ids``.
+        pad_id: the tokenizer's pad token id, or None (nothing is checked).
+        bos_eos_ids: the tokenizer's BOS and EOS ids.
+
+    Raises:
+        ValueError: names the row, the run of pad tokens and what to give instead.
+    """
+    if pad_id is None or not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+        return
+    need = 2 if pad_id in set(bos_eos_ids) else 1
+    for r, row in enumerate(input_ids.tolist()):
+        lead, trail = _run(row, pad_id), _run(row[::-1], pad_id)
+        if max(lead, trail) >= need:
+            where = "starts" if lead >= need else "ends"
+            raise ValueError(f"input_ids[{r}] {where} with {max(lead, trail)} padding token(s) (id {pad_id}): a [B, L] tensor "
+                             "is read as B unpadded sequences (there is no attention mask), so the pads would be input; give "
+                             "sequences of different lengths as a list of id lists (or as texts): the batch is padded inside")
+
+
 def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_positions: int):
     """The inputs of a call and one target per input.
 
@@ -156,8 +209,13 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
                              "(they are then attributed, except special tokens)")
         inputs, single = check_input_ids(input_ids, vocab_size, max_positions)
     else:
-        if not is_text(text) and not (isinstance(text, (list, tuple)) and all(is_text(t) for t in text)):
-            raise TypeError(f"text must be a str or a list of str, got {type(text).__name__} (a text may also be a mapping of "
+        if isinstance(text, (list, tuple)):
+            bad = next((i for i, t in enumerate(text) if not is_text(t)), None)
+            if bad is not None:
+                raise TypeError(f"text[{bad}] must be a str (or a mapping of template fields to str), got "
+                                f"{_describe(text[bad])}")
+        elif not is_text(text):
+            raise TypeError(f"text must be a str or a list of str, got {_describe(text)} (a text may also be a mapping of "
                             "template fields to str)")
         single = is_text(text)
         inputs = [text] if single else list(text)

@@ -84,3 +84,44 @@ def test_bad_ids_are_refused(tiny_gpt2, given, err, match):
 def test_text_or_ids(tiny_gpt2, kwargs, match):
     with pytest.raises(ValueError, match=match):
         tiny_gpt2.attribute(method="saliency", **kwargs)
+
+
+def test_padded_tensor_batch_is_refused(tiny_llama):
+    """A tokenizer's padded [B, L] output would make the pads input (there is no attention mask):
+    refused before any work, naming the row; the same rows as a list of lists run and equal texts."""
+    tok = tiny_llama.tokenizer
+    for side in ("right", "left"):
+        tok.padding_side = side
+        try:
+            enc = tok([TEXT, SHORT], padding=True, return_tensors="pt")
+        finally:
+            tok.padding_side = "right"
+        with pytest.raises(ValueError, match=r"input_ids\[1\] (ends|starts) with \d+ padding token"):
+            tiny_llama.attribute(input_ids=enc["input_ids"], method="saliency")
+    rows = [tiny_llama.encode(t)[0] for t in (TEXT, SHORT)]
+    by_ids = tiny_llama.attribute(input_ids=rows, method="saliency")
+    assert [r.target for r in by_ids] == [r.target for r in tiny_llama.attribute([TEXT, SHORT], method="saliency")]
+
+
+def test_pad_that_is_also_eos_is_refused_only_as_a_run():
+    from aieg_fast.core.inputs import check_no_padding
+
+    check_no_padding(torch.tensor([[5, 6, 0], [5, 6, 7]]), pad_id=0, bos_eos_ids=(0, 0))  # one EOS at the end: a prompt may hold it
+    with pytest.raises(ValueError, match=r"input_ids\[0\] ends with 2 padding"):
+        check_no_padding(torch.tensor([[5, 0, 0], [5, 6, 7]]), pad_id=0, bos_eos_ids=(0, 0))
+    check_no_padding([[5, 0, 0], [5]], pad_id=0, bos_eos_ids=(0, 0))  # lists are not padded by the caller
+
+
+def test_text_item_errors_name_the_item(tiny_gpt2):
+    with pytest.raises(TypeError, match=r"text\[1\] must be a str .*got int"):
+        tiny_gpt2.attribute(["good", 3], method="saliency")
+    with pytest.raises(TypeError, match=r"entry 'passage' holds a int"):
+        tiny_gpt2.attribute({"passage": 3}, template="{passage}", method="saliency")
+
+
+def test_template_field_missing_from_the_text_is_refused(tiny_gpt2):
+    with pytest.raises(ValueError, match=r"template names field\(s\) \['question'\] that text does not give"):
+        tiny_gpt2.attribute({"passage": "the movie is good"}, template="{passage}\nQuestion: {question}?\nAnswer:",
+                            method="saliency")
+    res = tiny_gpt2.attribute({"passage": "the movie is good"}, template='{passage} {"k": 1} {}', method="saliency")
+    assert res.text.endswith('{"k": 1} {}')  # braces that name no field stay text
