@@ -20,7 +20,7 @@ from .core.path import bytes_per_path_point, check_chunk_settings, check_step_me
 from .core.model_state import holding_model_lock, model_prepared
 from .core.objective import LabelSet
 from .core.tokens import continuation, merge_message, one_bos, typed_specials
-from .core.validation import check_call_settings, check_choice, check_placement, parse_device, parse_dtype
+from .core.validation import check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
 from .methods.registry import METHODS, check_model, get_method
@@ -401,6 +401,7 @@ class Explainer:
                 (also a RuntimeWarning). A target whose text merges with the end of the prompt, a
                 special-token string typed in the text, a model in training mode.
         """
+        check_bool("progress", progress)
         m, opts, compiled = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
                                                  internal_batch_size, max_memory, n_baseline_samples, compile)
         inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,

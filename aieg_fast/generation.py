@@ -47,7 +47,7 @@ from .core.diagnostics import warn
 from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequence_pilot_logits
 from .core.model_state import holding_model_lock, model_prepared
 from .core.tokens import continuation, merge_message
-from .core.validation import check_call_settings, check_int
+from .core.validation import check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
 
@@ -215,14 +215,17 @@ def attribute_generation(
         score; also ``steps[t]["target"]["prob"]``).
 
     Raises:
-        ValueError: empty prompt, max_new_tokens < 1, empty ``generated_text``, too many tokens
-            for the model, a classification head, unknown method or option, n_steps < 2 or too
+        ValueError: empty prompt, max_new_tokens < 1, ``interpolate_generated`` / ``shared`` /
+            ``progress`` not a bool, empty ``generated_text``, too many tokens for the model, a
+            classification head, unknown method or option, n_steps < 2 or too
             large for memory, ``internal_batch_size`` not a positive int, a bad ``max_memory``.
             Checked before the model is touched; the model is left as it was.
     """
     ex = self
     t0 = time.perf_counter()
     # ---- validation first: nothing below touches the model until everything is checked
+    for name, flag in (("interpolate_generated", interpolate_generated), ("progress", progress), ("shared", shared)):
+        check_bool(name, flag)  # "no" is truthy: a str here would silently turn the option on
     _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory)
     m = get_method(method)
     check_call_settings(n_steps, backend, auto_ok=False)
