@@ -17,12 +17,13 @@ from .core.compiled import CompiledStack, check_compile, compile_report, compile
 from .core.context import Context, progress_bar, run_method, shared_paths
 from .core.inputs import check_no_padding, fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
-from .core.model_state import holding_model_lock, model_prepared
+from .core.model_state import holding_model_lock
 from .core.objective import LabelSet
 from .core.tokens import continuation, merge_message, one_bos, typed_specials
 from .core.validation import check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
+from .prediction import label_probs, predict
 from .methods.registry import METHODS, check_model, get_method
 from .models import adapter_for, load_hf_model
 from .result import Attribution
@@ -521,30 +522,8 @@ class Explainer:
         )
 
     attribute_generation = attribute_generation
-
-    def _next_probs(self, text: str, template: Optional[str]):
-        """Next-token (or class) probabilities of one text: (Tensor[V], the encoded string)."""
-        ids, fixed, full, _ = self.encode_with_offsets(text, template)
-        batch = self.build_batch([(ids, fixed)])
-        with model_prepared(self.model):
-            return self.context(batch).reference_forward(baseline=False)["probs"][0], full
-
-    @holding_model_lock
-    def predict(self, text: str, template: Optional[str] = None, top_k: int = 5):
-        """The model's top-k next tokens (or classes) with probabilities, as (text, id, prob)."""
-        p, _ = self._next_probs(text, template)
-        vals, idx = p.topk(min(top_k, p.numel()))
-        names = self.token_texts([int(i) for i in idx]) if self.adapter.kind == "causal_lm" else [self._label(int(i)) for i in idx]
-        return [(n, int(i), float(v)) for n, i, v in zip(names, idx, vals)]
-
-    @holding_model_lock
-    def label_probs(self, text: str, labels: Sequence[str], template: Optional[str] = None):
-        """Probabilities of single-token ``labels`` at the next position, renormalised over them
-        (each label tokenised as it would follow the prompt, :meth:`resolve_target`)."""
-        p, full = self._next_probs(text, template)
-        tids = [self.resolve_target(l, context=full)["id"] for l in labels]
-        p = p[tids]
-        return (p / p.sum()).tolist()
+    predict = predict
+    label_probs = label_probs
 
 
 def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id: Optional[int] = None, *,

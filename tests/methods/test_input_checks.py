@@ -75,3 +75,27 @@ def test_token_added_after_resize_is_a_valid_target(make):
     with pytest.warns(aieg_fast.AttributionWarning, match="typed as text"):
         res = ex.attribute("the <mark> movie", method="saliency")
     assert mark in res.token_ids and not res.attributable[res.token_ids.index(mark)]
+
+
+@pytest.mark.parametrize("labels, err, match", [
+    (" good", TypeError, r"labels must be a list of label words.*got str ' good'"),
+    ([" good"], ValueError, r"at least 2 label words"),
+    ([], ValueError, r"at least 2 label words"),
+    ([" good", " good"], ValueError, r"labels \[' good', ' good'\] are the same token"),
+    ([" good", " not a token"], ValueError, r"labels\[1\] = ' not a token': .*single token"),
+])
+def test_label_probs_refuses_bad_labels_before_the_forward(tiny_gpt2, monkeypatch, labels, err, match):
+    _no_forward(tiny_gpt2, monkeypatch)
+    with pytest.raises(err, match=match):
+        tiny_gpt2.label_probs(TEXT, labels)
+
+
+def test_predict_and_label_probs(tiny_gpt2, monkeypatch):
+    p = tiny_gpt2.label_probs(TEXT, [" good", " bad"])
+    assert len(p) == 2 and sum(p) == pytest.approx(1.0) and all(0 < x < 1 for x in p)
+    top = tiny_gpt2.predict(TEXT, top_k=3)
+    assert len(top) == 3 and [t[2] for t in top] == sorted((t[2] for t in top), reverse=True)
+    _no_forward(tiny_gpt2, monkeypatch)
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match=rf"top_k must be an int >= 1, got {bad!r}"):
+            tiny_gpt2.predict(TEXT, top_k=bad)
