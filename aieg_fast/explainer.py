@@ -235,6 +235,7 @@ class Explainer:
         Raises:
             ValueError: a string that is not a single token (unless ``multi_token``), an id out
                 of range, an unknown label.
+            TypeError: a target that is neither a str, an int nor None (a bool, a float).
 
         Warns:
             AttributionWarning: the target's text merges with the end of ``context`` (the
@@ -250,7 +251,9 @@ class Explainer:
                 if target not in label2id:
                     raise ValueError(f"target {target!r} is not a label of this classifier; labels: {sorted(label2id)}")
                 target = label2id[target]
-            if not isinstance(target, int) or not (0 <= target < n):
+            if isinstance(target, bool) or not isinstance(target, int):
+                raise TypeError(f"target must be a class index (int) or a label name (str), got {type(target).__name__} {target!r}")
+            if not 0 <= target < n:
                 raise ValueError(f"target must be a class index in [0, {n}), got {target!r}")
             return {"kind": "class", "id": int(target), "text": str(id2label.get(target, target))}
         if target is None:

@@ -53,13 +53,24 @@ class CallSettings:
         return torch.tensor([c["id"] for c in self.contrast], dtype=torch.long, device=device)
 
 
-def _resolve_target_fn(ex, target_fn, label_set, context=None):
+def _resolve_as(ex, value, name: str, context=None):
+    """``ex.resolve_target(value)`` with errors naming the argument ``name`` (e.g.
+    ``contrast_target`` or ``label_set[1]``) instead of ``target``."""
+    try:
+        return ex.resolve_target(value, context=context)
+    except (TypeError, ValueError) as err:
+        msg = str(err)
+        msg = name + msg[len("target"):] if msg.startswith("target") else f"{name}: {msg}"
+        raise type(err)(msg) from None
+
+
+def _resolve_target_fn(ex, target_fn, label_set, context=None, gradients: bool = True):
     if label_set is not None:
         if target_fn != "label_logprob":
             raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
         if isinstance(label_set, str) or not isinstance(label_set, (list, tuple)):
             raise TypeError(f"label_set must be a list of labels (token strings or ids), got {type(label_set).__name__}")
-        ids = [ex.resolve_target(l, context=context)["id"] for l in label_set]
+        ids = [_resolve_as(ex, l, f"label_set[{i}]", context)["id"] for i, l in enumerate(label_set)]
         if len(set(ids)) != len(ids):
             raise ValueError(f"label_set has repeated labels: {list(label_set)} (ids {ids})")
         target_fn = LabelSet(tuple(int(i) for i in ids), tuple(str(l) for l in label_set))
@@ -68,7 +79,8 @@ def _resolve_target_fn(ex, target_fn, label_set, context=None):
             raise ValueError("target_fn='label_logprob' needs label_set=[...] (the label tokens)")
         n = ex.adapter.num_labels
         target_fn = LabelSet(tuple(range(n)), tuple(ex._label(i) for i in range(n)))  # all classes
-    check_target_fn(target_fn)
+    width = getattr(ex.adapter.head, "out_features", None) if callable(target_fn) else None
+    check_target_fn(target_fn, width, gradients)
     return target_fn
 
 
@@ -90,13 +102,15 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
         ValueError / TypeError: naming the argument and the value received.
     """
     contexts = list(contexts) if contexts is not None else [None] * n_texts
-    tfn = _resolve_target_fn(ex, target_fn, label_set, contexts[0] if contexts else None)
+    tfn = _resolve_target_fn(ex, target_fn, label_set, contexts[0] if contexts else None, getattr(method, "gradients", True))
     if contrast_target is not None and not isinstance(tfn, (str, LabelSet)):
         raise ValueError("contrast_target cannot be combined with a callable target_fn (compute the contrast inside it)")
     cts = contrast_target if isinstance(contrast_target, (list, tuple)) else [contrast_target] * n_texts
     if len(cts) != n_texts:
         raise ValueError(f"contrast_target has {len(cts)} entries for {n_texts} texts")
-    contrast = [None if c is None else ex.resolve_target(c, context=ctx) for c, ctx in zip(cts, contexts)]
+    single = not isinstance(contrast_target, (list, tuple))
+    contrast = [None if c is None else _resolve_as(ex, c, "contrast_target" if single else f"contrast_target[{i}]", ctx)
+                for i, (c, ctx) in enumerate(zip(cts, contexts))]
     alpha0 = check_alpha_range(alpha_range)
     check_int("n_baseline_samples", n_baseline_samples, 1)
     if baseline_noise is not None and not (isinstance(baseline_noise, (int, float)) and not isinstance(baseline_noise, bool) and baseline_noise >= 0):

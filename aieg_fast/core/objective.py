@@ -54,10 +54,14 @@ class LabelSet:
 TargetFn = Union[str, LabelSet, Callable[[Tensor], Tensor]]
 
 
-def check_target_fn(target_fn) -> None:
+def check_target_fn(target_fn, width: Optional[int] = None, gradients: bool = True) -> None:
     """Raise ValueError / TypeError for a ``target_fn`` that is none of the accepted kinds
     (a name of :data:`NAMED_TARGET_FNS` other than ``"label_logprob"``, which needs a label set
-    and arrives as a :class:`LabelSet`; a :class:`LabelSet`; a callable)."""
+    and arrives as a :class:`LabelSet`; a :class:`LabelSet`; a callable). With ``width`` (the
+    number of logits), a callable is tried once on zero logits [2, width] that require grad: it
+    must return a float Tensor[2], which for a method that takes ``gradients`` depends
+    differentiably on them (not detached, not an integer), so a wrong one is refused before any
+    model work."""
     if isinstance(target_fn, str):
         if target_fn not in NAMED_TARGET_FNS:
             raise ValueError(f"target_fn must be one of {list(NAMED_TARGET_FNS)} or a callable, got {target_fn!r}")
@@ -68,6 +72,17 @@ def check_target_fn(target_fn) -> None:
         return
     if not callable(target_fn):
         raise TypeError(f"target_fn must be a str or a callable logits -> Tensor[B], got {type(target_fn).__name__}")
+    if width is None:
+        return
+    z = torch.zeros(2, width, requires_grad=True)
+    with torch.enable_grad():
+        out = target_fn(z)
+    if not isinstance(out, Tensor) or out.shape != (2,):
+        got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        raise ValueError(f"target_fn must map logits [n, V] to a Tensor [n]; for n = 2 it returned {got}")
+    if not out.is_floating_point() or (gradients and not out.requires_grad):
+        why = f"dtype {out.dtype}" if not out.is_floating_point() else "no gradient (detached, or computed outside autograd)"
+        raise ValueError(f"target_fn must return a float Tensor [n] differentiable in the logits, got one with {why}")
 
 
 def target_fn_name(target_fn, contrast: bool = False) -> str:

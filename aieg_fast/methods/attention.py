@@ -46,6 +46,7 @@ class Attention(Method):
 
     name = "attention"
     doc = "Attention of the predicting position (last layer, mean over layers, or rollout)"
+    gradients = False
     Options = AttentionOptions
 
     def needs_attention(self, opts) -> bool:

@@ -75,6 +75,9 @@ class Method:
     raw_signal: ClassVar[Optional[str]] = None
     #: whether the scores should sum to F(x) − F(x′) (IG): a large error is flagged
     completeness: ClassVar[bool] = False
+    #: whether the method takes gradients of F (refused inside ``torch.inference_mode()``,
+    #: where autograd cannot be turned back on)
+    gradients: ClassVar[bool] = True
     #: whether ``n_steps="auto"`` (steps chosen by accuracy, :mod:`~aieg_fast.core.adaptive_quadrature`)
     #: is supported; :attr:`auto_steps_refusal` says why not where it is not
     auto_steps: ClassVar[bool] = False

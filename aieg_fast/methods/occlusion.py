@@ -75,6 +75,7 @@ class Occlusion(Method):
     doc = "Occlusion / leave-one-out: output change when tokens, words or spans are replaced (Zeiler & Fergus 2014)"
     Options = OcclusionOptions
     uses_baseline = True
+    gradients = False
     multi_token_targets = True
 
     def step_bytes(self, opts, n_steps: int) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Tuple
 
+import torch
+
 from .base import Method
 
 __all__ = ["METHODS", "register", "get_method", "list_methods", "method_options", "check_model", "parse_method_spec", "option_value"]
@@ -55,12 +57,21 @@ def method_options(method: str) -> Dict[str, Any]:
 
 
 def check_model(method: Method, opts, adapter) -> None:
-    """Refuse, before any work, a method that needs attention on a family without attention layers.
+    """Refuse, before any work, a method that needs attention on a family without attention
+    layers, or gradients inside ``torch.inference_mode()``.
 
     Raises:
         ValueError: names the method, the model's architecture, what it has instead of attention,
             and the methods (with their default options) that work on it.
+        RuntimeError: a gradient method called inside ``torch.inference_mode()`` (names the
+            methods that work there).
     """
+    if method.gradients and torch.is_inference_mode_enabled():
+        usable = [n for n, m in METHODS.items() if not m.gradients]
+        raise RuntimeError(
+            f"method {method.name!r} takes gradients, which torch.inference_mode() turns off for good inside its block; "
+            f"call it outside that block (inside torch.no_grad() is fine), or use one of {usable}"
+        )
     if method.needs_attention(opts) and not adapter.has_attention:
         usable = [n for n, m in METHODS.items() if not m.needs_attention(m.options())]
         hint = " or aieg with attn_layers='none'" if "aieg" in METHODS else ""

@@ -160,3 +160,52 @@ def test_multi_token_target_refusals(tiny_gpt2):
         ex.attribute(TEXT, method="attention", target=tgt, target_fn="logprob")
     with pytest.raises(ValueError, match="every text"):
         ex.attribute([TEXT, TEXT], method="saliency", target=[tgt, " a"], target_fn="logprob")
+
+
+def test_target_errors_name_the_argument(tiny_gpt2, tiny_gpt2_clf):
+    """A bad contrast or label is named as the argument it came in (not as ``target``), a bool
+    class is refused like a bool token, and the model is left as it was."""
+    before = model_state(tiny_gpt2)
+    with pytest.raises(ValueError, match=r"^contrast_target ' not a token' is not a single token"):
+        tiny_gpt2.attribute(TEXT, method="saliency", target=" good", contrast_target=" not a token")
+    with pytest.raises(ValueError, match=r"^contrast_target\[1\] ' not a token' is not a single token"):
+        tiny_gpt2.attribute([TEXT, TEXT], method="saliency", contrast_target=[" bad", " not a token"])
+    with pytest.raises(ValueError, match=r"^label_set\[0\] ' not a token' is not a single token"):
+        tiny_gpt2.attribute(TEXT, method="saliency", target_fn="label_logprob", label_set=[" not a token", " bad"])
+    assert model_state(tiny_gpt2) == before
+    for bad in (True, 1.0):
+        with pytest.raises(TypeError, match=r"target must be a class index \(int\) or a label name \(str\), got"):
+            tiny_gpt2_clf.attribute(TEXT, method="saliency", target=bad)
+
+
+@pytest.mark.parametrize("fn, match", [
+    (lambda z: z[:, 0].detach(), r"differentiable in the logits, got one with no gradient"),
+    (lambda z: z.argmax(-1), r"differentiable in the logits, got one with dtype torch.int64"),
+    (lambda z: z[:, :2], r"returned \(2, 2\)"),
+])
+def test_callable_target_fn_is_tried_before_the_model(tiny_gpt2, monkeypatch, fn, match):
+    def boom(*a, **k):
+        raise AssertionError("the model ran before target_fn was checked")
+
+    monkeypatch.setattr(tiny_gpt2.adapter, "hidden_states", boom)
+    monkeypatch.setattr(tiny_gpt2.adapter, "hidden_last", boom)
+    with pytest.raises(ValueError, match=match):
+        tiny_gpt2.attribute(TEXT, method="integrated_gradients", target_fn=fn, n_steps=4)
+
+
+def test_detached_target_fn_is_fine_for_occlusion(tiny_gpt2):
+    res = tiny_gpt2.attribute(TEXT, method="occlusion", target_fn=lambda z: z[:, 5].detach())
+    assert bool(torch.isfinite(res.scores).all())
+
+
+def test_inference_mode_refuses_gradient_methods_only(tiny_gpt2):
+    before = model_state(tiny_gpt2)
+    with torch.inference_mode():
+        with pytest.raises(RuntimeError, match=r"method 'saliency' takes gradients, which torch.inference_mode\(\) turns off"):
+            tiny_gpt2.attribute(TEXT, method="saliency")
+        with pytest.raises(RuntimeError, match=r"takes gradients"):
+            tiny_gpt2.attribute_generation("the movie", max_new_tokens=1, method="integrated_gradients", n_steps=4)
+        res = tiny_gpt2.attribute(TEXT, method="attention")
+    assert bool(torch.isfinite(res.scores).all()) and model_state(tiny_gpt2) == before
+    with torch.no_grad():  # gradients are turned back on inside
+        assert bool(torch.isfinite(tiny_gpt2.attribute(TEXT, method="saliency").scores).all())
