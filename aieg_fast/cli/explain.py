@@ -9,10 +9,12 @@ import tempfile
 
 from .. import ops
 from ..core.baselines import BASELINE_NAMES
-from ..core.validation import TARGET_FNS
+from ..core.inputs import fill_template
+from ..core.path import check_chunk_settings
+from ..core.validation import TARGET_FNS, check_call_settings
 from ..datasets import DATASETS, TASKS, load_dataset
 from ..explainer import load_model
-from ..methods.registry import list_methods, option_value
+from ..methods.registry import get_method, list_methods, option_value
 from .common import add_model_options, placement
 
 __all__ = ["add_parser", "run", "parse_option", "output_path_error"]
@@ -160,6 +162,20 @@ def _write_outputs(res, args) -> int:
     return status
 
 
+def _check_before_loading(args, text, options) -> None:
+    """The checks that need no model, run before it is loaded (which can take minutes): the text
+    and template, the method and its options, the step settings and the internal batch size.
+
+    Raises:
+        ValueError / TypeError: naming the argument, as the call itself would.
+    """
+    fill_template(text, args.template)
+    m = get_method(args.method)
+    check_call_settings(args.n_steps, args.backend, args.tolerance, args.max_steps, auto_ok=args.generate is None)
+    m.check_steps(m.options(**options), args.n_steps)
+    check_chunk_settings(args.internal_batch_size, None)
+
+
 def run(args) -> int:
     """Explain and print; 0, 2 on inconsistent arguments or an output path that cannot be
     written (checked before the model is loaded; ``error: ...`` on stderr), 1 when an output
@@ -169,8 +185,9 @@ def run(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     text = args.text if args.text is not None else load_dataset(TASKS[args.task])[0][0]
-    ex = load_model(args.model, **placement(args))
     options = dict(args.option or [])
+    _check_before_loading(args, text, options)
+    ex = load_model(args.model, **placement(args))
     template = args.template
     target, contrast = args.target, args.contrast_target
     calls = dict(target_fn=args.target_fn)

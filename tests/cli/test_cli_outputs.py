@@ -71,3 +71,19 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
     assert "could not be written (No space left on device); the result is saved in" in err
     rescue = err.strip().rsplit(" ", 1)[-1]
     assert rescue.startswith(str(tmp_path)) and json.loads(open(rescue).read())["method"] == "saliency"
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["the movie", "--option", "bogus=1"], "unknown option"),
+    (["   "], "text is empty"),
+    (["the movie", "--template", "no field here"], "template must contain '{text}' exactly once"),
+    (["the movie", "--n-steps", "1"], "n_steps must be an int >= 2 or 'auto', got 1"),
+    (["the movie", "--method", "saliency", "--n-steps", "auto"], "n_steps='auto' is not available for method 'saliency'"),
+    (["the movie", "--generate", "2", "--n-steps", "auto"], "pass an int here"),
+    (["the movie", "--internal-batch-size", "0"], "internal_batch_size"),
+])
+def test_bad_settings_refused_before_loading(capsys, no_model, extra, match):
+    """What needs no model is checked before it is loaded (minutes for a large one)."""
+    assert cli.main(["explain", *extra, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and match in err, err
