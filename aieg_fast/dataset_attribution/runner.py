@@ -30,6 +30,7 @@ writes, up to the timings.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from ..core.diagnostics import AttributionWarning
 from ..core.validation import TARGET_FNS, check_call_settings, check_choice, check_placement
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method
-from ..runs import (Dist, append_jsonl, check_or_write_config, part_files, part_path, rank_device, read_jsonl, remove_parts,
+from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, part_files, part_path, rank_device, read_jsonl, remove_parts,
                     repair_jsonl, shard, start, writable_folder, write_jsonl)
 from .inputs import Example, read_examples
 from .output import check_parquet, write_parquet
@@ -301,13 +302,27 @@ def attribute_dataset(
         check_parquet()
     examples = read_examples(data, text_column=text_column, target_column=target_column, contrast_column=contrast_column,
                              template_column=template_column, id_column=id_column, target_is_id=target_is_id, limit=limit)
-    out = writable_folder(out_dir)
     s = DatasetRun(method, options, n_steps, target_fn, None if label_set is None else list(label_set), template, baseline,
                    backend, internal_batch_size, batch_size)
+    check_recorded_config(out_dir, _settings(s, text_column, target_is_id))  # before the model is loaded
+    fresh = not Path(out_dir).exists()
+    out = writable_folder(out_dir)
+    try:
+        return _run(out, s, model, examples, text_column, target_is_id, device, dtype, device_map, distributed, parquet,
+                    progress, t0)
+    except BaseException:
+        if fresh:  # a run refused before its first file leaves no folder behind (rmdir removes only an empty one)
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+
+
+def _run(out, s, model, examples, text_column, target_is_id, device, dtype, device_map, distributed, parquet, progress, t0):
+    """The body of :func:`attribute_dataset` once its settings are checked and ``out`` exists."""
     with start(distributed) as procs:
         ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
-        m = get_method(method)
-        check_model(m, m.options(**options), ex.adapter)
+        m = get_method(s.method)
+        check_model(m, m.options(**s.options), ex.adapter)
         batches = plan_batches(examples, s)
         mine = shard(batches, procs)
         skip, err = _precheck(ex, s, [e for b in mine for e in b])
@@ -335,11 +350,15 @@ def _config(ex: "Explainer", s: DatasetRun, examples: Sequence[Example], text_co
     import torch
 
     dtype = next(ex.model.parameters()).dtype
-    return {"model": ex.name or type(ex.model).__name__, "method": s.method, "options": s.options, "n_steps": s.n_steps,
-            "target_fn": s.target_fn, "label_set": s.label_set, "template": s.template,
-            "baseline": s.baseline if s.baseline is None or isinstance(s.baseline, (str, int)) else "tensor",
-            "text_column": text_column or "text", "target_is_id": bool(target_is_id),
+    return {"model": ex.name or type(ex.model).__name__, **_settings(s, text_column, target_is_id),
             "dtype": str(dtype).replace("torch.", "") if dtype != torch.float32 else "float32"}
+
+
+def _settings(s: DatasetRun, text_column, target_is_id) -> dict:
+    """The part of the recorded settings that needs no model (checked before it is loaded)."""
+    return {"method": s.method, "options": s.options, "n_steps": s.n_steps, "target_fn": s.target_fn, "label_set": s.label_set,
+            "template": s.template, "baseline": s.baseline if s.baseline is None or isinstance(s.baseline, (str, int)) else "tensor",
+            "text_column": text_column or "text", "target_is_id": bool(target_is_id)}
 
 
 def _finish(out: Path, parquet: bool, n: int, computed: int, done_before: int, procs: Dist, t0: float) -> dict:

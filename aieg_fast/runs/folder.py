@@ -55,6 +55,23 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
         cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
 
 
+def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:
+    """Refuse, before the model is loaded and without writing anything, a folder whose
+    ``config.json`` records other values for any key of ``settings`` (the part of the config that
+    needs no model; :func:`check_or_write_config` checks the whole of it later).
+
+    Raises:
+        ValueError: names the settings that differ and ``arg``, as :func:`check_or_write_config`.
+    """
+    cfg_path = Path(out) / CONFIG_FILE
+    if not cfg_path.is_file():
+        return
+    old = json.loads(cfg_path.read_text(encoding="utf-8"))
+    diff = sorted(k for k in settings if old.get(k) != settings[k])
+    if diff:
+        raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}); use another {arg}")
+
+
 def part_path(out, name: str, rank: int) -> Path:
     """Where process ``rank`` writes its part of the file ``name`` (the parts folder is created)."""
     stem, dot, suffix = name.rpartition(".")

@@ -67,3 +67,32 @@ def test_evaluate_passes_device_dtype_device_map(tmp_path, monkeypatch):
     assert (seen[0]["device"], seen[0]["dtype"], seen[0]["device_map"]) == ("auto", "float32", None)
     assert cli.main(["evaluate", "--out", str(tmp_path / "b"), "--dtype", "bfloat16", "--device-map", "auto"]) == 0
     assert (seen[1]["device"], seen[1]["dtype"], seen[1]["device_map"]) == (None, "bfloat16", "auto")
+
+
+def test_attribute_dataset_refusals_after_reading_leave_no_folder(tiny_gpt2_dir, tmp_path, capsys):
+    """A target the tokenizer cannot make one token of is found after the model is loaded: the
+    run is refused and the folder it had made is removed again."""
+    data = tmp_path / "t.csv"
+    data.write_text("text,target\nthe movie is,\" good\"\nit was,\" not one token\"\n", encoding="utf-8")
+    out = tmp_path / "o"
+    rc = cli.main(["attribute-dataset", str(data), "--out", str(out), "--model", str(tiny_gpt2_dir), "--method", "saliency",
+                   "--target-column", "target", "--no-progress"])
+    assert rc == 2 and "row 1" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_attribute_dataset_other_settings_refused_before_loading(tiny_gpt2_dir, tmp_path, capsys, monkeypatch):
+    from aieg_fast.dataset_attribution import runner
+
+    out = tmp_path / "o"
+    base = ["attribute-dataset", str(_csv(tmp_path)), "--out", str(out), "--model", str(tiny_gpt2_dir), "--text-column", "review",
+            "--no-progress"]
+    assert cli.main([*base, "--method", "saliency"]) == 0
+    capsys.readouterr()
+
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded before the folder's recorded settings were checked")
+
+    monkeypatch.setattr(runner, "_explainer", refuse)
+    assert cli.main([*base, "--method", "input_x_gradient"]) == 2
+    assert "holds results with other settings (method)" in capsys.readouterr().err
