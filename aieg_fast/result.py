@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from .core.validation import check_int
 from .display import aggregate_words, html, plots, terminal
 from .display.words import group_text, marker_groups, marker_text, offset_groups, reduce_groups, token_display_texts, visible
 
@@ -180,7 +181,11 @@ class Attribution:
 
         For a 2-D result: the pairs of generation step ``row``, or (``row=None``) a list with
         the pairs of every row; NaN cells are skipped.
+
+        Raises:
+            ValueError: ``k`` not an int ≥ 1.
         """
+        check_int("k", k, 1)
         if self.scores.dim() == 2:
             if row is None:
                 return [self.top_tokens(k, r) for r in range(self.scores.shape[0])]

@@ -13,6 +13,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from ..core.validation import check_int
 from .scale import Scale, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target
 
@@ -205,8 +206,14 @@ def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k
             else 80, as rich finds it). Lines wrap on visible width (colour codes and wide
             characters accounted for).
         top_k: entries per line of a generation result.
+
+    Raises:
+        ValueError: ``width`` not None or an int ≥ 1, ``top_k`` not an int ≥ 1.
     """
-    console = Console(file=file, width=int(width) if width else None, highlight=False, markup=False,
+    if width is not None:
+        check_int("width", width, 1)
+    check_int("top_k", top_k, 1)
+    console = Console(file=file, width=width, highlight=False, markup=False,
                       emoji=False, force_jupyter=False if file is not None else None)
     console.width = max(console.width, MIN_WIDTH)
     console.print(Heatmap(attr, words, top_k))

@@ -310,3 +310,15 @@ def test_target_probability_recorded_and_in_the_legend(tiny_gpt2, tmp_path):
     assert aieg_fast.load_attribution(tmp_path / "r.json").target_prob == pytest.approx(res.target_prob)
     ig = ex.attribute(text, method="integrated_gradients", target=res.target["id"], n_steps=4)
     assert ig.target_prob is None and "p(target)" not in ig.to_html()
+
+
+def test_view_arguments_are_checked():
+    res = _result()
+    for bad in (0, -5, 2.5, "80"):
+        with pytest.raises(ValueError, match=rf"width must be an int >= 1, got {bad!r}"):
+            res.show(file=io.StringIO(), width=bad)
+    with pytest.raises(ValueError, match=r"top_k must be an int >= 1, got 0"):
+        res.show(file=io.StringIO(), top_k=0)
+    with pytest.raises(ValueError, match=r"k must be an int >= 1, got -1"):
+        res.top_tokens(-1)
+    assert len(res.top_tokens(2)) == 2
