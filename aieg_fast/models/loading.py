@@ -57,7 +57,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     if model is None or (isinstance(model, str) and model == DEFAULT_MODEL):
         m, tok, name = load_embedded(dtype, **extra)
         if tokenizer is not None:
-            tok = tokenizer if not isinstance(tokenizer, (str, Path)) else AutoTokenizer.from_pretrained(tokenizer)
+            tok = _tokenizer(tokenizer)
         return m, tok, name
     if isinstance(model, str) and model in (NANO_NAME, LLAMA_NANO_NAME):
         arch = "gpt2" if model == NANO_NAME else "llama"
@@ -88,10 +88,8 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         m = cls.from_pretrained(name, dtype=dtype, **{**adapter.load_kwargs, **extra})
         if tokenizer is None:
             tok = AutoTokenizer.from_pretrained(name)
-        elif isinstance(tokenizer, (str, Path)):
-            tok = AutoTokenizer.from_pretrained(tokenizer)
         else:
-            tok = tokenizer
+            tok = _tokenizer(tokenizer)
         return m, tok, name
     if not hasattr(model, "config") or not hasattr(model, "get_input_embeddings"):
         raise TypeError(
@@ -99,9 +97,28 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         )
     if tokenizer is None:
         raise ValueError(f"tokenizer is required when model is a model object, got model={type(model).__name__} and tokenizer=None")
-    tok = AutoTokenizer.from_pretrained(tokenizer) if isinstance(tokenizer, (str, Path)) else tokenizer
+    tok = _tokenizer(tokenizer)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     return model, tok, name
+
+
+def _tokenizer(tokenizer):
+    """``tokenizer`` itself, or the tokenizer its id / folder names.
+
+    Raises:
+        ValueError: a str / Path that loads no tokenizer (names it and why).
+    """
+    if not isinstance(tokenizer, (str, Path)):
+        return tokenizer
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(tokenizer))
+    except (OSError, ValueError) as err:
+        where = "a local directory without a loadable tokenizer" if Path(tokenizer).is_dir() else "not a local directory"
+        raise ValueError(f"tokenizer must be a tokenizer object, a hub id or a local tokenizer directory; {str(tokenizer)!r} "
+                         f"is {where} and could not be loaded from the hub ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else ''})") from err
 
 
 def _is_adapter_dir(model) -> bool:
@@ -133,7 +150,5 @@ def _load_sst2(tokenizer, dtype, adapter_dir=None):
     if dtype is not None and dtype != torch.float32:
         m = m.to(dtype)
     if tokenizer is not None:
-        from transformers import AutoTokenizer
-
-        tok = tokenizer if not isinstance(tokenizer, (str, Path)) else AutoTokenizer.from_pretrained(tokenizer)
+        tok = _tokenizer(tokenizer)
     return m, tok, name

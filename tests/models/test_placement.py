@@ -87,3 +87,12 @@ def test_bad_placement_is_refused_before_loading(tmp_path):
         aieg_fast.load_model(m, t, dtype="bfloat16")
     ex = aieg_fast.load_model(m, t, device="auto", dtype="float32")  # auto: CUDA when available, else the CPU
     assert ex.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_a_tokenizer_that_does_not_load_is_named(tmp_path):
+    from builders import make_tiny_gpt2
+
+    m, _ = make_tiny_gpt2()
+    with pytest.raises(ValueError, match=r"tokenizer must be a tokenizer object, a hub id or a local tokenizer directory; "
+                                         r"'.*' is a local directory without a loadable tokenizer"):
+        aieg_fast.load_model(m, tmp_path)
