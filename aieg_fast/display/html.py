@@ -8,7 +8,7 @@ import itertools
 import math
 
 from .scale import grid, make_scale, no_signal, row_flags, strip
-from .words import describe_target
+from .words import describe_target, target_probability
 
 __all__ = ["to_html"]
 
@@ -46,8 +46,8 @@ def _legend(attr, scale, words: bool) -> str:
         parts.append(f"generation of {attr.scores.shape[0]} tokens")
     else:
         parts.append(f"target <b>{_html.escape(describe_target(attr))}</b>")
-    prob = attr.target_prob if attr.target_prob is not None else attr.info.get("target_prob")
-    if isinstance(prob, (int, float)):
+    prob = target_probability(attr)
+    if prob is not None:
         parts.append(f"p(target) = {prob:.3g}")
     if isinstance(attr.info.get("F_input"), (int, float)):
         parts.append(f"F(x) = {attr.info['F_input']:.4g}")

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..core.validation import check_int
 from .scale import Scale, grid, make_scale, no_signal, row_flags, strip
-from .words import describe_target
+from .words import describe_target, target_probability
 
 __all__ = ["Heatmap", "show"]
 
@@ -65,8 +65,8 @@ class Heatmap:
 def _header(attr):
     """``method: ...   target: ...   p(target): ...   F(x): ...`` (the last two when known), then ``model: ...``."""
     parts = [f"method: {attr.method}", f"target: {describe_target(attr)}"]
-    prob = attr.target_prob if attr.target_prob is not None else attr.info.get("target_prob")
-    if isinstance(prob, (int, float)):
+    prob = target_probability(attr)
+    if prob is not None:
         parts.append(f"p(target): {prob:.3g}")
     if isinstance(attr.info.get("F_input"), (int, float)):
         parts.append(f"F(x): {attr.info['F_input']:.4g}")

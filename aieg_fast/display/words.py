@@ -233,9 +233,26 @@ def token_display_texts(text: str, offsets: Sequence[Optional[Sequence[int]]], f
     return out
 
 
+def _custom_fn(attr) -> str:
+    """The recorded name of a user's ``target_fn`` (``"custom:<name>"``), else ''."""
+    fn = str((attr.options or {}).get("target_fn") or "")
+    return fn if fn.startswith("custom:") else ""
+
+
+def target_probability(attr):
+    """p(target) as the views print it: the result's ``target_prob`` (or ``info["target_prob"]``),
+    None when unknown or when F is a user's function of the logits (no one token is explained)."""
+    prob = attr.target_prob if attr.target_prob is not None else attr.info.get("target_prob")
+    return prob if isinstance(prob, (int, float)) and not _custom_fn(attr) else None
+
+
 def describe_target(attr) -> str:
     """The target as views print it: ``' positive'``, ``' positive' vs ' negative'`` with a
-    contrast token, and the explained F when it is not the logit (``[label_logprob]``)."""
+    contrast token, and the explained F when it is not the logit (``[label_logprob]``); for a
+    user's ``target_fn`` only its name (``F = custom:<name>``): the token is not what it explains."""
+    custom = _custom_fn(attr)
+    if custom:
+        return f"F = {custom}"
     t = attr.target
     out = repr(t.get("text", t.get("id")))
     if t.get("contrast_text") is not None or t.get("contrast_id") is not None:

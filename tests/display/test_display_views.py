@@ -322,3 +322,18 @@ def test_view_arguments_are_checked():
     with pytest.raises(ValueError, match=r"k must be an int >= 1, got -1"):
         res.top_tokens(-1)
     assert len(res.top_tokens(2)) == 2
+
+
+def test_custom_target_fn_header_names_the_function_not_a_token(tiny_gpt2):
+    def margin(logits):
+        return logits[:, 5] - logits[:, 7]
+
+    res = tiny_gpt2.attribute("the movie is good", method="saliency", target_fn=margin)
+    buf = io.StringIO()
+    res.show(file=buf, width=120)
+    head = buf.getvalue().splitlines()[0]
+    assert "target: F = custom:margin" in head and "p(target)" not in head
+    h = res.to_html()
+    assert "F = custom:margin" in h and "p(target)" not in h
+    plain = tiny_gpt2.attribute("the movie is good", method="saliency", target_fn="logprob")
+    assert "p(target)" in plain.to_html()  # a token target keeps its probability
