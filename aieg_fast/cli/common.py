@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from ..core.validation import DEVICE_MAPS, DTYPES
+from ..datasets import DATASETS
+from ..models import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME
 
 __all__ = ["add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE"]
 
@@ -62,10 +65,25 @@ def apply_config(args, argv):
         parser.set_defaults(**{d: saved[d] for d in defaults})
 
 
+#: options that may name a local file or folder (made absolute in command.json when they exist)
+_PATH_OPTIONS = ("model", "out", "dataset", "data_dir")
+#: names the commands resolve before any path (the shipped models and the registry's datasets)
+_NAMES = frozenset((DEFAULT_MODEL, NANO_NAME, LLAMA_NANO_NAME, SST2_NAME, *DATASETS))
+
+
+def _absolute(key: str, value):
+    """``value`` as an absolute path when ``key`` is a path option naming something that exists
+    here (a hub id, a shipped model or a registry dataset stays as it is), so ``--config``
+    works from any folder."""
+    if key not in _PATH_OPTIONS or not isinstance(value, str) or not value or value in _NAMES or not os.path.exists(value):
+        return value
+    return os.path.abspath(value)
+
+
 def write_command(args, folder) -> Path:
     """Write every resolved option of ``args`` to ``folder/command.json`` (the command's
     settings as run: ``aieg-fast <cmd> --config folder/command.json`` runs it again)."""
-    opts = {k.replace("_", "-"): v for k, v in sorted(vars(args).items()) if k not in _NOT_OPTIONS}
+    opts = {k.replace("_", "-"): _absolute(k, v) for k, v in sorted(vars(args).items()) if k not in _NOT_OPTIONS}
     path = Path(folder) / COMMAND_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"command": args.cmd, **opts}, indent=1, default=str) + "\n", encoding="utf-8")

@@ -164,10 +164,14 @@ def run(args) -> int:
     """Run the evaluation the dataset's task asks for and print its summary; 0, or 2 on a
     missing data file."""
     task = _task(args)
+    refused = False
     try:
         return _run_task(args, task)
+    except (ValueError, TypeError, FileNotFoundError):
+        refused = True  # its settings were not run: command.json keeps those of the run in the folder
+        raise
     finally:  # once the evaluation made its folder (refused input makes none), even when interrupted
-        if int(os.environ.get("RANK", "0")) == 0 and Path(args.out).is_dir():
+        if not refused and int(os.environ.get("RANK", "0")) == 0 and Path(args.out).is_dir():
             write_command(args, args.out)
 
 

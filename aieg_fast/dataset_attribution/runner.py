@@ -30,7 +30,6 @@ writes, up to the timings.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 import warnings
 from dataclasses import dataclass
@@ -41,8 +40,8 @@ from ..core.diagnostics import AttributionWarning
 from ..core.validation import TARGET_FNS, check_call_settings, check_choice, check_placement
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method
-from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, part_files, part_path, rank_device, read_jsonl, remove_parts,
-                    repair_jsonl, shard, start, writable_folder, write_jsonl)
+from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, made_folder, part_files, part_path, rank_device, read_jsonl, remove_parts,
+                    repair_jsonl, shard, start, write_jsonl)
 from .inputs import Example, read_examples
 from .output import check_parquet, write_parquet
 
@@ -305,21 +304,7 @@ def attribute_dataset(
     s = DatasetRun(method, options, n_steps, target_fn, None if label_set is None else list(label_set), template, baseline,
                    backend, internal_batch_size, batch_size)
     check_recorded_config(out_dir, _settings(s, text_column, target_is_id))  # before the model is loaded
-    fresh = not Path(out_dir).exists()
-    out = writable_folder(out_dir)
-    try:
-        return _run(out, s, model, examples, text_column, target_is_id, device, dtype, device_map, distributed, parquet,
-                    progress, t0)
-    except BaseException:
-        if fresh:  # a run refused before its first file leaves no folder behind (rmdir removes only an empty one)
-            with contextlib.suppress(OSError):
-                out.rmdir()
-        raise
-
-
-def _run(out, s, model, examples, text_column, target_is_id, device, dtype, device_map, distributed, parquet, progress, t0):
-    """The body of :func:`attribute_dataset` once its settings are checked and ``out`` exists."""
-    with start(distributed) as procs:
+    with made_folder(out_dir) as out, start(distributed) as procs:  # a refused run leaves no new folder
         ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         m = get_method(s.method)
         check_model(m, m.options(**s.options), ex.adapter)

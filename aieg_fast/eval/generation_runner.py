@@ -60,11 +60,12 @@ import torch
 
 from ..core.context import progress_bar
 from ..core.diagnostics import AttributionWarning
+from ..core.path import check_chunk_settings
 from ..core.validation import check_placement
 from ..datasets import DATASETS, is_dataset_file, load_records, user_dataset
 from ..generation import continuation_ids
 from ..result import Attribution
-from ..runs import rank_device, start as start_processes, writable_folder
+from ..runs import made_folder, rank_device, start as start_processes
 from .checks import check_method_options, check_models
 from .context import prepare, step_attribution
 from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, flat_metrics, pi_soft, random_attribution
@@ -446,8 +447,8 @@ def evaluate_generation(
     target_fn = _check_generation_args(n_new_tokens, teacher_forced, target_fn, template)
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
-    out = writable_folder(out_dir)
-    with start_processes(distributed) as procs:
+    check_chunk_settings(internal_batch_size, None)
+    with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         if ex.adapter.kind != "causal_lm":
             raise ValueError("model: evaluate_generation needs a causal language model, not a classification head")

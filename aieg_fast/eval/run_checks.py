@@ -46,7 +46,8 @@ def check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_
     repeats, None when empty), the π grid and the soft maps as lists."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
-    check_positive_int("n_steps", n_steps)
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 2:
+        raise ValueError(f"n_steps must be an int >= 2 (path steps), got {n_steps!r}")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
     if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
@@ -73,3 +74,22 @@ def check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_
     if ties not in TIE_RULES:
         raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
     return topk_sweep, pis, soft_maps
+
+
+def check_labels(labels) -> None:
+    """``labels`` None (the dataset's) or a list of at least 2 distinct label words or ids,
+    checked before the model is loaded (that each is one token needs the tokenizer).
+
+    Raises:
+        TypeError: a str (a list of words is meant) or not a list / tuple.
+        ValueError: fewer than 2 labels, or a label given twice.
+    """
+    if labels is None:
+        return
+    if isinstance(labels, str) or not isinstance(labels, (list, tuple)):
+        raise TypeError(f"labels must be a list of label words (index = label), e.g. [' negative', ' positive'], "
+                        f"got {type(labels).__name__} {labels!r}")
+    if len(labels) < 2:
+        raise ValueError(f"labels needs at least 2 label words, got {list(labels)!r}")
+    if len(set(labels)) < len(labels):
+        raise ValueError(f"labels names a label more than once: {list(labels)!r}")

@@ -43,11 +43,12 @@ import numpy as np
 import torch
 
 from ..core.diagnostics import AttributionWarning
+from ..core.path import check_chunk_settings
 from ..core.validation import check_placement
 from ..datasets import DatasetSpec
 from ..explainer import load_model
 from ..methods.registry import parse_method_spec
-from ..runs import CONFIG_FILE, Dist, part_path, rank_device, shard, start as start_processes, writable_folder
+from ..runs import CONFIG_FILE, Dist, made_folder, part_path, rank_device, shard, start as start_processes
 from .checks import check_method_options, check_models
 from .metrics import (
     CONTROLS,
@@ -67,7 +68,7 @@ from .examples import example_text, load_examples, truncate
 from .folder import gather_parts, prepare_folder
 from .records import RECORDS_FILE, append_record, read_records
 from .report import plot_pi_soft, write_summary
-from .run_checks import check_methods, check_run_settings
+from .run_checks import check_labels, check_methods, check_run_settings
 from .stats import REFERENCE_METHOD, chance_check, summarise
 
 if TYPE_CHECKING:
@@ -174,9 +175,12 @@ def _prompt(ex: "Explainer", spec: DatasetSpec, template, labels) -> Tuple[Optio
     for f in spec.fields if template is not None else ():
         context = context.replace("{" + f + "}", "")
     try:
-        return template, labels, [ex.resolve_target(l, context=context)["id"] for l in labels]
+        ids = [ex.resolve_target(l, context=context)["id"] for l in labels]
     except (ValueError, TypeError) as err:
         raise type(err)(f"labels: {err}") from None
+    if len(set(ids)) < len(ids):
+        raise ValueError(f"labels {labels!r} name the same token more than once (ids {ids}); give one label word per class")
+    return template, labels, ids
 
 
 # ============================================================================================
@@ -200,6 +204,24 @@ def run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> d
     if dtype != torch.float32:  # only when not the default, so folders written before --dtype resume
         config["dtype"] = str(dtype).replace("torch.", "")
     return config
+
+
+def _check_same_data(ex: "Explainer", s: RunSettings, data: List[dict], start: int, done: Dict[str, dict], out: Path) -> None:
+    """Refuse to resume into records of other inputs: every recorded example of ``data`` (from
+    ``start`` on) must hold the text this run would give it (after ``max_tokens``).
+
+    Raises:
+        ValueError: names the example, both texts and the likely causes.
+    """
+    for rec in data[start:]:
+        had = done.get(rec["id"], {}).get("text")
+        if had is None:
+            continue
+        now = truncate(ex, example_text(rec), s.max_tokens)
+        if had != now:
+            raise ValueError(f"out_dir {str(out)!r} holds a record of example {rec['id']!r} with another text ({str(had)[:80]!r}) "
+                             f"than the data gives it now ({str(now)[:80]!r}): the data file, --data-dir or --text-field "
+                             "changed since; use another out_dir")
 
 
 def _todo(data: List[dict], start: int, methods: Sequence[str], done: Dict[str, dict]) -> list:
@@ -481,11 +503,12 @@ def evaluate(
     prob_space = prob_space or "labels"  # a label task: the label words / classes
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
+    check_chunk_settings(internal_batch_size, None)
+    check_labels(labels)
     spec, data = load_examples(dataset, data_dir, n, start, text_field=text_field, label_field=label_field,
                                template=template, labels=labels, id_field=id_field)
     target_fn = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space)  # BoolQ: contrast
-    out = writable_folder(out_dir)
-    with start_processes(distributed) as procs:
+    with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, spec, template, labels)
         check_models(ex, specs, method_options, CONTROLS)
@@ -510,7 +533,11 @@ def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out:
                 methods: Sequence[str], progress: bool) -> Tuple[int, int]:
     """:func:`run_shards` over the examples of ``data`` from ``start`` on; (examples computed by
     all processes, examples found done)."""
-    computed, left = run_shards(procs, config, out, lambda done: _todo(data, start, methods, done),
+    def plan(done):
+        _check_same_data(ex, s, data, start, done, out)
+        return _todo(data, start, methods, done)
+
+    computed, left = run_shards(procs, config, out, plan,
                                 lambda todo, done, path, show: _run_examples(ex, s, todo, done, path, show), progress)
     return computed, len(data) - start - left
 

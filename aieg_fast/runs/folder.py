@@ -6,11 +6,12 @@ This module imports nothing else of the package.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import List, Tuple
+from typing import Iterator, List, Tuple
 
 from .records import read_jsonl, repair_jsonl
 
@@ -53,6 +54,26 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
             raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}); use another {arg}")
     else:
         cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+
+@contextlib.contextmanager
+def made_folder(out_dir, arg: str = "out_dir") -> Iterator[Path]:
+    """:func:`writable_folder` for a ``with`` block: a folder this call created is removed again
+    (when still empty) if the block raises, so a run refused after its folder was made (a model
+    that does not load, a label of several tokens) leaves nothing behind.
+
+    Raises:
+        ValueError: as :func:`writable_folder`.
+    """
+    fresh = not Path(out_dir).exists()
+    out = writable_folder(out_dir, arg)
+    try:
+        yield out
+    except BaseException:
+        if fresh:
+            with contextlib.suppress(OSError):  # rmdir removes only an empty folder
+                out.rmdir()
+        raise
 
 
 def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:

@@ -104,3 +104,61 @@ def test_flagged_attributions_recorded_not_warned(tiny_gpt2, tmp_path, recwarn):
     assert [r["methods"]["integrated_gradients"]["signal_flags"] for r in recs] == [["completeness"], ["completeness"]]
     assert [r["methods"]["random"]["signal_flags"] for r in recs] == [[], []]  # the control has no findings of IG's
     assert "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): integrated_gradients: completeness × 2." in res["summary_md"]
+
+
+@pytest.mark.parametrize("kw, err, match", [
+    (dict(n_steps=1), ValueError, r"n_steps must be an int >= 2 \(path steps\), got 1"),
+    (dict(internal_batch_size=0), ValueError, r"internal_batch_size"),
+    (dict(labels=" good"), TypeError, r"labels must be a list of label words .*got str ' good'"),
+    (dict(labels=[10]), ValueError, r"labels needs at least 2 label words"),
+    (dict(labels=[10, 10]), ValueError, r"labels names a label more than once"),
+])
+def test_settings_refused_before_the_model_and_any_file(tmp_path, monkeypatch, kw, err, match):
+    """Refused before the model is loaded: no folder is made, so the corrected rerun is accepted."""
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded before the settings were checked")
+
+    monkeypatch.setattr(runner, "load_model", refuse)
+    out = tmp_path / "run"
+    with pytest.raises(err, match=match):
+        E.evaluate("some-model", methods="saliency", n=1, out_dir=out, **{**KW, **kw})
+    assert not out.exists()
+
+
+def test_labels_of_one_token_refused_after_loading_leave_no_folder(tiny_gpt2, tmp_path):
+    """Two label words of the same token are found with the tokenizer: refused, and the folder
+    the run had made is removed, so the corrected rerun is accepted."""
+    out = tmp_path / "run"
+    word = tiny_gpt2.tokenizer.decode([10])  # the text of token 10: the same label twice
+    assert tiny_gpt2.resolve_target(word)["id"] == 10
+    with pytest.raises(ValueError, match=r"name the same token more than once"):
+        E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, **{**KW, "labels": (10, word)})
+    assert not out.exists()
+    assert E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, **KW)["computed"] == 1
+
+
+def test_resume_refuses_records_of_other_data(tiny_gpt2, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "the movie is good", "label": 1}\n{"text": "bad film", "label": 0}\n', encoding="utf-8")
+    out = tmp_path / "run"
+    kw = dict(KW, labels=(10, 11), template="{text} :")
+    E.evaluate(tiny_gpt2, dataset=str(data), label_field="label", methods="saliency", n=1, out_dir=out, **kw)
+    data.write_text('{"text": "another text", "label": 1}\n{"text": "bad film", "label": 0}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"holds a record of example .* with another text \('the movie is good'\) than the data "
+                                         r"gives it now \('another text'\)"):
+        E.evaluate(tiny_gpt2, dataset=str(data), label_field="label", methods="saliency", n=2, out_dir=out, **kw)
+    lines = (out / "records.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["text"] == "the movie is good"  # nothing was added
+
+
+def test_refused_rerun_keeps_command_json(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(runner, "load_model", lambda model=None, **kw: tiny_gpt2)
+    monkeypatch.chdir(tmp_path)
+    base = ["evaluate", "--dataset", "sst2-sample", "--n", "1", "--methods", "saliency", "--labels", "a", "b", "--metrics", "hard",
+            "--out", "run", "--no-progress"]
+    assert cli.main([*base, "--n-steps", "4"]) == 0
+    before = json.loads((tmp_path / "run" / "command.json").read_text())
+    assert before["out"] == str(tmp_path / "run")  # absolute: --config works from any folder
+    assert cli.main([*base, "--n-steps", "6"]) == 2
+    assert "holds results with other settings" in capsys.readouterr().err
+    assert json.loads((tmp_path / "run" / "command.json").read_text()) == before
