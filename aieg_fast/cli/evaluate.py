@@ -200,4 +200,7 @@ def _run_task(args, task: str) -> int:
     if res.get("failed"):
         print(f"{res['failed']} example(s) skipped, their input refused (listed in summary.md; 'skipped' in records.jsonl): "
               + "; ".join(f"{f['id']}: {f['reason']}" for f in res["failures"][:3]) + (" ..." if res["failed"] > 3 else ""))
+    if res.get("failed") and not any(r.get("n") for r in res.get("rows", [])):
+        print("error: no example was evaluated: the model refused every input (see above)", file=sys.stderr)
+        return 1
     return 0

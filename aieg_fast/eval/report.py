@@ -146,6 +146,20 @@ def step_lines(out: Path, records: Sequence[dict], methods: Sequence[str], metri
     return lines
 
 
+def _empty_topk_lines(records: Sequence[dict], methods: Sequence[str], topk) -> List[str]:
+    """A note when the top-k removed no token from some examples (int(topk · |attributable|) = 0:
+    short texts): their hard metrics are 0 for every method and count as such in the means."""
+    ks = [r["methods"][m].get("k") for r in records for m in methods[:1] if isinstance(r.get("methods", {}).get(m), dict)]
+    ks = [k for k in ks if isinstance(k, int)]
+    zero = sum(k == 0 for k in ks)
+    if not zero or not topk:
+        return []
+    note = (f"The top-k removed no token from {zero} of {len(ks)} examples (int({topk:g} · |attributable|) = 0: fewer than "
+            f"{math.ceil(1 / topk)} attributable tokens); their log-odds, comprehensiveness and sufficiency are 0 for every method "
+            "and count as 0 in the means")
+    return ["", note + (": the hard metrics cannot tell the methods apart here." if zero == len(ks) else ".")]
+
+
 def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD,
                   refused: Sequence[dict] = ()) -> str:
     """Write ``out/summary.csv`` and ``out/summary.md`` (and the top-k files when ``config`` has a
@@ -169,9 +183,12 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     hard = config.get("metrics", "all") == "hard"
     map_info = "" if hard else " Soft metrics: " + "; ".join(_MAP_TEXT[m] for m in config.get("soft_maps", ["relu"])) + "."
     title = "Faithfulness of generated text" if config.get("task") == "generation" else "Faithfulness"
+    none = [] if records or not refused else [
+        f"**No example was evaluated**: the model refused all {len(refused)} inputs (listed below); the tables are empty.", ""]
     lines = [
         f"# {title}: {config['model']} on {config['dataset']}",
         "",
+        *none,
         *_settings_lines(config, records, hard),
         "",
         "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better." + map_info + " "
@@ -203,6 +220,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
         if m == reference:
             continue
         lines.append(f"| {m} | " + " | ".join(fmt(by[(m, k)]["p_vs_reference"]) if (m, k) in by else "–" for k in metrics) + " |")
+    lines += _empty_topk_lines(records, methods, config.get("topk"))
     ks = config.get("topk_sweep")
     if ks:
         real = [m for m in methods if m != "uniform"]
@@ -232,7 +250,8 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
     """The π-Soft-NC and NS figure under ``soft_map``: per method (and the ``uniform`` control,
     which ignores the map) the mean curve over ``pis`` with the analytic endpoints, a 95 %
     pointwise bootstrap band over the examples (:func:`~aieg_fast.eval.stats.bootstrap_band`)
-    and n in the legend. Needs matplotlib.
+    and n in the legend (the examples with a curve: degenerate ones, whose curve is all None,
+    are left out as in the tables). Needs matplotlib.
 
     Returns:
         the matplotlib Figure (two axes: NC, NS).
@@ -246,7 +265,8 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
             key = f"pi_soft_{c}_curve" if m == "uniform" else soft_key(f"pi_soft_{c}_curve", soft_map)
             curves = [(r["controls"].get("uniform", {}) if m == "uniform" else r["methods"].get(m, {})).get(key)
                       for r in records]
-            curves = np.array([cv for cv in curves if cv is not None], dtype=float)
+            # degenerate examples record a curve of None (no soft metric): left out, as in the tables
+            curves = np.array([cv for cv in curves if cv is not None and not all(v is None for v in cv)], dtype=float)
             if curves.size == 0:
                 continue
             mean = np.nanmean(curves, 0)

@@ -154,11 +154,38 @@ def test_resume_refuses_records_of_other_data(tiny_gpt2, tmp_path):
 def test_refused_rerun_keeps_command_json(tiny_gpt2, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runner, "load_model", lambda model=None, **kw: tiny_gpt2)
     monkeypatch.chdir(tmp_path)
-    base = ["evaluate", "--dataset", "sst2-sample", "--n", "1", "--methods", "saliency", "--labels", "a", "b", "--metrics", "hard",
-            "--out", "run", "--no-progress"]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sst2_dev.tsv").write_text("sentence\tlabel\nthe film was good\t1\n")
+    base = ["evaluate", "--dataset", "sst2-dev", "--data-dir", "data", "--n", "1", "--methods", "saliency", "--labels", "a", "b",
+            "--metrics", "hard", "--out", "run", "--no-progress"]
     assert cli.main([*base, "--n-steps", "4"]) == 0
     before = json.loads((tmp_path / "run" / "command.json").read_text())
-    assert before["out"] == str(tmp_path / "run")  # absolute: --config works from any folder
+    assert before["out"] == str(tmp_path / "run") and before["data-dir"] == str(tmp_path / "data")  # --config works anywhere
+    assert before["dataset"] == "sst2-dev"  # a registry name stays a name
     assert cli.main([*base, "--n-steps", "6"]) == 2
     assert "holds results with other settings" in capsys.readouterr().err
     assert json.loads((tmp_path / "run" / "command.json").read_text()) == before
+
+
+def test_every_input_refused_says_so_and_fails(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    long = " ".join(["good"] * 80)  # more tokens than the tiny model's 64 positions
+    (data / "sst2_dev.tsv").write_text(f"sentence\tlabel\n{long}\t1\n{long} bad\t0\n")
+    monkeypatch.setattr(runner, "load_model", lambda model=None, **kw: tiny_gpt2)
+    rc = cli.main(["evaluate", "--dataset", "sst2-dev", "--data-dir", str(data), "--methods", "saliency", "--n", "2", "--labels", "a",
+                   "b", "--metrics", "hard", "--n-steps", "4", "--out", str(tmp_path / "run"), "--no-progress"])
+    said = capsys.readouterr()
+    assert rc == 1 and "no example was evaluated" in said.err
+    assert "**No example was evaluated**: the model refused all 2 inputs" in (tmp_path / "run" / "summary.md").read_text()
+
+
+def test_short_texts_with_no_top_k_token_are_noted(tiny_gpt2, tmp_path):
+    """int(0.2 · |attributable|) = 0 below 5 tokens: the summary says the hard metrics are 0 there."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sst2_dev.tsv").write_text("sentence\tlabel\ngood\t1\nthe film was very bad indeed\t0\n")
+    E.evaluate(tiny_gpt2, dataset="sst2-dev", data_dir=data, methods="saliency", n=2, out_dir=tmp_path / "run",
+               **{**KW, "template": None})
+    md = (tmp_path / "run" / "summary.md").read_text()
+    assert "The top-k removed no token from 1 of 2 examples (int(0.2 · |attributable|) = 0: fewer than 5" in md

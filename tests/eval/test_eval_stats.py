@@ -1,6 +1,8 @@
 """Statistics of an evaluation (aieg_fast.eval.stats): paired tests and bootstrap CIs."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from aieg_fast.eval import stats as E
@@ -39,6 +41,13 @@ def test_bootstrap_band_and_pi_soft_figure():
     labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     assert labels == ["ig (n=40)", "uniform (n=40)"]
     assert len(fig.axes[0].collections) == 2  # one band per curve
+    degenerate = {"methods": {"ig": {"pi_soft_nc_curve": [None] * 3, "pi_soft_ns_curve": [None] * 3}},
+                  "controls": {"uniform": {"pi_soft_nc_curve": [0.5] * 3, "pi_soft_ns_curve": [0.5] * 3}}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "Mean of empty slice" from an all-None curve
+        fig = pi_soft_figure(recs + [degenerate], ["ig"], pis)
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert labels == ["ig (n=40)", "uniform (n=41)"]  # n as in the tables: the degenerate curve is left out
 
 
 def test_chance_check_against_majority_and_uniform_guess():
