@@ -175,8 +175,30 @@ def run(args) -> int:
             write_command(args, args.out)
 
 
+def _check_task_options(args, task: str) -> None:
+    """Refuse options that the task would ignore (the generation-only ones on a label task or
+    LongRA, ``--ks`` outside LongRA, a file's label and target fields together).
+
+    Raises:
+        ValueError: names the options and the task.
+    """
+    if args.label_field is not None and args.target_field is not None:
+        raise ValueError("--label-field and --target-field: give one (a label column makes a classification dataset, "
+                         "a reference column a generation dataset)")
+    wrong = []
+    if task != "generation":
+        wrong += [o for o, bad in (("--teacher-forced", args.teacher_forced), ("--prompt-only", args.prompt_only),
+                                   ("--n-new-tokens", args.n_new_tokens != DEFAULT_N_NEW_TOKENS),
+                                   ("--target-field", args.target_field is not None)) if bad]
+    if task != "longra" and list(args.ks) != list(LONGRA_KS):
+        wrong.append("--ks")
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)}: not used by the {task} task of --dataset {args.dataset!r} (they would be ignored)")
+
+
 def _run_task(args, task: str) -> int:
     """The evaluation of ``task`` with the parsed options; its exit status."""
+    _check_task_options(args, task)
     try:
         if task == "longra":
             return _run_longra(args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -87,3 +88,20 @@ def test_bad_settings_refused_before_loading(capsys, no_model, extra, match):
     assert cli.main(["explain", *extra, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and match in err, err
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--teacher-forced"], r"--teacher-forced: not used by the sentiment task of --dataset 'sst2-sample'"),
+    (["--n-new-tokens", "3", "--ks", "2,4"], r"--n-new-tokens, --ks: not used by the sentiment task"),
+    (["--label-field", "a", "--target-field", "b"], r"--label-field and --target-field: give one"),
+])
+def test_evaluate_refuses_options_its_task_ignores(tmp_path, capsys, monkeypatch, extra, match):
+    from aieg_fast.eval import runner
+
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(runner, "load_model", refuse)
+    out = tmp_path / "run"
+    assert cli.main(["evaluate", "--dataset", "sst2-sample", "--out", str(out), "--no-progress", *extra]) == 2
+    assert re.search(match, capsys.readouterr().err) and not out.exists()
