@@ -101,6 +101,11 @@ def test_user_dataset_files_and_objects(tmp_path):
     assert [(r["id"], r["text"], r["label"]) for r in recs] == [("s.csv:0", "good film", 1), ("s.csv:1", "bad film", 0)]
     spec, recs = D.user_dataset(c, text_field="sentence", target_field="gold")  # a generation dataset
     assert spec.task == "generation" and recs[1]["prompt"] == "bad film" and recs[1]["references"] == ["0"]
+    t = tmp_path / "q.tsv"  # tab-separated: quotes are part of the text; a CSV keeps its quoting
+    t.write_text('sentence\tgold\n"the movie" is good\t1\n', encoding="utf-8")
+    assert D.user_dataset(t, text_field="sentence", label_field="gold")[1][0]["text"] == '"the movie" is good'
+    c.write_text('sentence,gold\n"bad, slow film",0\n', encoding="utf-8")
+    assert D.user_dataset(c, text_field="sentence", label_field="gold")[1][0]["text"] == "bad, slow film"
 
     class FakeDataset:  # what a Hugging Face datasets.Dataset offers: column names, dict rows, column access
         column_names = ["sentence", "label"]

@@ -14,6 +14,7 @@ Used by :func:`aieg_fast.datasets.user_dataset` (``evaluate --dataset PATH``) an
 """
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -65,7 +66,9 @@ def _table_rows(path: Path) -> List[dict]:
     if not text.strip():
         return []
     try:
-        df = pd.read_csv(io.StringIO(text), sep="\t" if path.suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+        tsv = path.suffix == ".tsv"  # tab-separated: quotes are text (as in GLUE's files), not CSV quoting
+        df = pd.read_csv(io.StringIO(text), sep="\t" if tsv else ",", dtype=str, keep_default_na=False,
+                         quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
     except (ValueError, pd.errors.ParserError) as err:
         raise ValueError(f"data {str(path)!r} is not a readable {path.suffix[1:].upper()} file with a header line: "
                          f"{str(err).strip().splitlines()[-1]}") from None
