@@ -15,7 +15,7 @@ from .core.adaptive_quadrature import AUTO_MAX_STEPS
 from .core.call import apply_baseline, check_targets_against, flag_rows, multi_token_inputs, resolve_call, run_samples, target_prob
 from .core.compiled import CompiledStack, check_compile, compile_report, compiled_stack
 from .core.context import Context, progress_bar, run_method, shared_paths
-from .core.inputs import check_no_padding, fill_template, fixed_by_specials, inputs_and_targets
+from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock
 from .core.objective import LabelSet
@@ -405,13 +405,10 @@ class Explainer:
                 (also a RuntimeWarning). A target whose text merges with the end of the prompt, a
                 special-token string typed in the text, a model in training mode.
         """
-        check_bool("progress", progress)
         m, opts, compiled = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
-                                                 internal_batch_size, max_memory, n_baseline_samples, compile)
+                                                 internal_batch_size, max_memory, n_baseline_samples, compile, progress)
         inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,
-                                                                self.adapter.max_positions)
-        tk = self.tokenizer
-        check_no_padding(input_ids, getattr(tk, "pad_token_id", None), (getattr(tk, "bos_token_id", None), getattr(tk, "eos_token_id", None)))
+                                                                self.adapter.max_positions, self.tokenizer)
         steps = n_steps if n_steps != "auto" else (max_steps or AUTO_MAX_STEPS)
         check_step_memory(m.step_bytes(opts, steps) * len(inputs), steps, len(inputs))
         t0 = time.perf_counter()
@@ -439,9 +436,10 @@ class Explainer:
         return results[0] if single else results
 
     def _method_checked(self, method, options, n_steps, backend, tolerance, max_steps, padding_side, internal_batch_size,
-                        max_memory, n_baseline_samples=1, compile=None):
+                        max_memory, n_baseline_samples=1, compile=None, progress=False):
         """(method, validated options, compiled stack or None) of a call, after the checks of its
         settings that need no input (ValueError / TypeError naming the argument)."""
+        check_bool("progress", progress)
         m = get_method(method)
         check_call_settings(n_steps, backend, tolerance, max_steps)
         if n_steps == "auto" and n_baseline_samples != 1:

@@ -224,9 +224,8 @@ def attribute_generation(
     ex = self
     t0 = time.perf_counter()
     # ---- validation first: nothing below touches the model until everything is checked
-    for name, flag in (("interpolate_generated", interpolate_generated), ("progress", progress), ("shared", shared)):
-        check_bool(name, flag)  # "no" is truthy: a str here would silently turn the option on
-    _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory)
+    _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory,
+                           dict(interpolate_generated=interpolate_generated, progress=progress, shared=shared))
     m = get_method(method)
     check_call_settings(n_steps, backend, auto_ok=False)
     opts = m.options(**options)
@@ -263,8 +262,12 @@ def attribute_generation(
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
 
 
-def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory) -> None:
-    """What :func:`attribute_generation` refuses of its model and per-call settings (ValueError)."""
+def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory,
+                           flags=None) -> None:
+    """What :func:`attribute_generation` refuses of its model and per-call settings (ValueError);
+    ``flags`` {name: value} must be bools ("no" is truthy: a str would silently turn one on)."""
+    for name, flag in (flags or {}).items():
+        check_bool(name, flag)
     check_chunk_settings(internal_batch_size, max_memory)
     if ex.adapter.kind != "causal_lm":
         raise ValueError("attribute_generation needs a causal language model, not a classification head")

@@ -179,7 +179,7 @@ def check_no_padding(input_ids, pad_id, bos_eos_ids=()) -> None:
                              "sequences of different lengths as a list of id lists (or as texts): the batch is padded inside")
 
 
-def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_positions: int):
+def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_positions: int, tokenizer=None):
     """The inputs of a call and one target per input.
 
     Args:
@@ -189,6 +189,8 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
         target: one target, or a list of one per input.
         template: a str with ``{text}`` or None (not allowed with ``input_ids``).
         vocab_size, max_positions: the model's, for checking ids.
+        tokenizer: the model's, whose pad token a padded ``[B, L]`` tensor is refused for
+            (:func:`check_no_padding`); None: not checked.
 
     Returns:
         (inputs: list of texts, or list of id lists; targets: list; single: one input given;
@@ -208,6 +210,8 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
             raise ValueError("template applies to text; with input_ids put the template's tokens in the ids "
                              "(they are then attributed, except special tokens)")
         inputs, single = check_input_ids(input_ids, vocab_size, max_positions)
+        tk = tokenizer
+        check_no_padding(input_ids, getattr(tk, "pad_token_id", None), (getattr(tk, "bos_token_id", None), getattr(tk, "eos_token_id", None)))
     else:
         if isinstance(text, (list, tuple)):
             bad = next((i for i, t in enumerate(text) if not is_text(t)), None)

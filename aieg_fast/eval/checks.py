@@ -5,7 +5,7 @@ from typing import Dict, List, Tuple
 
 from ..methods.registry import check_model, get_method
 
-__all__ = ["BASELINE_KEYS", "check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models",
+__all__ = ["BASELINE_KEYS", "check_labels", "check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models",
            "method_only"]
 
 #: Call settings a method spec may carry besides the method's options, for the methods that
@@ -112,3 +112,22 @@ def check_models(ex, specs: Dict[str, Tuple[str, dict]], method_options: Dict[st
         if m not in controls:
             method = get_method(name)
             check_model(method, method.options(**{**method_options.get(name, {}), **method_only(opts)}), ex.adapter)
+
+
+def check_labels(labels) -> None:
+    """``labels`` None (the dataset's) or a list of at least 2 distinct label words or ids,
+    checked before the model is loaded (that each is one token needs the tokenizer).
+
+    Raises:
+        TypeError: a str (a list of words is meant) or not a list / tuple.
+        ValueError: fewer than 2 labels, or a label given twice.
+    """
+    if labels is None:
+        return
+    if isinstance(labels, str) or not isinstance(labels, (list, tuple)):
+        raise TypeError(f"labels must be a list of label words (index = label), e.g. [' negative', ' positive'], "
+                        f"got {type(labels).__name__} {labels!r}")
+    if len(labels) < 2:
+        raise ValueError(f"labels needs at least 2 label words, got {list(labels)!r}")
+    if len(set(labels)) < len(labels):
+        raise ValueError(f"labels names a label more than once: {list(labels)!r}")

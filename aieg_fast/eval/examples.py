@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, DatasetSpec, dataset_path, is_dataset_file, load_records, user_dataset
+from .checks import check_labels
 
 if TYPE_CHECKING:
     from ..explainer import Explainer
@@ -61,9 +62,11 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
     Raises:
         ValueError: an unknown name, a dataset of another task (names the runner to use), a
             user dataset without ``label_field``, a template without the dataset's fields, an
-            empty dataset, repeated ids, ``start`` too large; a malformed file (names the file
-            and line). FileNotFoundError: a missing file.
+            empty dataset, repeated ids, ``start`` too large, fewer than 2 or repeated ``labels``;
+            a malformed file (names the file and line). FileNotFoundError: a missing file.
+        TypeError: ``labels`` a str.
     """
+    check_labels(labels)
     user = not (isinstance(dataset, str) and dataset in DATASETS)
     if user and label_field is None:
         raise ValueError(f"label_field (--label-field) must name the column of the gold labels of the dataset file "

@@ -75,21 +75,3 @@ def check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_
         raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
     return topk_sweep, pis, soft_maps
 
-
-def check_labels(labels) -> None:
-    """``labels`` None (the dataset's) or a list of at least 2 distinct label words or ids,
-    checked before the model is loaded (that each is one token needs the tokenizer).
-
-    Raises:
-        TypeError: a str (a list of words is meant) or not a list / tuple.
-        ValueError: fewer than 2 labels, or a label given twice.
-    """
-    if labels is None:
-        return
-    if isinstance(labels, str) or not isinstance(labels, (list, tuple)):
-        raise TypeError(f"labels must be a list of label words (index = label), e.g. [' negative', ' positive'], "
-                        f"got {type(labels).__name__} {labels!r}")
-    if len(labels) < 2:
-        raise ValueError(f"labels needs at least 2 label words, got {list(labels)!r}")
-    if len(set(labels)) < len(labels):
-        raise ValueError(f"labels names a label more than once: {list(labels)!r}")

@@ -68,7 +68,7 @@ from .examples import example_text, load_examples, truncate
 from .folder import gather_parts, prepare_folder
 from .records import RECORDS_FILE, append_record, read_records
 from .report import plot_pi_soft, write_summary
-from .run_checks import check_labels, check_methods, check_run_settings
+from .run_checks import check_methods, check_run_settings
 from .stats import REFERENCE_METHOD, chance_check, summarise
 
 if TYPE_CHECKING:
@@ -504,7 +504,6 @@ def evaluate(
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
     check_chunk_settings(internal_batch_size, None)
-    check_labels(labels)
     spec, data = load_examples(dataset, data_dir, n, start, text_field=text_field, label_field=label_field,
                                template=template, labels=labels, id_field=id_field)
     target_fn = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space)  # BoolQ: contrast
