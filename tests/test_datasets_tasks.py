@@ -161,3 +161,12 @@ def test_user_dataset_missing_file_and_bad_template(tmp_path):
     with pytest.raises(ValueError, match="label_field .* or target_field .*not both"):
         D.user_dataset(tmp_path / "d.jsonl", label_field="label", target_field="text")
     assert D.is_dataset_file("x/d.csv") and not D.is_dataset_file("boolq") and not D.is_dataset_file("d.txt")
+
+
+def test_user_dataset_with_a_byte_order_mark(tmp_path):
+    """Some editors start UTF-8 files with a byte-order mark: JSON lines and CSV read the same."""
+    j, c = tmp_path / "b.jsonl", tmp_path / "b.csv"
+    j.write_bytes(b"\xef\xbb\xbf" + b'{"text": "good film", "label": 1}\n')
+    c.write_bytes(b"\xef\xbb\xbf" + b"text,label\ngood film,1\n")
+    for f in (j, c):
+        assert [(r["text"], r["label"]) for r in D.user_dataset(f, label_field="label")[1]] == [("good film", 1)]

@@ -124,6 +124,8 @@ def _task(args) -> str:
     if not is_dataset_file(args.dataset):
         raise ValueError(f"--dataset must be one of {list(EVALUATION_DATASETS)} or a .jsonl / .json / .csv / .tsv file, "
                          f"got {args.dataset!r}")
+    if not Path(args.dataset).is_file():
+        raise FileNotFoundError(f"--dataset {args.dataset!r}: no such file")
     if args.label_field is None:
         print(f"note: {args.dataset} has no --label-field: its rows are prompts ({args.text_field!r}), their continuations "
               "evaluated per generated step", file=sys.stderr)

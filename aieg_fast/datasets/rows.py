@@ -28,10 +28,11 @@ FILE_TYPES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv")
 
 
 def _utf8(path: Path) -> str:
-    """The text of ``path``; a byte that is not UTF-8 is named with its line."""
+    """The text of ``path`` (a leading UTF-8 byte-order mark, as some editors write, dropped);
+    a byte that is not UTF-8 is named with its line."""
     raw = path.read_bytes()
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
         raise ValueError(f"data {str(path)!r}: line {line} is not UTF-8 text (byte {raw[err.start:err.start + 4]!r}); "

@@ -27,8 +27,10 @@ def writable_folder(out_dir, arg: str = "out_dir") -> Path:
     """``out_dir`` as a Path, created if needed.
 
     Raises:
-        ValueError: it cannot be created or written to (names ``arg``).
+        ValueError: it is empty, or cannot be created or written to (names ``arg``).
     """
+    if not str(out_dir).strip():
+        raise ValueError(f"{arg} is empty ({str(out_dir)!r}); name a folder for the results")
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
