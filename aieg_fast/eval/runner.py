@@ -434,9 +434,7 @@ def evaluate(
     method_options: Optional[Dict[str, dict]] = None,
     progress: bool = True,
     plot: bool = True,
-    device=None,
-    dtype=None,
-    device_map=None,
+    device=None, dtype=None, device_map=None,
     distributed: Optional[bool] = None,
 ) -> dict:
     """Evaluate attribution methods with every metric of :mod:`aieg_fast.eval.metrics`.
@@ -494,8 +492,9 @@ def evaluate(
     Raises:
         ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a
             method spec included), an empty or malformed data file (names the file and line),
-            settings that differ from those already recorded in ``out_dir``; all before
-            ``config.json`` or any record is written. FileNotFoundError: missing data file.
+            settings that differ from those recorded in ``out_dir``, records there of other data
+            (a changed file, ``data_dir`` or ``text_field``); all before ``config.json`` or any
+            record is written. FileNotFoundError: missing data file.
     """
     methods, specs = check_methods(methods, reference, CONTROLS)
     topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
