@@ -81,7 +81,8 @@ def resolve_backend(backend: str, *tensors: Optional[Tensor], op: Optional[str] 
 
     Raises:
         ValueError: unknown ``backend``.
-        RuntimeError: ``backend="ext"`` while the extension cannot run (the message says why).
+        RuntimeError: ``backend="ext"`` while the extension cannot run (the message says why), or
+            with an input that requires grad (the kernels have no autograd formula).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
@@ -90,13 +91,18 @@ def resolve_backend(backend: str, *tensors: Optional[Tensor], op: Optional[str] 
     present = [t for t in tensors if isinstance(t, Tensor)]
     device_type = present[0].device.type if present else "cpu"
     reason = unavailable_reason(device_type, op)
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in present)
     if backend == "ext":
         if reason is not None:
             raise RuntimeError(f"backend='ext' requested{' for ' + op if op else ''} but {reason}")
+        if grad:  # the kernels have no autograd formula: the output would carry no gradient
+            raise RuntimeError(f"backend='ext'{' for ' + op if op else ''}: an input requires grad, and the kernels have no "
+                               "autograd formula (its gradient would silently be lost); use backend='reference' or 'auto' "
+                               "(which picks the reference then), or detach the inputs")
         return "ext"
     if reason is not None:
         return "reference"
-    if torch.is_grad_enabled() and any(t.requires_grad for t in present):
+    if grad:
         return "reference"  # the kernels have no autograd formula
     return "ext"
 

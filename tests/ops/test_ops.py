@@ -812,3 +812,17 @@ def test_build_info_never_raises():
         assert isinstance(info["with_cuda"], bool)
     else:
         assert info["ext_error"]
+
+
+def test_ext_refuses_inputs_that_require_grad():
+    """The kernels have no autograd formula: backend='ext' refuses rather than lose the gradient;
+    'auto' runs the reference, whose gradient is right."""
+    if ops.unavailable_reason("cpu", "interpolate_path") is not None:
+        pytest.skip("no CPU extension")
+    e = torch.randn(3, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"backend='ext' for interpolate_path: an input requires grad"):
+        ops.interpolate_path(e, torch.zeros(3, 4), torch.rand(2), backend="ext")
+    ops.interpolate_path(e, torch.zeros(3, 4), torch.tensor([0.5, 1.0]), backend="auto").sum().backward()
+    assert e.grad is not None and torch.allclose(e.grad, torch.full((3, 4), 1.5))
+    with torch.no_grad():  # no gradient asked: the kernel runs
+        ops.interpolate_path(e, torch.zeros(3, 4), torch.rand(2), backend="ext")
