@@ -1,5 +1,6 @@
 """aieg_fast.verify.spearman / compare_scores: the agreement numbers `aieg-fast verify` and the
 benchmarks print must be Spearman's rho (ties averaged), with the constant cases defined."""
+import pytest
 import torch
 from scipy.stats import spearmanr
 
@@ -24,3 +25,26 @@ def test_compare_scores_reports_abs_rel_and_rank_agreement():
     ref = torch.tensor([1.0, -2.0, 4.0])
     mad, rel, rho = compare_scores(ref, ref + torch.tensor([0.0, 0.5, 0.0]))
     assert (mad, rel, rho) == (0.5, 0.125, 1.0)
+
+
+def test_verify_marks_methods_without_kernels_and_checks_first(tiny_gpt2_dir, monkeypatch):
+    import io
+
+    from aieg_fast import ops, verify as V
+
+    if ops.unavailable_reason("cpu", None) is not None:
+        pytest.skip("no CPU extension")
+    buf = io.StringIO()
+    assert V.verify(str(tiny_gpt2_dir), methods="saliency, integrated_gradients", n_steps=4, texts=["a good movie"], file=buf) == 0
+    rows = {line.split()[0]: line for line in buf.getvalue().splitlines()[2:]}
+    assert rows["saliency"].endswith("n/a (no kernel op: both runs are the reference)")
+    assert rows["integrated_gradients"].endswith("ok")
+
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(V, "load_model", refuse)
+    for kw, match in ((dict(methods="aieg,nosuch"), "method must be one of"), (dict(n_steps=1), "n_steps must be an int >= 2"),
+                      (dict(texts=[""]), "text is empty")):
+        with pytest.raises(ValueError, match=match):
+            V.verify(str(tiny_gpt2_dir), **{"n_steps": 4, **kw})
