@@ -107,7 +107,8 @@ def save(run_dir: Path, archive: Path) -> int:
 
 
 def restore(archive: Path, run_dir: Path) -> int:
-    """Append to ``run_dir/records.jsonl`` the archived lines it lacks (a half-written last line
+    """Append to ``run_dir/records.jsonl`` the archived lines it lacks, and the torchrun parts left
+    in ``run_dir/parts`` lack too (they are merged when the run starts; a half-written last line
     cut first; the archived ``config.json`` copied when the folder has none); returns how many.
     A missing archive restores nothing (0)."""
     archive, run_dir = Path(archive), Path(run_dir)
@@ -122,6 +123,8 @@ def restore(archive: Path, run_dir: Path) -> int:
     if dst.is_file():
         repair_jsonl(dst)
         have = {_key(rec) for _, rec in _complete_lines(dst.read_text(encoding="utf-8"))}
+    for part in sorted((run_dir / "parts").glob("records.rank*.jsonl")):  # a stopped torchrun run's parts, merged at its next start
+        have |= {_key(rec) for _, rec in _complete_lines(part.read_text(encoding="utf-8"))}
     new = [line for line, rec in _archived(archive) if _key(rec) not in have]
     if new:
         with dst.open("a", encoding="utf-8") as f:

@@ -57,6 +57,20 @@ def test_restore_fills_a_fresh_folder_then_only_adds_what_is_missing(tmp_path):
     assert sorted(_ids(partial / "records.jsonl")) == ["ex:0", "ex:1", "ex:1", "ex:5"]
 
 
+def test_restore_leaves_out_what_the_parts_of_a_stopped_torchrun_run_hold(tmp_path):
+    """A torchrun run stopped by a kill leaves its records in parts/ (merged when it starts
+    again): restoring before that start must not add those records a second time."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "records.jsonl").write_text(_line(0))
+    (run / "parts").mkdir()
+    (run / "parts" / "records.rank00001.jsonl").write_text(_line(3) + _line(4))
+    gz = tmp_path / "run.jsonl.gz"
+    assert archive_records.save(run, gz) == 3
+    assert archive_records.restore(gz, run) == 0
+    assert _ids(run / "records.jsonl") == ["ex:0"]
+
+
 def test_restore_cuts_a_half_written_line_and_save_never_drops_archived_records(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
