@@ -77,9 +77,7 @@ def check_target_fn(target_fn, width: Optional[int] = None, gradients: bool = Tr
     z = torch.zeros(2, width, requires_grad=True)
     with torch.enable_grad():
         out = target_fn(z)
-    if not isinstance(out, Tensor) or out.shape != (2,):
-        got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
-        raise ValueError(f"target_fn must map logits [n, V] to a Tensor [n]; for n = 2 it returned {got}")
+    _check_custom_output(out, 2)
     if not out.is_floating_point() or (gradients and not out.requires_grad):
         why = f"dtype {out.dtype}" if not out.is_floating_point() else "no gradient (detached, or computed outside autograd)"
         raise ValueError(f"target_fn must return a float Tensor [n] differentiable in the logits, got one with {why}")
@@ -100,10 +98,15 @@ def target_fn_name(target_fn, contrast: bool = False) -> str:
 def _custom(adapter, hidden: Tensor, fn) -> Tensor:
     logits = adapter.full_logits(hidden).float()
     out = fn(logits)
-    if not isinstance(out, Tensor) or out.shape != (hidden.shape[0],):
-        got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
-        raise ValueError(f"target_fn must map logits [n, V] to a Tensor [n]; for n = {hidden.shape[0]} it returned {got}")
+    _check_custom_output(out, hidden.shape[0])
     return out.float()
+
+
+def _check_custom_output(out, n: int) -> None:
+    """Raise ValueError unless a callable ``target_fn`` returned a Tensor [n]."""
+    if not isinstance(out, Tensor) or out.shape != (n,):
+        got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        raise ValueError(f"target_fn must map logits [n, V] to a Tensor [n]; for n = {n} it returned {got}")
 
 
 def target_scores(adapter, hidden: Tensor, targets: Tensor, target_fn: TargetFn = "logit",

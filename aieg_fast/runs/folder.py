@@ -51,11 +51,16 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
     cfg_path = Path(out) / CONFIG_FILE
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text(encoding="utf-8"))
-        diff = sorted(k for k in set(config) | set(old) if old.get(k) != config.get(k))
-        if diff:
-            raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}); use another {arg}")
+        _refuse_differences(out, old, config, set(config) | set(old), arg)
     else:
         cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+
+def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
+    """Raise the "other settings" error naming every key of ``keys`` whose value differs."""
+    diff = sorted(k for k in keys if old.get(k) != new.get(k))
+    if diff:
+        raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}); use another {arg}")
 
 
 @contextlib.contextmanager
@@ -89,10 +94,7 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:
     cfg_path = Path(out) / CONFIG_FILE
     if not cfg_path.is_file():
         return
-    old = json.loads(cfg_path.read_text(encoding="utf-8"))
-    diff = sorted(k for k in settings if old.get(k) != settings[k])
-    if diff:
-        raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}); use another {arg}")
+    _refuse_differences(out, json.loads(cfg_path.read_text(encoding="utf-8")), settings, settings, arg)
 
 
 def part_path(out, name: str, rank: int) -> Path:
