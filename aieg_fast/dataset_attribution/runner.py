@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 from ..core.diagnostics import AttributionWarning
 from ..core.validation import TARGET_FNS, check_call_settings, check_choice, check_placement
 from ..explainer import load_model
-from ..methods.registry import check_model, get_method
-from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, made_folder, part_files, part_path, rank_device, read_jsonl, remove_parts,
-                    repair_jsonl, shard, start, write_jsonl)
+from ..methods.registry import check_model, get_method, resolved_options
+from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, made_folder, part_files, part_path, rank_device, read_jsonl,
+                    record_former_setting, remove_parts, repair_jsonl, shard, start, write_jsonl)
 from .inputs import Example, read_examples
 from .output import check_parquet, write_parquet
 
@@ -303,6 +303,7 @@ def attribute_dataset(
                              template_column=template_column, id_column=id_column, target_is_id=target_is_id, limit=limit)
     s = DatasetRun(method, options, n_steps, target_fn, None if label_set is None else list(label_set), template, baseline,
                    backend, internal_batch_size, batch_size)
+    record_former_setting(out_dir, "option_values", _former_option_values)  # a folder from before option_values
     check_recorded_config(out_dir, _settings(s, text_column, target_is_id))  # before the model is loaded
     with made_folder(out_dir) as out, start(distributed) as procs:  # a refused run leaves no new folder
         ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
@@ -341,9 +342,18 @@ def _config(ex: "Explainer", s: DatasetRun, examples: Sequence[Example], text_co
 
 def _settings(s: DatasetRun, text_column, target_is_id) -> dict:
     """The part of the recorded settings that needs no model (checked before it is loaded)."""
-    return {"method": s.method, "options": s.options, "n_steps": s.n_steps, "target_fn": s.target_fn, "label_set": s.label_set,
+    return {"method": s.method, "options": s.options, "option_values": resolved_options(s.method, s.options), "n_steps": s.n_steps, "target_fn": s.target_fn, "label_set": s.label_set,
             "template": s.template, "baseline": s.baseline if s.baseline is None or isinstance(s.baseline, (str, int)) else "tensor",
             "text_column": text_column or "text", "target_is_id": bool(target_is_id)}
+
+
+def _former_option_values(recorded: dict) -> Optional[dict]:
+    """The options a folder written before ``config.json`` held ``option_values`` was computed
+    with: its options over the former defaults (:data:`~aieg_fast.methods.registry.FORMER_DEFAULTS`)."""
+    try:
+        return resolved_options(recorded.get("method"), recorded.get("options") or {}, former=True)
+    except (ValueError, TypeError):
+        return None
 
 
 def _finish(out: Path, parquet: bool, n: int, computed: int, done_before: int, procs: Dist, t0: float) -> dict:

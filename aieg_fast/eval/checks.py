@@ -1,12 +1,12 @@
 """Argument checks of the metrics and of ``evaluate``; each error names the argument and the value."""
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from ..methods.registry import check_model, get_method
+from ..methods.registry import check_model, get_method, parse_method_spec, resolved_options
 
 __all__ = ["BASELINE_KEYS", "check_labels", "check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models",
-           "method_only"]
+           "method_only", "method_settings"]
 
 #: Call settings a method spec may carry besides the method's options, for the methods that
 #: integrate from a baseline (``uses_baseline``): ``integrated_gradients:baseline=zero``,
@@ -103,6 +103,24 @@ def check_method_options(method_options, specs: Dict[str, Tuple[str, dict]], con
         except (ValueError, TypeError) as err:
             raise type(err)(f"methods: {m!r} with method_options {method_options.get(name, {})}: {err}") from None
     return dict(method_options)
+
+
+def method_settings(specs: Dict[str, Tuple[str, dict]], method_options: Dict[str, dict],
+                    controls=()) -> Tuple[Dict[str, dict], Callable[[str], Optional[dict]]]:
+    """What a run folder records of its methods (``methods.json``): spec → every option it is
+    computed with, and a function giving a spec's options under the former defaults
+    (:data:`aieg_fast.methods.registry.FORMER_DEFAULTS`; None for a spec that is no method),
+    for folders written before ``methods.json`` existed."""
+    def options(name: str, opts: dict, former: bool = False) -> dict:
+        return resolved_options(name, {**method_options.get(name, {}), **method_only(opts)}, former)
+
+    def former(spec: str) -> Optional[dict]:
+        try:
+            return options(*parse_method_spec(spec), former=True)
+        except (ValueError, TypeError):  # a control ("random") or a spec this version cannot read
+            return None
+
+    return {m: options(name, opts) for m, (name, opts) in specs.items() if m not in controls}, former
 
 
 def check_models(ex, specs: Dict[str, Tuple[str, dict]], method_options: Dict[str, dict], controls=()) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, Dict, List, Optional
 
-from ..runs import append_jsonl, check_or_write_config, part_files, remove_parts
-from .records import RECORDS_FILE, repair_records
+from ..runs import append_jsonl, check_or_record_methods, check_or_write_config, part_files, remove_parts
+from .records import RECORDS_FILE, read_records, repair_records
 
 __all__ = ["prepare_folder", "gather_parts"]
 
@@ -35,10 +35,13 @@ def gather_parts(out: Path) -> int:
     return len(records)
 
 
-def prepare_folder(out: Path, config: dict) -> Optional[BaseException]:
+def prepare_folder(out: Path, config: dict, methods: Optional[Dict[str, dict]] = None,
+                   former: Optional[Callable[[str], Optional[dict]]] = None) -> Optional[BaseException]:
     """Rank 0's part of starting a run: check or write ``config.json``, repair the records, merge
-    parts an interrupted torchrun run left. Returns the error (to be raised on every process),
-    or None.
+    parts an interrupted torchrun run left, and check or record the options of each method spec
+    (``methods``: spec → resolved options; ``former``: a spec's options under the former
+    defaults, for a folder without ``methods.json``; :func:`aieg_fast.runs.check_or_record_methods`).
+    Returns the error (to be raised on every process), or None.
 
     A cut last line of ``records.jsonl`` is cut off (the bytes go to ``records.jsonl.torn``)
     and said on stderr; its example is computed again.
@@ -49,6 +52,9 @@ def prepare_folder(out: Path, config: dict) -> Optional[BaseException]:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         gather_parts(out)
+        if methods is not None:
+            specs = {m for r in read_records(out / RECORDS_FILE).values() for m in r.get("methods", {})}
+            check_or_record_methods(out, methods, former or (lambda m: None), specs)
     except (ValueError, OSError) as err:
         return err
     return None

@@ -66,7 +66,7 @@ from ..datasets import DATASETS, is_dataset_file, load_records, user_dataset
 from ..generation import continuation_ids
 from ..result import Attribution
 from ..runs import made_folder, rank_device, start as start_processes
-from .checks import check_method_options, check_models
+from .checks import check_method_options, check_models, method_settings
 from .context import prepare, step_attribution
 from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, flat_metrics, pi_soft, random_attribution
 from .records import append_record
@@ -462,7 +462,8 @@ def evaluate_generation(
         config = dict(run_config(ex, dataset, s, metrics), task="generation", n_new_tokens=n_new_tokens,
                       teacher_forced=s.teacher_forced, interpolate_generated=s.interpolate_generated)
         computed, left = run_shards(procs, config, out, lambda done: _todo(rows, methods, done, s.hard_only),
-                                    lambda todo, done, path, show: _work(ex, s, todo, done, path, show), progress)
+                                    lambda todo, done, path, show: _work(ex, s, todo, done, path, show), progress,
+                                    method_settings(specs, method_options, CONTROLS))
         if not procs.main:
             return dict(NO_SUMMARY, computed=computed, skipped=len(rows) - left, out_dir=str(out), rank=procs.rank)
         return dict(summarise_run(out, [r["id"] for r in rows], methods, config, s, reference, metrics, plot),

@@ -50,7 +50,7 @@ from ..core.diagnostics import AttributionWarning
 from ..core.validation import check_placement
 from ..datasets import DATASETS, load_records
 from ..runs import writable_folder
-from .checks import check_method_options, check_models, check_positive_int
+from .checks import check_method_options, check_models, check_positive_int, method_settings
 from .folder import prepare_folder
 from .longra_report import LONGRA_KS, summarise_longra
 from .metrics import CONTROLS, random_attribution
@@ -316,7 +316,7 @@ def evaluate_longra(
     dtype_now = next(ex.model.parameters()).dtype
     if dtype_now != torch.float32:
         config["dtype"] = str(dtype_now).replace("torch.", "")
-    err = prepare_folder(out, config)
+    err = prepare_folder(out, config, *method_settings(specs, method_options, CONTROLS))
     if err is not None:
         raise err
     rec_path = out / RECORDS_FILE

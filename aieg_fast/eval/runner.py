@@ -49,7 +49,7 @@ from ..datasets import DatasetSpec
 from ..explainer import load_model
 from ..methods.registry import parse_method_spec
 from ..runs import CONFIG_FILE, Dist, made_folder, part_path, rank_device, shard, start as start_processes
-from .checks import check_method_options, check_models
+from .checks import check_method_options, check_models, method_settings
 from .metrics import (
     CONTROLS,
     DEFAULT_PI_GRID,
@@ -536,12 +536,13 @@ def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out:
         return _todo(data, start, methods, done)
 
     computed, left = run_shards(procs, config, out, plan,
-                                lambda todo, done, path, show: _run_examples(ex, s, todo, done, path, show), progress)
+                                lambda todo, done, path, show: _run_examples(ex, s, todo, done, path, show), progress,
+                                method_settings(s.specs, s.method_options, CONTROLS))
     return computed, len(data) - start - left
 
 
 def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, dict]], list],
-               work: Callable[[list, Dict[str, dict], Path, bool], int], progress: bool) -> Tuple[int, int]:
+               work: Callable[[list, Dict[str, dict], Path, bool], int], progress: bool, methods: tuple = ()) -> Tuple[int, int]:
     """The example loop of a run folder, on one process or under torchrun.
 
     Rank 0 prepares the folder (settings, repair, parts left by an interrupted run); every
@@ -549,11 +550,13 @@ def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, d
     process computes its share with ``work(todo, done, path, progress)`` (the count computed)
     into its own file (``records.jsonl`` for a single process); rank 0 merges the parts. Used
     by :func:`evaluate` and :func:`~aieg_fast.eval.generation_runner.evaluate_generation`.
+    ``methods``: :func:`~aieg_fast.eval.checks.method_settings`'s pair, checked or recorded in
+    ``methods.json`` by rank 0.
 
     Returns:
         (examples computed by all processes, examples that were left to compute).
     """
-    procs.check(prepare_folder(out, config) if procs.main else None)
+    procs.check(prepare_folder(out, config, *methods) if procs.main else None)
     rec_path = out / RECORDS_FILE
     done = read_records(rec_path)
     todo = plan(done)

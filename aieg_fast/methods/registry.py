@@ -9,10 +9,17 @@ import torch
 
 from .base import Method
 
-__all__ = ["METHODS", "register", "get_method", "list_methods", "method_options", "check_model", "parse_method_spec", "option_value"]
+__all__ = ["METHODS", "FORMER_DEFAULTS", "register", "get_method", "list_methods", "method_options", "resolved_options",
+           "check_model", "parse_method_spec", "option_value"]
 
 #: name → method instance, in registration order
 METHODS: Dict[str, Method] = {}
+
+#: Option defaults that changed, with the value each had before. Run folders written before
+#: they recorded each method's resolved options (``methods.json``, December 2026) computed their
+#: records with these values where a method spec left the option out, so a resume is checked
+#: against them. AIEG's default reading was ``preset="v1"`` until issue 19's study.
+FORMER_DEFAULTS: Dict[str, Dict[str, Any]] = {"aieg": {"preset": "v1"}}
 
 
 def register(cls):
@@ -54,6 +61,19 @@ def method_options(method: str) -> Dict[str, Any]:
         ValueError: unknown method.
     """
     return get_method(method).defaults()
+
+
+def resolved_options(name: str, opts: Dict[str, Any], former: bool = False) -> Dict[str, Any]:
+    """Every option of method ``name`` with the value ``opts`` resolves to (defaults and presets
+    filled in), as JSON gives it back (tuples as lists): what a run records so that records of
+    two readings never meet under one method spec. ``former``: the :data:`FORMER_DEFAULTS`
+    where ``opts`` leaves an option out.
+
+    Raises:
+        ValueError / TypeError: unknown method, or options its ``Options`` refuse.
+    """
+    base = {**FORMER_DEFAULTS.get(name, {}), **opts} if former else dict(opts)
+    return json.loads(json.dumps(get_method(name).options(**base).as_dict(), default=str))
 
 
 def check_model(method: Method, opts, adapter) -> None:

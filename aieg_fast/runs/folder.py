@@ -11,14 +11,17 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .records import read_jsonl, repair_jsonl
 
-__all__ = ["CONFIG_FILE", "PARTS_DIR", "writable_folder", "check_or_write_config", "part_path", "part_files", "remove_parts"]
+__all__ = ["CONFIG_FILE", "METHODS_FILE", "PARTS_DIR", "writable_folder", "check_or_write_config", "check_or_record_methods",
+           "record_former_setting", "part_path", "part_files", "remove_parts"]
 
 #: file name of the settings in an output folder.
 CONFIG_FILE = "config.json"
+#: file name of the options each method spec of a folder's records was computed with.
+METHODS_FILE = "methods.json"
 #: sub-folder of the per-process parts of a torchrun run.
 PARTS_DIR = "parts"
 
@@ -61,6 +64,58 @@ def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
     diff = sorted(k for k in keys if old.get(k) != new.get(k))
     if diff:
         raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}); use another {arg}")
+
+
+def check_or_record_methods(out, resolved: Dict[str, dict], former: Callable[[str], Optional[dict]],
+                            record_specs: Iterable[str], arg: str = "out_dir") -> None:
+    """Record in ``methods.json`` the options each method spec is computed with, or refuse a
+    spec whose records were computed with other options (a default that changed between
+    versions, so the same spec now means another reading): records of two readings never meet
+    under one name.
+
+    Args:
+        resolved: method spec → every option as it resolves now (defaults and presets filled in).
+        former: spec → its options under the former defaults, or None (not a method); used for
+            a folder written before ``methods.json`` existed, for each spec of ``record_specs``
+            (the specs its records hold).
+
+    Raises:
+        ValueError: names the spec, the options that differ (recorded → now) and ``arg``.
+    """
+    path = Path(out) / METHODS_FILE
+    if path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))
+    else:
+        old = {m: o for m in sorted(set(record_specs)) if (o := former(m)) is not None}
+    for m, new in resolved.items():
+        if m in old and old[m] != new:
+            keys = sorted(k for k in set(old[m]) | set(new) if old[m].get(k) != new.get(k))
+            changes = ", ".join(f"{k}: {old[m].get(k)!r} recorded, {new.get(k)!r} now" for k in keys)
+            raise ValueError(f"{arg} {str(out)!r} holds records of {m!r} computed with other options ({changes}; a default "
+                             f"changed since). Name the reading you mean in the method spec (it is then computed afresh under "
+                             f"its own name; e.g. 'aieg:preset=v1' for AIEG's former default), or use another {arg}")
+    merged = {**old, **resolved}
+    if merged != old or not path.is_file():
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(merged, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)  # whole or not at all
+
+
+def record_former_setting(out, key: str, former: Callable[[dict], Any]) -> None:
+    """For a folder whose ``config.json`` predates the setting ``key``: add ``key`` with the value
+    its records were computed with, ``former(recorded settings)`` (None: unknown, nothing is
+    written and the usual check refuses the folder), so later checks compare it like any other."""
+    cfg_path = Path(out) / CONFIG_FILE
+    if not cfg_path.is_file():
+        return
+    old = json.loads(cfg_path.read_text(encoding="utf-8"))
+    if key in old:
+        return
+    value = former(old)
+    if value is not None:
+        tmp = cfg_path.with_name(cfg_path.name + ".tmp")
+        tmp.write_text(json.dumps({**old, key: value}, indent=1), encoding="utf-8")
+        os.replace(tmp, cfg_path)
 
 
 @contextlib.contextmanager
