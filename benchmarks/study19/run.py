@@ -72,6 +72,17 @@ def _methods(ids: str):
     return [variants[v] for v in chosen]
 
 
+def _pin_method_options(out: Path, pinned: dict) -> None:
+    """A run folder started before the protocol pinned AIEG's reading (its config.json records
+    ``method_options: {}``, which then meant the same v1 reading): record the pin, so the folder
+    resumes. Its records do not change."""
+    cfg = out / "config.json"
+    if cfg.is_file():
+        config = json.loads(cfg.read_text(encoding="utf-8"))
+        if config.get("method_options") == {}:
+            cfg.write_text(json.dumps({**config, "method_options": pinned}, indent=1), encoding="utf-8")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("phase", choices=["train", "dev", "test", "imdb", "archive"])
@@ -131,8 +142,12 @@ def main(argv=None) -> int:
     restored = archive_records.restore(archived, out) if rank0 else 0
     if restored:
         print(f"{restored} record lines restored from {archived}", flush=True)
+    methods = _methods(a.methods)
+    pinned = {name: o for name, o in s["method_options"].items() if any(m.split(":")[0] == name for m in methods)}
+    if rank0:
+        _pin_method_options(out, pinned)
     res = evaluate(
-        model, dataset=dataset, methods=_methods(a.methods), n=n_max, max_tokens=max_tokens,
+        model, dataset=dataset, methods=methods, n=n_max, max_tokens=max_tokens, method_options=pinned,
         out_dir=out, seed=s["seed"], topk=s["topk"], metrics=metrics, n_steps=s["n_steps"], n_samples=s["n_samples"],
         pis=s["pis"], soft_maps=s["soft_maps"], ties=s["ties"], target_fn=s["target_fn"], data_dir=a.data_dir,
         progress=not a.no_progress,
