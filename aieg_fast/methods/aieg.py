@@ -64,7 +64,8 @@ class AIEGOptions(Options):
         attn_layers: ``"last"``, ``"all"``, ``"rollout"``, a list of layers, or ``"none"``
             (attention = 1) (§6.7). attn_heads: ``"mean"`` or ``"max"``. attn_source:
             ``"input"`` (α = 1) or ``"path"`` (|EF|-weighted mean along the path); None: the
-            preset's.
+            preset's, except ``"input"`` with ``attn_layers="rollout"`` (rollout along the
+            path is not defined; ``attn_source="path"`` with it is refused).
             attn_exclude_first / attn_renorm: renormalise over positions ≥ 1 / attributable.
         posnorm: ``"minmax"``, ``"relu_max"``, ``"abs_sum"``, ``"none"`` (§6.8; None: the
             preset's); posnorm_stage:
@@ -97,6 +98,8 @@ class AIEGOptions(Options):
         check_choice("preset", self.preset, tuple(PRESETS))
         for name, value in PRESETS[self.preset].items():  # the preset's value where none is given
             if getattr(self, name) is None:
+                if name == "attn_source" and self.attn_layers == "rollout":
+                    value = "input"  # rollout is defined on the input's attention only
                 object.__setattr__(self, name, value)
         if self.ef_norm is None:  # the mode's own normalisation (recorded as the value used)
             object.__setattr__(self, "ef_norm", "none" if self.ef_mode == "completeness" else "l1")

@@ -41,6 +41,14 @@ def test_explicit_options_override_the_preset():
     assert aieg_fast.method_options("aieg")["preset"] == "v1"
 
 
+def test_a_path_preset_with_rollout_takes_the_inputs_attention():
+    opts = get_method("aieg").options
+    o = opts(preset="v3", attn_layers="rollout")
+    assert (o.posnorm, o.attn_source) == ("relu_max", "input")
+    with pytest.raises(ValueError, match="rollout"):
+        opts(preset="v3", attn_layers="rollout", attn_source="path")  # asked for explicitly: refused
+
+
 def test_unknown_preset_is_refused_by_name(tiny_llama):
     with pytest.raises(ValueError, match="preset"):
         tiny_llama.attribute(TEXT, method="aieg", n_steps=4, preset="v9")
