@@ -156,7 +156,9 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
         info: the method's ``MethodOutput.info`` (a list entry holds one value per row).
         b: the row. scores: Tensor[L], its scores. valid: bool Tensor[L], its attributable positions.
         raw_key: the info key of the raw signal (None: the scores are the raw signal).
-        normalisation: the normalisation applied to the raw signal (see :func:`signal_flags`).
+        normalisation: the normalisation applied to the raw signal (see :func:`signal_flags`);
+            a flat raw signal is called ``"inflated"`` only where the scores are not all 0
+            (PosNorm ``relu_max`` maps a zero or negative constant to 0, not to a full range).
         completeness: check ``convergence_delta`` against ``F_input − F_baseline`` (IG); for an
             ``n_steps="auto"`` result (``info["converged"]``), whether it reached its tolerance.
 
@@ -173,7 +175,8 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
     if raw is not None:
         name = f"the raw signal info[{raw_key!r}]"
         raw = torch.as_tensor(raw, dtype=torch.float32).reshape(-1)[: valid.numel()]  # a padded row: its own span
-        out = signal_flags(raw, valid, name, normalisation) or out
+        stretched = bool(scores.reshape(-1)[valid.reshape(-1).to(torch.bool)].ne(0).any())  # a map left at 0 is not inflated
+        out = signal_flags(raw, valid, name, normalisation if stretched else None) or out
     if completeness and "converged" in info:  # n_steps="auto": flagged when it stopped above its tolerance
         out = out + auto_steps_flag(info, b)
     elif completeness:

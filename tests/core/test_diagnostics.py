@@ -33,13 +33,15 @@ def _kinds(res):
 def test_aieg_posnorm_on_zero_signal_is_flagged_inflated(tiny_gpt2):
     """Raw IEG all 0: PosNorm maps it to 1 and the scores are the attention row; flagged."""
     with pytest.warns(AttributionWarning, match=r"aieg: \[inflated\] .*info\['ieg'\]: 0 at every attributable token .*; PosNorm"):
-        res = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=4, target_fn=zero_F)
+        res = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=4, target_fn=zero_F, posnorm="minmax")
     assert _kinds(res) == ["inflated"]
     att = torch.tensor(res.info["attention"])
     valid = torch.tensor(res.attributable)
     torch.testing.assert_close(res.scores[valid], att[valid])  # what the flag says: the attention row alone
     plain = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=4, target_fn=zero_F, posnorm="none")
     assert _kinds(plain) == ["zero_signal"]
+    relu = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=4, target_fn=zero_F, posnorm="relu_max")
+    assert _kinds(relu) == ["zero_signal"] and bool((relu.scores == 0).all())  # relu_max leaves 0 at 0: nothing inflated
 
 
 @pytest.mark.parametrize("method", ["grad_ellm", "saliency", "integrated_gradients", "input_x_gradient"])

@@ -20,6 +20,7 @@ OPTION_SETS = {
         {"ef_mode": "autograd"},
         {"stream_ef": False, "ef_sign": "minmax"},
         {"posnorm_stage": "final", "final_norm": "l2", "attn_exclude_first": True},
+        {"preset": "v3"},
     ],
     "saliency": [{}, {"token_reduction": "sum_abs"}],
     "input_x_gradient": [{}, {"token_reduction": "l2"}],
@@ -30,6 +31,12 @@ OPTION_SETS = {
     "heta": [{"n_probes": 2}, {"n_probes": 2, "preset": "official"}, {"components": "gate"}, {"n_probes": 2, "curvature_layers": 1, "window": 3}],
 }
 MODELS = ("gpt2", "llama", "clf")
+#: AIEG's cases name their preset, so each stays the reading it froze when the default changes
+AIEG_PIN = {"preset": "v1"}
+
+
+def _pinned(method: str, kw: dict) -> dict:
+    return {**AIEG_PIN, **kw} if method == "aieg" else kw
 
 
 def _cases():
@@ -38,11 +45,11 @@ def _cases():
         for method, sets in OPTION_SETS.items():
             for k, opts in enumerate(sets):
                 kw = dict(n_steps=8, internal_batch_size=5, **opts)
-                cases[f"{model}/{method}/{k}"] = (model, method, kw)
+                cases[f"{model}/{method}/{k}"] = (model, method, _pinned(method, kw))
         # call-level settings, on two methods
         for method in ("integrated_gradients", "aieg"):
-            cases[f"{model}/{method}/left_template"] = (model, method, dict(n_steps=8, internal_batch_size=3, padding_side="left", template=TEMPLATE))
-            cases[f"{model}/{method}/logprob"] = (model, method, dict(n_steps=8, target_fn="logprob"))
+            cases[f"{model}/{method}/left_template"] = (model, method, _pinned(method, dict(n_steps=8, internal_batch_size=3, padding_side="left", template=TEMPLATE)))
+            cases[f"{model}/{method}/logprob"] = (model, method, _pinned(method, dict(n_steps=8, target_fn="logprob")))
     return cases
 
 
@@ -50,9 +57,9 @@ def _gen_cases():
     cases = {}
     for model in ("gpt2", "llama"):
         for method in OPTION_SETS:
-            cases[f"{model}/{method}"] = (model, method, dict(n_steps=6, internal_batch_size=4))
+            cases[f"{model}/{method}"] = (model, method, _pinned(method, dict(n_steps=6, internal_batch_size=4)))
         cases[f"{model}/integrated_gradients/interp"] = (model, "integrated_gradients", dict(n_steps=6, interpolate_generated=True))
-        cases[f"{model}/aieg/unshared"] = (model, "aieg", dict(n_steps=6, shared=False))
+        cases[f"{model}/aieg/unshared"] = (model, "aieg", _pinned("aieg", dict(n_steps=6, shared=False)))
     return cases
 
 

@@ -361,9 +361,10 @@ def test_reference_and_ext_backends_agree(tiny_gpt2):
 
 
 def test_ablation_switches_change_result(tiny_gpt2):
-    full = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=10)
-    for opts in ({"ef_mode": "none"}, {"attn_layers": "none"}, {"posnorm": "none"}, {"attn_layers": "rollout"}, {"attn_source": "path"}, {"ef_mode": "autograd"}):
-        r = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=10, **opts)
+    full = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=10, preset="v1")  # each switch against one named reading
+    for opts in ({"ef_mode": "none"}, {"attn_layers": "none"}, {"posnorm": "none"}, {"attn_layers": "rollout"}, {"attn_source": "path"},
+                 {"ef_mode": "autograd"}, {"posnorm": "relu_max"}):
+        r = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=10, preset="v1", **opts)
         assert torch.isfinite(r.scores).all()
         assert not torch.allclose(r.scores, full.scores), opts
     with pytest.raises(ValueError, match="unknown option|unexpected keyword|got an unexpected"):
