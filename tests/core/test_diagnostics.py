@@ -84,7 +84,7 @@ def test_sound_results_are_not_flagged(tiny):
 
 def test_flags_survive_json_and_show_in_every_view(tiny_gpt2, tmp_path):
     with pytest.warns(AttributionWarning):
-        res = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=4, target_fn=zero_F)
+        res = tiny_gpt2.attribute(TEXT, method="aieg", n_steps=4, target_fn=zero_F, posnorm="minmax")
     res.save(tmp_path / "r.json")
     back = aieg_fast.load_attribution(tmp_path / "r.json")
     assert back.degenerate == res.degenerate
@@ -100,7 +100,8 @@ def test_flags_survive_json_and_show_in_every_view(tiny_gpt2, tmp_path):
 
 def test_generation_rows_flagged_per_step(tiny_gpt2):
     with pytest.warns(AttributionWarning, match=r"\[inflated step 0\].*\[inflated step 1\]"):
-        gen = tiny_gpt2.attribute_generation("the movie is", max_new_tokens=2, method="aieg", n_steps=4, target_fn=zero_F)
+        gen = tiny_gpt2.attribute_generation("the movie is", max_new_tokens=2, method="aieg", n_steps=4, target_fn=zero_F,
+                                         posnorm="minmax")
     assert [(f["kind"], f["step"]) for f in gen.degenerate] == [("inflated", 0), ("inflated", 1)]
     buf = io.StringIO()
     gen.show(file=buf, width=200)
