@@ -6,6 +6,7 @@ labels), chosen by the dataset's task; prints the summary table."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -28,6 +29,21 @@ def parse_fractions(s: str):
         return [float(x) for x in s.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated fractions, got {s!r}") from None
+
+
+def parse_method_options(s: str) -> dict:
+    """A JSON object of per-method options, ``{"aieg": {"preset": "v1"}}``.
+
+    Raises:
+        argparse.ArgumentTypeError: not JSON, or not an object.
+    """
+    try:
+        val = json.loads(s)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"expected a JSON object {{method: {{option: value}}}}, got {s!r} ({err.msg})") from None
+    if not isinstance(val, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object {{method: {{option: value}}}}, got {s!r}")
+    return val
 
 
 def parse_ints(s: str):
@@ -57,6 +73,9 @@ def add_parser(sub) -> None:
                          "--label-field classification, without it generation (prompts in --text-field)")
     ev.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated methods, each optionally with options as name:option=value[:option=value] "
                     "(e.g. aieg:ef_mode=none); 'random' is the control")
+    ev.add_argument("--method-options", type=parse_method_options, default=None, metavar="JSON",
+                    help="options for every spec of a method, a JSON object, e.g. '{\"aieg\": {\"preset\": \"v1\"}}' "
+                         "(a spec's own options win)")
     ev.add_argument("--n", type=int, default=20, help="evaluate examples 0 … N-1 of the dataset (START … N-1 with --start)")
     ev.add_argument("--max-tokens", type=int, default=None, help="truncate texts to this many tokens (e.g. 50, 200, 400)")
     ev.add_argument("--out", default="faithfulness_out", help="output folder; rerun with the same folder to resume")
@@ -136,7 +155,8 @@ def _task(args) -> str:
 def _run_longra(args) -> int:
     res = evaluate_longra(model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, out_dir=args.out,
                           seed=args.seed, ks=args.ks, n_steps=args.n_steps, target_fn=args.target_fn,
-                          reference=args.reference, data_dir=args.data_dir, progress=not args.no_progress, **placement(args))
+                          reference=args.reference, data_dir=args.data_dir, progress=not args.no_progress,
+                          method_options=args.method_options, **placement(args))
     print(res["summary_md"])
     print(f"computed {res['computed']} instance(s); {res['kept']} kept by the filter; results in {res['out_dir']}")
     return 0
@@ -159,6 +179,7 @@ def _run_generation(args) -> dict:
         topk=args.topk, topk_sweep=args.topk_sweep, reference=args.reference, n_steps=args.n_steps, n_samples=args.n_samples,
         soft_maps=args.soft_maps, ties=args.ties, target_fn=args.target_fn, template=args.template, data_dir=args.data_dir,
         text_field=args.text_field, target_field=args.target_field, id_field=args.id_field, progress=not args.no_progress,
+        method_options=args.method_options,
         **({"pis": args.pis} if args.pis else {}), **placement(args))
 
 
@@ -206,6 +227,7 @@ def _run_task(args, task: str) -> int:
             return _run_longra(args)
         res = _run_generation(args) if task == "generation" else evaluate(
             model=args.model, dataset=args.dataset, methods=args.methods, n=args.n, max_tokens=args.max_tokens,
+            method_options=args.method_options,
             out_dir=args.out, seed=args.seed, topk=args.topk, n_steps=args.n_steps, n_samples=args.n_samples,
             prob_space=args.prob_space, data_dir=args.data_dir, progress=not args.no_progress,
             topk_sweep=args.topk_sweep, start=args.start, reference=args.reference, metrics=args.metrics,

@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +53,30 @@ def test_cli_evaluate_soft_maps_ties_prob_space(tmp_path, monkeypatch):
     assert seen[1]["soft_maps"] == "abs" and seen[1]["ties"] == "first" and seen[1]["prob_space"] == "vocab"
     with pytest.raises(SystemExit):
         cli.main(["evaluate", "--ties", "last"])
+
+
+def test_cli_evaluate_method_options(tmp_path, monkeypatch, capsys):
+    """--method-options (a JSON object) reaches evaluate and command.json, and --config gives it
+    back; anything but a JSON object is refused by name."""
+    seen = []
+
+    def fake(**kw):
+        seen.append(kw)
+        Path(kw["out_dir"]).mkdir(parents=True, exist_ok=True)  # as a run makes its folder
+        return {"summary_md": "", "computed": 0, "skipped": 0, "out_dir": kw["out_dir"]}
+
+    monkeypatch.setattr(cli_evaluate, "evaluate", fake)
+    out = tmp_path / "a"
+    assert cli.main(["evaluate", "--out", str(out), "--methods", "aieg,random", "--method-options", '{"aieg": {"preset": "v1"}}']) == 0
+    assert seen[0]["method_options"] == {"aieg": {"preset": "v1"}}
+    assert json.loads((out / "command.json").read_text())["method-options"] == {"aieg": {"preset": "v1"}}
+    assert cli.main(["evaluate", "--config", str(out / "command.json")]) == 0
+    assert seen[1]["method_options"] == {"aieg": {"preset": "v1"}} and seen[1]["methods"] == seen[0]["methods"]
+    assert cli.main(["evaluate", "--out", str(tmp_path / "b")]) == 0 and seen[2]["method_options"] is None
+    for bad in ("preset=v1", "[1]"):
+        with pytest.raises(SystemExit):
+            cli.main(["evaluate", "--method-options", bad])
+        assert "--method-options" in capsys.readouterr().err
 
 
 def test_cli_evaluate_interrupt(tmp_path, monkeypatch, capsys):
