@@ -91,8 +91,8 @@ def check_or_record_methods(out, resolved: Dict[str, dict], former: Callable[[st
         if m in old and old[m] != new:
             keys = sorted(k for k in set(old[m]) | set(new) if old[m].get(k) != new.get(k))
             changes = ", ".join(f"{k}: {old[m].get(k)!r} recorded, {new.get(k)!r} now" for k in keys)
-            raise ValueError(f"{arg} {str(out)!r} holds records of {m!r} computed with other options ({changes}; a default "
-                             f"changed since). Name the reading you mean in the method spec (it is then computed afresh under "
+            raise ValueError(f"{arg} {str(out)!r} holds records of {m!r} computed with other options ({changes}; most likely a "
+                             f"default that changed between versions). Name the reading you mean in the method spec (it is then computed afresh under "
                              f"its own name; e.g. 'aieg:preset=v1' for AIEG's former default), or use another {arg}")
     merged = {**old, **resolved}
     if merged != old or not path.is_file():
