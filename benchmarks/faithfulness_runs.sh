@@ -15,7 +15,10 @@ DATA=${DATA:-../shared/data}
 # Runs 2-4 were recorded before issue 13: grad_ellm with its default of the time, preset paper_v1
 # (write grad_ellm:preset=paper_v1 in M), the raw label logit as F (--target-fn logit), lower-index
 # ties (--ties first) and the relu soft map only (--soft-maps relu) reproduce them.
-M=aieg,integrated_gradients,integrated_decision_gradients,saliency,input_x_gradient,attention,scaled_attention,grad_ellm,random
+# `aieg` in these runs is AIEG's reading of the time, preset v1 (the default until issue 19's study
+# made v2 the default); it is written `aieg:preset=v1` now so that a rerun computes the same reading
+# (a folder whose `aieg` records are v1 refuses a plain `aieg`, which now means v2).
+M=aieg:preset=v1,integrated_gradients,integrated_decision_gradients,saliency,input_x_gradient,attention,scaled_attention,grad_ellm,random
 SOFT="--n-samples 2 --pis 0.1,0.3,0.5,0.7,0.9"
 SWEEP="--topk-sweep 0.05,0.1,0.2,0.3"
 
@@ -111,7 +114,7 @@ gen gen_wikitext --dataset wikitext --n 22
 #    ties, both soft maps; the study's settings, benchmarks/study19/protocol.json), on the two nano
 #    models trained again (their weights differ from the study's: they were trained on another
 #    machine, RESULTS_faithfulness.md §4.2). Every method, Grad-ELLM's default and paper_v1 presets,
-#    AIEG's v1 (today's default) and v3 (the study's dev selection) presets, occlusion and HETA on the
+#    AIEG's v1 (the default of the time) and v3 (the study's dev selection) presets, occlusion and HETA on the
 #    whole SST-2 test set, then the ablations of both AIEG readings (hard metrics, paired tests against
 #    each reading). Each model's runs take about an hour on one core.
 R50="--n-steps 50 --target-fn contrast --prob-space labels --seed 0 --no-progress"
@@ -122,7 +125,7 @@ for arch in gpt2 llama; do
   aieg-fast train-nano --arch $arch --epochs 3 --seed 0 --data-dir "$DATA" --out "$OUT/$name-s0" --no-progress
   aieg-fast evaluate --model "$OUT/$name-s0" --dataset sst2-test --n 1821 --methods $ALL50 $SOFT $SWEEP $R50 \
       --out "$OUT/${name}_sst2_test_50"
-  for ref in aieg aieg:preset=v3; do
+  for ref in aieg:preset=v1 aieg:preset=v3; do
     abl=$ref,integrated_gradients,random; for a in $ABL; do abl=$abl,$ref:$a; done
     aieg-fast evaluate --model "$OUT/$name-s0" --dataset sst2-test --n 1821 --metrics hard $SWEEP $R50 \
         --reference $ref --methods $abl --out "$OUT/${name}_ablation_50_${ref//[:=]/_}"
@@ -131,7 +134,9 @@ done
 
 # 9. Issue 19's rerun of run 1 (SmolLM2-SST2, SST-2 dev, first 200) at 50 steps. The study's dev records
 #    (IG and IG from zero, the AIEG variants V1 to V8, random; the same settings) are restored into the
-#    folder, and the run adds the other methods, occlusion and the ablations of V1 (today's aieg) and of
+#    folder, and the run adds the other methods, occlusion and the ablations of V1 (aieg under the
+#    protocol's pin of AIEG's reading, --method-options '{"aieg": {"preset": "v1"}}', which the restored
+#    folder's config is given too: the study's specs name options over preset v1) and of
 #    V3 (the dev selection, written out as the study wrote it) with every metric (each reading's ablation table is
 #    reported from a copy of the records with --reference). No k sweep: the study's records have none.
 #    Several sessions on a CPU: archived as run 5 is. HETA is left out for its cost (about 90 s a sentence).
@@ -143,12 +148,15 @@ ABL3="$V3:ef_mode=none,$V3:attn_layers=none,aieg:posnorm=none:attn_source=path"
 D9="$OUT/smollm2_sst2_dev_50"; A9=benchmarks/faithfulness/smollm2_sst2_dev_50/records.jsonl.gz
 [ -f "$A9" ] || python benchmarks/archive_records.py restore benchmarks/study19/records/dev/smollm2-sst2.jsonl.gz "$D9"
 python benchmarks/archive_records.py restore "$A9" "$D9"
+PIN='{"aieg": {"preset": "v1"}}'
+python -c "import json, sys; p = sys.argv[1] + '/config.json'; c = json.load(open(p)); c['method_options'] = c['method_options'] or json.loads(sys.argv[2]); json.dump(c, open(p, 'w'), indent=1)" "$D9" "$PIN"
 OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 -m aieg_fast.cli evaluate \
-    --model smollm2-sst2 --dataset sst2-dev --n 200 --methods "$STUDY,$OTHERS,$ABL1,$ABL3" $SOFT $R50 --out "$D9"
+    --model smollm2-sst2 --dataset sst2-dev --n 200 --methods "$STUDY,$OTHERS,$ABL1,$ABL3" $SOFT $R50 --out "$D9" \
+    --method-options "$PIN"
 python benchmarks/archive_records.py save "$D9" "$A9"
 for v in 1 3; do  # each reading's ablation table, from a copy of the records (nothing is computed again)
   ref=$([ $v = 1 ] && echo aieg || echo "$V3"); abl=$([ $v = 1 ] && echo "$ABL1" || echo "$ABL3")
   mkdir -p "${D9}_ablation_v$v" && cp "$D9/config.json" "$D9/records.jsonl" "${D9}_ablation_v$v/"
   aieg-fast evaluate --model smollm2-sst2 --dataset sst2-dev --n 200 --methods "$ref,$abl,integrated_gradients,random" \
-      $SOFT $R50 --reference "$ref" --out "${D9}_ablation_v$v"
+      $SOFT $R50 --reference "$ref" --out "${D9}_ablation_v$v" --method-options "$PIN"
 done

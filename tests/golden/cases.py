@@ -21,6 +21,7 @@ OPTION_SETS = {
         {"stream_ef": False, "ef_sign": "minmax"},
         {"posnorm_stage": "final", "final_norm": "l2", "attn_exclude_first": True},
         {"preset": "v3"},
+        {"preset": "v2"},
     ],
     "saliency": [{}, {"token_reduction": "sum_abs"}],
     "input_x_gradient": [{}, {"token_reduction": "l2"}],

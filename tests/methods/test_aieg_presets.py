@@ -22,23 +22,25 @@ def test_a_preset_is_its_options(tiny_llama, preset):
     assert named.options["preset"] == preset
 
 
-def test_presets_differ_and_v1_is_the_default(tiny_llama):
+def test_presets_differ_and_v2_is_the_default(tiny_llama):
     default = tiny_llama.attribute(TEXT, method="aieg", n_steps=6)
-    v1 = tiny_llama.attribute(TEXT, method="aieg", n_steps=6, preset="v1")
-    v3 = tiny_llama.attribute(TEXT, method="aieg", n_steps=6, preset="v3")
-    assert torch.equal(default.scores, v1.scores)
-    assert not torch.allclose(v1.scores, v3.scores)
+    runs = {p: tiny_llama.attribute(TEXT, method="aieg", n_steps=6, preset=p) for p in ("v1", "v2", "v3")}
+    assert torch.equal(default.scores, runs["v2"].scores) and default.options["preset"] == "v2"
+    assert not torch.allclose(runs["v1"].scores, runs["v2"].scores)
+    assert not torch.allclose(runs["v2"].scores, runs["v3"].scores)
     # relu_max: tokens with negative evidence score 0
-    ieg = torch.tensor(v3.info["ieg"], dtype=torch.float32)
-    assert bool((v3.scores[ieg < 0] == 0).all())
+    for p in ("v2", "v3"):
+        ieg = torch.tensor(runs[p].info["ieg"], dtype=torch.float32)
+        assert bool((runs[p].scores[ieg < 0] == 0).all())
 
 
 def test_explicit_options_override_the_preset():
     opts = get_method("aieg").options
     o = opts(preset="v3", posnorm="minmax")
     assert (o.posnorm, o.attn_source) == ("minmax", "path")
-    assert opts().posnorm == "minmax" and opts().attn_source == "input"
-    assert aieg_fast.method_options("aieg")["preset"] == "v1"
+    assert opts().posnorm == "relu_max" and opts().attn_source == "input"
+    assert opts(preset="v1").posnorm == "minmax" and opts(preset="v1").attn_source == "input"
+    assert aieg_fast.method_options("aieg")["preset"] == "v2"
 
 
 def test_a_path_preset_with_rollout_takes_the_inputs_attention():
