@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,7 +113,8 @@ def test_evaluate_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     script = tmp_path / "run_eval.py"
     script.write_text(EVAL_SCRIPT, encoding="utf-8")
     said = _torchrun(str(script), str(tiny_gpt2_dir), str(tmp_path / "two"), json.dumps(EVAL_KW))
-    reports = sorted((json.loads(line) for line in said.splitlines() if line.startswith("{")), key=lambda r: r["rank"])
+    # each process prints one JSON report; two processes share stdout, so one may land on the other's line
+    reports = sorted((json.loads(m) for m in re.findall(r'\{"rank": [^{}]*\}', said)), key=lambda r: r["rank"])
     assert [r["rank"] for r in reports] == [0, 1] and all(r["computed"] == 5 for r in reports)
     assert reports[0]["rows"] == len(one["rows"]) and reports[1]["rows"] == 0  # rank 0 summarises
     assert _eval_records(tmp_path / "two") == _eval_records(tmp_path / "one")
