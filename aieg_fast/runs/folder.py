@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from .records import read_jsonl, repair_jsonl
+from .records import read_jsonl, repair_jsonl, write_json
 
 __all__ = ["CONFIG_FILE", "METHODS_FILE", "PARTS_DIR", "writable_folder", "check_or_write_config", "check_or_record_methods",
            "record_former_setting", "part_path", "part_files", "remove_parts"]
@@ -59,9 +59,14 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
         cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
 
 
+def _differing(old: dict, new: dict, keys) -> List[str]:
+    """The keys of ``keys`` whose values in ``old`` and ``new`` differ, sorted."""
+    return sorted(k for k in keys if old.get(k) != new.get(k))
+
+
 def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
     """Raise the "other settings" error naming every key of ``keys`` whose value differs."""
-    diff = sorted(k for k in keys if old.get(k) != new.get(k))
+    diff = _differing(old, new, keys)
     if diff:
         raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}); use another {arg}")
 
@@ -89,16 +94,14 @@ def check_or_record_methods(out, resolved: Dict[str, dict], former: Callable[[st
         old = {m: o for m in sorted(set(record_specs)) if (o := former(m)) is not None}
     for m, new in resolved.items():
         if m in old and old[m] != new:
-            keys = sorted(k for k in set(old[m]) | set(new) if old[m].get(k) != new.get(k))
-            changes = ", ".join(f"{k}: {old[m].get(k)!r} recorded, {new.get(k)!r} now" for k in keys)
+            changes = ", ".join(f"{k}: {old[m].get(k)!r} recorded, {new.get(k)!r} now"
+                                for k in _differing(old[m], new, set(old[m]) | set(new)))
             raise ValueError(f"{arg} {str(out)!r} holds records of {m!r} computed with other options ({changes}; most likely a "
                              f"default that changed between versions). Name the reading you mean in the method spec (it is then computed afresh under "
                              f"its own name; e.g. 'aieg:preset=v1' for AIEG's former default), or use another {arg}")
     merged = {**old, **resolved}
     if merged != old or not path.is_file():
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(merged, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)  # whole or not at all
+        write_json(path, merged, sort_keys=True)
 
 
 def record_former_setting(out, key: str, former: Callable[[dict], Any]) -> None:
@@ -113,9 +116,7 @@ def record_former_setting(out, key: str, former: Callable[[dict], Any]) -> None:
         return
     value = former(old)
     if value is not None:
-        tmp = cfg_path.with_name(cfg_path.name + ".tmp")
-        tmp.write_text(json.dumps({**old, key: value}, indent=1), encoding="utf-8")
-        os.replace(tmp, cfg_path)
+        write_json(cfg_path, {**old, key: value})
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Iterable, List, Optional, Tuple
 
-__all__ = ["json_safe", "read_jsonl", "repair_jsonl", "append_jsonl", "write_jsonl", "TORN_SUFFIX"]
+__all__ = ["json_safe", "read_jsonl", "repair_jsonl", "append_jsonl", "write_jsonl", "write_json", "TORN_SUFFIX"]
 
 #: suffix of the file that keeps the bytes :func:`repair_jsonl` removed
 TORN_SUFFIX = ".torn"
@@ -173,3 +173,8 @@ def write_jsonl(path, records: Iterable[dict]) -> None:
     """Write the records as a whole new file atomically: a temporary file in the same folder,
     flushed to the disk, renamed over ``path`` (a kill leaves the old file or the new one)."""
     _replace(Path(path), b"".join(_line(r) for r in records))
+
+
+def write_json(path, obj, sort_keys: bool = False) -> None:
+    """Write ``obj`` as an indented JSON document, atomically as :func:`write_jsonl`."""
+    _replace(Path(path), json.dumps(obj, indent=1, sort_keys=sort_keys).encode("utf-8"))
