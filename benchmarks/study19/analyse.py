@@ -16,7 +16,9 @@ each) and the selection rule (ties within one standard error go to the simpler v
 
 ``--phase imdb`` reads the IMDb buckets (``<root>/imdb/<model>_<tokens>/``) the same way, one
 table per bucket with the test phase's Holm-corrected family (IG, V1 and the dev winner: hard
-metrics only); the 50-token bucket is read only when it holds the protocol's minimum (200).
+metrics only); the 50-token bucket is read only when it holds the protocol's minimum (200), the
+200- and 400-token buckets on exactly their first ``n_read`` reviews (100 and 50) once they hold
+that many.
 
     python benchmarks/study19/analyse.py --root runs/study19 --phase dev [--out benchmarks/study19/dev.md]
 """
@@ -37,11 +39,13 @@ SECONDARY = ["pi_soft_nc_auc", "pi_soft_ns_auc", "pi_soft_nc_auc_minmax", "pi_so
 COMPARED = [v for v in PROTOCOL["variants"] if v != "random"]
 
 
-def load(folder: Path):
-    """(variant ids present, {variant: {metric: np.array over the examples every variant has}})."""
+def load(folder: Path, first: int | None = None):
+    """(variant ids present, {variant: {metric: np.array over the examples every variant has}},
+    examples read); ``first``: read only the first that many examples in dataset order."""
     from aieg_fast.eval.records import read_records
 
     recs = [r for r in read_records(folder / "records.jsonl").values() if "methods" in r and not r.get("skipped")]
+    recs = sorted(recs, key=lambda r: r.get("index", 0))[:first]  # a stable sort: file order without "index"
     spec_of = PROTOCOL["variants"]
     present = [v for v in spec_of if recs and all(spec_of[v] in r["methods"] for r in recs)]
     vals = {v: {m: np.array([_num(r["methods"][spec_of[v]].get(m)) for r in recs]) for m in list(HARD) + SECONDARY} for v in present}
@@ -118,12 +122,19 @@ def _mean(x) -> str:
 
 
 def _runs(root: Path, phase: str):
-    """(name, folder, examples the protocol asks for) of every run the phase reads."""
+    """(name, folder, examples the protocol asks for, examples read or None for all) of every run
+    the phase reads. IMDb: the 50-token bucket is read when it holds at least ``n_min``; the longer
+    buckets ("as many as fit the time") on exactly their first ``n_read`` reviews, a stopping rule
+    fixed before any of their records was read."""
     if phase == "imdb":
         spec = PROTOCOL["imdb"]
-        return [(f"{spec['model']}, {b}-token bucket", root / "imdb" / f"{spec['model']}_{b}", spec["n_min"].get(str(b), 1))
-                for b in spec["max_tokens"]]
-    return [(m, root / phase / m, PROTOCOL[phase]["n"]["nano" if "nano" in m else m]) for m in PROTOCOL["models"]]
+        out = []
+        for b in spec["max_tokens"]:
+            read = spec.get("n_read", {}).get(str(b))
+            out.append((f"{spec['model']}, {b}-token bucket", root / "imdb" / f"{spec['model']}_{b}",
+                        read or spec["n_min"].get(str(b), 1), read))
+        return out
+    return [(m, root / phase / m, PROTOCOL[phase]["n"]["nano" if "nano" in m else m], None) for m in PROTOCOL["models"]]
 
 
 def model_table(model, vals, variants, n, phase):
@@ -241,11 +252,11 @@ def main(argv=None) -> int:
     p.add_argument("--partial", action="store_true", help="also read runs with fewer examples than the protocol's")
     a = p.parse_args(argv)
     lines, per_model, fams = [], {}, {}
-    for model, folder, size in _runs(Path(a.root), a.phase):
+    for model, folder, size, first in _runs(Path(a.root), a.phase):
         if not (folder / "records.jsonl").is_file():
             lines += [f"#### {model}: no records yet", ""]
             continue
-        variants, vals, n = load(folder)
+        variants, vals, n = load(folder, first)
         if n == 0 or not variants:
             lines += [f"#### {model}: no complete records yet", ""]
             continue

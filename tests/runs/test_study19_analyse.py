@@ -79,29 +79,34 @@ def test_a_run_short_of_the_protocols_size_is_not_read(tmp_path):
 
 def test_imdb_buckets_are_read_with_the_holm_family(tmp_path):
     """--phase imdb: one table per bucket (IG, V1, V3; hard metrics only), the Holm-corrected
-    family against IG and V1; the 50-token bucket only once it holds the protocol's 200."""
+    family against IG and V1; the 50-token bucket only once it holds the protocol's 200, the
+    longer buckets on exactly their first n_read reviews (dataset order, not file order)."""
     import json
 
     rng = np.random.default_rng(0)
     spec = analyse.PROTOCOL["variants"]
 
-    def write(bucket, n, shift):
+    def write(bucket, n, shift, late_shift=None):
         folder = tmp_path / "imdb" / f"smollm2-sst2_{bucket}"
         folder.mkdir(parents=True)
         with open(folder / "records.jsonl", "w") as fh:
-            for i in range(n):
+            for i in reversed(range(n)):  # file order is not dataset order (as with two processes)
+                s = shift if late_shift is None or i < analyse.PROTOCOL["imdb"]["n_read"][str(bucket)] else late_shift
                 base = rng.normal(size=3)
-                methods = {spec[v]: dict(zip(analyse.HARD, base + (shift if v == "V3" else 0.0) * np.array([-1, 1, -1])))
+                methods = {spec[v]: dict(zip(analyse.HARD, base + (s if v == "V3" else 0.0) * np.array([-1, 1, -1])))
                            for v in ("IG", "V1", "V3")}
-                fh.write(json.dumps({"id": f"imdb:{i}", "methods": methods}) + "\n")
+                fh.write(json.dumps({"id": f"imdb:{i}", "index": i, "methods": methods}) + "\n")
 
+    assert analyse.PROTOCOL["imdb"]["n_read"] == {"200": 100, "400": 50}
     write(50, 199, 0.5)
-    write(200, 30, 0.5)
+    write(200, 130, 0.5, late_shift=50.0)  # reviews past the first 100 must not move the table
+    write(400, 49, 0.5)
     out = tmp_path / "imdb.md"
     analyse.main(["--root", str(tmp_path), "--phase", "imdb", "--out", str(out)])
     text = out.read_text()
     assert "smollm2-sst2, 50-token bucket: 199 of 200 examples; not read until complete" in text
-    assert "#### smollm2-sst2, 200-token bucket (n = 30)" in text and "400-token bucket: no records yet" in text
+    assert "#### smollm2-sst2, 200-token bucket (n = 100)" in text
+    assert "400-token bucket: 49 of 50 examples; not read until complete" in text
     v3_ig = next(line for line in text.splitlines() if line.startswith("| V3 | IG |"))
     assert v3_ig.startswith("| V3 | IG | -0.500 (p ") and "| – / – |" in text  # better by 0.5 on each; no soft metrics
     assert "The criterion over the models" not in text  # the selection and decision are SST-2's
