@@ -338,7 +338,9 @@ def integrate_gradients(
 
     The kernel reads ``grads`` once, in its own dtype, with fp32 accumulation (fp64 for fp64).
     Non-contiguous ``grads`` are read through their strides when the last dimension is
-    contiguous, otherwise copied once.
+    contiguous, otherwise copied once. The kernel adds the path steps in another order than the
+    reference (four at a time on the CPU), so finite results agree to rounding, but where the
+    accumulator overflows one may give NaN (inf − inf) where the other gives ±inf.
 
     Args:
         grads (Tensor[m, L, d]): gradients at the path points.
