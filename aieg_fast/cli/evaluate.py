@@ -93,8 +93,8 @@ def add_parser(sub) -> None:
                     help="π grid of the π-Soft curves (default 0.1,0.2,...,0.9)")
     ev.add_argument("--n-samples", type=int, default=4, help="Bernoulli draws per soft-metric point")
     ev.add_argument("--prob-space", choices=list(PROB_SPACES), default=None,
-                    help="p(label): softmax over the label words only (default: these are label tasks), "
-                         "or over the whole vocabulary")
+                    help="p(label): labels (the default) = softmax over the label words only; vocab = over the whole "
+                         "vocabulary")
     ev.add_argument("--soft-maps", default=",".join(DEFAULT_SOFT_MAPS), metavar="MAP1,MAP2",
                     help=f"soft maps of the soft metrics, from {','.join(SOFT_MAPS)}: relu clips negative scores to 0, "
                          "minmax is the min-max of the signed scores (unchanged by a constant shift); "
@@ -138,7 +138,7 @@ def add_parser(sub) -> None:
 def _task(args) -> str:
     """The task of ``--dataset``: the registry's, else (a file) classification with a label
     field and generation without."""
-    if args.dataset in DATASETS:
+    if args.dataset in EVALUATION_DATASETS:  # not the training sets (sst2-train, boolq-train)
         return DATASETS[args.dataset].task
     if not is_dataset_file(args.dataset):
         raise ValueError(f"--dataset must be one of {list(EVALUATION_DATASETS)} or a .jsonl / .json / .csv / .tsv file, "

@@ -46,7 +46,7 @@ def add_parser(sub) -> None:
     e.add_argument("--target-fn", default="logit", choices=list(TARGET_FNS),
                    help="explained F: logit, logprob, prob, or label_logprob (with --task: log p over the label words)")
     e.add_argument("--baseline", default=None, type=_baseline_arg,
-                   help=f"path methods: {', '.join(BASELINE_NAMES)} or a token id (default: the reference token)")
+                   help=f"path and masking methods: {', '.join(BASELINE_NAMES)} or a token id (default: the reference token)")
     e.add_argument("--alpha-start", type=float, default=0.0, help="path methods: integrate over [ALPHA_START, 1]")
     e.add_argument("--n-baseline-samples", type=int, default=1, help="path methods: average over this many noisy baselines")
     e.add_argument("--seed", type=int, default=0, help="seed of the baseline noise")

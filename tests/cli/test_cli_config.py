@@ -78,3 +78,14 @@ def test_empty_out_and_missing_file_are_refused(tmp_path, capsys, monkeypatch):
     assert cli.main(["evaluate", "--dataset", "nope.jsonl", "--out", "run"]) == 2
     err = capsys.readouterr().err
     assert "--dataset 'nope.jsonl': no such file" in err and "note:" not in err
+
+
+def test_a_training_set_is_not_an_evaluation_dataset(tmp_path, capsys, monkeypatch):
+    """sst2-train / boolq-train are registered for training only: evaluate refuses them by name,
+    before any model is loaded or folder written."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("sst2-train", "boolq-train"):
+        assert cli.main(["evaluate", "--dataset", name, "--out", "run"]) == 2
+        err = capsys.readouterr().err
+        assert "--dataset must be one of" in err and repr(name) in err and "boolq-heldout" in err
+    assert list(tmp_path.iterdir()) == []
