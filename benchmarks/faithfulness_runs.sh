@@ -89,7 +89,7 @@ python benchmarks/archive_records.py save "$OUT/boolq_heldout_ft_bf16" "$BQ_ARCH
 aieg-fast evaluate --dataset longra --n 573 --methods $M,occlusion --n-steps 20 --seed 0 --out "$OUT/longra" --no-progress
 aieg-fast evaluate --dataset longra --n 573 --methods $M,occlusion,heta --n-steps 20 --seed 0 --out "$OUT/longra" --no-progress
 
-# 7. Open generation (issue 17; not run yet): attributions of generated text, per generated step, on the
+# 7. Open generation (issue 17; WikiText first): attributions of generated text, per generated step, on the
 #    embedded SmolLM2-135M-Instruct. Each prompt is continued greedily for 10 tokens (ReAGent's setting),
 #    or its reference is explained (--teacher-forced); the metrics perturb the whole context, prompt and
 #    generated prefix (--prompt-only: the prompt). WikiBio and WikiText are shipped; TellMeWhy is read from
@@ -97,18 +97,22 @@ aieg-fast evaluate --dataset longra --n 573 --methods $M,occlusion,heta --n-step
 #    Each run takes several sessions on a CPU, so its records travel in the repository as run 5's do:
 #    restored from benchmarks/faithfulness/<name>/records.jsonl.gz first, saved there when the run stops
 #    (stop it with a kill and save by hand to keep a part-run; commit the archive).
-GEN="--methods $M,occlusion --n-new-tokens 10 --n-steps 20 $SOFT --seed 0 --no-progress"
+#    Methods (fixed 2026-12-04, before any generation record was read): the nine of M, AIEG's default
+#    reading (preset v2, issue 19), Grad-ELLM's paper preset and occlusion. 20 path steps (cost). The small
+#    sets run first (WikiText, then TellMeWhy-ReAGent), each as two processes under torchrun.
+GEN="--methods $M,aieg,grad_ellm:preset=paper_v1,occlusion --n-new-tokens 10 --n-steps 20 $SOFT --seed 0 --no-progress"
 gen() {  # gen NAME EVALUATE-ARGS...: one archived generation run in $OUT/NAME
     local name=$1; shift
     python benchmarks/archive_records.py restore "benchmarks/faithfulness/$name/records.jsonl.gz" "$OUT/$name"
-    aieg-fast evaluate "$@" $GEN --out "$OUT/$name"
+    OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 \
+        -m aieg_fast.cli evaluate "$@" $GEN --out "$OUT/$name"
     python benchmarks/archive_records.py save "$OUT/$name" "benchmarks/faithfulness/$name/records.jsonl.gz"
 }
-gen gen_tellmewhy --dataset tellmewhy --data-dir "$DATA" --n 464
-gen gen_tellmewhy_forced --dataset tellmewhy --data-dir "$DATA" --n 464 --teacher-forced
+gen gen_wikitext --dataset wikitext --n 22
 gen gen_tellmewhy_reagent --dataset tellmewhy-reagent --data-dir "$DATA" --n 25
 gen gen_wikibio --dataset wikibio --n 100
-gen gen_wikitext --dataset wikitext --n 22
+gen gen_tellmewhy --dataset tellmewhy --data-dir "$DATA" --n 464
+gen gen_tellmewhy_forced --dataset tellmewhy --data-dir "$DATA" --n 464 --teacher-forced
 
 # 8. Issue 19's reruns at 50 path steps with the fixed metrics and targets (contrast target, random
 #    ties, both soft maps; the study's settings, benchmarks/study19/protocol.json), on the two nano
