@@ -29,7 +29,7 @@ SWEEP="--topk-sweep 0.05,0.1,0.2,0.3"
 #    first version used the raw label logit; see RESULTS_faithfulness.md §2.)
 FT="--model smollm2-sst2 --dataset sst2-dev --methods $M --n-steps 20 $SOFT $SWEEP --target-fn contrast --seed 0"
 OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 \
-    -m aieg_fast.cli evaluate $FT --n 200 --out "$OUT/sst2_dev_ft" --no-progress
+    -m aieg_fast.cli evaluate $FT --n-examples 200 --out "$OUT/sst2_dev_ft" --no-progress
 
 # 2. GPT-nano (trained here) on the full SST-2 test set
 aieg-fast train-nano --epochs 3 --data-dir "$DATA"
@@ -76,7 +76,7 @@ BQ="--model benchmarks/faithfulness/boolq_heldout_ft/adapter --dataset boolq-hel
 BQ_ARCHIVE=benchmarks/faithfulness/boolq_heldout_ft/records.jsonl.gz
 python benchmarks/archive_records.py restore "$BQ_ARCHIVE" "$OUT/boolq_heldout_ft_bf16"
 OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 \
-    -m aieg_fast.cli evaluate $BQ --n 300 --out "$OUT/boolq_heldout_ft_bf16" --no-progress
+    -m aieg_fast.cli evaluate $BQ --n-examples 300 --out "$OUT/boolq_heldout_ft_bf16" --no-progress
 python benchmarks/archive_records.py save "$OUT/boolq_heldout_ft_bf16" "$BQ_ARCHIVE"
 #    The float32 run it was checked against (the first 17 questions of this command):
 #    aieg-fast evaluate --model "$OUT/smollm2-boolq" --dataset boolq-heldout --n 17 --methods $M --n-steps 20 $SOFT $SWEEP \
@@ -108,11 +108,11 @@ gen() {  # gen NAME EVALUATE-ARGS...: one archived generation run in $OUT/NAME
         -m aieg_fast.cli evaluate "$@" $GEN --out "$OUT/$name"
     python benchmarks/archive_records.py save "$OUT/$name" "benchmarks/faithfulness/$name/records.jsonl.gz"
 }
-gen gen_wikitext --dataset wikitext --n 22
-gen gen_tellmewhy_reagent --dataset tellmewhy-reagent --data-dir "$DATA" --n 25
-gen gen_wikibio --dataset wikibio --n 100
-gen gen_tellmewhy --dataset tellmewhy --data-dir "$DATA" --n 464
-gen gen_tellmewhy_forced --dataset tellmewhy --data-dir "$DATA" --n 464 --teacher-forced
+gen gen_wikitext --dataset wikitext --n-examples 22
+gen gen_tellmewhy_reagent --dataset tellmewhy-reagent --data-dir "$DATA" --n-examples 25
+gen gen_wikibio --dataset wikibio --n-examples 100
+gen gen_tellmewhy --dataset tellmewhy --data-dir "$DATA" --n-examples 464
+gen gen_tellmewhy_forced --dataset tellmewhy --data-dir "$DATA" --n-examples 464 --teacher-forced
 
 # 8. Issue 19's reruns at 50 path steps with the fixed metrics and targets (contrast target, random
 #    ties, both soft maps; the study's settings, benchmarks/study19/protocol.json), on the two nano

@@ -76,7 +76,9 @@ def add_parser(sub) -> None:
     ev.add_argument("--method-options", type=parse_method_options, default=None, metavar="JSON",
                     help="options for every spec of a method, a JSON object, e.g. '{\"aieg\": {\"preset\": \"v1\"}}' "
                          "(a spec's own options win)")
-    ev.add_argument("--n", type=int, default=20, help="evaluate examples 0 … N-1 of the dataset (START … N-1 with --start)")
+    ev.add_argument("--n", "--n-examples", dest="n", type=int, default=20,
+                    help="evaluate examples 0 … N-1 of the dataset (START … N-1 with --start); under torchrun write "
+                         "--n-examples (torchrun's own parser takes --n for an abbreviation of its options)")
     ev.add_argument("--max-tokens", type=int, default=None, help="truncate texts to this many tokens (e.g. 50, 200, 400)")
     ev.add_argument("--out", default="faithfulness_out", help="output folder; rerun with the same folder to resume")
     ev.add_argument("--seed", type=int, default=0, help="seed of the random control, the soft-metric draws and the bootstrap")
@@ -85,8 +87,9 @@ def add_parser(sub) -> None:
     ev.add_argument("--topk-sweep", type=parse_fractions, default=None, metavar="K1,K2,...",
                     help="also report the hard metrics at these top-k fractions, e.g. 0.05,0.1,0.2,0.3")
     ev.add_argument("--reference", default=REFERENCE_METHOD, help="method of the paired tests (e.g. aieg for ablations)")
-    ev.add_argument("--start", type=int, default=0, help="skip examples 0 … START-1 (to share one run between processes, "
-                    "start it with torchrun instead; see the README)")
+    ev.add_argument("--start", "--start-index", dest="start", type=int, default=0,
+                    help="skip examples 0 … START-1 (to share one run between processes, start it with torchrun "
+                         "instead; see the README); under torchrun write --start-index")
     ev.add_argument("--metrics", choices=list(METRIC_SETS), default="all",
                     help="'hard': log-odds / comprehensiveness / sufficiency only (skips the soft metrics)")
     ev.add_argument("--pis", type=parse_fractions, default=None, metavar="P1,P2,...",

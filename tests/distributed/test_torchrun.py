@@ -3,6 +3,9 @@ the records of a single process, every example once; a run interrupted with part
 resumes. Each launch starts two Python processes (about 10 to 20 s on 2 cores)."""
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import os
 import re
@@ -136,3 +139,37 @@ def test_evaluate_generation_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     _torchrun("-m", "aieg_fast.cli", *args, "--out", str(tmp_path / "two"))
     one, two = (_eval_records(tmp_path / d) for d in ("one", "two"))
     assert two == one and [r["id"] for r in one] == ["a"] * 4 + ["b"] + ["c"] * 4  # "b" is too long: skipped
+
+
+def _torchrun_passes(args):
+    """Whether torchrun's own parser hands ``args`` (after ``-m aieg_fast.cli``) through unchanged."""
+    from torch.distributed.run import get_args_parser
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            ns = get_args_parser().parse_args(["--standalone", "--nproc-per-node", "2", "-m", "aieg_fast.cli", *args])
+    except SystemExit:
+        return False
+    return [ns.training_script, *ns.training_script_args] == ["aieg_fast.cli", *args]
+
+
+def test_every_option_has_a_spelling_torchrun_passes_through():
+    """torchrun parses the whole command line and refuses an option of ours that abbreviates two of its
+    own (``--n`` = --nnodes / --nproc-per-node, ``--start`` = --start-method / --start_method) before
+    any process starts: every option of every command needs one spelling it passes on, and the
+    README's torchrun commands must run as written."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    stuck = [(name, a.option_strings) for name, sp in sub.choices.items() for a in sp._actions
+             if a.option_strings and a.dest != "help"
+             and not any(_torchrun_passes([name, o, "1"]) for o in a.option_strings if o.startswith("--"))]
+    assert stuck == []
+    assert not _torchrun_passes(["evaluate", "--n", "1"])  # the refusal this guards against is real
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = re.findall(r"^torchrun .*? -m aieg_fast\.cli (.*?)(?:\s+#.*)?$", readme, flags=re.M)
+    assert len(commands) >= 2
+    for line in commands:
+        args = [a for a in line.split() if a != "..."]
+        assert _torchrun_passes(args), line
+        if args[0] == "evaluate":
+            assert parser.parse_args(args).n == 872
