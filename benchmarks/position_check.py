@@ -19,7 +19,8 @@ comprehensiveness, sufficiency; top 20 %, the run's random tie order) of every g
   script), and with the first attributable token's score moved to the bottom (``− first``);
 * the random control as recorded, and with the first token moved to the top (``random + first``);
 * ``recency``: scores rising with the position, so the top k are the k tokens just before the
-  prediction.
+  prediction (:func:`aieg_fast.eval.metrics.recency_attribution`; ``evaluate --methods ...,recency``
+  computes it in a new run).
 
 ``--soft`` adds the π-Soft-NC / NS AUC of each (relu map; the run's ``--pis`` and
 ``--n-samples`` must be given for its numbers to come back).
@@ -45,7 +46,7 @@ import torch
 
 from aieg_fast.eval.context import prepare
 from aieg_fast.eval.generation_runner import _step_views
-from aieg_fast.eval.metrics import hard_metrics, random_attribution
+from aieg_fast.eval.metrics import hard_metrics, random_attribution, recency_attribution
 from aieg_fast.eval.records import merge_record_lines
 from aieg_fast.eval.soft import pi_soft
 
@@ -116,7 +117,7 @@ def _step_variants(view, rec: dict, t: int, methods, seed: int) -> dict:
     rnd = random_attribution(view, seed, f"{rec['id']}#{t}")
     out["random"] = rnd
     out["random + first"] = _moved_first(rnd, to_top=True)
-    out["recency"] = dataclasses.replace(view, scores=torch.arange(1, n + 1, dtype=torch.float32))
+    out["recency"] = recency_attribution(view)
     return out
 
 

@@ -68,7 +68,7 @@ from ..result import Attribution
 from ..runs import made_folder, rank_device, start as start_processes
 from .checks import check_method_options, check_models, method_settings
 from .context import prepare, step_attribution
-from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, flat_metrics, pi_soft, random_attribution
+from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, control_attribution, flat_metrics, pi_soft
 from .records import append_record
 from .run_checks import check_methods, check_run_settings
 from .runner import (CONTROLS, DEFAULT_METHODS, NO_SUMMARY, RunSettings, eval_target_fn, explainer_for, run_config, run_shards,
@@ -217,8 +217,8 @@ def mean_over_steps(steps: Sequence[dict]) -> dict:
 def _method_entry(ex: "Explainer", s: GenerationSettings, eid: str, prompt: str, gen_ids: List[int], m: str, views, ctxs) -> dict:
     """One method's record entry: attributed once for all steps, each step scored, averaged."""
     t0 = time.perf_counter()
-    if m == "random":
-        steps = [random_attribution(v, s.seed, f"{eid}#{t}") for t, v in enumerate(views)]
+    if m in CONTROLS:
+        steps = [control_attribution(m, v, s.seed, f"{eid}#{t}") for t, v in enumerate(views)]
         gen = None
     else:
         name, opts = s.specs[m]

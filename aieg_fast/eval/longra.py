@@ -53,7 +53,7 @@ from ..runs import writable_folder
 from .checks import check_method_options, check_models, check_positive_int, method_settings
 from .folder import prepare_folder
 from .longra_report import LONGRA_KS, summarise_longra
-from .metrics import CONTROLS, random_attribution
+from .metrics import CONTROLS, control_attribution
 from .records import RECORDS_FILE, append_record, read_records
 from .run_checks import check_methods
 from .runner import explainer_for
@@ -190,10 +190,10 @@ def _instance(ex: "Explainer", rec: dict, kept: dict, methods: Sequence[str], sp
     base = None
     for m in methods:
         t0 = time.perf_counter()
-        if m == "random":
+        if m in CONTROLS:
             if base is None:
                 base = ex.attribute(rec["prompt"], method="attention", target=kept["target_id"])
-            a = random_attribution(base, settings["seed"], rec["id"])
+            a = control_attribution(m, base, settings["seed"], rec["id"])
         else:
             name, opts = specs[m]
             try:

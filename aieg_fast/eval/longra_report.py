@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from .metrics import CONTROLS
 from .report import fmt, write_csv
 from .stats import mean_ci, paired_test
 
@@ -75,7 +76,7 @@ def plot_longra_topk(out: Path, records: Sequence[dict], methods: Sequence[str],
         ranks = np.array([r["methods"][m]["relative_rank"] for r in records if m in r["methods"]], dtype=float)
         if ranks.size:
             ax.plot(ks, [(ranks <= k).mean() for k in ks], marker="o", ms=3, label=f"{m} (n={ranks.size})",
-                    linestyle="--" if m == "random" else "-")
+                    linestyle="--" if m in CONTROLS else "-")
     sizes = np.array([r["n_attributable"] for r in records], dtype=float)
     ax.plot(ks, [np.minimum(1.0, k / sizes).mean() for k in ks], color="grey", linestyle=":", label="random order (expected)")
     ax.set_xlabel("k")

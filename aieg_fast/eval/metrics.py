@@ -116,6 +116,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTROLS",
+    "control_attribution",
+    "recency_attribution",
     "DEFAULT_PI_GRID",
     "DEFAULT_SOFT_MAPS",
     "HARD_METRICS",
@@ -266,8 +268,8 @@ def sufficiency(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> f
 # ============================================================================================
 # controls and one-call evaluation
 # ============================================================================================
-#: methods that are controls (:func:`random_attribution`), not attribution methods
-CONTROLS = ("random",)
+#: methods that are controls (:func:`control_attribution`), not attribution methods
+CONTROLS = ("random", "recency")
 
 
 def random_attribution(attr: Attribution, seed: int = 0, instance_id=0) -> Attribution:
@@ -284,6 +286,33 @@ def random_attribution(attr: Attribution, seed: int = 0, instance_id=0) -> Attri
     s = torch.where(e, u, torch.zeros_like(u))
     return dataclasses.replace(attr, scores=s, method="random", options={"seed": int(seed)}, info={}, timing={},
                                degenerate=[], backend={})
+
+
+def recency_attribution(attr: Attribution) -> Attribution:
+    """A copy of ``attr`` whose scores rise with the position on attributable positions (the
+    i-th attributable token scores i / n; 0 elsewhere), method "recency": a content-free control
+    whose top k are the k attributable tokens nearest the prediction.
+
+    Why: on generated text, replacing or deleting the tokens just before y_t moves p(y_t)
+    whatever they say, so the hard metrics reward recent top tokens (RESULTS_faithfulness.md
+    §5.3: this control beat every method there). Compare a method with it before reading a hard
+    metric as faithfulness.
+    """
+    check_attribution(attr)
+    e = torch.tensor(attr.attributable, dtype=torch.bool)
+    rank = torch.cumsum(e.to(torch.float32), 0) / max(1, int(e.sum()))
+    s = torch.where(e, rank, torch.zeros_like(rank))
+    return dataclasses.replace(attr, scores=s, method="recency", options={}, info={}, timing={}, degenerate=[], backend={})
+
+
+def control_attribution(name: str, attr: Attribution, seed: int = 0, instance_id=0) -> Attribution:
+    """The control ``name`` of :data:`CONTROLS` on ``attr``'s input and target
+    (:func:`random_attribution` or :func:`recency_attribution`). Raises ValueError for another name."""
+    if name == "random":
+        return random_attribution(attr, seed, instance_id)
+    if name == "recency":
+        return recency_attribution(attr)
+    raise ValueError(f"control must be one of {list(CONTROLS)}, got {name!r}")
 
 
 def evaluate_attribution(

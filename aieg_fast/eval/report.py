@@ -271,7 +271,7 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
                 continue
             mean = np.nanmean(curves, 0)
             line, = ax.plot(xs, [ends[0]] + list(mean) + [ends[1]], marker="o", ms=3, label=f"{m} (n={len(curves)})",
-                            linestyle="--" if m in ("uniform", "random") else "-")
+                            linestyle="--" if m in ("uniform",) + CONTROLS else "-")
             lo, hi = bootstrap_band(curves)
             if np.isfinite(lo).all():
                 ax.fill_between(xs, [ends[0]] + list(lo) + [ends[1]], [ends[0]] + list(hi) + [ends[1]],

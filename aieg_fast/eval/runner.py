@@ -61,7 +61,7 @@ from .metrics import (
     hard_metrics,
     pi_soft,
     prepare,
-    random_attribution,
+    control_attribution,
     soft_key,
 )
 from .examples import example_text, load_examples, truncate
@@ -382,8 +382,9 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
                   seed=s.seed, instance_id=eid)
     rec.update({"n_tokens": len(base.token_ids), "n_attributable": int(sum(base.attributable)), "p": ctx.p, "p0": ctx.p0,
                 "degenerate": ctx.degenerate, "tie_seed": ctx.tie_seed})
-    if "random" in methods:
-        attrs["random"] = (random_attribution(base, s.seed, eid), 0.0)
+    for c in CONTROLS:
+        if c in methods:
+            attrs[c] = (control_attribution(c, base, s.seed, eid), 0.0)
     for m in methods:
         a, t_attr = attrs[m]
         t0 = time.perf_counter()
@@ -448,7 +449,8 @@ def evaluate(
         methods: method specs (a list or a comma-separated string): ``name:option=value[:...]``
             (:func:`~aieg_fast.methods.registry.parse_method_spec`); path methods also take
             :data:`~aieg_fast.eval.checks.BASELINE_KEYS` (``integrated_gradients:baseline=zero``);
-            ``random``: random scores. The ``uniform`` π-Soft control is always computed.
+            ``random``: random scores; ``recency``: scores rising with the position (the hard
+            metrics' position effect). The ``uniform`` π-Soft control is always computed.
         n: number of examples (the first n of the dataset).
         reference: the method of the paired tests (default ``integrated_gradients``; ``aieg`` for
             an ablation table); not a recorded setting: rerun with another to re-summarise.

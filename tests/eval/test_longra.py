@@ -97,8 +97,13 @@ def test_run_resume_and_summary(tiny_gpt2, tmp_path, monkeypatch):
     assert (tmp_path / "run" / "longra_topk.png").exists() and (tmp_path / "run" / "summary.csv").exists()
     again = E.evaluate_longra(tiny_gpt2, methods="saliency,random", **kw)
     assert again["computed"] == 0 and again["kept"] == 2
-    more = E.evaluate_longra(tiny_gpt2, methods="saliency,random,input_x_gradient", **kw)  # only the new method is computed
-    assert more["computed"] == 2 and "| input_x_gradient |" in more["summary_md"]
+    more = E.evaluate_longra(tiny_gpt2, methods="saliency,random,input_x_gradient,recency", **kw)  # only the new ones are computed
+    assert more["computed"] == 2 and "| input_x_gradient |" in more["summary_md"] and "| recency |" in more["summary_md"]
+    # the recency control is scored on the instance's input like any method
+    r = E.recency_attribution(a)
+    want = L.longra_metrics(r.scores, r.attributable, recs["t0"]["relative_pos"], recs["t0"]["distractor_pos"], (1, 2))
+    got = E.read_records(tmp_path / "run" / "records.jsonl")["t0"]["methods"]["recency"]
+    assert {k: got[k] for k in want} == pytest.approx(want)
     with pytest.raises(ValueError, match="out_dir .* other settings"):
         E.evaluate_longra(tiny_gpt2, methods="saliency", **dict(kw, n_steps=5))
     with pytest.raises(ValueError, match="target_fn must be one of .* for LongRA, got 'contrast'"):
