@@ -100,7 +100,9 @@ aieg-fast evaluate --dataset longra --n 573 --methods $M,occlusion,heta --n-step
 #    Methods (fixed 2026-12-04, before any generation record was read): the nine of M, AIEG's default
 #    reading (preset v2, issue 19), Grad-ELLM's paper preset and occlusion. 20 path steps (cost). The small
 #    sets run first (WikiText, then TellMeWhy-ReAGent), each as two processes under torchrun.
-GEN="--methods $M,aieg,grad_ellm:preset=paper_v1,occlusion --n-new-tokens 10 --n-steps 20 $SOFT --seed 0 --no-progress"
+#    The recency control (scores rising with the position) was added after the WikiText run was read
+#    (RESULTS_faithfulness §5.3): a control, not a method; a resumed folder computes only it.
+GEN="--methods $M,aieg,grad_ellm:preset=paper_v1,occlusion,recency --n-new-tokens 10 --n-steps 20 $SOFT --seed 0 --no-progress"
 gen() {  # gen NAME EVALUATE-ARGS...: one archived generation run in $OUT/NAME
     local name=$1; shift
     python benchmarks/archive_records.py restore "benchmarks/faithfulness/$name/records.jsonl.gz" "$OUT/$name"
