@@ -40,12 +40,11 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
 from aieg_fast.eval.context import prepare
-from aieg_fast.eval.generation_runner import _step_views
+from aieg_fast.eval.generation_runner import step_views
 from aieg_fast.eval.metrics import hard_metrics, random_attribution, recency_attribution
 from aieg_fast.eval.records import merge_record_lines
 from aieg_fast.eval.soft import pi_soft
@@ -139,11 +138,10 @@ def controls(ex, records: dict, methods, seed: int = 0, topk: float = 0.2, soft=
     """{variant: {metric: mean over prompts of the mean over steps}} (see the module docs);
     ``soft`` = (pis, n_samples) adds the π-Soft AUCs (relu map; degenerate steps left out)."""
     sums: dict = {}
-    settings = SimpleNamespace(template=None, interpolate_generated=True)
     for rec in records.values():
         if "generated_ids" not in rec:
             continue
-        views = _step_views(ex, settings, rec["prompt"], [int(i) for i in rec["generated_ids"]])
+        views = step_views(ex, rec["prompt"], [int(i) for i in rec["generated_ids"]])
         per_variant: dict = defaultdict(list)
         for t, view in enumerate(views):
             ctx = prepare(ex, view, prob_space="vocab", seed=seed, instance_id=f"{rec['id']}#{t}")

@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     from ..explainer import Explainer
 
 __all__ = ["DEFAULT_N_NEW_TOKENS", "GENERATION_TARGET_FNS", "GenerationSettings", "evaluate_generation",
-           "evaluate_generation_example", "check_prompt_records", "load_prompts", "mean_over_steps"]
+           "evaluate_generation_example", "check_prompt_records", "load_prompts", "mean_over_steps", "step_views"]
 
 #: tokens generated per prompt by default: ReAGent's ``--max_new_tokens`` (Zhao & Shan 2024).
 DEFAULT_N_NEW_TOKENS = 10
@@ -170,11 +170,22 @@ def check_prompt_records(records, teacher_forced: bool, dataset: str) -> List[di
 # ============================================================================================
 # one example
 # ============================================================================================
-def _step_views(ex: "Explainer", s: GenerationSettings, prompt: str, gen_ids: List[int]) -> List[Attribution]:
-    """Attribution-free views of the T steps (zero scores): the context ids, the positions the
-    metrics perturb (as :func:`step_attribution` gives them for every method) and the target."""
-    prompt_ids, prompt_fixed = ex.encode(prompt, s.template)
-    fixed = prompt_fixed + [(not s.interpolate_generated) or (i in ex.special_ids) for i in gen_ids]
+def step_views(ex: "Explainer", prompt: str, gen_ids: List[int], template: Optional[str] = None,
+               interpolate_generated: bool = True) -> List[Attribution]:
+    """Attribution-free views of the T steps of a continuation (zero scores): step t's context
+    ids (prompt ⊕ y_<t), the positions the metrics perturb (as :func:`step_attribution` gives
+    them for every method) and its target y_t. Score a control or recorded scores on them with
+    ``dataclasses.replace(view, scores=...)``.
+
+    Args:
+        ex: the explainer. prompt: the prompt text. gen_ids: the T generated (or forced) token ids.
+        template, interpolate_generated: the run's (:func:`evaluate_generation`).
+
+    Returns:
+        T :class:`~aieg_fast.result.Attribution` objects, ``scores`` zeros of length L_p + t.
+    """
+    prompt_ids, prompt_fixed = ex.encode(prompt, template)
+    fixed = prompt_fixed + [(not interpolate_generated) or (i in ex.special_ids) for i in gen_ids]
     ids = prompt_ids + gen_ids
     tokens = ex.token_texts(ids)
     views = []
@@ -268,7 +279,7 @@ def evaluate_generation_example(ex: "Explainer", s: GenerationSettings, row: dic
         gen_ids = gen_ids[: s.n_new_tokens] if s.n_new_tokens else gen_ids
     else:
         gen_ids = [int(i) for i in done["generated_ids"]]
-    views = _step_views(ex, s, prompt, gen_ids)
+    views = step_views(ex, prompt, gen_ids, s.template, s.interpolate_generated)
     ctxs = [prepare(ex, v, prob_space="vocab", seed=s.seed, instance_id=f"{eid}#{t}") for t, v in enumerate(views)]
     head = {"id": eid, "index": row["index"]}
     first = None

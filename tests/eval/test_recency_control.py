@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -53,8 +52,7 @@ def test_generation_run_scores_the_control_per_step(tiny_gpt2, tmp_path):
     evaluate_generation(tiny_gpt2, prompts, methods="recency", n_new_tokens=3, n_steps=2, metrics="hard",
                         progress=False, plot=False, out_dir=tmp_path, seed=4)
     rec = read_records(tmp_path / "records.jsonl")["a"]
-    settings = SimpleNamespace(template=None, interpolate_generated=True)  # what _step_views reads of the run's settings
-    views = G._step_views(tiny_gpt2, settings, rec["prompt"], rec["generated_ids"])
+    views = G.step_views(tiny_gpt2, rec["prompt"], rec["generated_ids"])
     for t, v in enumerate(views):
         ctx = prepare(tiny_gpt2, v, prob_space="vocab", seed=4, instance_id=f"a#{t}")
         want = hard_metrics(tiny_gpt2, recency_attribution(v), ctx=ctx)["log_odds"]

@@ -13,7 +13,7 @@ import torch
 
 from aieg_fast.eval import evaluate_generation, read_records
 from aieg_fast.eval.context import prepare
-from aieg_fast.eval.generation_runner import _step_views
+from aieg_fast.eval.generation_runner import step_views
 from aieg_fast.eval.metrics import random_attribution
 from aieg_fast.eval.scores import top_k_positions
 
@@ -74,8 +74,7 @@ def test_controls_give_the_run_back_and_move_the_first_token(tiny_gpt2, tmp_path
     assert set(res) == {"attention", "attention − first", "saliency", "saliency − first", "random", "random + first",
                         "recency"}
 
-    view = _step_views(ex, position_check.SimpleNamespace(template=None, interpolate_generated=True),
-                       PROMPTS[0]["prompt"], records["a"]["generated_ids"])[2]
+    view = step_views(ex, PROMPTS[0]["prompt"], records["a"]["generated_ids"])[2]
     first = view.attributable.index(True)
     ctx = prepare(ex, view, prob_space="vocab", seed=5, instance_id="a#2")
     variants = position_check._step_variants(view, records["a"], 2, ["attention"], seed=5)
