@@ -12,7 +12,10 @@ method allows; :mod:`aieg_fast.generation`) and scores every generated step with
   read the next-token distribution at its last position and score p(y_t | ·) over the whole
   vocabulary (``prob_space="vocab"``): log-odds, comprehensiveness and sufficiency at top-k,
   Soft-NC / Soft-NS and π-Soft-NC / NS (Zhao & Aletras 2023; specs/grad_ellm.md §5.2-§5.3),
-  with the random-scores and uniform controls. The soft draws are seeded by (seed, example id,
+  with the uniform control and, when listed in the methods, the ``random`` and ``recency``
+  controls (:func:`~aieg_fast.eval.metrics.control_attribution`; on running text ``recency``,
+  which ranks the tokens just before y_t highest, is a strong content-free baseline of the hard
+  metrics: benchmarks/RESULTS_faithfulness.md §5.3). The soft draws are seeded by (seed, example id,
   step), so every method sees the same ones at a step (common random numbers).
 * **Which positions are perturbed at step t** (``interpolate_generated``): by default (True)
   the prompt's text tokens *and* the generated prefix y_<t, the whole context, as ReAGent

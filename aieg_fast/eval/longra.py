@@ -264,7 +264,8 @@ def evaluate_longra(
         model: an Explainer, a model id / folder, or None (embedded SmolLM2-135M-Instruct).
         dataset: ``"longra"`` (573 instances) or ``"longra-reagent"`` (ReAGent's 519 rows).
         methods: method specs (a list or comma-separated; ``name:option=value`` variants);
-            ``random`` is the random-scores control.
+            ``random`` (random scores) and ``recency`` (scores rising with the position) are
+            controls.
         n: instances looked at (the first n; the filter then keeps some of them).
         out_dir: output folder (records, summary, plot); reused to resume.
         seed: seed of the random control and the bootstrap.
