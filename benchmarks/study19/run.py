@@ -21,7 +21,12 @@ archived config names the model folder; use the same ``--models-dir`` (this stud
 sha256 in ``models.json`` (the records were computed with them).
 
 ``--n`` stops earlier than the protocol's size (a resumable piece; the summary says how many
-are done); it never goes beyond it. Under ``torchrun`` the examples are shared between processes.
+are done); it never goes beyond it. Under ``torchrun`` the examples are shared between processes;
+spell it ``--n-examples`` there (torchrun's parser takes ``--n`` for one of its own options):
+
+    OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 benchmarks/study19/run.py imdb \
+        --bucket 400 --n-examples 200 --methods IG,V1,V3 --out runs/study19
+
 Nano models are looked up as folders ``MODELS/<id>`` (trained by ``train``, which runs the
 protocol's ``train-nano`` command).
 """
@@ -90,7 +95,9 @@ def main(argv=None) -> int:
     p.add_argument("--models-dir", default="runs/study19/models", help="folder of the trained nano models")
     p.add_argument("--out", default="runs/study19", help="root of the run folders (<out>/<phase>/<model>)")
     p.add_argument("--methods", default="all", help="variant ids (default: all of the protocol's)")
-    p.add_argument("--n", type=int, default=None, help="stop after this many examples (at most the protocol's size)")
+    p.add_argument("--n", "--n-examples", dest="n", type=int, default=None,
+                   help="stop after this many examples (at most the protocol's size); under torchrun write "
+                        "--n-examples (torchrun's own parser refuses --n as an abbreviation of its options)")
     p.add_argument("--bucket", type=int, default=None, help="imdb: the token bucket (50, 200 or 400)")
     p.add_argument("--data-dir", default=None, help="evaluation data folder (IMDb beyond the shipped 200 reviews)")
     p.add_argument("--archive", default=str(HERE / "records"), help="folder of the committed records (gzip)")

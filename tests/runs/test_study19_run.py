@@ -37,3 +37,16 @@ def test_a_folder_from_before_the_pin_is_migrated_once(tmp_path):
     run._pin_method_options(tmp_path, {"aieg": {"preset": "v1"}})  # other options: left for evaluate to refuse
     assert json.loads(cfg.read_text())["method_options"] == {"aieg": {"ef_mode": "none"}}
     run._pin_method_options(tmp_path / "absent", {"aieg": {"preset": "v1"}})  # no folder: nothing to do
+
+
+def test_n_examples_is_the_spelling_torchrun_lets_through():
+    import pytest
+    from torch.distributed.run import get_args_parser
+
+    script = ["--standalone", "--nproc-per-node", "2", "run.py", "imdb", "--bucket", "400"]
+    with pytest.raises(SystemExit):  # torchrun takes --n for an abbreviation of its own options
+        get_args_parser().parse_args(script + ["--n", "50"])
+    args = get_args_parser().parse_args(script + ["--n-examples", "50"])
+    assert args.training_script_args[-2:] == ["--n-examples", "50"]
+    with pytest.raises(SystemExit, match="--n 100000 is beyond the protocol's"):  # --n-examples is --n
+        run.main(["test", "--model", "smollm2-sst2", "--n-examples", "100000"])
