@@ -157,7 +157,7 @@ python benchmarks/archive_records.py restore "$A9" "$D9"
 PIN='{"aieg": {"preset": "v1"}}'
 python -c "import json, sys; p = sys.argv[1] + '/config.json'; c = json.load(open(p)); c['method_options'] = c['method_options'] or json.loads(sys.argv[2]); json.dump(c, open(p, 'w'), indent=1)" "$D9" "$PIN"
 OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 -m aieg_fast.cli evaluate \
-    --model smollm2-sst2 --dataset sst2-dev --n 200 --methods "$STUDY,$OTHERS,$ABL1,$ABL3" $SOFT $R50 --out "$D9" \
+    --model smollm2-sst2 --dataset sst2-dev --n-examples 200 --methods "$STUDY,$OTHERS,$ABL1,$ABL3" $SOFT $R50 --out "$D9" \
     --method-options "$PIN"
 python benchmarks/archive_records.py save "$D9" "$A9"
 for v in 1 3; do  # each reading's ablation table, from a copy of the records (nothing is computed again)

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -173,3 +174,14 @@ def test_every_option_has_a_spelling_torchrun_passes_through():
         assert _torchrun_passes(args), line
         if args[0] == "evaluate":
             assert parser.parse_args(args).n == 872
+
+
+def test_the_benchmark_scripts_torchrun_lines_pass_through():
+    """faithfulness_runs.sh runs several pieces under torchrun; each must get past torchrun's parser as
+    written (run 9 once wrote ``--n 200`` there, which torchrun refuses before any process starts)."""
+    script = (ROOT / "benchmarks" / "faithfulness_runs.sh").read_text(encoding="utf-8").replace("\\\n", " ")
+    lines = [ln for ln in script.splitlines() if "torch.distributed.run" in ln and not ln.lstrip().startswith("#")]
+    assert len(lines) >= 2
+    for ln in lines:
+        args = shlex.split(ln.split("-m aieg_fast.cli", 1)[1], comments=True)
+        assert _torchrun_passes(args), ln
