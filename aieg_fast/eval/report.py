@@ -253,15 +253,27 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
     and n in the legend (the examples with a curve: degenerate ones, whose curve is all None,
     are left out as in the tables). Needs matplotlib.
 
+    Each curve has its own colour and line style (up to 20 colours, then the styles cycle; the
+    controls are dashed), and the legend sits below both axes in as many columns as it needs, so
+    that a run with many methods (the study's two dozen) stays readable.
+
     Returns:
-        the matplotlib Figure (two axes: NC, NS).
+        the matplotlib Figure (two axes: NC, NS; the legend is ``fig.legends[0]``).
     """
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    names = list(methods) + ["uniform"]
+    # legend columns that fit the 10-inch width at 7 pt (about 0.06 inch a character, plus the handle)
+    col_w = 0.06 * (max(len(m) for m in names) + 8) + 0.8
+    ncol = max(1, min(3, int(10 // col_w), -(-len(names) // 4)))
+    rows = -(-len(names) // ncol)
+    legend_h = 0.17 * rows + 0.25  # inches below the axes
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4 + legend_h))
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    styles = [("-", "o"), ("-.", "s"), (":", "^")]
     xs = [0.0] + list(pis) + [1.0]
     for ax, c, ends in ((axes[0], "nc", (1.0, 0.0)), (axes[1], "ns", (0.0, 1.0))):
-        for m in list(methods) + ["uniform"]:
+        for i, m in enumerate(names):
             key = f"pi_soft_{c}_curve" if m == "uniform" else soft_key(f"pi_soft_{c}_curve", soft_map)
             curves = [(r["controls"].get("uniform", {}) if m == "uniform" else r["methods"].get(m, {})).get(key)
                       for r in records]
@@ -270,8 +282,9 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
             if curves.size == 0:
                 continue
             mean = np.nanmean(curves, 0)
-            line, = ax.plot(xs, [ends[0]] + list(mean) + [ends[1]], marker="o", ms=3, label=f"{m} (n={len(curves)})",
-                            linestyle="--" if m in ("uniform",) + CONTROLS else "-")
+            style, marker = styles[(i // cmap.N) % len(styles)]
+            line, = ax.plot(xs, [ends[0]] + list(mean) + [ends[1]], marker=marker, ms=3, label=f"{m} (n={len(curves)})",
+                            color=cmap(i % cmap.N), linestyle="--" if m in ("uniform",) + CONTROLS else style)
             lo, hi = bootstrap_band(curves)
             if np.isfinite(lo).all():
                 ax.fill_between(xs, [ends[0]] + list(lo) + [ends[1]], [ends[0]] + list(hi) + [ends[1]],
@@ -280,8 +293,9 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
         ax.set_ylabel(f"π-Soft-{c.upper()} (mean, 95 % bootstrap band)")
         ax.set_title(f"soft map: {soft_map}", fontsize=9)
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, legend_h / (4 + legend_h), 1, 1))
     return fig
 
 
@@ -300,6 +314,6 @@ def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis
         return None
     fig = pi_soft_figure(records, methods, pis, soft_map)
     path = out / ("pi_soft_curves.png" if soft_map == "relu" else f"pi_soft_curves_{soft_map}.png")
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -38,7 +38,7 @@ def test_bootstrap_band_and_pi_soft_figure():
     recs = [{"methods": {"ig": {"pi_soft_nc_curve": list(c), "pi_soft_ns_curve": list(1 - c)}},
              "controls": {"uniform": {"pi_soft_nc_curve": [0.5] * 3, "pi_soft_ns_curve": [0.5] * 3}}} for c in curves]
     fig = pi_soft_figure(recs, ["ig"], pis)
-    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["ig (n=40)", "uniform (n=40)"]
     assert len(fig.axes[0].collections) == 2  # one band per curve
     degenerate = {"methods": {"ig": {"pi_soft_nc_curve": [None] * 3, "pi_soft_ns_curve": [None] * 3}},
@@ -46,8 +46,31 @@ def test_bootstrap_band_and_pi_soft_figure():
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no "Mean of empty slice" from an all-None curve
         fig = pi_soft_figure(recs + [degenerate], ["ig"], pis)
-    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["ig (n=40)", "uniform (n=41)"]  # n as in the tables: the degenerate curve is left out
+
+
+def test_pi_soft_figure_stays_readable_with_many_methods():
+    """With two dozen methods (the study's run) every curve has its own colour and style, and the
+    legend lies below the axes instead of over the NS panel."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from aieg_fast.eval.report import pi_soft_figure
+
+    names = [f"m{i}" for i in range(24)]
+    recs = [{"methods": {m: {"pi_soft_nc_curve": [0.5, 0.4], "pi_soft_ns_curve": [0.5, 0.6]} for m in names},
+             "controls": {"uniform": {"pi_soft_nc_curve": [0.5] * 2, "pi_soft_ns_curve": [0.5] * 2}}}]
+    fig = pi_soft_figure(recs, names, [0.3, 0.7])
+    looks = {(tuple(ln.get_color()) if not isinstance(ln.get_color(), str) else ln.get_color(), ln.get_linestyle())
+             for ln in fig.axes[1].get_lines()}
+    assert len(fig.axes[1].get_lines()) == 25 and len(looks) == 25
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legend_box = fig.legends[0].get_window_extent(renderer)
+    for ax in fig.axes:
+        assert legend_box.y1 <= ax.get_window_extent(renderer).y0  # below every axes, not over one
+    assert fig.axes[1].get_legend() is None
 
 
 def test_chance_check_against_majority_and_uniform_guess():
