@@ -166,3 +166,6 @@ for v in 1 3; do  # each reading's ablation table, from a copy of the records (n
   aieg-fast evaluate --model smollm2-sst2 --dataset sst2-dev --n 200 --methods "$ref,$abl,integrated_gradients,random" \
       $SOFT $R50 --reference "$ref" --out "${D9}_ablation_v$v" --method-options "$PIN"
 done
+# the k sweep of §2, from the scores the records keep (the study's records were written without one;
+# the script first checks that it reproduces every recorded metric at the run's own top-k)
+[ -d "${D9}_topk" ] || python benchmarks/topk_sweep.py "$D9" --out "${D9}_topk" --ks 0.05,0.1,0.2,0.3
