@@ -14,10 +14,19 @@ The records with ``topk_sweep`` added go to ``--out`` (a new folder; the run fol
 is), with the run's config (``topk_sweep`` set) and ``summary_topk.csv`` / the sweep tables of
 ``summary.md`` written by the package's report.
 
-Usage (run 9 of faithfulness_runs.sh, about 10 minutes on one core)::
+Usage (the last step of run 9 of faithfulness_runs.sh)::
 
     python benchmarks/topk_sweep.py runs/faithfulness/smollm2_sst2_dev_50 \\
         --out runs/faithfulness/smollm2_sst2_dev_50_topk --ks 0.05,0.1,0.2,0.3
+
+Cost, measured on the 2-core CI machine (AMD EPYC, no GPU) with ``time python
+benchmarks/topk_sweep.py FOLDER --out OUT`` on a folder holding run 9's first 3 records (25
+methods each): 76 s wall including the model load, so about 20-25 s a sentence and about 80
+minutes for run 9's 200.
+
+The label words' ids are resolved as ``evaluate`` resolves them for a one-field template
+(``{text}``); a run whose template has other fields, or any other difference in the metric
+context, is caught by the reproduction check (``p`` and the recorded metrics) and refused.
 
 Only classification runs (``evaluate`` on a labelled dataset, a causal LM with label words) are
 supported; other folders are refused.
@@ -51,8 +60,23 @@ def label_ids(ex, config: dict) -> list:
 
 
 def sweep_record(ex, config: dict, ids: list, rec: dict, ks: list) -> dict:
-    """``rec`` with ``topk_sweep`` added to each method; ValueError when the run's own top-k does
-    not come back (names the record and method)."""
+    """One record with the hard metrics at each k added to each method.
+
+    Args:
+        ex: the run's explainer. config: the run's ``config.json``. ids: the label words' token
+            ids (:func:`label_ids`). rec: one record (each method's ``scores``: list[L] floats,
+            one per input token, in the method's own units). ks: top-k fractions in (0, 1].
+
+    Returns:
+        ``rec`` with ``methods[m]["topk_sweep"][f"{k:g}"]`` = {log_odds, comprehensiveness,
+        sufficiency (probability differences, log-odds in nats), k (tokens removed)} per k
+        (:func:`aieg_fast.eval.hard_metrics`; specs/aieg.md §5.5, §7).
+
+    Raises:
+        ValueError: the rebuilt metric context (``tie_seed``, ``p``) or a recomputed metric at the
+            run's own top-k differs from the record (names the record and method), or a method's
+            stored scores do not match the input's length.
+    """
     base = ex.attribute(rec["text"], method="attention", target=rec["target"], template=config["template"])
     ctx = prepare(ex, base, prob_space=config["prob_space"], label_ids=ids, seed=config["seed"], instance_id=rec["id"])
     if ctx.tie_seed != rec["tie_seed"] or not math.isclose(ctx.p, rec["p"], abs_tol=TOL):

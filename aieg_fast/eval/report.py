@@ -267,8 +267,8 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
     col_w = 0.06 * (max(len(m) for m in names) + 8) + 0.8
     ncol = max(1, min(3, int(10 // col_w), -(-len(names) // 4)))
     rows = -(-len(names) // ncol)
-    legend_h = 0.17 * rows + 0.25  # inches below the axes
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4 + legend_h))
+    axes_h, legend_h = 4.0, 0.17 * rows + 0.25  # inches: the axes, the legend below them
+    fig, axes = plt.subplots(1, 2, figsize=(10, axes_h + legend_h))
     cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
     styles = [("-", "o"), ("-.", "s"), (":", "^")]
     xs = [0.0] + list(pis) + [1.0]
@@ -295,7 +295,7 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
         ax.grid(alpha=0.3)
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, legend_h / (4 + legend_h), 1, 1))
+    fig.tight_layout(rect=(0, legend_h / (axes_h + legend_h), 1, 1))
     return fig
 
 
