@@ -24,9 +24,10 @@ benchmarks/topk_sweep.py FOLDER --out OUT`` on a folder holding run 9's first 3 
 methods each): 76 s wall including the model load, so about 20-25 s a sentence and about 80
 minutes for run 9's 200.
 
-The label words' ids are resolved as ``evaluate`` resolves them for a one-field template
-(``{text}``); a run whose template has other fields, or any other difference in the metric
-context, is caught by the reproduction check (``p`` and the recorded metrics) and refused.
+The label words' ids are resolved by the function ``evaluate`` uses
+(:func:`aieg_fast.eval.examples.label_token_ids`, with the fields the run's template names); any
+difference in the metric context is caught by the reproduction check (``p`` and the recorded
+metrics) and refused.
 
 Only classification runs (``evaluate`` on a labelled dataset, a causal LM with label words) are
 supported; other folders are refused.
@@ -37,6 +38,7 @@ import argparse
 import dataclasses
 import json
 import math
+import string
 import sys
 from pathlib import Path
 
@@ -47,6 +49,7 @@ from aieg_fast.eval import hard_metrics
 from aieg_fast.eval.context import prepare
 from aieg_fast.eval.records import RECORDS_FILE, append_record, read_records
 from aieg_fast.eval.report import write_summary
+from aieg_fast.eval.examples import label_token_ids
 from aieg_fast.eval.stats import HARD_METRICS, REFERENCE_METHOD, summarise
 from aieg_fast.runs import CONFIG_FILE
 
@@ -54,9 +57,11 @@ TOL = 1e-4
 
 
 def label_ids(ex, config: dict) -> list:
-    """The label words' token ids as the run resolved them (after the prompt without its text)."""
-    context = config["template"].replace("{text}", "") if config.get("template") else None
-    return [ex.resolve_target(w, context=context)["id"] for w in config["labels"]]
+    """The label words' token ids as the run resolved them (:func:`aieg_fast.eval.examples.label_token_ids`,
+    with the fields the run's template names)."""
+    template = config.get("template")
+    fields = [f for _, f, _, _ in string.Formatter().parse(template) if f] if template else ()
+    return label_token_ids(ex, config["labels"], template, fields)
 
 
 def sweep_record(ex, config: dict, ids: list, rec: dict, ks: list) -> dict:

@@ -18,7 +18,7 @@ from .checks import check_labels
 if TYPE_CHECKING:
     from ..explainer import Explainer
 
-__all__ = ["load_examples", "example_text", "truncate", "CLASSIFICATION_TASKS"]
+__all__ = ["load_examples", "example_text", "label_token_ids", "truncate", "CLASSIFICATION_TASKS"]
 
 #: the task kinds :func:`aieg_fast.eval.evaluate` scores (the others have their own runners).
 CLASSIFICATION_TASKS = ("sentiment", "classification")
@@ -118,3 +118,35 @@ def truncate(ex: "Explainer", text: Union[str, Dict[str, str]], max_tokens: Opti
     first, *rest = list(text)
     others = sum(len(ex.tokenizer(text[k], add_special_tokens=False)["input_ids"]) for k in rest)
     return dict(text, **{first: _cut(ex, text[first], max(1, max_tokens - others))})
+
+
+def label_token_ids(ex: "Explainer", labels: Sequence, template: Optional[str] = None,
+                    fields: Sequence[str] = ("text",)) -> List[int]:
+    """The token ids of the label words as :func:`aieg_fast.eval.evaluate` resolves them.
+
+    Each label word is resolved after the prompt without its fields (the template with every
+    ``{field}`` removed), so a word's leading space tokenises as it does after the prompt; for a
+    classification head a label is the class index.
+
+    Args:
+        ex: the run's explainer. labels: one label word (str) or class index (int) per label.
+        template: the run's prompt template (``config.json``'s ``template``), or None.
+        fields: the dataset's fields named in ``template`` (default: ``text``).
+
+    Returns:
+        list[int], one token id (class index) per label, in the order of ``labels``.
+
+    Raises:
+        ValueError / TypeError: a label word that is not one token, or a class index out of
+            range (the message starts with ``labels:``); two labels naming the same token.
+    """
+    context = template  # the label words follow the prompt: without its fields
+    for f in fields if template is not None else ():
+        context = context.replace("{" + f + "}", "")
+    try:
+        ids = [ex.resolve_target(l, context=context)["id"] for l in labels]
+    except (ValueError, TypeError) as err:
+        raise type(err)(f"labels: {err}") from None
+    if len(set(ids)) < len(ids):
+        raise ValueError(f"labels {labels!r} name the same token more than once (ids {ids}); give one label word per class")
+    return ids

@@ -64,7 +64,7 @@ from .metrics import (
     control_attribution,
     soft_key,
 )
-from .examples import example_text, load_examples, truncate
+from .examples import example_text, label_token_ids, load_examples, truncate
 from .folder import gather_parts, prepare_folder
 from .records import RECORDS_FILE, append_record, read_records
 from .report import plot_pi_soft, write_summary
@@ -171,16 +171,7 @@ def _prompt(ex: "Explainer", spec: DatasetSpec, template, labels) -> Tuple[Optio
         raise ValueError(f"labels: dataset {spec.name!r} names no label words; give the label words (--labels), one per label index")
     if template is None and (not classifier or list(spec.fields) != ["text"]):
         template = spec.template
-    context = template  # the label words follow the prompt: without its fields
-    for f in spec.fields if template is not None else ():
-        context = context.replace("{" + f + "}", "")
-    try:
-        ids = [ex.resolve_target(l, context=context)["id"] for l in labels]
-    except (ValueError, TypeError) as err:
-        raise type(err)(f"labels: {err}") from None
-    if len(set(ids)) < len(ids):
-        raise ValueError(f"labels {labels!r} name the same token more than once (ids {ids}); give one label word per class")
-    return template, labels, ids
+    return template, labels, label_token_ids(ex, labels, template, spec.fields)
 
 
 # ============================================================================================
