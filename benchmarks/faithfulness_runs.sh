@@ -144,7 +144,8 @@ done
 #    protocol's pin of AIEG's reading, --method-options '{"aieg": {"preset": "v1"}}', which the restored
 #    folder's config is given too: the study's specs name options over preset v1) and of
 #    V3 (the dev selection, written out as the study wrote it) with every metric (each reading's ablation table is
-#    reported from a copy of the records with --reference). No k sweep: the study's records have none.
+#    reported from a copy of the records with --reference). The k sweep is computed afterwards from the records'
+#    stored scores (the study's records were written without one): the last line, benchmarks/topk_sweep.py (2 h).
 #    Several sessions on a CPU: archived as run 5 is. HETA is left out for its cost (about 90 s a sentence).
 variants() { python -c "import json, sys; v = json.load(open('benchmarks/study19/protocol.json'))['variants']; print(','.join(v[k] for k in sys.argv[1:] or v))" "$@"; }
 STUDY=$(variants); V3=$(variants V3)  # the study's method specs, as its protocol names them

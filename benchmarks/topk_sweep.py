@@ -11,18 +11,22 @@ recomputed metrics at the run's own top-k equal the recorded ones (to 1e-4): a s
 not reproduce the run is refused, naming the record and method.
 
 The records with ``topk_sweep`` added go to ``--out`` (a new folder; the run folder is left as it
-is), with the run's config (``topk_sweep`` set) and ``summary_topk.csv`` / the sweep tables of
-``summary.md`` written by the package's report.
+is), with the run's config (``topk_sweep`` set), ``summary_topk.csv`` / the sweep tables of
+``summary.md`` written by the package's report, and ``summary_topk_paired.csv``: each method
+against ``--reference`` at each k (mean difference, uncorrected paired p; :func:`paired_topk`),
+and ``topk_sweep.jsonl.gz``: each record's sweep alone (a few hundred kB, to commit beside the
+summary; :func:`paired_topk` reads it as it reads the records).
 
 Usage (the last step of run 9 of faithfulness_runs.sh)::
 
     python benchmarks/topk_sweep.py runs/faithfulness/smollm2_sst2_dev_50 \\
         --out runs/faithfulness/smollm2_sst2_dev_50_topk --ks 0.05,0.1,0.2,0.3
 
-Cost, measured on the 2-core CI machine (AMD EPYC, no GPU) with ``time python
-benchmarks/topk_sweep.py FOLDER --out OUT`` on a folder holding run 9's first 3 records (25
-methods each): 76 s wall including the model load, so about 20-25 s a sentence and about 80
-minutes for run 9's 200.
+Cost, measured on the 2-core CI machine (AMD EPYC, no GPU; one process, torch's two threads):
+run 9's 200 sentences × 25 methods at k = 0.05, 0.1, 0.2, 0.3 took 118 minutes wall (the command
+above, 2026-12-04), about 35 s a sentence; its first 3 sentences alone took 76 s with the model
+load (short sentences come first). Nothing is written until every record is checked, so a run
+stopped early restarts from the beginning.
 
 The label words' ids are resolved by the function ``evaluate`` uses
 (:func:`aieg_fast.eval.examples.label_token_ids`, with the fields the run's template names); any
@@ -35,7 +39,9 @@ supported; other folders are refused.
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import gzip
 import json
 import math
 import string
@@ -43,6 +49,7 @@ import sys
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from aieg_fast import load_model
 from aieg_fast.eval import hard_metrics
@@ -50,10 +57,14 @@ from aieg_fast.eval.context import prepare
 from aieg_fast.eval.records import RECORDS_FILE, append_record, read_records
 from aieg_fast.eval.report import write_summary
 from aieg_fast.eval.examples import label_token_ids
-from aieg_fast.eval.stats import HARD_METRICS, REFERENCE_METHOD, summarise
+from aieg_fast.eval.stats import HARD_METRICS, REFERENCE_METHOD, paired_test, summarise
 from aieg_fast.runs import CONFIG_FILE
 
 TOL = 1e-4
+#: the paired tests against --reference at each k (:func:`paired_topk`)
+PAIRED_FILE = "summary_topk_paired.csv"
+#: each record's sweep alone (id and methods[m]["topk_sweep"]), gzipped, for the repository
+SLIM_FILE = "topk_sweep.jsonl.gz"
 
 
 def label_ids(ex, config: dict) -> list:
@@ -106,12 +117,41 @@ def sweep_record(ex, config: dict, ids: list, rec: dict, ks: list) -> dict:
     return out
 
 
+def paired_topk(records: list, methods: list, reference: str, ks: list) -> list:
+    """Paired tests of each method against ``reference`` at each k of the sweep.
+
+    Args:
+        records: records with ``methods[m]["topk_sweep"][f"{k:g}"][metric]`` (this script's
+            output, or the slim copy ``--slim`` writes). methods: the methods to compare.
+        reference: the method compared with. ks: the top-k fractions.
+
+    Returns:
+        One row per (method, k, metric): ``method``, ``topk``, ``metric``, ``n``,
+        ``mean_diff`` (mean of method − reference over the records; nats for log-odds,
+        probability for the others) and ``p`` (two-sided, uncorrected:
+        :func:`aieg_fast.eval.stats.paired_test`, Wilcoxon signed-rank when scipy is installed).
+
+    Raises:
+        KeyError: a record without the sweep of a method at a k.
+    """
+    rows = []
+    for m in methods:
+        for k in ks:
+            for metric in HARD_METRICS:
+                x = [r["methods"][m]["topk_sweep"][f"{k:g}"][metric] for r in records]
+                y = [r["methods"][reference]["topk_sweep"][f"{k:g}"][metric] for r in records]
+                p, _ = paired_test(x, y)
+                rows.append(dict(method=m, topk=k, metric=metric, n=len(x), mean_diff=sum(a - b for a, b in zip(x, y)) / len(x), p=p))
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folder", type=Path, help="a finished evaluate run folder (config.json, records.jsonl)")
     ap.add_argument("--out", type=Path, required=True, help="a new folder for the records with the sweep")
     ap.add_argument("--ks", default="0.05,0.1,0.2,0.3", help="top-k fractions, comma-separated (default: %(default)s)")
     ap.add_argument("--reference", default=REFERENCE_METHOD, help="the method the paired tests compare with")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar (stderr)")
     a = ap.parse_args(argv)
     try:
         ks = sorted({float(k) for k in a.ks.split(",") if k.strip()})
@@ -127,7 +167,8 @@ def main(argv=None) -> int:
     records = list(read_records(a.folder / RECORDS_FILE).values())
     ex = load_model(config["model"])
     ids = label_ids(ex, config)
-    swept = [sweep_record(ex, config, ids, r, ks) if "skipped" not in r else r for r in records]  # all checked first
+    bar = tqdm(records, desc="topk-sweep", unit="record", file=sys.stderr, disable=a.no_progress)
+    swept = [sweep_record(ex, config, ids, r, ks) if "skipped" not in r else r for r in bar]  # all checked first
     a.out.mkdir(parents=True, exist_ok=True)
     for r in swept:
         append_record(a.out / RECORDS_FILE, r)
@@ -137,6 +178,14 @@ def main(argv=None) -> int:
     methods = list(done[0]["methods"]) if done else []
     rows = summarise(done, methods, config["seed"], a.reference, metrics=list(HARD_METRICS))
     write_summary(a.out, rows, config, done, a.reference, [r for r in swept if "skipped" in r])
+    with (a.out / PAIRED_FILE).open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["method", "topk", "metric", "n", "mean_diff", "p"])
+        w.writeheader()
+        w.writerows(paired_topk(done, [m for m in methods if m != a.reference], a.reference, ks))
+    with gzip.GzipFile(a.out / SLIM_FILE, "wb", mtime=0) as f:  # the sweep alone, small enough to commit
+        for r in done:
+            slim = {"id": r["id"], "methods": {m: {"topk_sweep": v["topk_sweep"]} for m, v in r["methods"].items()}}
+            f.write((json.dumps(slim) + "\n").encode())
     print(f"{len(done)} records, {len(methods)} methods, k = {ks}: {a.out / 'summary.md'}")
     return 0
 

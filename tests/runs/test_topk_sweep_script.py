@@ -1,6 +1,8 @@
 """benchmarks/topk_sweep.py: the k sweep computed afterwards from a run folder's stored scores
 equals the sweep `evaluate` records when asked up front, and a folder whose recorded metrics the
 script cannot reproduce is refused before anything is written."""
+import csv
+import gzip
 import importlib.util
 import json
 from pathlib import Path
@@ -26,7 +28,7 @@ def test_sweep_from_records_equals_the_recorded_sweep(tiny_gpt2_dir, tmp_path):
     evaluate(str(tiny_gpt2_dir), out_dir=tmp_path / "up_front", topk_sweep=(0.1, 0.2, 0.5), **kw)
     evaluate(str(tiny_gpt2_dir), out_dir=tmp_path / "plain", **kw)
     mod = _script()
-    assert mod.main([str(tmp_path / "plain"), "--out", str(tmp_path / "after"), "--ks", "0.1,0.2,0.5"]) == 0
+    assert mod.main([str(tmp_path / "plain"), "--out", str(tmp_path / "after"), "--ks", "0.1,0.2,0.5", "--no-progress"]) == 0
     want, got = read_records(tmp_path / "up_front" / "records.jsonl"), read_records(tmp_path / "after" / "records.jsonl")
     assert set(got) == set(want) and len(got) == 3
     for eid, rec in want.items():
@@ -38,6 +40,18 @@ def test_sweep_from_records_equals_the_recorded_sweep(tiny_gpt2_dir, tmp_path):
                     assert sweep[k][key] == pytest.approx(h[key], rel=1e-5, abs=1e-6), (eid, m, k, key)
     assert "Top-k sweep" in (tmp_path / "after" / "summary.md").read_text()
     assert json.loads((tmp_path / "after" / "config.json").read_text())["topk_sweep"] == [0.1, 0.2, 0.5]
+    paired = list(csv.DictReader((tmp_path / "after" / "summary_topk_paired.csv").open()))
+    assert len(paired) == 2 * 3 * 3 and {r["method"] for r in paired} == {"saliency", "random"}
+    row = next(r for r in paired if (r["method"], r["topk"], r["metric"]) == ("saliency", "0.5", "comprehensiveness"))
+    d = [g["methods"]["saliency"]["topk_sweep"]["0.5"]["comprehensiveness"]
+         - g["methods"]["integrated_gradients"]["topk_sweep"]["0.5"]["comprehensiveness"] for g in got.values()]
+    assert float(row["mean_diff"]) == pytest.approx(sum(d) / 3) and 0 <= float(row["p"]) <= 1
+    with gzip.open(tmp_path / "after" / "topk_sweep.jsonl.gz", "rt") as f:
+        slim = [json.loads(line) for line in f]
+    assert mod.paired_topk(slim, ["saliency"], "integrated_gradients", [0.5]) == [
+        r for r in mod.paired_topk(list(got.values()), ["saliency"], "integrated_gradients", [0.5])]
+    same = mod.paired_topk(list(got.values()), ["integrated_gradients"], "integrated_gradients", [0.2])
+    assert all(r["mean_diff"] == 0 and r["p"] == 1.0 for r in same)
 
     # a recorded metric the stored scores do not give: refused, naming record and method; nothing written
     lines = (tmp_path / "plain" / "records.jsonl").read_text().splitlines()
