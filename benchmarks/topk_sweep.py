@@ -25,7 +25,7 @@ Usage (the last step of run 9 of faithfulness_runs.sh)::
 Cost, measured on the 2-core CI machine (AMD EPYC, no GPU; one process, torch's two threads):
 run 9's 200 sentences × 25 methods at k = 0.05, 0.1, 0.2, 0.3 took 118 minutes wall (the command
 above, 2026-12-04), about 35 s a sentence; its first 3 sentences alone took 76 s with the model
-load (short sentences come first). Nothing is written until every record is checked, so a run
+load, so the first estimate (80 minutes) was low. Nothing is written until every record is checked, so a run
 stopped early restarts from the beginning.
 
 The label words' ids are resolved by the function ``evaluate`` uses
