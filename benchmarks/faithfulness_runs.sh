@@ -68,6 +68,8 @@ aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEE
 #    The adapter is kept in the repository (benchmarks/faithfulness/boolq_heldout_ft/adapter, 9.8 MB: the
 #    training's adapter_config.json, adapter_model.safetensors and training.json), so the evaluation does not
 #    need the 1-hour training on a fresh machine; the first two lines made it (2026-12-03).
+#    bfloat16 is fast only on a CPU with bfloat16 units (AMX) or a GPU: on an AMD EPYC without them no question
+#    finished in 19 minutes (2026-12-04); check `grep -o amx_bf16 /proc/cpuinfo` first.
 #    The evaluation runs at 50 steps (issue 19's setting for every rerun) with the study's AIEG reading
 #    (aieg:preset=v3), Grad-ELLM's paper_v1 preset and occlusion besides the nine methods.
 #    aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
