@@ -44,7 +44,6 @@ import dataclasses
 import gzip
 import json
 import math
-import string
 import sys
 from pathlib import Path
 
@@ -52,11 +51,12 @@ import torch
 from tqdm.auto import tqdm
 
 from aieg_fast import load_model
+from aieg_fast.datasets import template_fields
 from aieg_fast.eval import hard_metrics
 from aieg_fast.eval.context import prepare
 from aieg_fast.eval.records import RECORDS_FILE, append_record, read_records
-from aieg_fast.eval.report import write_summary
 from aieg_fast.eval.examples import label_token_ids
+from aieg_fast.eval.report import write_summary
 from aieg_fast.eval.stats import HARD_METRICS, REFERENCE_METHOD, paired_test, summarise
 from aieg_fast.runs import CONFIG_FILE
 
@@ -71,8 +71,7 @@ def label_ids(ex, config: dict) -> list:
     """The label words' token ids as the run resolved them (:func:`aieg_fast.eval.examples.label_token_ids`,
     with the fields the run's template names)."""
     template = config.get("template")
-    fields = [f for _, f, _, _ in string.Formatter().parse(template) if f] if template else ()
-    return label_token_ids(ex, config["labels"], template, fields)
+    return label_token_ids(ex, config["labels"], template, template_fields(template))
 
 
 def sweep_record(ex, config: dict, ids: list, rec: dict, ks: list) -> dict:
@@ -122,7 +121,7 @@ def paired_topk(records: list, methods: list, reference: str, ks: list) -> list:
 
     Args:
         records: records with ``methods[m]["topk_sweep"][f"{k:g}"][metric]`` (this script's
-            output, or the slim copy ``--slim`` writes). methods: the methods to compare.
+            output, or its slim copy ``topk_sweep.jsonl.gz``). methods: the methods to compare.
         reference: the method compared with. ks: the top-k fractions.
 
     Returns:

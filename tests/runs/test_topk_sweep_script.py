@@ -48,8 +48,8 @@ def test_sweep_from_records_equals_the_recorded_sweep(tiny_gpt2_dir, tmp_path):
     assert float(row["mean_diff"]) == pytest.approx(sum(d) / 3) and 0 <= float(row["p"]) <= 1
     with gzip.open(tmp_path / "after" / "topk_sweep.jsonl.gz", "rt") as f:
         slim = [json.loads(line) for line in f]
-    assert mod.paired_topk(slim, ["saliency"], "integrated_gradients", [0.5]) == [
-        r for r in mod.paired_topk(list(got.values()), ["saliency"], "integrated_gradients", [0.5])]
+    assert (mod.paired_topk(slim, ["saliency"], "integrated_gradients", [0.5])
+            == mod.paired_topk(list(got.values()), ["saliency"], "integrated_gradients", [0.5]))
     same = mod.paired_topk(list(got.values()), ["integrated_gradients"], "integrated_gradients", [0.2])
     assert all(r["mean_diff"] == 0 and r["p"] == 1.0 for r in same)
 
