@@ -126,7 +126,8 @@ def label_token_ids(ex: "Explainer", labels: Sequence, template: Optional[str] =
 
     Each label word is resolved after the prompt without its fields (the template with every
     ``{field}`` removed), so a word's leading space tokenises as it does after the prompt; for a
-    classification head a label is the class index.
+    classification head a label is the class index. Source: specs/aieg.md §7, Prediction (the label-word
+    probability space, ``prob_space="labels"``); the resolution itself is this package's.
 
     Args:
         ex: the run's explainer. labels: one label word (str) or class index (int) per label.
