@@ -12,10 +12,13 @@ not reproduce the run is refused, naming the record and method.
 
 The records with ``topk_sweep`` added go to ``--out`` (a new folder; the run folder is left as it
 is), with the run's config (``topk_sweep`` set), ``summary_topk.csv`` / the sweep tables of
-``summary.md`` written by the package's report, and ``summary_topk_paired.csv``: each method
-against ``--reference`` at each k (mean difference, uncorrected paired p; :func:`paired_topk`),
-and ``topk_sweep.jsonl.gz``: each record's sweep alone (a few hundred kB, to commit beside the
-summary; :func:`paired_topk` reads it as it reads the records).
+``summary.md`` written by the package's report (each method's mean and CI at each k, and its
+paired test against ``--reference`` at the same k: ``mean_diff``, uncorrected ``p_vs_reference``;
+:func:`aieg_fast.eval.stats.summarise_topk`), and ``topk_sweep.jsonl.gz``: each record's sweep
+alone (a few hundred kB, to commit beside the summary; ``summarise_topk`` reads it as it reads
+the records). The first version wrote the paired tests to a file of their own,
+``summary_topk_paired.csv`` (kept in the archived run-9 sweep); the same numbers are the
+``mean_diff`` / ``p_vs_reference`` columns of ``summary_topk.csv`` now.
 
 Usage (the last step of run 9 of faithfulness_runs.sh)::
 
@@ -39,7 +42,6 @@ supported; other folders are refused.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import gzip
 import json
@@ -57,12 +59,10 @@ from aieg_fast.eval.context import prepare
 from aieg_fast.eval.records import RECORDS_FILE, append_record, read_records
 from aieg_fast.eval.examples import label_token_ids
 from aieg_fast.eval.report import write_summary
-from aieg_fast.eval.stats import HARD_METRICS, REFERENCE_METHOD, paired_test, summarise
+from aieg_fast.eval.stats import HARD_METRICS, REFERENCE_METHOD, summarise
 from aieg_fast.runs import CONFIG_FILE
 
 TOL = 1e-4
-#: the paired tests against --reference at each k (:func:`paired_topk`)
-PAIRED_FILE = "summary_topk_paired.csv"
 #: each record's sweep alone (id and methods[m]["topk_sweep"]), gzipped, for the repository
 SLIM_FILE = "topk_sweep.jsonl.gz"
 
@@ -116,34 +116,6 @@ def sweep_record(ex, config: dict, ids: list, rec: dict, ks: list) -> dict:
     return out
 
 
-def paired_topk(records: list, methods: list, reference: str, ks: list) -> list:
-    """Paired tests of each method against ``reference`` at each k of the sweep.
-
-    Args:
-        records: records with ``methods[m]["topk_sweep"][f"{k:g}"][metric]`` (this script's
-            output, or its slim copy ``topk_sweep.jsonl.gz``). methods: the methods to compare.
-        reference: the method compared with. ks: the top-k fractions.
-
-    Returns:
-        One row per (method, k, metric): ``method``, ``topk``, ``metric``, ``n``,
-        ``mean_diff`` (mean of method − reference over the records; nats for log-odds,
-        probability for the others) and ``p`` (two-sided, uncorrected:
-        :func:`aieg_fast.eval.stats.paired_test`, Wilcoxon signed-rank when scipy is installed).
-
-    Raises:
-        KeyError: a record without the sweep of a method at a k.
-    """
-    rows = []
-    for m in methods:
-        for k in ks:
-            for metric in HARD_METRICS:
-                x = [r["methods"][m]["topk_sweep"][f"{k:g}"][metric] for r in records]
-                y = [r["methods"][reference]["topk_sweep"][f"{k:g}"][metric] for r in records]
-                p, _ = paired_test(x, y)
-                rows.append(dict(method=m, topk=k, metric=metric, n=len(x), mean_diff=sum(a - b for a, b in zip(x, y)) / len(x), p=p))
-    return rows
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folder", type=Path, help="a finished evaluate run folder (config.json, records.jsonl)")
@@ -176,11 +148,7 @@ def main(argv=None) -> int:
     done = [r for r in swept if "skipped" not in r]
     methods = list(done[0]["methods"]) if done else []
     rows = summarise(done, methods, config["seed"], a.reference, metrics=list(HARD_METRICS))
-    write_summary(a.out, rows, config, done, a.reference, [r for r in swept if "skipped" in r])
-    with (a.out / PAIRED_FILE).open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["method", "topk", "metric", "n", "mean_diff", "p"])
-        w.writeheader()
-        w.writerows(paired_topk(done, [m for m in methods if m != a.reference], a.reference, ks))
+    write_summary(a.out, rows, config, done, a.reference, [r for r in swept if "skipped" in r])  # + summary_topk.csv
     with gzip.GzipFile(a.out / SLIM_FILE, "wb", mtime=0) as f:  # the sweep alone, small enough to commit
         for r in done:
             slim = {"id": r["id"], "methods": {m: {"topk_sweep": v["topk_sweep"]} for m, v in r["methods"].items()}}

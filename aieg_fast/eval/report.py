@@ -58,12 +58,17 @@ def fmt(v, nd=3) -> str:
 def topk_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Optional[Sequence[dict]] = None) -> List[str]:
     """Write ``out/summary_topk.csv`` (the rows of :func:`~aieg_fast.eval.stats.summarise_topk`)
     and return the markdown lines of the top-k sweep: tokens removed per example (from the first
-    method's records, when given) and one table per hard metric, methods × k."""
+    method's records, when given) and one table per hard metric, methods × k, with ``*`` / ``**``
+    where the row's paired test against its reference at that k has p < 0.05 / < 0.01."""
     write_csv(out / "summary_topk.csv", rows)
     by = {(r["method"], r["topk"], r["metric"]): r for r in rows}
     methods = list(dict.fromkeys(r["method"] for r in rows))
+    refs = sorted({r["reference"] for r in rows if r.get("reference")})
+    tested = (f"; `*` / `**`: paired test against {refs[0]} at the same k p < 0.05 / p < 0.01, uncorrected"
+              if refs else "")
     lines = ["", "Top-k sweep (mean [95 % bootstrap CI]; k = fraction of the attributable tokens; "
-             "int(k · |attributable|) tokens are removed, none when that is 0 — those examples count as 0):"]
+             "int(k · |attributable|) tokens are removed, none when that is 0 — those examples count as 0"
+             + tested + "):"]
     if records is not None and methods:
         cells = []
         for k in ks:
@@ -78,8 +83,16 @@ def topk_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Option
         lines += ["", f"| {metric} {arrow} | " + " | ".join(f"k = {k:g}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
         for m in methods:
             cells = [by[(m, k, metric)] for k in ks]
-            lines.append(f"| {m} | " + " | ".join(f"{fmt(c['mean'])} [{fmt(c['ci_low'])}, {fmt(c['ci_high'])}]" for c in cells) + " |")
+            lines.append(f"| {m} | " + " | ".join(f"{fmt(c['mean'])}{_stars(c.get('p_vs_reference'))} "
+                                                   f"[{fmt(c['ci_low'])}, {fmt(c['ci_high'])}]" for c in cells) + " |")
     return lines
+
+
+def _stars(p) -> str:
+    """``**`` / ``*`` for a paired test's p < 0.01 / < 0.05; "" otherwise or without a test."""
+    if p is None or not math.isfinite(p):
+        return ""
+    return "**" if p < 0.01 else ("*" if p < 0.05 else "")
 
 
 #: what the columns of each soft map reward (the note under the summary's title)
@@ -208,10 +221,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
             if r is None:
                 cells.append("–")
                 continue
-            star = ""
-            if math.isfinite(r["p_vs_reference"]):
-                star = "**" if r["p_vs_reference"] < 0.01 else ("*" if r["p_vs_reference"] < 0.05 else "")
-            cells.append(f"{fmt(r['mean'])}{star} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]")
+            cells.append(f"{fmt(r['mean'])}{_stars(r['p_vs_reference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     if reference in methods:
         lines += ["", f"p-values of the paired test against {reference}:", "",
@@ -224,7 +234,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     ks = config.get("topk_sweep")
     if ks:
         real = [m for m in methods if m != "uniform"]
-        lines += topk_lines(out, summarise_topk(records, real, ks, config["seed"]), ks, records)
+        lines += topk_lines(out, summarise_topk(records, real, ks, config["seed"], reference), ks, records)
     if config.get("task") == "generation":
         lines += step_lines(out, records, methods, metrics, config["seed"])
     flagged = {}

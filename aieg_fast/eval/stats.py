@@ -140,6 +140,21 @@ def chance_check(records: Sequence[dict], alpha: float = 0.05) -> dict:
     return {"n": n, "accuracy": correct / n, "chance": chance, "majority": majority, "p": p, "at_chance": p >= alpha}
 
 
+def _vs_reference(pairs, method: str, reference: str, methods: Sequence[str], seed: int) -> dict:
+    """``{"mean_diff", "p_vs_reference", "reference", "test"}`` of the (method, reference) value
+    pairs of the records, over the pairs where both are finite; NaN / "" when ``method`` is the
+    reference, ``reference`` is not among ``methods`` or fewer than two pairs remain."""
+    out = {"mean_diff": float("nan"), "p_vs_reference": float("nan"), "reference": "", "test": ""}
+    if method == reference or reference not in methods:
+        return out
+    out["reference"] = reference
+    both = [(v, w) for v, w in pairs if v is not None and w is not None and math.isfinite(v) and math.isfinite(w)]
+    if len(both) >= 2:
+        out["mean_diff"] = float(np.mean([v - w for v, w in both]))
+        out["p_vs_reference"], out["test"] = paired_test([v for v, _ in both], [w for _, w in both], seed=seed)
+    return out
+
+
 def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, reference: str = REFERENCE_METHOD,
               metrics: Optional[Sequence[str]] = None) -> List[dict]:
     """Rows (method, metric, n, mean, CI, paired p-value vs ``reference``) over records.
@@ -169,28 +184,32 @@ def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, re
             else:
                 get = lambda r, key=metric: r["methods"].get(m, {}).get(key)  # noqa: E731
             pairs = [(get(r), r["methods"].get(reference, {}).get(metric)) for r in records]
-            stat = mean_ci([v for v, _ in pairs], seed)
-            p, test = float("nan"), ""
-            if m != reference and reference in methods:
-                both = [(v, w) for v, w in pairs if v is not None and w is not None and math.isfinite(v) and math.isfinite(w)]
-                if len(both) >= 2:
-                    p, test = paired_test([v for v, _ in both], [w for _, w in both], seed=seed)
-            rows.append({
-                "method": m, "metric": metric, "better": better, **stat,
-                "p_vs_reference": p, "reference": reference if m != reference and reference in methods else "", "test": test,
-            })
+            test = _vs_reference(pairs, m, reference, methods, seed)
+            test.pop("mean_diff")
+            rows.append({"method": m, "metric": metric, "better": better, **mean_ci([v for v, _ in pairs], seed), **test})
     return rows
 
 
-def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence[float], seed: int = 0) -> List[dict]:
-    """Rows (method, k, metric, n, mean, CI) of the top-k sweep stored in the records."""
+def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence[float], seed: int = 0,
+                   reference: str = REFERENCE_METHOD) -> List[dict]:
+    """Rows (method, k, metric, n, mean, CI, paired test vs ``reference`` at the same k) of the
+    top-k sweep stored in the records (``methods[m]["topk_sweep"][f"{k:g}"][metric]``).
+
+    Keys: ``method``, ``topk``, ``metric``, ``n``, ``mean``, ``ci_low``, ``ci_high``,
+    ``mean_diff`` (mean of method − reference over the records where both are finite: nats for
+    log-odds, probability for comprehensiveness and sufficiency), ``p_vs_reference`` (two-sided,
+    uncorrected: :func:`paired_test`), ``reference`` and ``test``; NaN / "" without a test (the
+    reference itself, or ``reference`` not among ``methods``), as in :func:`summarise`.
+    """
     rows = []
     for m in methods:
         for k in ks:
             key = f"{k:g}"
             for metric in HARD_METRICS:
-                vals = [r["methods"].get(m, {}).get("topk_sweep", {}).get(key, {}).get(metric) for r in records]
-                rows.append({"method": m, "topk": k, "metric": metric, **mean_ci(vals, seed)})
+                get = lambda r, name: r["methods"].get(name, {}).get("topk_sweep", {}).get(key, {}).get(metric)  # noqa: E731
+                pairs = [(get(r, m), get(r, reference)) for r in records]
+                rows.append({"method": m, "topk": k, "metric": metric, **mean_ci([v for v, _ in pairs], seed),
+                             **_vs_reference(pairs, m, reference, methods, seed)})
     return rows
 
 

@@ -93,3 +93,28 @@ def test_chance_check_against_majority_and_uniform_guess():
     text = "\n".join(chance_lines(recs([1] * 62 + [0] * 38, [1] * 100)))
     assert "against chance 0.620" in text and "**The accuracy is not above chance**" in text
     assert "not above chance" not in "\n".join(chance_lines(recs([1] * 62 + [0] * 38, [1] * 62 + [0] * 38)))
+
+
+def test_summarise_topk_paired_tests_at_each_k():
+    """summarise_topk's paired test of a method against the reference at a k uses that k's values
+    only, over the records where both are finite; the reference row has no test."""
+    import math
+
+    ref = [0.10, 0.20, 0.30, 0.40, 0.50, 0.60]
+    ahead = [v + 0.1 * (i + 1) for i, v in enumerate(ref)]  # ahead at k = 0.1, level at k = 0.3
+    recs = [{"methods": {"ig": {"topk_sweep": {"0.1": {"comprehensiveness": r}, "0.3": {"comprehensiveness": r}}},
+                         "occ": {"topk_sweep": {"0.1": {"comprehensiveness": a}, "0.3": {"comprehensiveness": r}}}}}
+            for r, a in zip(ref, ahead)]
+    recs[0]["methods"]["occ"]["topk_sweep"]["0.1"]["comprehensiveness"] = float("nan")  # left out of the pairs
+    rows = {(r["method"], r["topk"], r["metric"]): r for r in E.summarise_topk(recs, ["ig", "occ"], [0.1, 0.3], reference="ig")}
+    at1 = rows[("occ", 0.1, "comprehensiveness")]
+    assert at1["n"] == 5 and at1["reference"] == "ig"
+    assert at1["mean_diff"] == pytest.approx(sum(0.1 * (i + 1) for i in range(1, 6)) / 5)
+    assert at1["p_vs_reference"] == pytest.approx(E.paired_test(ahead[1:], ref[1:])[0])
+    assert rows[("occ", 0.3, "comprehensiveness")]["p_vs_reference"] == 1.0  # every difference zero
+    assert rows[("occ", 0.3, "comprehensiveness")]["mean_diff"] == 0.0
+    own = rows[("ig", 0.1, "comprehensiveness")]
+    assert own["reference"] == "" and math.isnan(own["p_vs_reference"]) and math.isnan(own["mean_diff"])
+    # no test when the reference is not among the methods
+    alone = E.summarise_topk(recs, ["occ"], [0.1], reference="ig")
+    assert all(r["reference"] == "" and math.isnan(r["p_vs_reference"]) for r in alone)

@@ -11,6 +11,7 @@ import pytest
 
 from aieg_fast.eval import evaluate
 from aieg_fast.eval.records import read_records
+from aieg_fast.eval.stats import summarise_topk
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "topk_sweep.py"
 
@@ -40,18 +41,19 @@ def test_sweep_from_records_equals_the_recorded_sweep(tiny_gpt2_dir, tmp_path):
                     assert sweep[k][key] == pytest.approx(h[key], rel=1e-5, abs=1e-6), (eid, m, k, key)
     assert "Top-k sweep" in (tmp_path / "after" / "summary.md").read_text()
     assert json.loads((tmp_path / "after" / "config.json").read_text())["topk_sweep"] == [0.1, 0.2, 0.5]
-    paired = list(csv.DictReader((tmp_path / "after" / "summary_topk_paired.csv").open()))
-    assert len(paired) == 2 * 3 * 3 and {r["method"] for r in paired} == {"saliency", "random"}
-    row = next(r for r in paired if (r["method"], r["topk"], r["metric"]) == ("saliency", "0.5", "comprehensiveness"))
+    # the paired tests against the reference at each k are summary_topk.csv's columns
+    rows = list(csv.DictReader((tmp_path / "after" / "summary_topk.csv").open()))
+    assert len(rows) == 3 * 3 * 3 and not any(r["test"] for r in rows if r["method"] == "integrated_gradients")
+    row = next(r for r in rows if (r["method"], r["topk"], r["metric"]) == ("saliency", "0.5", "comprehensiveness"))
     d = [g["methods"]["saliency"]["topk_sweep"]["0.5"]["comprehensiveness"]
          - g["methods"]["integrated_gradients"]["topk_sweep"]["0.5"]["comprehensiveness"] for g in got.values()]
-    assert float(row["mean_diff"]) == pytest.approx(sum(d) / 3) and 0 <= float(row["p"]) <= 1
+    assert row["reference"] == "integrated_gradients" and float(row["mean_diff"]) == pytest.approx(sum(d) / 3)
+    assert 0 <= float(row["p_vs_reference"]) <= 1
     with gzip.open(tmp_path / "after" / "topk_sweep.jsonl.gz", "rt") as f:
         slim = [json.loads(line) for line in f]
-    assert (mod.paired_topk(slim, ["saliency"], "integrated_gradients", [0.5])
-            == mod.paired_topk(list(got.values()), ["saliency"], "integrated_gradients", [0.5]))
-    same = mod.paired_topk(list(got.values()), ["integrated_gradients"], "integrated_gradients", [0.2])
-    assert all(r["mean_diff"] == 0 and r["p"] == 1.0 for r in same)
+    methods = ["integrated_gradients", "saliency"]
+    tests = [[r for r in summarise_topk(recs, methods, [0.5]) if r["method"] == "saliency"] for recs in (slim, list(got.values()))]
+    assert tests[0] == tests[1] and len(tests[0]) == 3
 
     # a recorded metric the stored scores do not give: refused, naming record and method; nothing written
     lines = (tmp_path / "plain" / "records.jsonl").read_text().splitlines()
