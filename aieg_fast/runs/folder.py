@@ -59,16 +59,38 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
         cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
 
 
+def _same_setting(a, b) -> bool:
+    """Equal values, or two spellings of one existing file or folder (a model or dataset named by
+    a relative path in one run and an absolute one in the other, as ``--config command.json``
+    gives them)."""
+    if a == b:
+        return True
+    if not (isinstance(a, str) and isinstance(b, str) and a and b):
+        return False
+    try:
+        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _differing(old: dict, new: dict, keys) -> List[str]:
     """The keys of ``keys`` whose values in ``old`` and ``new`` differ, sorted."""
-    return sorted(k for k in keys if old.get(k) != new.get(k))
+    return sorted(k for k in keys if not _same_setting(old.get(k), new.get(k)))
+
+
+def _short(v, n: int = 60) -> str:
+    text = repr(v)
+    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
-    """Raise the "other settings" error naming every key of ``keys`` whose value differs."""
+    """Raise the "other settings" error naming every key of ``keys`` whose value differs, with
+    the recorded and the new value of each."""
     diff = _differing(old, new, keys)
     if diff:
-        raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}); use another {arg}")
+        values = "; ".join(f"{k}: {_short(old.get(k))} recorded, {_short(new.get(k))} now" for k in diff)
+        raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}; {values}); "
+                         f"use another {arg}")
 
 
 def check_or_record_methods(out, resolved: Dict[str, dict], former: Callable[[str], Optional[dict]],

@@ -89,3 +89,33 @@ def test_a_training_set_is_not_an_evaluation_dataset(tmp_path, capsys, monkeypat
         err = capsys.readouterr().err
         assert "--dataset must be one of" in err and repr(name) in err and "boolq-heldout" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_command_json_resumes_a_run_given_relative_paths(tiny_gpt2_dir, tmp_path, monkeypatch, capsys):
+    """A run whose model and data file were given as relative paths is resumed by --config
+    OUT/command.json (which holds them as absolute paths) from the folder it was started in; a
+    rerun with other settings is refused naming the recorded and the new value."""
+    import shutil
+
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(tiny_gpt2_dir, work / "model")
+    (work / "data.jsonl").write_text("".join(json.dumps({"text": t, "label": y}) + "\n"
+                                             for t, y in [("the movie is good", 1), ("bad and slow", 0)]))
+    monkeypatch.chdir(work)
+    argv = ["evaluate", "--model", "model", "--dataset", "data.jsonl", "--label-field", "label", "--labels", " bad", " good",
+            "--template", "{text} :", "--methods", "saliency,random", "--metrics", "hard", "--n-steps", "2", "--n", "2",
+            "--out", "evb", "--no-progress"]
+    assert cli.main(argv) == 0
+    written = json.loads((work / "evb" / "command.json").read_text())
+    assert written["model"] == str(work / "model") and written["dataset"] == str(work / "data.jsonl")
+    capsys.readouterr()
+    assert cli.main(["evaluate", "--config", str(work / "evb" / "command.json")]) == 0
+    assert "computed 0 example(s)" in capsys.readouterr().out
+    # from another folder the recorded relative paths name other files: refused, both values named
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["evaluate", "--config", str(work / "evb" / "command.json")]) == 2
+    assert "(dataset, model; dataset: 'data.jsonl' recorded, " in capsys.readouterr().err
+    monkeypatch.chdir(work)
+    assert cli.main([*argv, "--seed", "5"]) == 2
+    assert "other settings (seed; seed: 0 recorded, 5 now)" in capsys.readouterr().err
