@@ -272,7 +272,8 @@ class Attribution:
         JSON does not know put into ``info``) leaves an existing file at ``path`` as it was.
 
         Raises:
-            TypeError: a value is not JSON-serialisable (nothing is written).
+            TypeError: a value is not JSON-serialisable (nothing is written). ValueError:
+                ``path`` is a folder. FileNotFoundError: its folder does not exist.
         """
         _write_json(path, self.to_dict())
 
@@ -305,9 +306,9 @@ class Attribution:
 
     @classmethod
     def load(cls, path) -> "Attribution":
-        """Read a result written by :meth:`save`."""
-        with open(path, encoding="utf-8") as fh:
-            return cls.from_dict(json.load(fh))
+        """Read a result written by :meth:`save` (:func:`load_attribution`, which names what is wrong
+        with a file that is not one)."""
+        return load_attribution(path)
 
 
 def _flatten_rows(x):
@@ -320,12 +321,17 @@ def load_attribution(path) -> Attribution:
     """Read an :class:`Attribution` saved with :meth:`Attribution.save`.
 
     Raises:
-        ValueError: the file holds several results (read it with :func:`load_attributions`).
+        ValueError: the file holds several results (read it with :func:`load_attributions`), or
+            is JSON but not a saved result.
     """
     with open(path, encoding="utf-8") as fh:
         d = json.load(fh)
     if isinstance(d, dict) and d.get("format") == MULTI_FORMAT:
         raise ValueError(f"{path} holds {len(d.get('results', []))} results; read it with aieg_fast.load_attributions")
+    if not (isinstance(d, dict) and "tokens" in d and "scores" in d):
+        raise ValueError(f"{path} is not a saved attribution (a JSON object with 'tokens' and 'scores', as "
+                         f"Attribution.save writes), got {type(d).__name__}"
+                         + (f" with keys {sorted(d)[:8]}" if isinstance(d, dict) else ""))
     return Attribution.from_dict(d)
 
 
@@ -341,6 +347,9 @@ def save_attributions(results, path) -> None:
         TypeError: an element is not an :class:`Attribution`, or a value is not JSON-serialisable
             (nothing is written; an existing file at ``path`` stays as it was).
     """
+    if isinstance(results, Attribution):
+        raise TypeError("results must be a sequence of Attribution objects, got one Attribution; "
+                        "save it with its .save(path), or pass [result]")
     results = list(results)
     for i, r in enumerate(results):
         if not isinstance(r, Attribution):
@@ -350,9 +359,18 @@ def save_attributions(results, path) -> None:
 
 def _write_json(path, obj) -> None:
     """``obj`` as JSON at ``path``: serialised in full first, then written to a temporary file in
-    the same folder and renamed over ``path`` (an existing file is replaced whole or not at all)."""
-    text = json.dumps(obj, ensure_ascii=False, indent=1)
+    the same folder and renamed over ``path`` (an existing file is replaced whole or not at all).
+
+    Raises:
+        ValueError: ``path`` is a folder or has no file name. FileNotFoundError: its folder does
+            not exist (names ``path``). TypeError: a value is not JSON-serialisable.
+    """
     path = Path(path)
+    if not path.name or path.is_dir():
+        raise ValueError(f"path must name a file to write, got {str(path)!r} (a folder)")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"path {str(path)!r}: the folder {str(path.parent)!r} does not exist")
+    text = json.dumps(obj, ensure_ascii=False, indent=1)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         tmp.write_text(text, encoding="utf-8")

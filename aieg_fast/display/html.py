@@ -6,12 +6,18 @@ from __future__ import annotations
 import html as _html
 import itertools
 import math
+import secrets
 
+from ..core.validation import check_bool
 from .scale import grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target, target_probability
 
 __all__ = ["to_html"]
 
+#: element ids ``aieg-fast-<run>-<n>``: the random run part keeps snippets of two processes (a notebook
+#: rerun after a restart, pages joining several runs' snippets) from sharing ids, which scope the CSS and
+#: the words / tokens switch
+_RUN = secrets.token_hex(4)
 _ids = itertools.count()
 
 # scoped by the container's id; explicit colours so light and dark page themes both read
@@ -63,7 +69,7 @@ def _legend(attr, scale, words: bool) -> str:
 
 
 def _wrap(attr, scale, body: str, words: bool) -> str:
-    uid = f"aieg-fast-{next(_ids)}"
+    uid = f"aieg-fast-{_RUN}-{next(_ids)}"
     if scale.signed:
         grad = "rgb(0,0,255), rgb(255,255,255), rgb(255,0,0)"
     else:
@@ -128,7 +134,7 @@ _TOGGLE_CSS = """
 
 def _toggle_html(attr, values: bool) -> str:
     """Both views, words and tokens, with a checkbox that switches between them in CSS alone."""
-    uid = f"aieg-fast-{next(_ids)}"
+    uid = f"aieg-fast-{_RUN}-{next(_ids)}"
     render = _grid_html if attr.scores.dim() == 2 else _strip_html
     return (f'<div class="aieg-fast-toggle" id="{uid}"><style>{_TOGGLE_CSS.format(id=uid)}</style>'
             f'<input type="checkbox" id="{uid}-tokens"><label for="{uid}-tokens"> show tokens instead of words</label>'
@@ -158,7 +164,12 @@ def to_html(attr, words: bool = True, values: bool = False, toggle: bool = False
 
     Returns:
         str: the HTML (a ``<div>``; wrap it in a page with ``<meta charset='utf-8'>``).
+
+    Raises:
+        ValueError: ``words``, ``values`` or ``toggle`` not a bool.
     """
+    for name, flag in (("words", words), ("values", values), ("toggle", toggle)):
+        check_bool(name, flag)
     if toggle:
         return _toggle_html(attr, values)
     if attr.scores.dim() == 2:

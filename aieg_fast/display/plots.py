@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ..core.validation import check_bool
 from .scale import grid, make_scale, no_signal, row_flags, strip
 
 __all__ = ["plot", "to_dataframe"]
@@ -43,9 +44,13 @@ def plot(attr, words: bool = True, ax=None, figsize=None):
     Returns:
         matplotlib.figure.Figure.
 
+    Token texts are drawn as typed (``$`` does not start matplotlib's math text).
+
     Raises:
+        ValueError: ``words`` not a bool.
         ImportError: matplotlib is not installed.
     """
+    check_bool("words", words)
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -74,10 +79,11 @@ def plot(attr, words: bool = True, ax=None, figsize=None):
     im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     if future is not None:  # the future is blank, not "held fixed"
         ax.imshow(np.ma.masked_where(~future, np.ones_like(data)), cmap="Greys", vmin=0, vmax=10, aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(len(labels)), labels, rotation=60 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center")
-    ax.set_yticks(range(len(row_labels)), row_labels) if row_labels else ax.set_yticks([])
+    ax.set_xticks(range(len(labels)), labels, rotation=60 if len(labels) > 6 else 0, ha="right" if len(labels) > 6 else "center",
+                  parse_math=False)
+    ax.set_yticks(range(len(row_labels)), row_labels, parse_math=False) if row_labels else ax.set_yticks([])
     extra = scale.note or scale.caveat or "; ".join(f["message"] for f in flags if f["kind"] == "caveat")
-    ax.set_title(_title(attr) + (f"\n{extra}" if extra else ""), fontsize=9)
+    ax.set_title(_title(attr) + (f"\n{extra}" if extra else ""), fontsize=9, parse_math=False)
     fig.colorbar(im, ax=ax, shrink=0.8, label="score")
     return fig
 
@@ -93,8 +99,10 @@ def to_dataframe(attr, words: bool = False):
     visible at that step.
 
     Raises:
+        ValueError: ``words`` not a bool.
         ImportError: pandas is not installed (``pip install pandas``).
     """
+    check_bool("words", words)
     import pandas as pd
 
     L = len(attr.tokens)

@@ -13,7 +13,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from ..core.validation import check_int
+from ..core.validation import check_bool, check_int
 from .scale import Scale, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target, target_probability
 
@@ -208,8 +208,9 @@ def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k
         top_k: entries per line of a generation result.
 
     Raises:
-        ValueError: ``width`` not None or an int ≥ 1, ``top_k`` not an int ≥ 1.
+        ValueError: ``words`` not a bool, ``width`` not None or an int ≥ 1, ``top_k`` not an int ≥ 1.
     """
+    check_bool("words", words)
     if width is not None:
         check_int("width", width, 1)
     check_int("top_k", top_k, 1)

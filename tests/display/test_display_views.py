@@ -337,3 +337,59 @@ def test_custom_target_fn_header_names_the_function_not_a_token(tiny_gpt2):
     assert "F = custom:margin" in h and "p(target)" not in h
     plain = tiny_gpt2.attribute("the movie is good", method="saliency", target_fn="logprob")
     assert "p(target)" in plain.to_html()  # a token target keeps its probability
+
+
+def test_view_flags_must_be_bools():
+    """words / values / toggle given as strings (``"no"`` is truthy) are refused, naming the flag."""
+    res = _result()
+    for call, name in ((lambda: res.to_html(values="no"), "values"), (lambda: res.to_html(words="no"), "words"),
+                       (lambda: res.to_html(toggle=1), "toggle"), (lambda: res.show(file=io.StringIO(), words="no"), "words"),
+                       (lambda: res.plot(words="no"), "words"), (lambda: res.to_dataframe(words=0), "words")):
+        with pytest.raises(ValueError, match=rf"{name} must be True or False"):
+            call()
+
+
+def test_plot_draws_dollar_signs_as_typed(tmp_path):
+    """Tokens with ``$...$`` (LaTeX in the prompt) are drawn as typed, not parsed as math text
+    (which raised for ``$$E=mc^2$$``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    tok = byte_level_tokenizer()
+    text = "a $$E=mc^2$$ b $x^2$"
+    ids = tok(text)["input_ids"]
+    res = aieg_fast.Attribution(tokens=[tok.decode([i]) for i in ids], token_ids=ids, scores=torch.linspace(-1, 1, len(ids)),
+                                method="saliency", target={"kind": "token", "id": 5, "text": " $y$"}, model="m", text=text)
+    res.plot(words=False).savefig(tmp_path / "t.png")
+    fig = res.plot()  # one word "$$E=mc^2$$": math text would raise
+    fig.savefig(tmp_path / "x.png")
+    labels = [t for t in fig.axes[0].get_xticklabels()]
+    assert all(not t.get_parse_math() for t in labels) and "$" in "".join(t.get_text() for t in labels)
+    assert not fig.axes[0].title.get_parse_math()
+
+
+def test_html_ids_differ_between_processes():
+    """Each process's snippets carry a random part in their ids, so two runs' snippets on one page
+    (or a notebook rerun after a restart) do not share the ids the CSS and the switch use."""
+    import subprocess
+    import sys
+
+    code = ("import torch, aieg_fast, re; r = aieg_fast.Attribution(tokens=['a'], token_ids=[1], scores=torch.ones(1), "
+            "method='m', target={'kind': 'token', 'id': 1}); print(re.search(r'id=\"([^\"]+)\"', r.to_html(toggle=True)).group(1))")
+    ids = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() for _ in range(2)}
+    assert len(ids) == 2 and all(i.startswith("aieg-fast-") for i in ids)
+
+
+def test_save_and_load_errors_name_the_path(tmp_path):
+    res = _result()
+    with pytest.raises(ValueError, match="path must name a file to write"):
+        res.save(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"the folder '.*nodir' does not exist"):
+        res.save(tmp_path / "nodir" / "x.json")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "other.json").write_text('{"a": 1}')
+    for load in (aieg_fast.load_attribution, aieg_fast.Attribution.load):
+        with pytest.raises(ValueError, match=r"is not a saved attribution .* got dict with keys \['a'\]"):
+            load(tmp_path / "other.json")
+    with pytest.raises(TypeError, match=r"got one Attribution; save it with its .save\(path\), or pass \[result\]"):
+        aieg_fast.save_attributions(res, tmp_path / "all.json")
