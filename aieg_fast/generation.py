@@ -51,7 +51,10 @@ from .core.validation import check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
 
-__all__ = ["attribute_generation", "continuation_ids"]
+__all__ = ["DEFAULT_MAX_NEW_TOKENS", "attribute_generation", "continuation_ids"]
+
+#: tokens decoded greedily when neither ``max_new_tokens`` nor ``generated_text`` is given.
+DEFAULT_MAX_NEW_TOKENS = 8
 
 
 def _pad_token_id(ex) -> int:
@@ -107,13 +110,13 @@ def _given_ids(ex, generated_text, context: str):
 
 
 @holding_model_lock
-def continuation_ids(ex, prompt: str, max_new_tokens: int = 8, generated_text: Optional[Union[str, Sequence[int]]] = None,
-                     template: Optional[str] = None) -> List[int]:
+def continuation_ids(ex, prompt: str, max_new_tokens: Optional[int] = None,
+                     generated_text: Optional[Union[str, Sequence[int]]] = None, template: Optional[str] = None) -> List[int]:
     """The token ids :func:`attribute_generation` explains for these arguments, without attributing.
 
-    Greedy decoding of ``max_new_tokens`` tokens after the encoded prompt (stopping early at
-    EOS, which is kept), or the ids of ``generated_text`` (a string tokenised as it would follow
-    the prompt, or a list of ids taken as given; then ``max_new_tokens`` is ignored). Passing
+    Greedy decoding of ``max_new_tokens`` tokens (default 8) after the encoded prompt (stopping
+    early at EOS, which is kept), or the ids of ``generated_text`` (a string tokenised as it
+    would follow the prompt, or a list of ids taken as given; not with ``max_new_tokens``). Passing
     the result as ``generated_text=`` to several ``attribute_generation`` calls makes every
     method explain the same tokens without decoding again.
 
@@ -126,13 +129,13 @@ def continuation_ids(ex, prompt: str, max_new_tokens: int = 8, generated_text: O
 
     Raises:
         ValueError: a classification head, an empty prompt or ``generated_text``,
-            ``max_new_tokens`` < 1, ids outside the vocabulary, or more tokens than the model's
-            positions. TypeError: ``generated_text`` of another type.
+            ``max_new_tokens`` < 1 or given with ``generated_text``, ids outside the vocabulary,
+            or more tokens than the model's positions. TypeError: ``generated_text`` of another type.
         RuntimeError: ``model.generate`` returned no new token.
     """
     if ex.adapter.kind != "causal_lm":
         raise ValueError("continuation_ids needs a causal language model, not a classification head")
-    check_int("max_new_tokens", max_new_tokens, 1)
+    max_new_tokens = _new_tokens(max_new_tokens, generated_text)
     prompt_ids, _, full_prompt, _ = ex.encode_with_offsets(prompt, template)
     gen_ids = _given_ids(ex, generated_text, full_prompt)[0] if generated_text is not None else None
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
@@ -143,7 +146,7 @@ def continuation_ids(ex, prompt: str, max_new_tokens: int = 8, generated_text: O
 def attribute_generation(
     self,
     prompt: str,
-    max_new_tokens: int = 8,
+    max_new_tokens: Optional[int] = None,
     generated_text: Optional[Union[str, Sequence[int]]] = None,
     method: str = "aieg",
     n_steps: int = 50,
@@ -173,8 +176,9 @@ def attribute_generation(
 
     Args:
         prompt (str): the prompt text (placed in ``template`` at ``{text}`` when given).
-        max_new_tokens (int): tokens to generate greedily (≥ 1); generation stops early at EOS.
-            Ignored when ``generated_text`` is given.
+        max_new_tokens (int, optional): tokens to generate greedily (≥ 1; None: 8); generation
+            stops early at EOS. Not with ``generated_text`` (refused: the continuation is then
+            given; cut it first, e.g. ``continuation_ids(ex, prompt, generated_text=t)[:n]``).
         generated_text (str or list of int, optional): teacher forcing: the continuation to
             explain. A string is tokenized as it would follow the prompt (the prompt and it
             together, the prompt's own tokens taken off: no spurious leading piece such as
@@ -215,7 +219,8 @@ def attribute_generation(
         score; also ``steps[t]["target"]["prob"]``).
 
     Raises:
-        ValueError: empty prompt, max_new_tokens < 1, ``interpolate_generated`` / ``shared`` /
+        ValueError: empty prompt, max_new_tokens < 1 or given with ``generated_text``,
+            ``interpolate_generated`` / ``shared`` /
             ``progress`` not a bool, empty ``generated_text``, too many tokens for the model, a
             classification head, unknown method or option, n_steps < 2 or too
             large for memory, ``internal_batch_size`` not a positive int, a bad ``max_memory``.
@@ -224,6 +229,7 @@ def attribute_generation(
     ex = self
     t0 = time.perf_counter()
     # ---- validation first: nothing below touches the model until everything is checked
+    max_new_tokens = _new_tokens(max_new_tokens, generated_text)
     _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory,
                            dict(interpolate_generated=interpolate_generated, progress=progress, shared=shared))
     m = get_method(method)
@@ -260,6 +266,19 @@ def attribute_generation(
                      dict(out.options, n_steps=n_steps, target_fn=call.target_fn_name, template=template, **call.record,
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"], interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
+
+
+def _new_tokens(max_new_tokens, generated_text) -> int:
+    """``max_new_tokens`` as decoded (8 when None); refused with ``generated_text`` (ValueError),
+    where it would otherwise be ignored."""
+    if max_new_tokens is None:
+        return DEFAULT_MAX_NEW_TOKENS
+    if generated_text is not None:
+        raise ValueError(f"max_new_tokens={max_new_tokens!r} decodes a continuation, but generated_text gives one; "
+                         "give one of them (to explain part of a given text, cut it first: "
+                         "continuation_ids(ex, prompt, generated_text=text)[:n])")
+    check_int("max_new_tokens", max_new_tokens, 1)
+    return max_new_tokens
 
 
 def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory,

@@ -178,6 +178,8 @@ def test_json_roundtrip_and_display(tmp_path, tiny_llama):
         (dict(prompt="   "), r"text is empty"),
         (dict(prompt=PROMPT, generated_text=""), r"generated_text is empty"),
         (dict(prompt=PROMPT, generated_text=[]), r"generated_text is an empty list"),
+        (dict(prompt=PROMPT, generated_text=" and more", max_new_tokens=2),
+         r"max_new_tokens=2 decodes a continuation, but generated_text gives one"),
         (dict(prompt=PROMPT, max_new_tokens=200), r"exceed the model's 64 positions"),
         (dict(prompt=PROMPT, method="nope"), r"method must be one of"),
         (dict(prompt=PROMPT, n_steps=1), r"n_steps must be an int >= 2, got 1"),
@@ -235,3 +237,17 @@ def test_shared_grad_ellm_two_layers(tiny_llama, preset):
     a = tiny_llama.attribute_generation("a positive review", shared=True, **kw)
     b = tiny_llama.attribute_generation("a positive review", shared=False, **kw)
     torch.testing.assert_close(a.scores, b.scores, atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+def test_continuation_ids_default_and_given_text(tiny):
+    """continuation_ids decodes 8 tokens by default (unless EOS comes first), takes a given
+    continuation as it is, and refuses max_new_tokens with a given continuation (it would be
+    ignored), as attribute_generation does."""
+    from aieg_fast.generation import DEFAULT_MAX_NEW_TOKENS, continuation_ids
+
+    ids = continuation_ids(tiny, PROMPT)
+    assert len(ids) == DEFAULT_MAX_NEW_TOKENS or ids[-1] == tiny.tokenizer.eos_token_id
+    assert continuation_ids(tiny, PROMPT, 3) == ids[:3]
+    assert continuation_ids(tiny, PROMPT, generated_text=[5, 6, 7]) == [5, 6, 7]
+    with pytest.raises(ValueError, match="max_new_tokens=3 decodes a continuation, but generated_text gives one"):
+        continuation_ids(tiny, PROMPT, 3, generated_text=[5, 6, 7])
