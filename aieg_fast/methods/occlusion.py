@@ -78,6 +78,17 @@ class Occlusion(Method):
     gradients = False
     multi_token_targets = True
 
+    @classmethod
+    def options(cls, **values):
+        """Validated options; ``span_width`` / ``span_stride`` given with a granularity other than
+        ``"span"`` are refused (ValueError), as they would be ignored."""
+        opts = super().options(**values)
+        given = [k for k in ("span_width", "span_stride") if k in values]
+        if given and opts.granularity != "span":
+            raise ValueError(f"{' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to granularity='span' only; got granularity={opts.granularity!r} "
+                             f"with {', '.join(f'{k}={values[k]!r}' for k in given)}")
+        return opts
+
     def step_bytes(self, opts, n_steps: int) -> int:
         """No interpolation path: ``n_steps`` costs nothing here (0 bytes)."""
         return 0

@@ -115,7 +115,8 @@ def test_batch_and_chunks_do_not_change_scores(tiny_llama, side):
 @pytest.mark.parametrize("granularity", ["word", "span"])
 def test_generation_shared_equals_per_context(tiny, granularity):
     ex = tiny
-    kw = dict(generated_text=" and the actors", method="occlusion", granularity=granularity, span_width=2, interpolate_generated=True)
+    kw = dict(generated_text=" and the actors", method="occlusion", granularity=granularity, interpolate_generated=True,
+              **(dict(span_width=2) if granularity == "span" else {}))
     shared = ex.attribute_generation("the movie is good", **kw)
     per = ex.attribute_generation("the movie is good", shared=False, **kw)
     torch.testing.assert_close(shared.scores, per.scores, equal_nan=True, atol=1e-6, rtol=1e-4)
@@ -140,7 +141,10 @@ def test_bad_options_are_refused_before_any_work(tiny_llama):
     ex = tiny_llama
     before = model_state(ex)
     for kw, msg in [(dict(granularity="sentence"), "granularity"), (dict(measure="l2"), "measure"),
-                    (dict(granularity="span", span_width=2, span_stride=3), "span_stride"), (dict(span_width=0), "span_width")]:
+                    (dict(granularity="span", span_width=2, span_stride=3), "span_stride"),
+                    (dict(granularity="span", span_width=0), "span_width"),
+                    (dict(span_width=5), r"span_width applies to granularity='span' only; got granularity='token' with span_width=5"),
+                    (dict(granularity="word", span_width=2, span_stride=1), r"span_width and span_stride apply to granularity='span'")]:
         with pytest.raises(ValueError, match=msg):
             ex.attribute(TEXT, method="occlusion", **kw)
     with pytest.raises(ValueError, match="single-token target"):
