@@ -137,6 +137,13 @@ def test_cli_target_is_id_needs_an_integer(capsys):
     assert "--target-is-id needs --target to be an integer" in capsys.readouterr().err
 
 
+def test_cli_no_contrast_needs_task(capsys):
+    from aieg_fast.cli import main
+
+    assert main(["explain", "the movie is great", "--no-contrast"]) == 2
+    assert "--no-contrast applies with --task" in capsys.readouterr().err
+
+
 def test_cli_explain_auto_steps(tiny_gpt2, tmp_path, monkeypatch, capsys):
     """--n-steps auto with --tolerance and --max-steps reach attribute (model loading patched to
     the tiny model); a bad --n-steps is an argument error."""
