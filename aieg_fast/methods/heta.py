@@ -30,7 +30,7 @@ from torch import Tensor
 
 from ..core.batch import Batch
 from ..core.capture import AttentionCapture, ProjectionCapture, ResidualCapture, ResidualInput
-from ..core.curvature import rademacher_probes, token_hvp_l1
+from ..core.curvature import check_probe_memory, rademacher_probes, token_hvp_l1
 from ..core.model_state import model_prepared
 from ..core.objective import target_scores
 from ..core.occlusion import occlude, occlusion_groups, reference_outputs, runs_after_prefix, spread
@@ -443,6 +443,8 @@ class HETA(Method):
                 raise ValueError(f"{name} must be at most the model's {ad.n_layers} layers, got {k}")
         if ctx.step_ids is not None:
             raise ValueError("heta explains a single target token")
+        if "curvature" in o.component_set():
+            check_probe_memory(int((~ctx.batch.fixed).sum(-1).max()), o.n_probes, ad.hidden_size)
         s = dict(o.settings(), components=o.component_set(), curvature_layers=o.curvature_layers, gate_layers=o.gate_layers)
         auto = isinstance(ctx.target_fn, str) and ctx.target_fn == "logit"
         s["objective"] = o.objective if o.objective != "auto" else ("logprob" if auto else "target_fn")

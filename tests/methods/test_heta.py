@@ -298,7 +298,8 @@ def test_bad_options_are_refused_before_any_work(tiny_llama):
              (dict(components=["gate", "gate"]), "components"), (dict(beta=-1), "beta"), (dict(gamma=True), "gamma"),
              (dict(window=1), "window"), (dict(window_overlap=1.0), "window_overlap"), (dict(rollout="sum"), "rollout"),
              (dict(objective="logit"), "objective"), (dict(preset="v2"), "preset"), (dict(curvature_layers=3), "curvature_layers"),
-             (dict(gate_layers=0), "gate_layers")]
+             (dict(gate_layers=0), "gate_layers"),
+             (dict(n_probes=10**9), r"n_probes=1000000000 would need about .* GB for the probes alone")]
     for kw, msg in cases:
         with pytest.raises(ValueError, match=msg):
             ex.attribute(TEXT, method="heta", **kw)
