@@ -3,6 +3,7 @@ the result. The methods live in :mod:`aieg_fast.methods`, the engine in :mod:`ai
 generation in :mod:`aieg_fast.generation`."""
 from __future__ import annotations
 
+import operator
 import time
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -29,6 +30,24 @@ from .models import adapter_for, load_hf_model
 from .result import Attribution
 
 __all__ = ["Explainer", "load_model"]
+
+
+def _as_int(value):
+    """``value`` as a Python int when it is an integer of another library (``numpy.int64``, a
+    one-element integer tensor such as ``logits.argmax()``); anything else as it is (a bool, a
+    float or a bool tensor stays, and is refused by the caller)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if torch.is_tensor(value):
+        if value.numel() != 1 or value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
+            return value
+        return int(value.item())
+    if type(value).__name__.startswith("bool"):  # numpy.bool_
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
 
 
 class Explainer:
@@ -235,12 +254,14 @@ class Explainer:
         Raises:
             ValueError: a string that is not a single token (unless ``multi_token``), an id out
                 of range, an unknown label.
-            TypeError: a target that is neither a str, an int nor None (a bool, a float).
+            TypeError: a target that is neither a str, an int nor None (a bool, a float). NumPy
+                integers and one-element integer tensors (``logits.argmax()``) count as ints.
 
         Warns:
             AttributionWarning: the target's text merges with the end of ``context`` (the
                 prompt's last tokens change when it follows); it is then tokenised alone.
         """
+        target = _as_int(target)
         if self.adapter.kind == "classifier":
             n = self.adapter.num_labels
             id2label = getattr(self.model.config, "id2label", {}) or {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -513,6 +514,9 @@ def test_missing_model_path(tmp_path):
         (lambda ex: ex.attribute(b"hello"), r"text must be a str or a list of str, got bytes"),
         (lambda ex: ex.attribute(TEXT, template=5), r"template must be a str .* got int"),
         (lambda ex: ex.attribute(TEXT, target=3.5), r"target must be a token string, a token id or None, got float"),
+        (lambda ex: ex.attribute(TEXT, target=torch.tensor(3.0)), r"target must be a token string, a token id or None, got Tensor"),
+        (lambda ex: ex.attribute(TEXT, target=torch.tensor([3, 4])), r"target must be a token string, a token id or None, got Tensor"),
+        (lambda ex: ex.attribute(TEXT, target=np.bool_(True)), r"target must be a token string, a token id or None, got bool"),
     ],
 )
 def test_wrong_types(tiny_gpt2, call, match):
@@ -520,6 +524,15 @@ def test_wrong_types(tiny_gpt2, call, match):
     with pytest.raises(TypeError, match=match):
         call(tiny_gpt2)
     assert _model_state(tiny_gpt2) == before
+
+
+def test_numpy_and_tensor_integer_targets_are_token_ids(tiny_gpt2):
+    """A target id from numpy or torch (``logits.argmax()``) explains the same token as the int."""
+    want = tiny_gpt2.attribute(TEXT, target=7, method="saliency")
+    for t in (np.int64(7), np.int32(7), torch.tensor(7), torch.tensor([7])):
+        got = tiny_gpt2.attribute(TEXT, target=t, method="saliency")
+        assert got.target["id"] == 7 and isinstance(got.target["id"], int)
+        torch.testing.assert_close(got.scores, want.scores)
 
 
 def test_load_model_wrong_type():
