@@ -440,7 +440,7 @@ class Explainer:
         tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob", context=c) for t, (c, _) in zip(targets, sources)]
         step_ids, encoded = multi_token_inputs(m, call, tinfo, encoded, self.adapter.max_positions, self.device,
                                                sorted(n for n, c in METHODS.items() if c.multi_token_targets))
-        check_targets_against(call, [ti["id"] for ti in tinfo])
+        check_targets_against(call, [ti["id"] for ti in tinfo], [ti.get("text") for ti in tinfo])
         batch = apply_baseline(self, self.build_batch(encoded, padding_side), call, m.uses_baseline)
         words = self._word_ids(batch, sources) if m.needs_words(opts) else None
         with progress_bar(progress, method) as bar:

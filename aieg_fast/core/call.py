@@ -128,14 +128,18 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
     return CallSettings(tfn, contrast, baseline, alpha0, n_baseline_samples, baseline_noise, seed)
 
 
-def check_targets_against(settings: CallSettings, target_ids: Sequence[Optional[int]]) -> None:
-    """A given target must be in the label set and differ from its contrast (ValueError)."""
+def check_targets_against(settings: CallSettings, target_ids: Sequence[Optional[int]],
+                          target_texts: Optional[Sequence[Optional[str]]] = None) -> None:
+    """A given target must be in the label set and differ from its contrast (ValueError, naming
+    the target by its text, from ``target_texts``, and its id)."""
     tfn = settings.target_fn
     for i, t in enumerate(target_ids):
         if t is None:
             continue
         if isinstance(tfn, LabelSet) and t not in tfn.ids:
-            raise ValueError(f"target {t} is not in label_set {list(tfn.texts)} (ids {list(tfn.ids)})")
+            text = target_texts[i] if target_texts is not None and i < len(target_texts) else None
+            name = f"{text!r} (id {t})" if text is not None else str(t)
+            raise ValueError(f"target {name} is not in label_set {list(tfn.texts)} (ids {list(tfn.ids)})")
         c = settings.contrast[i] if i < len(settings.contrast) else None
         if c is not None and c["id"] == t:
             raise ValueError(f"contrast_target equals the target (id {t}); F = z_t − z_c would be 0")

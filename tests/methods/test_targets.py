@@ -2,6 +2,8 @@
 multi-token targets and generation step probabilities (issue 13), against plain forwards."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -64,6 +66,9 @@ def test_label_set_checks_before_work(tiny):
     before = model_state(tiny)
     with pytest.raises(ValueError, match="not in label_set"):
         tiny.attribute(TEXT, method="saliency", target=3, target_fn="label_logprob", label_set=[5, 17])
+    text = tiny.token_texts([3])[0]  # the target named as typed, with its id
+    with pytest.raises(ValueError, match=rf"target {re.escape(repr(text))} \(id 3\) is not in label_set"):
+        tiny.attribute(TEXT, method="saliency", target=text, target_fn="label_logprob", label_set=[5, 17])
     with pytest.raises(ValueError, match="label_set is used only"):
         tiny.attribute(TEXT, method="saliency", label_set=[5, 17])
     with pytest.raises(ValueError, match="needs label_set"):
