@@ -6,7 +6,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import torch
 
-__all__ = ["check_call_settings", "check_choice", "check_int", "check_bool", "check_options", "parse_memory", "parse_dtype",
+__all__ = ["CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_bool", "check_options", "parse_memory", "parse_dtype",
            "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
@@ -33,11 +33,25 @@ def check_bool(name: str, value) -> None:
 
 
 def check_options(method: str, options: Mapping[str, Any], allowed: Iterable[str]) -> None:
-    """Raise ValueError naming the unknown keys of ``options`` and the allowed ones."""
+    """Raise ValueError naming the unknown keys of ``options`` and the allowed ones; a key that is a
+    setting of the call rather than of the method (``alpha_range``, ``internal_batch_size``, ...,
+    e.g. given as the CLI's ``--option``) is named as such, with its command-line flag."""
     allowed = list(allowed)
     unknown = [k for k in options if k not in allowed]
     if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for method {method!r}; allowed: {sorted(allowed)}")
+        calls = [k for k in unknown if k in CALL_SETTINGS]
+        hint = "".join(f"; {k} is a setting of the call, not a method option (attribute(..., {k}=...); "
+                       f"on the command line {CALL_SETTINGS[k]})" for k in calls)
+        raise ValueError(f"unknown option(s) {unknown} for method {method!r}; allowed: {sorted(allowed)}{hint}")
+
+
+#: settings of an attribution call that are not method options, with their ``aieg-fast explain`` flag
+CALL_SETTINGS = {
+    "n_steps": "--n-steps", "internal_batch_size": "--internal-batch-size", "alpha_range": "--alpha-start",
+    "baseline": "--baseline", "n_baseline_samples": "--n-baseline-samples", "seed": "--seed", "target": "--target",
+    "target_fn": "--target-fn", "contrast_target": "--contrast-target", "template": "--template", "backend": "--backend",
+    "tolerance": "--tolerance", "max_steps": "--max-steps", "max_new_tokens": "--generate",
+}
 
 
 def parse_memory(value) -> int:
