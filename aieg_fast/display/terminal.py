@@ -114,7 +114,7 @@ def _table(labels, vals, fixed, scale: Scale, color: bool, width: int) -> Paddin
     for lab, v, fx in zip(labels, vals, fixed):
         if fx or math.isnan(v):
             continue
-        n = int(round(bar_w * abs(v) / scale.vmax)) if scale.vmax and not scale.note else 0
+        n = int(round(bar_w * min(abs(v) / scale.vmax, 1.0))) if scale.vmax and not scale.note else 0  # ±inf: a full bar
         paint = color and not scale.note
         bar_style = Style(color=Color.from_rgb(*scale.rgb(math.copysign(scale.vmax, v)))) if paint else ""
         table.add_row(

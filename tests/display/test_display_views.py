@@ -393,3 +393,13 @@ def test_save_and_load_errors_name_the_path(tmp_path):
             load(tmp_path / "other.json")
     with pytest.raises(TypeError, match=r"got one Attribution; save it with its .save\(path\), or pass \[result\]"):
         aieg_fast.save_attributions(res, tmp_path / "all.json")
+
+
+def test_show_infinite_score():
+    """An infinite score (e.g. edited by hand, no degenerate flag) is printed with a full bar
+    (the bar length raised OverflowError)."""
+    res = _result(scores=None)
+    res.scores[1] = float("inf")
+    out = io.StringIO()
+    res.show(file=out, words=False, width=70)
+    assert "+inf" in out.getvalue()
