@@ -10,7 +10,21 @@ from ..core.validation import DEVICE_MAPS, DTYPES
 from ..datasets import DATASETS
 from ..models import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME
 
-__all__ = ["add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE"]
+__all__ = ["add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE", "DefaultsHelpFormatter"]
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults formatter, without a second default where the help names one, without
+    "(default: None)" / "(default: False)", and lists written as the command line takes them."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default is None or default is False or default is argparse.SUPPRESS:
+            return text
+        if isinstance(default, (list, tuple)):
+            return f"{text} (default: {','.join(str(v) for v in default)})"
+        return super()._get_help_string(action)
 
 #: the resolved options of a command, written into its output folder (rerun with ``--config``)
 COMMAND_FILE = "command.json"

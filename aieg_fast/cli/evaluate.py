@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, is_dataset_file
-from .common import add_model_options, placement, write_command
+from .common import DefaultsHelpFormatter, add_model_options, placement, write_command
 from ..eval import (DEFAULT_METHODS, DEFAULT_N_NEW_TOKENS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, LONGRA_KS, METRIC_SETS,
                     PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation, evaluate_longra)
 
@@ -65,7 +65,7 @@ def add_parser(sub) -> None:
     """Add the ``evaluate`` subcommand to the subparsers ``sub``."""
     ev = sub.add_parser("evaluate", help="faithfulness metrics of attribution methods on a classification dataset "
                         "(sentiment, BoolQ, your file), LongRA's ground-truth check or generated text, per step",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        formatter_class=DefaultsHelpFormatter)
     folder_files = ", ".join(dict.fromkeys(DATASETS[k].file for k in EVALUATION_DATASETS if DATASETS[k].file))  # each file once
     add_model_options(ev)
     ev.add_argument("--dataset", default="sst2-sample", metavar="NAME|PATH",

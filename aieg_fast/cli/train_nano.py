@@ -1,11 +1,11 @@
 """``aieg-fast train-nano``: train GPT-nano on SST-2 train (:func:`aieg_fast.training.train_nano`)."""
 from __future__ import annotations
 
-import argparse
 import sys
 
 from ..datasets import DATASETS
 from ..training import train_nano
+from .common import DefaultsHelpFormatter
 
 __all__ = ["add_parser", "run"]
 
@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
     """Add the ``train-nano`` subcommand to the subparsers ``sub``."""
     train, dev = DATASETS["sst2-train"].file, DATASETS["sst2-dev"].file
     tn = sub.add_parser("train-nano", help="train GPT-nano (3 layers, 3 heads, 48 dims) on SST-2 train; saves to the cache",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        formatter_class=DefaultsHelpFormatter)
     tn.add_argument("--data-dir", default=None,
                     help=f"folder with {train} and optionally {dev} (default: $AIEG_FAST_DATA, else the copies shipped with the package)")
     tn.add_argument("--train-file", default=None, help=f"sentence<TAB>label file (default: DATA_DIR/{train})")

@@ -3,9 +3,9 @@ on one half of the BoolQ dev set, scored on the other) with LoRA
 (:func:`aieg_fast.training.train_sentiment`); the adapter shipped as ``smollm2-sst2`` was made by it."""
 from __future__ import annotations
 
-import argparse
 
 from ..training import TRAIN_TASKS, train_sentiment
+from .common import DefaultsHelpFormatter
 
 __all__ = ["add_parser", "run"]
 
@@ -13,7 +13,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub) -> None:
     """Add the ``train-sentiment`` subcommand to the subparsers ``sub``."""
     ts = sub.add_parser("train-sentiment", help="fine-tune SmolLM2-135M-Instruct on SST-2 (or BoolQ) with LoRA (resumable; "
-                        "SST-2: about 85 min on one core)", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                        "SST-2: about 85 min on one core)", formatter_class=DefaultsHelpFormatter)
     ts.add_argument("--task", choices=list(TRAIN_TASKS), default="sst2",
                     help="sst2: SST-2 train, scored on SST-2 dev; boolq: the BoolQ dev records with even idx (1,635), "
                          "scored on those with odd idx (boolq-heldout, the set to evaluate the model on)")

@@ -119,3 +119,16 @@ def test_command_json_resumes_a_run_given_relative_paths(tiny_gpt2_dir, tmp_path
     monkeypatch.chdir(work)
     assert cli.main([*argv, "--seed", "5"]) == 2
     assert "other settings (seed; seed: 0 recorded, 5 now)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["evaluate", "train-nano", "train-sentiment"])
+def test_help_names_each_default_once(cmd, capsys):
+    """--help gives a default once (not again after a help text that names one), leaves out
+    "(default: None)" / "(default: False)", and writes list defaults as the option takes them."""
+    with pytest.raises(SystemExit):
+        cli.main([cmd, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: None)" not in text and "(default: False)" not in text
+    assert text.count("(default: float32)") <= 1 and "default: float32) (default" not in text
+    if cmd == "evaluate":
+        assert "(default: 1,3,5)" in text and "(default: [" not in text
