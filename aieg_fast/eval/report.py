@@ -88,6 +88,16 @@ def topk_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Option
     return lines
 
 
+def _test_names(rows) -> str:
+    """The paired tests of ``rows`` in words, e.g. ``"wilcoxon; p = 1 where every difference is zero"``."""
+    names = sorted({r["test"] for r in rows if r["test"]})
+    zero = "all differences zero" in names
+    text = ", ".join(n for n in names if n != "all differences zero") or ("" if zero else "no test")
+    if zero:
+        text += ("; " if text else "") + "p = 1 where every difference is zero"
+    return text
+
+
 def _stars(p) -> str:
     """``**`` / ``*`` for a paired test's p < 0.01 / < 0.05; "" otherwise or without a test."""
     if p is None or not math.isfinite(p):
@@ -192,7 +202,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     metrics = [k for k in METRICS if any(r["metric"] == k and r["n"] > 0 for r in rows)] or list(METRICS)
     methods = list(dict.fromkeys(r["method"] for r in rows if r["n"] > 0 or r["method"] != "uniform"))
     by = {(r["method"], r["metric"]): r for r in rows}
-    tests = sorted({r["test"] for r in rows if r["test"]})
+    tests = _test_names(rows)
     hard = config.get("metrics", "all") == "hard"
     map_info = "" if hard else " Soft metrics: " + "; ".join(_MAP_TEXT[m] for m in config.get("soft_maps", ["relu"])) + "."
     title = "Faithfulness of generated text" if config.get("task") == "generation" else "Faithfulness"
@@ -206,7 +216,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
         "",
         "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better." + map_info + " "
         + (
-            f"`*` / `**`: paired test against {reference} p < 0.05 / p < 0.01 ({', '.join(tests) or 'no test'})."
+            f"`*` / `**`: paired test against {reference} p < 0.05 / p < 0.01 ({tests})."
             if reference in methods
             else f"No paired tests: {reference} is not among the methods."
         ),

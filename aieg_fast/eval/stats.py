@@ -195,7 +195,7 @@ def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence
     """Rows (method, k, metric, n, mean, CI, paired test vs ``reference`` at the same k) of the
     top-k sweep stored in the records (``methods[m]["topk_sweep"][f"{k:g}"][metric]``).
 
-    Keys: ``method``, ``topk``, ``metric``, ``n``, ``mean``, ``ci_low``, ``ci_high``,
+    Keys: ``method``, ``topk``, ``metric``, ``better`` ("higher" / "lower"), ``n``, ``mean``, ``ci_low``, ``ci_high``,
     ``mean_diff`` (mean of method − reference over the records where both are finite: nats for
     log-odds, probability for comprehensiveness and sufficiency), ``p_vs_reference`` (two-sided,
     uncorrected: :func:`paired_test`), ``reference`` and ``test``; NaN / "" without a test (the
@@ -208,7 +208,7 @@ def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence
             for metric in HARD_METRICS:
                 get = lambda r, name: r["methods"].get(name, {}).get("topk_sweep", {}).get(key, {}).get(metric)  # noqa: E731
                 pairs = [(get(r, m), get(r, reference)) for r in records]
-                rows.append({"method": m, "topk": k, "metric": metric, **mean_ci([v for v, _ in pairs], seed),
+                rows.append({"method": m, "topk": k, "metric": metric, "better": METRICS[metric], **mean_ci([v for v, _ in pairs], seed),
                              **_vs_reference(pairs, m, reference, methods, seed)})
     return rows
 

@@ -78,6 +78,14 @@ def _differing(old: dict, new: dict, keys) -> List[str]:
     return sorted(k for k in keys if not _same_setting(old.get(k), new.get(k)))
 
 
+def _what_differs(a, b):
+    """(a, b), or for two dicts only their entries that differ (the rest would hide them)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k, "<absent>") != b.get(k, "<absent>")]
+        return {k: a.get(k, "<absent>") for k in keys}, {k: b.get(k, "<absent>") for k in keys}
+    return a, b
+
+
 def _short(v, n: int = 60) -> str:
     text = repr(v)
     return text if len(text) <= n else text[: n - 3] + "..."
@@ -88,7 +96,7 @@ def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
     the recorded and the new value of each."""
     diff = _differing(old, new, keys)
     if diff:
-        values = "; ".join(f"{k}: {_short(old.get(k))} recorded, {_short(new.get(k))} now" for k in diff)
+        values = "; ".join(f"{k}: {_short(a)} recorded, {_short(b)} now" for k in diff for a, b in [_what_differs(old.get(k), new.get(k))])
         raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}; {values}); "
                          f"use another {arg}")
 

@@ -81,7 +81,7 @@ def test_resume_and_a_cut_last_line(tiny_gpt2, tmp_path, capsys):
     assert recs[3]["scores"] == whole[3]["scores"]
     assert attribute_dataset(data, out, tiny_gpt2, batch_size=2, **KW)["computed"] == 0
     # other settings, or other data, in the same folder: refused before any work
-    with pytest.raises(ValueError, match=r"other settings \(n_steps\)"):
+    with pytest.raises(ValueError, match=r"other settings \(n_steps; n_steps: "):
         attribute_dataset(data, out, tiny_gpt2, **dict(KW, n_steps=5))
     changed = [dict(r) for r in ROWS]
     changed[1]["text"] = "another text"

@@ -118,3 +118,18 @@ def test_summarise_topk_paired_tests_at_each_k():
     # no test when the reference is not among the methods
     alone = E.summarise_topk(recs, ["occ"], [0.1], reference="ig")
     assert all(r["reference"] == "" and math.isnan(r["p_vs_reference"]) for r in alone)
+
+
+def test_summary_names_the_tests_in_words():
+    from aieg_fast.eval.report import write_summary
+
+    rows = [{"method": m, "metric": "log_odds", "better": "lower", "n": 3, "mean": 0.1, "ci_low": 0.0, "ci_high": 0.2,
+             "p_vs_reference": p, "reference": "ig" if m != "ig" else "", "test": t}
+            for m, p, t in (("ig", float("nan"), ""), ("a", 0.01, "wilcoxon"), ("b", 1.0, "all differences zero"))]
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        md = write_summary(Path(d), rows, {"model": "m", "dataset": "d", "seed": 0, "topk": 0.2, "metrics": "hard",
+                                                 "n_steps": 4, "max_tokens": None, "prob_space": "labels"}, [], "ig")
+    assert "p < 0.05 / p < 0.01 (wilcoxon; p = 1 where every difference is zero)." in md
