@@ -291,6 +291,9 @@ def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_targ
     if ex.adapter.kind != "causal_lm":
         raise ValueError("attribute_generation needs a causal language model, not a classification head")
     check_int("max_new_tokens", max_new_tokens, 1)
+    if "compile" in options:
+        raise ValueError(f"compile={options['compile']!r}: attribute_generation runs uncompiled (compile= is an argument "
+                         "of Explainer.attribute); leave it out")
     if "target" in options:
         raise ValueError(
             f"attribute_generation explains each generated token, so its targets are the generated tokens "

@@ -23,12 +23,16 @@ def parse_fractions(s: str):
     """Comma-separated numbers (``0.05,0.1``) as a list of floats.
 
     Raises:
-        argparse.ArgumentTypeError: a part that is not a number.
+        argparse.ArgumentTypeError: a part that is not a number, or no number at all (an empty
+            string would silently mean "not asked").
     """
     try:
-        return [float(x) for x in s.split(",") if x.strip()]
+        out = [float(x) for x in s.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated fractions, got {s!r}") from None
+    if not out:
+        raise argparse.ArgumentTypeError(f"expected comma-separated fractions, got {s!r} (leave the option out for none)")
+    return out
 
 
 def parse_method_options(s: str) -> dict:

@@ -107,3 +107,12 @@ def test_evaluate_refuses_options_its_task_ignores(tmp_path, capsys, monkeypatch
     out = tmp_path / "run"
     assert cli.main(["evaluate", "--dataset", "sst2-sample", "--out", str(out), "--no-progress", *extra]) == 2
     assert re.search(match, capsys.readouterr().err) and not out.exists()
+
+
+def test_empty_fraction_list_is_refused(tmp_path, capsys):
+    """--topk-sweep "" (or --pis "") is an argument error, not a silent "no sweep"."""
+    for opt in ("--topk-sweep", "--pis"):
+        with pytest.raises(SystemExit):
+            cli.main(["evaluate", opt, "", "--out", str(tmp_path / "x")])
+        assert "leave the option out for none" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -185,6 +185,7 @@ def test_json_roundtrip_and_display(tmp_path, tiny_llama):
         (dict(prompt=PROMPT, n_steps=1), r"n_steps must be an int >= 2, got 1"),
         (dict(prompt=PROMPT, method="aieg", ef_mode="bogus"), r"ef_mode must be one of"),
         (dict(prompt=PROMPT, bogus_option=1), r"unknown option"),
+        (dict(prompt=PROMPT, compile=True), r"compile=True: attribute_generation runs uncompiled"),
         (dict(prompt=PROMPT, interpolate_generated="no"), r"interpolate_generated must be True or False, got 'no'"),
         (dict(prompt=PROMPT, shared="no"), r"shared must be True or False, got 'no'"),
         (dict(prompt=PROMPT, progress=1), r"progress must be True or False, got 1"),

@@ -79,7 +79,7 @@ def test_bad_ids_are_refused(tiny_gpt2, given, err, match):
     (dict(text=TEXT, input_ids=[1, 2]), r"give either text or input_ids .*, not both"),
     (dict(), r"give either text or input_ids .*, not neither"),
     (dict(input_ids=[1, 2], template="Q: {text}"), r"template applies to text; with input_ids"),
-    (dict(input_ids=[[1, 2], [3, 4]], target=[" good"]), r"target has 1 entries for 2 id sequences"),
+    (dict(input_ids=[[1, 2], [3, 4]], target=[" good"]), r"target has 1 entry for 2 id sequences: give one target per input"),
     (dict(text=TEXT, progress="yes"), r"progress must be True or False, got 'yes'"),
 ])
 def test_text_or_ids(tiny_gpt2, kwargs, match):
