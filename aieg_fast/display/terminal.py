@@ -4,6 +4,7 @@ for a generation result. The colours come from the scale the HTML view uses (:mo
 from __future__ import annotations
 
 import math
+import re
 from typing import Optional
 
 from rich.color import Color
@@ -17,7 +18,17 @@ from ..core.validation import check_bool, check_int
 from .scale import Scale, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target, target_probability
 
-__all__ = ["Heatmap", "show"]
+__all__ = ["Heatmap", "show", "printable"]
+
+#: characters a terminal would act on instead of showing: C0 / C1 controls (ESC starts colour and
+#: cursor sequences) but tab and newline, and the bidirectional overrides and isolates
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(s: str) -> str:
+    """``s`` with the characters a terminal would act on written as escapes (``\\x1b``,
+    ``\\u202e``), so a token cannot move the cursor, recolour the screen or reverse the line."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
 
 #: narrowest line width :func:`show` draws to
 MIN_WIDTH = 20
@@ -64,7 +75,7 @@ class Heatmap:
 
 def _header(attr):
     """``method: ...   target: ...   p(target): ...   F(x): ...`` (the last two when known), then ``model: ...``."""
-    parts = [f"method: {attr.method}", f"target: {describe_target(attr)}"]
+    parts = [f"method: {attr.method}", f"target: {printable(describe_target(attr))}"]
     prob = target_probability(attr)
     if prob is not None:
         parts.append(f"p(target): {prob:.3g}")
@@ -127,6 +138,7 @@ def _table(labels, vals, fixed, scale: Scale, color: bool, width: int) -> Paddin
 
 def _next_token(attr, words: bool, color: bool, width: int):
     labels, vals, fixed = strip(attr, words)
+    labels = [printable(x) for x in labels]
     scale = make_scale(vals, row_flags(attr))
     yield from _header(attr)
     yield _legend(scale, color)
@@ -159,6 +171,7 @@ def _step_line(head: str, labels, vals, vis, top_k: int, color: bool, width: int
 
 def _generation(attr, words: bool, top_k: int, color: bool, width: int):
     labels, row_labels, rows, visible = grid(attr, words)
+    labels, row_labels = [printable(x) for x in labels], [printable(x) for x in row_labels]
     T = len(rows)
     Lp = attr.prompt_length
     how = "teacher forced" if attr.info.get("teacher_forced") else "greedy"

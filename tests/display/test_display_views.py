@@ -403,3 +403,16 @@ def test_show_infinite_score():
     out = io.StringIO()
     res.show(file=out, words=False, width=70)
     assert "+inf" in out.getvalue()
+
+
+def test_show_escapes_terminal_controls():
+    """A token holding an escape sequence, a NUL or a right-to-left override is printed as escapes
+    (a terminal would otherwise act on them), in the text, the table and the header."""
+    tokens = ["ok", "\x1b[2J", "a\u202eb", "\x00"]
+    res = aieg_fast.Attribution(tokens=tokens, token_ids=[1, 2, 3, 4], scores=torch.tensor([1.0, 2.0, -1.0, 0.5]),
+                                method="saliency", target={"kind": "token", "id": 5, "text": "\x1b[31m"})
+    out = io.StringIO()
+    res.show(file=out, words=False, width=80)
+    text = out.getvalue()
+    assert "\x1b" not in text and "\u202e" not in text and "\x00" not in text
+    assert "\\x1b[2J" in text and "a\\u202eb" in text and "\\x00" in text and "\\x1b[31m" in text
