@@ -89,7 +89,8 @@ def _input_error(args):
     if args.generate is not None and (args.task is not None or args.target is not None):
         return "--generate explains the generated tokens; it cannot be combined with --task or --target"
     if args.no_contrast and args.task is None:
-        return "--no-contrast applies with --task (which contrasts the predicted label with the other one); without --task nothing is contrasted unless --contrast-target is given"
+        return ("--no-contrast applies with --task (which contrasts the predicted label with the other one); "
+                "without --task nothing is contrasted unless --contrast-target is given")
     if args.text is None and args.task is None:
         return "TEXT is required (or use --task sentiment to explain a shipped SST-2 sentence)"
     if args.target_is_id and (args.target is None or not args.target.lstrip("-").isdigit()):

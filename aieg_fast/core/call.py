@@ -107,8 +107,8 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
         raise ValueError("contrast_target cannot be combined with a callable target_fn (compute the contrast inside it)")
     cts = contrast_target if isinstance(contrast_target, (list, tuple)) else [contrast_target] * n_texts
     if len(cts) != n_texts:
-        raise ValueError(f"contrast_target has {len(cts)} entr{'y' if len(cts) == 1 else 'ies'} for {n_texts} text{'s' if n_texts != 1 else ''}: "
-                         "give one per text (or one for all)")
+        entries, texts = "entry" if len(cts) == 1 else "entries", "text" if n_texts == 1 else "texts"
+        raise ValueError(f"contrast_target has {len(cts)} {entries} for {n_texts} {texts}: give one per text (or one for all)")
     single = not isinstance(contrast_target, (list, tuple))
     contrast = [None if c is None else _resolve_as(ex, c, "contrast_target" if single else f"contrast_target[{i}]", ctx)
                 for i, (c, ctx) in enumerate(zip(cts, contexts))]

@@ -228,7 +228,8 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
     targets = target if isinstance(target, (list, tuple)) else [target] * len(inputs)
     if len(targets) != len(inputs):
         what = "id sequences" if input_ids is not None else "texts"
-        raise ValueError(f"target has {len(targets)} entr{'y' if len(targets) == 1 else 'ies'} for {len(inputs)} {what if len(inputs) != 1 else what[:-1]}: "
+        entries, what = "entry" if len(targets) == 1 else "entries", what if len(inputs) != 1 else what[:-1]
+        raise ValueError(f"target has {len(targets)} {entries} for {len(inputs)} {what}: "
                          "give one target per input (or one target for all)")
     return inputs, list(targets), single, input_ids is not None
 

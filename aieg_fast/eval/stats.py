@@ -208,7 +208,8 @@ def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence
             for metric in HARD_METRICS:
                 get = lambda r, name: r["methods"].get(name, {}).get("topk_sweep", {}).get(key, {}).get(metric)  # noqa: E731
                 pairs = [(get(r, m), get(r, reference)) for r in records]
-                rows.append({"method": m, "topk": k, "metric": metric, "better": METRICS[metric], **mean_ci([v for v, _ in pairs], seed),
+                rows.append({"method": m, "topk": k, "metric": metric, "better": METRICS[metric],
+                             **mean_ci([v for v, _ in pairs], seed),
                              **_vs_reference(pairs, m, reference, methods, seed)})
     return rows
 

@@ -85,7 +85,8 @@ class Occlusion(Method):
         opts = super().options(**values)
         given = [k for k in ("span_width", "span_stride") if k in values]
         if given and opts.granularity != "span":
-            raise ValueError(f"{' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to granularity='span' only; got granularity={opts.granularity!r} "
+            verb = "applies" if len(given) == 1 else "apply"
+            raise ValueError(f"{' and '.join(given)} {verb} to granularity='span' only; got granularity={opts.granularity!r} "
                              f"with {', '.join(f'{k}={values[k]!r}' for k in given)}")
         return opts
 

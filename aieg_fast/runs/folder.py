@@ -96,7 +96,8 @@ def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
     the recorded and the new value of each."""
     diff = _differing(old, new, keys)
     if diff:
-        values = "; ".join(f"{k}: {_short(a)} recorded, {_short(b)} now" for k in diff for a, b in [_what_differs(old.get(k), new.get(k))])
+        pairs = [(k, *_what_differs(old.get(k), new.get(k))) for k in diff]
+        values = "; ".join(f"{k}: {_short(a)} recorded, {_short(b)} now" for k, a, b in pairs)
         raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}; {values}); "
                          f"use another {arg}")
 
