@@ -121,7 +121,7 @@ def add_parser(sub) -> None:
                     "or a label word)")
     ev.add_argument("--target-field", default=None, help="dataset file: the column of a reference continuation (generation)")
     ev.add_argument("--id-field", default=None, help="dataset file: a column of unique ids (default: FILE:row)")
-    ev.add_argument("--template", default=None, help="prompt with {text} (and {column} fields of a dataset file); all "
+    ev.add_argument("--template", default=None, help="prompt with {text} (and, for a labelled dataset file, {column} fields; a generation prompt is {text} alone); all "
                     "fields are attributed, the rest held fixed (default: the dataset's)")
     ev.add_argument("--labels", nargs="+", default=None, metavar="WORD",
                     help="label words, one token each, index = label (e.g. ' no' ' yes'; default: the dataset's)")

@@ -65,7 +65,7 @@ from ..core.context import progress_bar
 from ..core.diagnostics import AttributionWarning
 from ..core.path import check_chunk_settings
 from ..core.validation import check_placement
-from ..datasets import DATASETS, is_dataset_file, load_records, user_dataset
+from ..datasets import DATASETS, is_dataset_file, load_records, template_fields, user_dataset
 from ..generation import continuation_ids
 from ..result import Attribution
 from ..runs import made_folder, rank_device, start as start_processes
@@ -365,6 +365,11 @@ def _check_generation_args(n_new_tokens, teacher_forced, target_fn, template) ->
         raise ValueError(f"target_fn must be one of {list(GENERATION_TARGET_FNS)} for generated text (no labels), got {target_fn!r}")
     if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):
         raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
+    others = [f for f in template_fields(template) if f != "text"] if template is not None else []
+    if others:  # a prompt is one text: other fields would reach the model as literal braces
+        raise ValueError(f"template of a generation run takes {{text}} (the prompt) only, got the field(s) {others} in "
+                         f"{template!r}: put that text in the prompt column (or give label_field / --label-field for "
+                         "a classification dataset, whose templates take several fields)")
     return eval_target_fn(target_fn, "vocab")
 
 

@@ -149,6 +149,7 @@ def test_mean_over_steps():
     (PROMPTS, {"n_new_tokens": None}, "n_new_tokens must be a positive int for greedy decoding"),
     (PROMPTS, {"target_fn": "contrast"}, "target_fn must be one of"),
     (PROMPTS, {"template": "no field"}, "template must contain"),
+    (PROMPTS, {"template": "C: {ctx} P: {text}"}, r"template of a generation run takes \{text\} \(the prompt\) only, got the field\(s\) \['ctx'\]"),
     (PROMPTS, {"methods": "saliency:bogus=1"}, "unknown option"),
     (PROMPTS, {"n_samples": 0}, "n_samples must be a positive int"),
 ])
