@@ -142,6 +142,12 @@ def test_user_dataset_files_and_objects(tmp_path):
     ("d.jsonl", b'{"text": "ok", "label": "yes"}\n', {}, r"label 'yes' is a name, not a class index; give labels"),
     ("d.jsonl", b'{"text": " ", "label": 1}\n', {}, r"line 1: field 'text' must be a non-empty string"),
     ("d.txt", b"text\n", {}, r"unknown file type '\.txt'"),
+    # every row with one comma too many: refused (the first column was read as the index)
+    ("d.csv", b"text,label\ngreat, really great,1\nbad, really bad,0\n", {}, r"line 2 has 3 fields, the header 2"),
+    ("d.csv", b"text,label,text\nok,1,x\n", {}, r"the header \(line 1\) names the column\(s\) \['text'\] more than once"),
+    # line numbers count quoted newlines and blank lines
+    ("d.csv", b'text,label\n"the movie\nis\ngood",1\n\nbad,2\n', {"labels": [" no", " yes"]},
+     r"row 1 \(line 6\): label 2 is not an index"),
 ])
 def test_user_dataset_errors_are_named(tmp_path, name, content, kwargs, match):
     f = tmp_path / name

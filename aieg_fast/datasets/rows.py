@@ -4,7 +4,8 @@
 
 * a ``.jsonl`` / ``.ndjson`` file (one JSON object per line; blank lines skipped), a ``.json``
   file holding a list of objects, a ``.csv`` or ``.tsv`` file with a header line (read with
-  pandas; every cell a string, an empty cell = no value);
+  Python's csv module; every cell a string, an empty cell = no value; a row with more cells
+  than the header refused);
 * a ``pandas.DataFrame``; a Hugging Face ``datasets.Dataset`` or anything like it (an object
   with ``column_names`` that iterates over dict rows), a list of dicts, or a list of strings
   (the texts, as ``{"text": ...}``).
@@ -60,20 +61,38 @@ def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
     return rows, where
 
 
-def _table_rows(path: Path) -> List[dict]:
-    import pandas as pd
-
+def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
+    """(rows, where each row is: ``"row N (line L)"``, L the line the row starts on) of a CSV or
+    TSV file with a header line; every cell a string. A row with fewer cells than the header has
+    the rest empty; one with more is refused (an unquoted comma would shift every column), as is
+    a header naming a column twice."""
     text = _utf8(path)
     if not text.strip():
-        return []
+        return [], []
+    tsv = path.suffix.lower() == ".tsv"  # tab-separated: quotes are text (as in GLUE's files), not CSV quoting
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if tsv else ",",
+                        quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL, strict=not tsv)
+    kind = path.suffix[1:].upper()
+    rows, where, header, line = [], [], None, 0
     try:
-        tsv = path.suffix == ".tsv"  # tab-separated: quotes are text (as in GLUE's files), not CSV quoting
-        df = pd.read_csv(io.StringIO(text), sep="\t" if tsv else ",", dtype=str, keep_default_na=False,
-                         quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL)
-    except (ValueError, pd.errors.ParserError) as err:
-        raise ValueError(f"data {str(path)!r} is not a readable {path.suffix[1:].upper()} file with a header line: "
-                         f"{str(err).strip().splitlines()[-1]}") from None
-    return df.to_dict("records")
+        for cells in reader:
+            first = reader.line_num - sum(c.count("\n") for c in cells)  # the line the row starts on
+            if not cells or not any(c.strip() for c in cells):
+                continue  # a blank line
+            if header is None:
+                header, line = cells, first
+                twice = sorted({h for h in header if header.count(h) > 1})
+                if twice:
+                    raise ValueError(f"data {str(path)!r}: the header (line {line}) names the column(s) {twice} more than once")
+                continue
+            if len(cells) > len(header):
+                raise ValueError(f"data {str(path)!r}: line {first} has {len(cells)} fields, the header {len(header)} "
+                                 f"({header}); quote a text holding a {'tab' if tsv else 'comma'}: {cells[:4]!r:.120}")
+            rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)))))
+            where.append(f"row {len(rows) - 1} (line {first})")
+    except csv.Error as err:
+        raise ValueError(f"data {str(path)!r} is not a readable {kind} file: line {reader.line_num}: {err}") from None
+    return rows, where
 
 
 def read_rows(data) -> Tuple[List[Any], List[str], str]:
@@ -93,8 +112,8 @@ def read_rows(data) -> Tuple[List[Any], List[str], str]:
         if not path.is_file():
             raise FileNotFoundError(f"data {str(data)!r}: no such file")
         if path.suffix.lower() in (".csv", ".tsv"):
-            rows = _table_rows(path)
-            return rows, [f"row {i} (line {i + 2})" for i in range(len(rows))], f"data {str(data)!r}"
+            rows, where = _table_rows(path)
+            return rows, where, f"data {str(data)!r}"
         rows, where = _json_rows(path)
         return rows, where, f"data {str(data)!r}"
     if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame: numpy scalars as Python ones
