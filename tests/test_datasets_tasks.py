@@ -142,6 +142,11 @@ def test_user_dataset_files_and_objects(tmp_path):
     ("d.jsonl", b'{"text": "ok", "label": "yes"}\n', {}, r"label 'yes' is a name, not a class index; give labels"),
     ("d.jsonl", b'{"text": " ", "label": 1}\n', {}, r"line 1: field 'text' must be a non-empty string"),
     ("d.txt", b"text\n", {}, r"unknown file type '\.txt'"),
+    # number words: a label is a word, never an index; words equal up to case are refused
+    ("d.jsonl", b'{"text": "ok", "label": 7}\n', {"labels": [" 1", " 2", " 3", " 4", " 5"]},
+     r"label 7 is none of the labels .* \(the label words are numbers, so labels are read as words"),
+    ("d.jsonl", b'{"text": "ok", "label": "good"}\n', {"labels": [" good", " Good"]},
+     r"labels \[' good', ' Good'\] are the same word up to case and spaces"),
     # every row with one comma too many: refused (the first column was read as the index)
     ("d.csv", b"text,label\ngreat, really great,1\nbad, really bad,0\n", {}, r"line 2 has 3 fields, the header 2"),
     ("d.csv", b"text,label,text\nok,1,x\n", {}, r"the header \(line 1\) names the column\(s\) \['text'\] more than once"),
@@ -176,3 +181,12 @@ def test_user_dataset_with_a_byte_order_mark(tmp_path):
     c.write_bytes(b"\xef\xbb\xbf" + b"text,label\ngood film,1\n")
     for f in (j, c):
         assert [(r["text"], r["label"]) for r in D.user_dataset(f, label_field="label")[1]] == [("good film", 1)]
+
+
+def test_number_label_words_are_read_as_words(tmp_path):
+    """Star ratings with label words " 1" ... " 5": the label 3 (or "3") is the word " 3" (index
+    2), not index 3 (the word " 4")."""
+    f = tmp_path / "stars.jsonl"
+    f.write_text('{"text": "fine", "stars": "3"}\n{"text": "great", "stars": 5}\n', encoding="utf-8")
+    _, recs = D.user_dataset(f, label_field="stars", labels=[" 1", " 2", " 3", " 4", " 5"])
+    assert [r["label"] for r in recs] == [2, 4]

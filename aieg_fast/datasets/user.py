@@ -16,7 +16,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from .rows import is_empty, read_rows
 
-__all__ = ["template_fields", "user_records", "label_index"]
+__all__ = ["template_fields", "user_records", "label_index", "check_label_words"]
 
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -42,14 +42,23 @@ def template_fields(template: Optional[str]) -> Tuple[str, ...]:
 
 def label_index(value, labels: Optional[Sequence], loc: str) -> int:
     """The index of a row's label: an integer (or integer text) is the index itself; a string
-    equal to a label word (surrounding spaces and case ignored) is that word's index.
+    equal to a label word (surrounding spaces and case ignored) is that word's index. When every
+    label word is a string of digits (``" 1" ... " 5"``, star ratings; not token ids), a label is
+    read as a word, never as an index (``3`` is the word ``" 3"``).
 
     Raises:
         ValueError: a label out of range, or a name that matches no label word (names ``loc``,
             the value and the labels).
     """
-    if isinstance(value, float) and value.is_integer():  # pandas reads integer columns with gaps as floats
+    if isinstance(value, float) and value.is_integer():  # integer columns with gaps read as floats
         value = int(value)
+    number_words = bool(labels) and all(isinstance(w, str) and w.strip().lstrip("-").isdigit() for w in labels)
+    if number_words and isinstance(value, (int, str)) and not isinstance(value, bool):
+        words = [str(w).strip() for w in labels]
+        if str(value).strip() in words:
+            return words.index(str(value).strip())
+        raise ValueError(f"{loc}: label {value!r} is none of the labels {list(labels)} (the label words are numbers, "
+                         "so labels are read as words, not as indices)")
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -67,6 +76,20 @@ def label_index(value, labels: Optional[Sequence], loc: str) -> int:
             return names.index(value.strip().lower())
         raise ValueError(f"{loc}: label {value!r} is none of the labels {list(labels)} (nor an index of them)")
     raise ValueError(f"{loc}: label must be an integer index or a label word, got {type(value).__name__} {value!r}")
+
+
+def check_label_words(labels: Optional[Sequence]) -> None:
+    """Refuse label words that a row's label could not tell apart (:func:`label_index` ignores
+    surrounding spaces and case), e.g. ``" good"`` and ``" Good"``.
+
+    Raises:
+        ValueError: names the words.
+    """
+    names = [str(w).strip().lower() for w in labels or []]
+    same = sorted({n for n in names if names.count(n) > 1})
+    if same:
+        clash = [w for w in labels if str(w).strip().lower() in same]
+        raise ValueError(f"labels {clash} are the same word up to case and spaces; a row's label could not tell them apart")
 
 
 def _field_columns(template: Optional[str], text_field: str) -> dict:
@@ -105,6 +128,7 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
         raise ValueError(f"give label_field (classification) or target_field (generation), not both: "
                          f"got {label_field!r} and {target_field!r}")
     cols = _field_columns(template, text_field)
+    check_label_words(labels)
     rows, where, what = read_rows(data)
     if not rows:
         raise ValueError(f"{what} holds no example (the file is empty)" if what != "data" else "data holds no example")
