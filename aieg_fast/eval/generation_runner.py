@@ -311,11 +311,13 @@ def evaluate_generation_example(ex: "Explainer", s: GenerationSettings, row: dic
 # ============================================================================================
 # the run
 # ============================================================================================
-def _todo(rows: Sequence[dict], methods: Sequence[str], done: Dict[str, dict], hard_only: bool) -> list:
+def _todo(rows: Sequence[dict], methods: Sequence[str], done: Dict[str, dict], hard_only: bool,
+          teacher_forced: bool = False) -> list:
     """(row, missing methods, controls needed) of the prompts with work left.
 
     Raises:
-        ValueError: a record of the folder holds another prompt under the same id.
+        ValueError: a record of the folder holds another prompt under the same id, or (teacher
+            forced) another reference, the text its steps explain.
     """
     todo = []
     for row in rows:
@@ -323,6 +325,10 @@ def _todo(rows: Sequence[dict], methods: Sequence[str], done: Dict[str, dict], h
         if d is not None and "skipped" not in d and d.get("prompt") != row["prompt"]:
             raise ValueError(f"out_dir holds a record for id {row['id']!r} with another prompt ({d.get('prompt')!r:.60}); "
                              "use another out_dir for other prompts")
+        if teacher_forced and d is not None and "skipped" not in d and d.get("reference") != row["reference"]:
+            raise ValueError(f"out_dir holds a record for id {row['id']!r} with another reference ({d.get('reference')!r:.60}) "
+                             f"than the data gives it now ({row['reference']!r:.60}); teacher forcing explains the reference: "
+                             "use another out_dir")
         if d is not None and "skipped" in d:
             continue
         missing = [m for m in methods if m not in (d or {}).get("methods", {})]
@@ -481,7 +487,7 @@ def evaluate_generation(
             interpolate_generated=bool(interpolate_generated))
         config = dict(run_config(ex, dataset, s, metrics), task="generation", n_new_tokens=n_new_tokens,
                       teacher_forced=s.teacher_forced, interpolate_generated=s.interpolate_generated)
-        computed, left = run_shards(procs, config, out, lambda done: _todo(rows, methods, done, s.hard_only),
+        computed, left = run_shards(procs, config, out, lambda done: _todo(rows, methods, done, s.hard_only, s.teacher_forced),
                                     lambda todo, done, path, show: _work(ex, s, todo, done, path, show), progress,
                                     method_settings(specs, method_options, CONTROLS))
         if not procs.main:

@@ -199,13 +199,19 @@ def run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> d
 
 def _check_same_data(ex: "Explainer", s: RunSettings, data: List[dict], start: int, done: Dict[str, dict], out: Path) -> None:
     """Refuse to resume into records of other inputs: every recorded example of ``data`` (from
-    ``start`` on) must hold the text this run would give it (after ``max_tokens``).
+    ``start`` on) must hold the text this run would give it (after ``max_tokens``) and its gold
+    label (accuracy and the chance test read the recorded one).
 
     Raises:
-        ValueError: names the example, both texts and the likely causes.
+        ValueError: names the example, both texts (or labels) and the likely causes.
     """
     for rec in data[start:]:
-        had = done.get(rec["id"], {}).get("text")
+        old = done.get(rec["id"], {})
+        if old.get("label") is not None and rec.get("label") is not None and int(old["label"]) != int(rec["label"]):
+            raise ValueError(f"out_dir {str(out)!r} holds a record of example {rec['id']!r} with the gold label {old['label']}, "
+                             f"the data gives it {rec['label']} now: the data file, --label-field or --labels changed since; "
+                             "use another out_dir")
+        had = old.get("text")
         if had is None:
             continue
         now = truncate(ex, example_text(rec), s.max_tokens)

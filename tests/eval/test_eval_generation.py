@@ -125,6 +125,11 @@ def test_teacher_forced_prompt_only_and_refused_input(tiny_gpt2, tmp_path):
         assert all(v is None for v in r["methods"]["saliency"]["scores"][1][-2:])  # generated prefix not attributed
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert cfg["task"] == "generation" and cfg["teacher_forced"] and not cfg["interpolate_generated"] and cfg["n_new_tokens"] == 2
+    # a changed reference is refused: a new method would explain the recorded one
+    changed = [dict(PROMPTS[0], reference=" and the plot is thin")]
+    with pytest.raises(ValueError, match=r"id 'a' with another reference \(' and the actors are great'\)"):
+        G.evaluate_generation(ex, changed, methods="saliency,random", out_dir=tmp_path, teacher_forced=True,
+                              interpolate_generated=False, **dict(FAST, n_new_tokens=2))
 
 
 def test_mean_over_steps():

@@ -149,6 +149,11 @@ def test_resume_refuses_records_of_other_data(tiny_gpt2, tmp_path):
         E.evaluate(tiny_gpt2, dataset=str(data), label_field="label", methods="saliency", n=2, out_dir=out, **kw)
     lines = (out / "records.jsonl").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["text"] == "the movie is good"  # nothing was added
+    # the same text with another gold label: refused too (accuracy reads the recorded label)
+    data.write_text('{"text": "the movie is good", "label": 0}\n{"text": "bad film", "label": 0}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"example .* with the gold label 1, the data gives it 0 now"):
+        E.evaluate(tiny_gpt2, dataset=str(data), label_field="label", methods="saliency", n=2, out_dir=out, **kw)
+    assert (out / "records.jsonl").read_text().splitlines() == lines
 
 
 def test_refused_rerun_keeps_command_json(tiny_gpt2, tmp_path, monkeypatch, capsys):
