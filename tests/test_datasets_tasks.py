@@ -161,6 +161,14 @@ def test_user_dataset_errors_are_named(tmp_path, name, content, kwargs, match):
         D.user_dataset(f, label_field="label", **kwargs)
 
 
+@pytest.mark.parametrize("arg", ["text_field", "label_field", "target_field", "id_field"])
+def test_empty_field_names_are_refused(tmp_path, arg):
+    (tmp_path / "d.jsonl").write_text('{"text": "ok", "label": 1}\n', encoding="utf-8")
+    kw = {"label_field": "label", arg: ""} if arg != "target_field" else {arg: ""}
+    with pytest.raises(ValueError, match=rf"{arg} must name a column \(a non-empty string\), got ''"):
+        D.user_dataset(tmp_path / "d.jsonl", **kw)
+
+
 def test_user_dataset_missing_file_and_bad_template(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         D.user_dataset(tmp_path / "missing.jsonl", label_field="label")

@@ -119,11 +119,15 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
         (records, task) (module docstring).
 
     Raises:
-        FileNotFoundError: no such file. ValueError: an empty file, bytes that are not UTF-8, a
+        FileNotFoundError: no such file. ValueError: an empty field name, an empty file, bytes that are not UTF-8, a
             missing column or field, an empty text, a bad label; each names the data, the row
             (the line of a JSON-lines file), the field and what was found.
         TypeError: data of another kind.
     """
+    for arg, value in (("text_field", text_field), ("label_field", label_field), ("target_field", target_field),
+                       ("id_field", id_field)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ValueError(f"{arg} must name a column (a non-empty string), got {value!r}")
     if label_field is not None and target_field is not None:
         raise ValueError(f"give label_field (classification) or target_field (generation), not both: "
                          f"got {label_field!r} and {target_field!r}")
