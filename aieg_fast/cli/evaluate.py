@@ -166,6 +166,9 @@ def _run_longra(args) -> int:
                           method_options=args.method_options, **placement(args))
     print(res["summary_md"])
     print(f"computed {res['computed']} instance(s); {res['kept']} kept by the filter; results in {res['out_dir']}")
+    if not res["kept"] and res.get("rank", 0) == 0:
+        print("error: no instance passed the filter, nothing was evaluated (the reasons are above)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -207,7 +210,8 @@ def run(args) -> int:
 
 def _check_task_options(args, task: str) -> None:
     """Refuse options that the task would ignore (the generation-only ones on a label task or
-    LongRA, ``--ks`` outside LongRA, a file's label and target fields together).
+    LongRA, ``--ks`` outside LongRA, the label-task and soft-metric ones on LongRA, a file's label
+    and target fields together).
 
     Raises:
         ValueError: names the options and the task.
@@ -222,6 +226,14 @@ def _check_task_options(args, task: str) -> None:
                                    ("--target-field", args.target_field is not None)) if bad]
     if task != "longra" and list(args.ks) != list(LONGRA_KS):
         wrong.append("--ks")
+    if task == "longra":  # its own metrics (top-k hits, distractor mass) on its own prompts
+        wrong += [o for o, bad in (
+            ("--template", args.template is not None), ("--labels", args.labels is not None),
+            ("--label-field", args.label_field is not None), ("--text-field", args.text_field != "text"),
+            ("--id-field", args.id_field is not None), ("--max-tokens", args.max_tokens is not None), ("--start", args.start != 0),
+            ("--topk", args.topk != 0.2), ("--topk-sweep", args.topk_sweep is not None), ("--metrics", args.metrics != "all"),
+            ("--pis", args.pis is not None), ("--n-samples", args.n_samples != 4), ("--prob-space", args.prob_space is not None),
+            ("--soft-maps", args.soft_maps != ",".join(DEFAULT_SOFT_MAPS)), ("--ties", args.ties != "random")) if bad]
     if wrong:
         raise ValueError(f"{', '.join(wrong)}: not used by the {task} task of --dataset {args.dataset!r} (they would be ignored)")
 

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from .metrics import CONTROLS
-from .report import fmt, write_csv
+from .report import fmt, stars, write_csv
 from .stats import mean_ci, paired_test
 
 __all__ = ["LONGRA_KS", "longra_metric_names", "summarise_longra", "plot_longra_topk"]
@@ -125,13 +125,19 @@ def summarise_longra(out: Path, records: Sequence[dict], methods: Sequence[str],
             if r is None:
                 cells.append("–")
                 continue
-            star = "" if not math.isfinite(r["p_vs_reference"]) else (
-                "**" if r["p_vs_reference"] < 0.01 else "*" if r["p_vs_reference"] < 0.05 else "")
-            cells.append(f"{fmt(r['mean'])}{star} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]")
+            cells.append(f"{fmt(r['mean'])}{stars(r['p_vs_reference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     if not kept:
-        lines += ["", "No instance passed the filter: the model does not predict these words (with and without the "
-                      "distractor), so there is nothing to check. Use a larger or fine-tuned model, or look at more instances."]
+        why = []
+        if any(k.endswith("not_one_token") for k in filtered):
+            why.append("the target or the relative word is more than one token for this tokenizer (the check needs "
+                       "one-token words)")
+        if any(k.startswith("wrong_") for k in filtered):
+            why.append("the model does not predict the target with and without the distractor")
+        if "input" in filtered:
+            why.append("the model refused the input (the reason of each is in records.jsonl, 'skipped')")
+        lines += ["", f"No instance passed the filter ({reasons}): " + "; ".join(why or ["see the reasons"]) + ". There is "
+                  "nothing to check; use a larger or fine-tuned model, or look at more instances."]
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text, encoding="utf-8")
     png = plot_longra_topk(out, kept, methods) if plot else None

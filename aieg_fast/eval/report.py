@@ -21,7 +21,7 @@ import numpy as np
 from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
+__all__ = ["write_csv", "fmt", "stars", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
 
 
 def chance_lines(records: Sequence[dict]) -> List[str]:
@@ -83,7 +83,7 @@ def topk_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Option
         lines += ["", f"| {metric} {arrow} | " + " | ".join(f"k = {k:g}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
         for m in methods:
             cells = [by[(m, k, metric)] for k in ks]
-            lines.append(f"| {m} | " + " | ".join(f"{fmt(c['mean'])}{_stars(c.get('p_vs_reference'))} "
+            lines.append(f"| {m} | " + " | ".join(f"{fmt(c['mean'])}{stars(c.get('p_vs_reference'))} "
                                                    f"[{fmt(c['ci_low'])}, {fmt(c['ci_high'])}]" for c in cells) + " |")
     return lines
 
@@ -98,7 +98,7 @@ def _test_names(rows) -> str:
     return text
 
 
-def _stars(p) -> str:
+def stars(p) -> str:
     """``**`` / ``*`` for a paired test's p < 0.01 / < 0.05; "" otherwise or without a test."""
     if p is None or not math.isfinite(p):
         return ""
@@ -231,7 +231,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
             if r is None:
                 cells.append("–")
                 continue
-            cells.append(f"{fmt(r['mean'])}{_stars(r['p_vs_reference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]")
+            cells.append(f"{fmt(r['mean'])}{stars(r['p_vs_reference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     if reference in methods:
         lines += ["", f"p-values of the paired test against {reference}:", "",

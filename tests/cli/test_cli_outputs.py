@@ -96,6 +96,8 @@ def test_bad_settings_refused_before_loading(capsys, no_model, extra, match):
     (["--teacher-forced"], r"--teacher-forced: not used by the sentiment task of --dataset 'sst2-sample'"),
     (["--n-new-tokens", "3", "--ks", "2,4"], r"--n-new-tokens, --ks: not used by the sentiment task"),
     (["--label-field", "a", "--target-field", "b"], r"--label-field and --target-field: give one"),
+    (["--dataset", "longra", "--template", "{text} :", "--topk", "0.3", "--metrics", "hard"],
+     r"--template, --topk, --metrics: not used by the longra task of --dataset 'longra'"),
 ])
 def test_evaluate_refuses_options_its_task_ignores(tmp_path, capsys, monkeypatch, extra, match):
     from aieg_fast.eval import runner

@@ -110,3 +110,17 @@ def test_run_resume_and_summary(tiny_gpt2, tmp_path, monkeypatch):
         E.evaluate_longra(tiny_gpt2, methods="saliency", target_fn="contrast", **kw)
     with pytest.raises(ValueError, match=r"dataset must be one of \['longra', 'longra-reagent'\], got 'boolq'"):
         E.evaluate_longra(tiny_gpt2, methods="saliency", **dict(kw, dataset="boolq"))
+
+
+def test_cli_nothing_passes_the_filter(tiny_gpt2_dir, tmp_path, capsys):
+    """When no instance passes the filter the summary gives the filter's own reasons (here: the
+    prompts are longer than the tiny model's positions) and the command exits 1, as a run that
+    evaluated nothing."""
+    from aieg_fast import cli
+
+    rc = cli.main(["evaluate", "--model", str(tiny_gpt2_dir), "--dataset", "longra", "--n", "2", "--methods", "saliency",
+                   "--n-steps", "2", "--out", str(tmp_path / "o"), "--no-progress"])
+    out = capsys.readouterr()
+    assert rc == 1 and "error: no instance passed the filter" in out.err
+    assert "No instance passed the filter (input: 2): the model refused the input" in out.out
+    assert "does not predict" not in out.out
