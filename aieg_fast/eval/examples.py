@@ -147,7 +147,11 @@ def label_token_ids(ex: "Explainer", labels: Sequence, template: Optional[str] =
     try:
         ids = [ex.resolve_target(l, context=context)["id"] for l in labels]
     except (ValueError, TypeError) as err:
-        raise type(err)(f"labels: {err}") from None
+        text = str(err)
+        if "is not a single token" in text:  # the target's advice (target_fn='logprob') does not apply to label words
+            text = text.split("; pass one token")[0] + ("; each label word must be one token of this tokenizer (a leading "
+                                                        "space often matters): give other words (--labels)")
+        raise type(err)(f"labels: {text}") from None
     if len(set(ids)) < len(ids):
         raise ValueError(f"labels {labels!r} name the same token more than once (ids {ids}); give one label word per class")
     return ids

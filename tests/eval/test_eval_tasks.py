@@ -156,7 +156,9 @@ def test_cli_dataset_file_and_tasks(tiny_gpt2, tmp_path, monkeypatch, capsys):
     assert rec["id"] == "qa.csv:1" and rec["label"] == 0 and rec["text"] == {"p": "the film was bad", "q": "is it good"}
     rc = cli.main(["evaluate", "--dataset", str(f), "--label-field", "y", "--template", "{p} / {q} :", "--labels", " bad", " fine",
                    "--methods", "saliency", "--out", str(tmp_path / "r1"), "--no-progress"])
-    assert rc == 2 and "labels: target ' fine' is not a single token" in capsys.readouterr().err  # refused, named
+    err = capsys.readouterr().err
+    assert rc == 2 and "labels: target ' fine' is not a single token" in err  # refused, named
+    assert "each label word must be one token of this tokenizer" in err and "target_fn='logprob'" not in err
     # without --label-field a file is a generation dataset: its rows are prompts (--text-field)
     rc = cli.main(["evaluate", "--dataset", str(f), "--methods", "saliency", "--out", str(tmp_path / "r2"), "--no-progress"])
     err = capsys.readouterr().err
