@@ -27,7 +27,15 @@ CLASSIFICATION_TASKS = ("sentiment", "classification")
 def _where(spec: DatasetSpec, dataset, data_dir) -> str:
     if spec.file is not None and spec.name in DATASETS:
         return str(dataset_path(spec.name, data_dir))
-    return "shipped sample" if spec.name in DATASETS else str(dataset)
+    return "shipped sample" if spec.name in DATASETS else _name_of(dataset)
+
+
+def _name_of(dataset) -> str:
+    """A dataset in a message: the path of a file, else the kind of object (never its rows)."""
+    if isinstance(dataset, (str, Path)):
+        return str(dataset)
+    n = len(dataset) if hasattr(dataset, "__len__") else None
+    return f"a {type(dataset).__name__}" + (f" of {n} rows" if n is not None else "")
 
 
 def _spec_and_records(dataset, data_dir, fields: dict) -> Tuple[DatasetSpec, List[dict]]:
@@ -69,8 +77,9 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
     check_labels(labels)
     user = not (isinstance(dataset, str) and dataset in DATASETS)
     if user and label_field is None:
-        raise ValueError(f"label_field (--label-field) must name the column of the gold labels of the dataset file "
-                         f"{str(dataset)!r}; a file without labels is a generation dataset")
+        kind = f"the dataset file {str(dataset)!r}" if isinstance(dataset, (str, Path)) else f"the data ({_name_of(dataset)})"
+        raise ValueError(f"label_field (--label-field) must name the column of the gold labels of {kind}; data without "
+                         "labels is a generation dataset: score it with aieg_fast.eval.evaluate_generation")
     spec, data = _spec_and_records(dataset, data_dir, dict(text_field=text_field, label_field=label_field, template=template,
                                                             labels=labels, id_field=id_field))
     if template is not None and not user:

@@ -169,3 +169,17 @@ def test_cli_dataset_file_and_tasks(tiny_gpt2, tmp_path, monkeypatch, capsys):
     assert json.loads((tmp_path / "r3" / "config.json").read_text())["teacher_forced"] is True
     rc = cli.main(["evaluate", "--dataset", "nope", "--out", str(tmp_path / "r4"), "--no-progress"])
     assert rc == 2 and "--dataset must be one of" in capsys.readouterr().err
+
+
+def test_rows_without_labels_are_named_briefly(tiny_gpt2, tmp_path, capsys):
+    """A list of 3000 dicts without label_field is refused with a short message that points to
+    evaluate_generation (it printed the whole list); the note on a short dataset names the
+    object, not its rows."""
+    rows = [{"review": f"text number {i}", "gold": i % 2} for i in range(3000)]
+    with pytest.raises(ValueError, match="evaluate_generation") as err:
+        E.evaluate(tiny_gpt2, dataset=rows, text_field="review", methods="saliency", n=1, out_dir=tmp_path / "r", **KW)
+    assert len(str(err.value)) < 400 and "a list of 3000 rows" in str(err.value)
+    E.evaluate(tiny_gpt2, dataset=rows[:2], text_field="review", label_field="gold", labels=(10, 11), template="{text} :",
+               methods="saliency", n=5, out_dir=tmp_path / "s", **KW)
+    note = capsys.readouterr().err
+    assert "(a list of 2 rows); evaluating 2, not n = 5" in note and "text number" not in note
