@@ -20,7 +20,10 @@ and ``run(args) -> int`` (the exit status); :mod:`.common` holds the model optio
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 from typing import List, Optional
 
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
@@ -63,7 +66,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         except ImportError:
             pass
     try:
-        return args.fn(args)
+        with _sigterm_interrupts():
+            return args.fn(args)
     except (ValueError, TypeError, RuntimeError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -72,3 +76,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         hint = " (finished examples are kept in the records; rerun the same command to resume)" if resumable else ""
         print(f"interrupted{hint}", file=sys.stderr)
         return 130
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM (``timeout``, a job scheduler, ``kill``) stops a command as Ctrl-C does: the run's
+    folder gets its ``command.json`` and the message says how to resume. In the main thread only
+    (signal handlers cannot be set elsewhere); the former handler is put back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    former = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, former)

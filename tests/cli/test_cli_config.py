@@ -132,3 +132,32 @@ def test_help_names_each_default_once(cmd, capsys):
     assert text.count("(default: float32)") <= 1 and "default: float32) (default" not in text
     if cmd == "evaluate":
         assert "(default: 1,3,5)" in text and "(default: [" not in text
+
+
+def test_sigterm_stops_evaluate_as_ctrl_c_does(tiny_gpt2_dir, tmp_path):
+    """A run stopped with SIGTERM (timeout, a scheduler, kill) says how to resume, exits 130 and
+    leaves command.json, so --config OUT/command.json resumes it; the finished records are kept."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "aieg_fast.cli", "evaluate", "--model", str(tiny_gpt2_dir), "--dataset", "sst2-sample",
+           "--labels", " bad", " good", "--template", "{text} :", "--methods", "integrated_gradients", "--n-steps", "400",
+           "--metrics", "hard", "--n", "20", "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    deadline = time.time() + 120
+    while not ((out / "records.jsonl").is_file() and (out / "records.jsonl").read_text().strip()) and time.time() < deadline:
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted (finished examples are kept in the records; rerun the same command to resume)" in err
+    written = json.loads((out / "command.json").read_text())
+    assert written["n"] == 20 and written["methods"] == "integrated_gradients"
+    assert 1 <= len((out / "records.jsonl").read_text().splitlines()) < 20
