@@ -163,7 +163,8 @@ def check_prompt_records(records, teacher_forced: bool, dataset: str) -> List[di
         if ref is not None and (not isinstance(ref, str) or not ref.strip()):
             raise ValueError(f"records[{i}] ({eid}): the reference must be a non-empty string, got {ref!r}")
         if teacher_forced and ref is None:
-            raise ValueError(f"teacher_forced needs a reference for every prompt; records[{i}] ({eid}) has none")
+            raise ValueError(f"teacher_forced needs a reference for every prompt; records[{i}] ({eid}) has none (a file's "
+                             "reference column is named by target_field / --target-field)")
         out.append({"id": eid, "index": i, "prompt": prompt, "reference": ref})
     if not out:
         raise ValueError("records holds no prompt")
