@@ -96,7 +96,9 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
     ids = [r["id"] for r in data]
     if len(set(ids)) != len(ids):
         twice = sorted({i for i in ids if ids.count(i) > 1})[:5]
-        raise ValueError(f"dataset {spec.name!r}: the ids must be unique, got {twice} more than once (id_field)")
+        rows = {t: [k for k, i in enumerate(ids) if i == t][:4] for t in twice}
+        raise ValueError(f"dataset {spec.name!r}: the ids must be unique, got {twice} more than once (id_field; the rows, "
+                         f"counted from 0: {rows})")
     if len(data) < n:
         print(f"note: {spec.name} has {len(data)} examples ({where}); evaluating {len(data)}, not n = {n}", file=sys.stderr)
     data = data[:n]

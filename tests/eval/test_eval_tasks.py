@@ -134,7 +134,7 @@ def test_user_file_and_object_with_label_words(tiny_gpt2, tmp_path):
     with pytest.raises(ValueError, match="labels: dataset 'idx.jsonl' names no label words"):
         E.evaluate(tiny_gpt2, dataset=str(tmp_path / "idx.jsonl"), label_field="label", out_dir=tmp_path / "x", n=1, **KW)
     (tmp_path / "dup.jsonl").write_text('{"text": "a", "label": 0, "k": "1"}\n{"text": "b", "label": 1, "k": "1"}\n')
-    with pytest.raises(ValueError, match=r"ids must be unique, got \['1'\]"):
+    with pytest.raises(ValueError, match=r"ids must be unique, got \['1'\] more than once \(id_field; the rows, counted from 0: \{'1': \[0, 1\]\}\)"):
         E.evaluate(tiny_gpt2, dataset=str(tmp_path / "dup.jsonl"), label_field="label", id_field="k", labels=(10, 11),
                    out_dir=tmp_path / "x", **KW)
     with pytest.raises(ValueError, match="is a longra dataset; evaluate scores classification datasets: use aieg_fast.eval.evaluate_longra"):
