@@ -35,26 +35,9 @@ import torch
 from torch import Tensor
 
 from .. import ops
-from .path import machine_memory
 from .prefix import prefix_batches
 
-__all__ = ["check_probe_memory", "hvp_groups", "rademacher_probes", "token_hvp_l1"]
-
-
-def check_probe_memory(n_tokens: int, m: int, d: int) -> None:
-    """Refuse, before any work, ``m`` probes per token whose array alone (:func:`rademacher_probes`:
-    ``n_tokens`` × m × d float32 values) exceeds this machine's memory
-    (:func:`~aieg_fast.core.path.machine_memory`).
-
-    Raises:
-        ValueError: names ``n_probes``, the memory it would need and the memory there is.
-    """
-    need, have = 4 * n_tokens * m * d, machine_memory()
-    if need > have:
-        fit = max(1, have // max(4 * n_tokens * d, 1))
-        raise ValueError(f"n_probes={m} would need about {need / 1e9:.3g} GB for the probes alone ({n_tokens} tokens × {m} "
-                         f"probes × {d} values × 4 bytes), more than this machine's {have / 1e9:.3g} GB; use n_probes well "
-                         f"below {fit} (the paper's preset uses 10)")
+__all__ = ["hvp_groups", "rademacher_probes", "token_hvp_l1"]
 
 
 def rademacher_probes(keys: Sequence[int], m: int, d: int, seed: int) -> Tensor:

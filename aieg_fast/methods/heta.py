@@ -30,10 +30,11 @@ from torch import Tensor
 
 from ..core.batch import Batch
 from ..core.capture import AttentionCapture, ProjectionCapture, ResidualCapture, ResidualInput
-from ..core.curvature import check_probe_memory, rademacher_probes, token_hvp_l1
+from ..core.curvature import rademacher_probes, token_hvp_l1
 from ..core.model_state import model_prepared
 from ..core.objective import target_scores
 from ..core.occlusion import occlude, occlusion_groups, reference_outputs, runs_after_prefix, spread
+from ..core.path import machine_memory
 from ..core.validation import check_choice, check_int
 from ..core.value_flow import ROLLOUTS, VALUE_SOURCES, flow_gate, residual_values, value_norms
 from .base import Method, MethodOutput, Options
@@ -374,6 +375,21 @@ def _scaled(x: Tensor, keep: Tensor, how: str) -> Tensor:
     return torch.where(Z > 0, x / Z.clamp_min(1e-30), torch.zeros_like(x))
 
 
+def _check_probe_memory(n_tokens: int, m: int, d: int) -> None:
+    """Refuse, before any work, ``m`` probes per token whose array alone
+    (:func:`~aieg_fast.core.curvature.rademacher_probes`: ``n_tokens`` × m × d float32 values)
+    exceeds this machine's memory (:func:`~aieg_fast.core.path.machine_memory`).
+
+    Raises:
+        ValueError: names ``n_probes``, the memory it would need and the memory there is.
+    """
+    need, have = 4 * n_tokens * m * d, machine_memory()
+    if need > have:
+        fit = max(1, have // max(4 * n_tokens * d, 1))
+        raise ValueError(f"n_probes={m} would need about {need / 1e9:.3g} GB for the probes alone ({n_tokens} tokens × {m} "
+                         f"probes × {d} values × 4 bytes), more than this machine's {have / 1e9:.3g} GB; use n_probes well "
+                         f"below {fit} (the paper's preset uses 10)")
+
 @register
 class HETA(Method):
     """HETA_i = M_T[i] · (β·S_i + γ·I_i) (specs/heta.md §4, paper Eq. 5), ≥ 0.
@@ -444,7 +460,7 @@ class HETA(Method):
         if ctx.step_ids is not None:
             raise ValueError("heta explains a single target token")
         if "curvature" in o.component_set():
-            check_probe_memory(int((~ctx.batch.fixed).sum(-1).max()), o.n_probes, ad.hidden_size)
+            _check_probe_memory(int((~ctx.batch.fixed).sum(-1).max()), o.n_probes, ad.hidden_size)
         s = dict(o.settings(), components=o.component_set(), curvature_layers=o.curvature_layers, gate_layers=o.gate_layers)
         auto = isinstance(ctx.target_fn, str) and ctx.target_fn == "logit"
         s["objective"] = o.objective if o.objective != "auto" else ("logprob" if auto else "target_fn")
