@@ -176,9 +176,8 @@ def attribute_generation(
 
     Args:
         prompt (str): the prompt text (placed in ``template`` at ``{text}`` when given).
-        max_new_tokens (int, optional): tokens to generate greedily (≥ 1; None: 8); generation
-            stops early at EOS. Not with ``generated_text`` (refused: the continuation is then
-            given; cut it first, e.g. ``continuation_ids(ex, prompt, generated_text=t)[:n]``).
+        max_new_tokens (int, optional): tokens to generate greedily (≥ 1; None: 8), stopping early
+            at EOS. Refused with ``generated_text`` (cut a given text first: ``continuation_ids``).
         generated_text (str or list of int, optional): teacher forcing: the continuation to
             explain. A string is tokenized as it would follow the prompt (the prompt and it
             together, the prompt's own tokens taken off: no spurious leading piece such as
@@ -220,14 +219,13 @@ def attribute_generation(
 
     Raises:
         ValueError: empty prompt, max_new_tokens < 1 or given with ``generated_text``,
-            ``interpolate_generated`` / ``shared`` /
-            ``progress`` not a bool, empty ``generated_text``, too many tokens for the model, a
-            classification head, unknown method or option, n_steps < 2 or too
-            large for memory, ``internal_batch_size`` not a positive int, a bad ``max_memory``.
+            ``interpolate_generated`` / ``shared`` / ``progress`` not a bool, empty
+            ``generated_text``, too many tokens for the model, a classification head, unknown
+            method or option, n_steps < 2 or too large for memory, ``internal_batch_size`` not a
+            positive int, a bad ``max_memory``.
             Checked before the model is touched; the model is left as it was.
     """
-    ex = self
-    t0 = time.perf_counter()
+    ex, t0 = self, time.perf_counter()
     # ---- validation first: nothing below touches the model until everything is checked
     max_new_tokens = _new_tokens(max_new_tokens, generated_text)
     _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory,
@@ -243,7 +241,6 @@ def attribute_generation(
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
     rows = len(gen_ids) if gen_ids is not None else max_new_tokens
     check_step_memory(m.step_bytes(opts, n_steps) * rows, n_steps, rows)
-
     timing: Dict[str, float] = {}
     if gen_ids is None:
         t = time.perf_counter()
