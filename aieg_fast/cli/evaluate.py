@@ -219,21 +219,18 @@ def _check_task_options(args, task: str) -> None:
     if args.label_field is not None and args.target_field is not None:
         raise ValueError("--label-field and --target-field: give one (a label column makes a classification dataset, "
                          "a reference column a generation dataset)")
+
+    def given(*dests: str) -> list:  # the flags of these options set to other than the parser's default
+        return ["--" + d.replace("_", "-") for d in dests if getattr(args, d) != args.config_parser.get_default(d)]
+
     wrong = []
     if task != "generation":
-        wrong += [o for o, bad in (("--teacher-forced", args.teacher_forced), ("--prompt-only", args.prompt_only),
-                                   ("--n-new-tokens", args.n_new_tokens != DEFAULT_N_NEW_TOKENS),
-                                   ("--target-field", args.target_field is not None)) if bad]
-    if task != "longra" and list(args.ks) != list(LONGRA_KS):
-        wrong.append("--ks")
+        wrong += given("teacher_forced", "prompt_only", "n_new_tokens", "target_field")
+    if task != "longra":
+        wrong += given("ks")
     if task == "longra":  # its own metrics (top-k hits, distractor mass) on its own prompts
-        wrong += [o for o, bad in (
-            ("--template", args.template is not None), ("--labels", args.labels is not None),
-            ("--label-field", args.label_field is not None), ("--text-field", args.text_field != "text"),
-            ("--id-field", args.id_field is not None), ("--max-tokens", args.max_tokens is not None), ("--start", args.start != 0),
-            ("--topk", args.topk != 0.2), ("--topk-sweep", args.topk_sweep is not None), ("--metrics", args.metrics != "all"),
-            ("--pis", args.pis is not None), ("--n-samples", args.n_samples != 4), ("--prob-space", args.prob_space is not None),
-            ("--soft-maps", args.soft_maps != ",".join(DEFAULT_SOFT_MAPS)), ("--ties", args.ties != "random")) if bad]
+        wrong += given("template", "labels", "label_field", "text_field", "id_field", "max_tokens", "start", "topk",
+                       "topk_sweep", "metrics", "pis", "n_samples", "prob_space", "soft_maps", "ties")
     if wrong:
         raise ValueError(f"{', '.join(wrong)}: not used by the {task} task of --dataset {args.dataset!r} (they would be ignored)")
 

@@ -9,7 +9,6 @@ distractor's share of the tokens) and a random order (k / |attributable| in the 
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from .metrics import CONTROLS
 from .report import fmt, stars, write_csv
-from .stats import mean_ci, paired_test
+from .stats import mean_ci, vs_reference
 
 __all__ = ["LONGRA_KS", "longra_metric_names", "summarise_longra", "plot_longra_topk"]
 
@@ -41,18 +40,15 @@ def _uniform(r: dict, metric: str) -> Optional[float]:
 
 
 def _rows(records: Sequence[dict], methods: Sequence[str], metrics: Dict[str, str], reference: str, seed: int) -> List[dict]:
+    """Per method (and the ``uniform`` control, never tested: it is a bound, not a method) and
+    metric: mean, CI and the paired test against ``reference`` (:func:`~aieg_fast.eval.stats.vs_reference`)."""
     rows = []
     for m in list(methods) + ["uniform"]:
         for metric, better in metrics.items():
             vals = [(_uniform(r, metric) if m == "uniform" else r["methods"].get(m, {}).get(metric)) for r in records]
             refs = [r["methods"].get(reference, {}).get(metric) for r in records]
-            p, test = float("nan"), ""
-            if m not in (reference, "uniform") and reference in methods:
-                both = [(v, w) for v, w in zip(vals, refs) if v is not None and w is not None and math.isfinite(v) and math.isfinite(w)]
-                if len(both) >= 2:
-                    p, test = paired_test([v for v, _ in both], [w for _, w in both], seed=seed)
-            rows.append({"method": m, "metric": metric, "better": better, **mean_ci(vals, seed), "p_vs_reference": p,
-                         "reference": reference if test else "", "test": test})
+            test = vs_reference(list(zip(vals, refs)), m, reference, [] if m == "uniform" else methods, seed)
+            rows.append({"method": m, "metric": metric, "better": better, **mean_ci(vals, seed), **test})
     return rows
 
 

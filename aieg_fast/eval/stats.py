@@ -23,7 +23,7 @@ import numpy as np
 from .metrics import HARD_METRICS, METRICS, metric_base
 
 __all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "chance_check", "summarise",
-           "summarise_topk", "summarise_steps"]
+           "summarise_topk", "vs_reference", "summarise_steps"]
 
 #: the method the paired tests compare against by default.
 REFERENCE_METHOD = "integrated_gradients"
@@ -140,18 +140,33 @@ def chance_check(records: Sequence[dict], alpha: float = 0.05) -> dict:
     return {"n": n, "accuracy": correct / n, "chance": chance, "majority": majority, "p": p, "at_chance": p >= alpha}
 
 
-def _vs_reference(pairs, method: str, reference: str, methods: Sequence[str], seed: int) -> dict:
-    """``{"mean_diff", "p_vs_reference", "reference", "test"}`` of the (method, reference) value
-    pairs of the records, over the pairs where both are finite; NaN / "" when ``method`` is the
-    reference, ``reference`` is not among ``methods`` or fewer than two pairs remain."""
+def vs_reference(pairs: Sequence[Tuple[Optional[float], Optional[float]]], method: str, reference: str,
+                 methods: Sequence[str], seed: int = 0) -> dict:
+    """The paired test of one method against the reference method over the records.
+
+    Args:
+        pairs: one ``(value of method, value of reference)`` per record, in the metric's own
+            unit (nats for log-odds, probability for the others); None or non-finite values leave
+            the pair out.
+        method: the method the values belong to.
+        reference: the method compared against.
+        methods: the run's methods; without ``reference`` among them there is no test.
+        seed: seed of the permutation test when scipy is missing (:func:`paired_test`).
+
+    Returns:
+        ``{"mean_diff", "p_vs_reference", "reference", "test"}``: the mean of method − reference,
+        the two-sided uncorrected p-value, the reference's name and the test's name, over the
+        pairs where both values are finite; NaN, NaN, "" and "" when no test ran (``method`` is
+        the reference, ``reference`` is not among ``methods``, or fewer than two pairs remain).
+    """
     out = {"mean_diff": float("nan"), "p_vs_reference": float("nan"), "reference": "", "test": ""}
     if method == reference or reference not in methods:
         return out
-    out["reference"] = reference
     both = [(v, w) for v, w in pairs if v is not None and w is not None and math.isfinite(v) and math.isfinite(w)]
     if len(both) >= 2:
         out["mean_diff"] = float(np.mean([v - w for v, w in both]))
         out["p_vs_reference"], out["test"] = paired_test([v for v, _ in both], [w for _, w in both], seed=seed)
+        out["reference"] = reference
     return out
 
 
@@ -184,7 +199,7 @@ def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, re
             else:
                 get = lambda r, key=metric: r["methods"].get(m, {}).get(key)  # noqa: E731
             pairs = [(get(r), r["methods"].get(reference, {}).get(metric)) for r in records]
-            test = _vs_reference(pairs, m, reference, methods, seed)
+            test = vs_reference(pairs, m, reference, methods, seed)
             test.pop("mean_diff")
             rows.append({"method": m, "metric": metric, "better": better, **mean_ci([v for v, _ in pairs], seed), **test})
     return rows
@@ -210,7 +225,7 @@ def summarise_topk(records: Sequence[dict], methods: Sequence[str], ks: Sequence
                 pairs = [(get(r, m), get(r, reference)) for r in records]
                 rows.append({"method": m, "topk": k, "metric": metric, "better": METRICS[metric],
                              **mean_ci([v for v, _ in pairs], seed),
-                             **_vs_reference(pairs, m, reference, methods, seed)})
+                             **vs_reference(pairs, m, reference, methods, seed)})
     return rows
 
 

@@ -98,6 +98,8 @@ def test_bad_settings_refused_before_loading(capsys, no_model, extra, match):
     (["--label-field", "a", "--target-field", "b"], r"--label-field and --target-field: give one"),
     (["--dataset", "longra", "--template", "{text} :", "--topk", "0.3", "--metrics", "hard"],
      r"--template, --topk, --metrics: not used by the longra task of --dataset 'longra'"),
+    (["--dataset", "longra", "--n-samples", "2", "--soft-maps", "relu", "--ties", "first", "--start", "1"],
+     r"--start, --n-samples, --soft-maps, --ties: not used by the longra task"),
 ])
 def test_evaluate_refuses_options_its_task_ignores(tmp_path, capsys, monkeypatch, extra, match):
     from aieg_fast.eval import runner

@@ -133,3 +133,35 @@ def test_summary_names_the_tests_in_words():
         md = write_summary(Path(d), rows, {"model": "m", "dataset": "d", "seed": 0, "topk": 0.2, "metrics": "hard",
                                                  "n_steps": 4, "max_tokens": None, "prob_space": "labels"}, [], "ig")
     assert "p < 0.05 / p < 0.01 (wilcoxon; p = 1 where every difference is zero)." in md
+
+
+def test_vs_reference_names_the_reference_only_when_a_test_ran():
+    """One finite pair is too few for a test: no reference name, NaN p and mean difference (the
+    summary tables would otherwise show a reference that nothing was tested against)."""
+    import math
+
+    one = E.vs_reference([(0.5, 0.2), (float("nan"), 0.1), (None, 0.3)], "occ", "ig", ["ig", "occ"])
+    assert one["reference"] == "" and one["test"] == "" and math.isnan(one["p_vs_reference"]) and math.isnan(one["mean_diff"])
+    two = E.vs_reference([(0.5, 0.2), (0.7, 0.3), (float("inf"), 0.1)], "occ", "ig", ["ig", "occ"])
+    assert two["reference"] == "ig" and two["mean_diff"] == pytest.approx(0.35)
+    assert two["p_vs_reference"] == pytest.approx(E.paired_test([0.5, 0.7], [0.2, 0.3])[0])
+    rows = E.summarise([{"methods": {"ig": {"log_odds": -1.0}, "occ": {"log_odds": -2.0}}}], ["ig", "occ"], reference="ig",
+                       metrics=["log_odds"])
+    assert [r["reference"] for r in rows] == ["", ""]
+
+
+def test_longra_summary_tests_methods_against_the_reference_but_not_the_uniform_bound(tmp_path):
+    from aieg_fast.eval.longra_report import summarise_longra
+
+    ranks = {"ig": [1, 2, 1, 3], "sal": [4, 5, 3, 6]}
+    recs = [{"id": f"t{i}", "n_attributable": 8, "distractor_share": 0.25,
+             "methods": {m: {"relative_top1": float(v[i] <= 1), "relative_rank": float(v[i]), "distractor_mass": 0.1 * v[i]}
+                         for m, v in ranks.items()}} for i in range(4)]
+    config = {"ks": [1], "seed": 0, "model": "m", "dataset": "d", "target_fn": "logprob", "n_steps": 4}
+    rows = {(r["method"], r["metric"]): r for r in summarise_longra(tmp_path, recs, ["ig", "sal"], config, "ig", plot=False)["rows"]}
+    sal = rows[("sal", "relative_rank")]
+    assert sal["reference"] == "ig" and sal["mean_diff"] == pytest.approx(2.75)
+    assert sal["p_vs_reference"] == pytest.approx(E.paired_test(ranks["sal"], ranks["ig"])[0])
+    uni = rows[("uniform", "relative_rank")]
+    assert uni["mean"] == pytest.approx(4.5) and uni["reference"] == "" and uni["test"] == ""
+    assert "mean_diff" in (tmp_path / "summary.csv").read_text().splitlines()[0]
