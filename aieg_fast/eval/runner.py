@@ -48,6 +48,7 @@ from ..core.validation import check_placement
 from ..datasets import DatasetSpec
 from ..explainer import load_model
 from ..methods.registry import parse_method_spec
+from ..models import model_kind
 from ..runs import CONFIG_FILE, Dist, made_folder, part_path, rank_device, shard, start as start_processes
 from .checks import check_method_options, check_models, method_settings
 from .metrics import (
@@ -159,6 +160,10 @@ def explainer_for(model, **placement) -> "Explainer":
     return load_model(model, **placement)
 
 
+_NO_LABELS = ("labels: dataset {!r} names no label words and the model is a causal LM (a classification head would "
+              "give its classes); give the label words (--labels), one per label index, e.g. ' no' ' yes'")
+
+
 def _prompt(ex: "Explainer", spec: DatasetSpec, template, labels) -> Tuple[Optional[str], list, List[int]]:
     """(template, labels, label ids): the dataset's prompt and label words for a causal LM, no
     template (unless the dataset has several fields to join) and the class indices for a
@@ -168,7 +173,7 @@ def _prompt(ex: "Explainer", spec: DatasetSpec, template, labels) -> Tuple[Optio
         labels = list(range(len(spec.labels) or ex.adapter.num_labels)) if classifier else list(spec.labels)
     labels = list(labels)
     if not labels:
-        raise ValueError(f"labels: dataset {spec.name!r} names no label words; give the label words (--labels), one per label index")
+        raise ValueError(_NO_LABELS.format(spec.name))
     if template is None and (not classifier or list(spec.fields) != ["text"]):
         template = spec.template
     return template, labels, label_token_ids(ex, labels, template, spec.fields)
@@ -505,6 +510,8 @@ def evaluate(
     spec, data = load_examples(dataset, data_dir, n, start, text_field=text_field, label_field=label_field,
                                template=template, labels=labels, id_field=id_field)
     target_fn = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space)  # BoolQ: contrast
+    if labels is None and not spec.labels and model_kind(model) == "causal_lm":  # known before loading the model
+        raise ValueError(_NO_LABELS.format(spec.name))
     with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, spec, template, labels)

@@ -11,7 +11,7 @@ import torch
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class
 
-__all__ = ["load_hf_model"]
+__all__ = ["load_hf_model", "model_kind"]
 
 
 def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = None, device_map=None,
@@ -100,6 +100,37 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     tok = _tokenizer(tokenizer)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     return model, tok, name
+
+
+def model_kind(model) -> Optional[str]:
+    """What :func:`load_hf_model` would make of ``model``, found without loading weights:
+    ``"classifier"`` (a ``...ForSequenceClassification`` head), ``"causal_lm"``, or None when
+    that needs more than a local config (a hub id offline, a folder without ``config.json``, an
+    object of another kind: :func:`load_hf_model` then says what is wrong).
+
+    ``model`` takes what :func:`load_hf_model` takes, and also a loaded
+    :class:`~aieg_fast.Explainer` (its adapter's kind). Never raises.
+    """
+    adapter = getattr(model, "adapter", None)
+    if isinstance(getattr(adapter, "kind", None), str):
+        return adapter.kind
+    if model is None or (isinstance(model, str) and model in (DEFAULT_MODEL, SST2_NAME, NANO_NAME, LLAMA_NANO_NAME)) \
+            or _is_adapter_dir(model):
+        return "causal_lm"
+    if isinstance(model, (str, Path)):
+        config = Path(model) / "config.json"
+        if not config.is_file():
+            return None
+        try:
+            from transformers import AutoConfig
+
+            archs = list(getattr(AutoConfig.from_pretrained(str(model)), "architectures", None) or [])
+        except (OSError, ValueError):
+            return None
+        return "classifier" if any("SequenceClassification" in a for a in archs) else "causal_lm"
+    if hasattr(model, "config") and hasattr(model, "get_input_embeddings"):
+        return "classifier" if "SequenceClassification" in type(model).__name__ else "causal_lm"
+    return None
 
 
 def _tokenizer(tokenizer):

@@ -120,3 +120,35 @@ def test_empty_fraction_list_is_refused(tmp_path, capsys):
             cli.main(["evaluate", opt, "", "--out", str(tmp_path / "x")])
         assert "leave the option out for none" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("model", [None, "tiny"])
+def test_labelled_file_without_label_words_refused_before_loading(tmp_path, capsys, monkeypatch, tiny_gpt2_dir, model):
+    """A labelled file of a causal LM needs --labels: said before the model loads (minutes for a
+    large one), for the embedded default and for a model folder (its config.json)."""
+    from aieg_fast.eval import runner
+
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(runner, "load_model", refuse)
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "a film", "label": 0}\n', encoding="utf-8")
+    out = tmp_path / "run"
+    extra = [] if model is None else ["--model", str(tiny_gpt2_dir)]
+    assert cli.main(["evaluate", "--dataset", str(data), "--label-field", "label", "--out", str(out), "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err
+    assert "names no label words and the model is a causal LM" in err and "--labels" in err and not out.exists()
+
+
+def test_model_kind_without_loading_weights(tmp_path, tiny_gpt2, tiny_gpt2_dir):
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    from aieg_fast.models import DEFAULT_MODEL, model_kind
+
+    assert model_kind(None) == model_kind(DEFAULT_MODEL) == model_kind(tiny_gpt2) == "causal_lm"
+    assert model_kind(str(tiny_gpt2_dir)) == model_kind(tiny_gpt2.model) == "causal_lm"
+    head = GPT2ForSequenceClassification(GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=50, num_labels=3))
+    head.save_pretrained(tmp_path / "head")
+    assert model_kind(tmp_path / "head") == model_kind(head) == "classifier"
+    assert model_kind("some-org/not-here") is None and model_kind(tmp_path) is None and model_kind(3) is None
