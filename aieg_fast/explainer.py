@@ -20,7 +20,7 @@ from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock
 from .core.objective import LabelSet
-from .core.tokens import continuation, merge_message, one_bos, typed_specials
+from .core.tokens import continuation, encoding_warnings, merge_message, one_bos
 from .core.validation import check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
@@ -158,7 +158,8 @@ class Explainer:
 
         Warns:
             AttributionWarning: the text holds a special-token string (say ``"<|endoftext|>"``)
-                that became that special token and is held fixed.
+                that became that special token, or characters the tokenizer can only encode as
+                its unknown token; both are held fixed.
         """
         ids, fixed, _, _ = self.encode_with_offsets(text, template, add_special_tokens)
         return ids, fixed
@@ -182,12 +183,8 @@ class Explainer:
         fast = bool(getattr(self.tokenizer, "is_fast", False))
         enc = self.tokenizer(full, add_special_tokens=add_special_tokens, return_offsets_mapping=fast or template is not None)
         ids, spans = one_bos(list(enc["input_ids"]), enc.get("offset_mapping"), getattr(self.tokenizer, "bos_token_id", None))
-        typed = typed_specials(self.tokenizer, text if isinstance(text, str) else "\n".join(text.values()), ids,
-                               leading_bos_ok=fields[0][0] == 0)
-        if typed:
-            warn(f"text holds {typed}, typed as text: the tokenizer reads each as its special token, which is held fixed "
-                 "(not attributed); remove it from the text, or put such markup in template= (a chat template rendered "
-                 "to text belongs there)")
+        for message in encoding_warnings(self.tokenizer, text, full, ids, spans, leading_bos_ok=fields[0][0] == 0):
+            warn(message)
         special = self.special_ids
         fixed = [i in special for i in ids]
         if template is not None:

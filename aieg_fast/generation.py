@@ -46,7 +46,7 @@ from .core.context import SequenceContext, progress_bar, run_method
 from .core.diagnostics import warn
 from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequence_pilot_logits
 from .core.model_state import holding_model_lock, model_prepared
-from .core.tokens import continuation, merge_message
+from .core.tokens import continuation, merge_message, unknown_message, unknown_pieces
 from .core.validation import check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
@@ -98,6 +98,9 @@ def _given_ids(ex, generated_text, context: str):
             warn(merge_message(ex.tokenizer, context, generated_text, ids, "generated_text"))
         if not ids:
             raise ValueError(f"generated_text {generated_text!r} has no tokens")
+        unknown = unknown_pieces(ex.tokenizer, generated_text, ids, offsets)
+        if unknown:
+            warn(unknown_message(ex.tokenizer, unknown, "generated_text"))
         return ids, offsets
     if isinstance(generated_text, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool) for i in generated_text):
         if not generated_text:

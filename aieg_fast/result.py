@@ -216,10 +216,11 @@ class Attribution:
         """Notebook display: :meth:`to_html` of the words."""
         return self.to_html()
 
-    def plot(self, words: bool = True, ax=None, figsize=None):
-        """A matplotlib Figure: heatmap strip (1-D) or generation matrix (2-D); save it with
-        ``fig.savefig(path)`` (PNG, PDF, SVG). See :func:`aieg_fast.display.plots.plot`."""
-        return plots.plot(self, words, ax, figsize)
+    def plot(self, words: bool = True, ax=None, figsize=None, wrap=None):
+        """A matplotlib Figure: heatmap strip (1-D; a long one wrapped into rows of ``wrap``
+        cells) or generation matrix (2-D); save it with ``fig.savefig(path)`` (PNG, PDF, SVG).
+        See :func:`aieg_fast.display.plots.plot`."""
+        return plots.plot(self, words, ax, figsize, wrap)
 
     def to_dataframe(self, words: bool = False):
         """A pandas DataFrame, one row per token (or word; per (step, token) for a generation).

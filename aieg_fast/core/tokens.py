@@ -4,6 +4,8 @@
   with the BOS string, a chat template rendered to text, gets no second BOS);
 * :func:`typed_specials` — special-token strings typed in the user's text (the tokenizer reads
   them as special tokens, which are held fixed);
+* :func:`unknown_pieces` — pieces of a text the tokenizer can only encode as its unknown token
+  (a tokenizer without byte fallback: an emoji, a rare script);
 * :func:`continuation` — a target or forced continuation tokenised as the model would produce it
   after the prompt (no spurious leading piece such as SentencePiece's lone ``▁``), and whether
   the prompt/target boundary merges (the prompt's own tokens change when the text follows it).
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-__all__ = ["one_bos", "typed_specials", "continuation", "merge_message"]
+__all__ = ["one_bos", "typed_specials", "unknown_pieces", "continuation", "merge_message", "encoding_warnings", "unknown_message"]
 
 
 def one_bos(ids: List[int], offsets: Optional[list], bos_id: Optional[int]) -> Tuple[List[int], Optional[list]]:
@@ -63,6 +65,73 @@ def typed_specials(tokenizer, text: str, ids: Sequence[int], leading_bos_ok: boo
         if positions and isinstance(tid, int) and tid in present:
             found.append((positions[0], s))
     return [s for _, s in sorted(found)]
+
+
+def unknown_pieces(tokenizer, text: str, ids: Sequence[int], offsets: Optional[Sequence]) -> List[Optional[str]]:
+    """The pieces of ``text`` that became the tokenizer's unknown token, in order (each once).
+
+    Args:
+        tokenizer: the tokenizer (its ``unk_token_id``, ``unk_token``).
+        text: the string that was encoded. ids: its ids.
+        offsets: per id its ``(start, end)`` in ``text``, or None (a slow tokenizer).
+
+    Returns:
+        The characters behind each unknown-token id (an unknown-token string typed in the text
+        does not count: :func:`typed_specials` names those); None for each one without
+        offsets. Empty for a tokenizer without an unknown token or for a text without one.
+    """
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if unk is None:
+        return []
+    typed = getattr(tokenizer, "unk_token", None)
+    found: List[Optional[str]] = []
+    for k, i in enumerate(ids):
+        if int(i) != unk:
+            continue
+        if offsets is None or k >= len(offsets) or offsets[k] is None:
+            found.append(None)
+            continue
+        piece = text[int(offsets[k][0]): int(offsets[k][1])]
+        if piece and piece != typed and piece not in found:
+            found.append(piece)
+    return found
+
+
+def encoding_warnings(tokenizer, text, full: str, ids: Sequence[int], offsets: Optional[Sequence],
+                      leading_bos_ok: bool) -> List[str]:
+    """The warnings of an encoded prompt: special-token strings typed in it
+    (:func:`typed_specials`) and pieces that became the unknown token (:func:`unknown_pieces`;
+    both are held fixed, not attributed).
+
+    Args:
+        tokenizer: the tokenizer. text: the user's text (a str, or a mapping of fields).
+        full: the encoded string (the template filled in). ids, offsets: its ids and their
+            ``(start, end)`` in ``full`` (None without offsets). leading_bos_ok: as :func:`typed_specials`.
+    """
+    out = []
+    typed = typed_specials(tokenizer, text if isinstance(text, str) else "\n".join(text.values()), ids, leading_bos_ok)
+    if typed:
+        out.append(f"text holds {typed}, typed as text: the tokenizer reads each as its special token, which is held fixed "
+                   "(not attributed); remove it from the text, or put such markup in template= (a chat template rendered "
+                   "to text belongs there)")
+    unknown = unknown_pieces(tokenizer, full, ids, offsets)
+    if unknown:
+        out.append(f"text has {_pieces(unknown)} that the tokenizer can only encode as its unknown token "
+                   f"{getattr(tokenizer, 'unk_token', None)!r}, held fixed (not attributed): the model sees only that token there")
+    return out
+
+
+def _pieces(unknown: Sequence[Optional[str]]) -> str:
+    named = [p for p in unknown if p is not None]
+    return f"characters {named}" if named else f"{len(unknown)} piece(s)"
+
+
+def unknown_message(tokenizer, unknown: Sequence[Optional[str]], what: str) -> str:
+    """The warning for a forced continuation ``what`` with pieces that became the unknown token
+    (:func:`unknown_pieces`): its steps at those tokens explain the unknown token, not the text."""
+    return (f"{what} has {_pieces(unknown)} that the tokenizer can only encode as its unknown token "
+            f"{getattr(tokenizer, 'unk_token', None)!r}: the steps at those tokens explain the model's score of "
+            f"{getattr(tokenizer, 'unk_token', None)!r}, not of the text")
 
 
 def continuation(tokenizer, context: str, text: str, offsets: bool = False):

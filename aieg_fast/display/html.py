@@ -37,6 +37,8 @@ _CSS = """
 #{id} tr.aieg-head th {{ writing-mode: vertical-rl; transform: rotate(180deg); text-align: left;
   vertical-align: bottom; max-height: 12em; }}
 #{id} td {{ min-width: 1.6em; height: 1.6em; padding: 1px 3px; text-align: center; border: 1px solid #eee; }}
+#{id} .aieg-scroll {{ overflow-x: auto; max-width: 100%; }}
+#{id} tr > th:first-child {{ position: sticky; left: 0; background: #fff; z-index: 1; }}
 #{id} td.aieg-future {{ background: transparent; border-color: transparent; }}
 """
 
@@ -121,7 +123,7 @@ def _grid_html(attr, words: bool, values: bool) -> str:
     gen = _html.escape(str(attr.info.get("generated_text", "")))
     prompt = _html.escape(str(attr.info.get("prompt", "")))
     intro = f'<div class="aieg-legend">prompt: <b>{prompt}</b> · generated: <b>{gen}</b></div>'
-    return _wrap(attr, scale, f'{intro}<table>{"".join(trs)}</table>', words)
+    return _wrap(attr, scale, f'{intro}<div class="aieg-scroll"><table>{"".join(trs)}</table></div>', words)
 
 
 _TOGGLE_CSS = """
@@ -153,7 +155,8 @@ def to_html(attr, words: bool = True, values: bool = False, toggle: bool = False
     entries are hatched grey, distinct from a zero score. Text colour is set explicitly, so the
     snippet reads on light and dark pages. A 1-D result shows the text, one ``<span>`` per word
     (or token); a generation result shows a grid: one row per generated token, one column per
-    context word (or token), cells of the future blank, values on hover.
+    context word (or token), cells of the future blank, values on hover; a grid wider than the
+    page scrolls sideways, the generated tokens' column staying in view.
 
     Args:
         attr: an :class:`~aieg_fast.result.Attribution`.

@@ -45,7 +45,7 @@ def test_one_bos_with_templates_and_chat_templates(tiny_llama):
     res = ex.attribute(TEXT, method="saliency", template="<s>Review: {text} Answer:")
     assert _bos_count(res, ex) == 1 and res.token_ids[0] == tok.bos_token_id
     old = getattr(tok, "chat_template", None)
-    tok.chat_template = "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }} {% endfor %}"
+    tok.chat_template = "{{ bos_token }}{% for m in messages %}{{ m['role'] }} , {{ m['content'] }} . {% endfor %}"
     try:
         rendered = tok.apply_chat_template([{"role": "user", "content": TEXT}], tokenize=False)
         assert rendered.startswith("<s>")
@@ -118,3 +118,35 @@ def test_byte_level_targets_unchanged(tiny_gpt2):
     assert [res.target["id"]] == tok.encode(" great", add_special_tokens=False)
     ids, _, merged = continuation(tok, "the movie is", " good and great")
     assert ids == tok.encode(" good and great", add_special_tokens=False) and not merged
+
+
+def test_characters_the_tokenizer_cannot_encode_are_warned(tiny_llama, tiny_gpt2):
+    """A tokenizer without byte fallback turns an emoji into its unknown token: in the prompt that
+    position is held fixed, in a forced continuation its step explains the unknown token; both
+    are said (names the characters). A typed "<unk>" is the typed-special warning's, and a
+    byte-level tokenizer never warns."""
+    ex = tiny_llama
+    with pytest.warns(AttributionWarning, match=r"text has characters \['🙂'\] that the tokenizer can only encode as its unknown token '<unk>', held fixed"):
+        res = ex.attribute("the movie is 🙂 good", method="saliency")
+    unk = [k for k, i in enumerate(res.token_ids) if i == ex.tokenizer.unk_token_id]
+    assert unk and all(not res.attributable[k] for k in unk)
+    with pytest.warns(AttributionWarning, match=r"generated_text has characters \['🙂', 'q'\] .* explain the model's score of '<unk>'"):
+        ex.attribute_generation("the movie is", generated_text=" good 🙂 zq", method="saliency")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ex.attribute("the movie is <unk> good", method="saliency")
+    assert [str(w.message) for w in caught if "unknown token" in str(w.message)] == []
+    assert any("typed as text" in str(w.message) for w in caught)
+    _no_attribution_warning(lambda: tiny_gpt2.attribute("the movie is 🙂 good", method="saliency"))
+    _no_attribution_warning(lambda: tiny_gpt2.attribute_generation("the movie is", generated_text=" 🙂", method="saliency"))
+
+
+def test_unknown_pieces_helper(tiny_llama):
+    from aieg_fast.core.tokens import unknown_pieces
+
+    tok = tiny_llama.tokenizer
+    text = "x good x 🙂"
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    assert unknown_pieces(tok, text, enc["input_ids"], enc["offset_mapping"]) == ["x", "🙂"]  # each once, in order
+    assert unknown_pieces(tok, text, enc["input_ids"], None) == [None, None, None]
+    assert unknown_pieces(tok, "good", tok("good", add_special_tokens=False)["input_ids"], None) == []

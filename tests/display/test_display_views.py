@@ -80,6 +80,9 @@ def test_html_generation_grid(gen):
     assert "held fixed" in h and "Q:" in labels  # template word shown as held fixed
     assert "⏎" in h and "title=" in h and "Paris." not in h
     assert gen._repr_html_().count("<tr>") == T
+    # a wide grid scrolls inside its own box, the row labels (generated tokens) sticky on the left
+    assert re.search(r'<div class="aieg-scroll"><table>.*</table></div>', h, re.S)
+    assert re.search(r"\.aieg-scroll \{ overflow-x: auto;", h) and "th:first-child { position: sticky; left: 0;" in h
 
 
 def _console(width, color=True):
@@ -416,3 +419,40 @@ def test_show_escapes_terminal_controls():
     text = out.getvalue()
     assert "\x1b" not in text and "\u202e" not in text and "\x00" not in text
     assert "\\x1b[2J" in text and "a\\u202eb" in text and "\\x00" in text and "\\x1b[31m" in text
+
+
+def test_long_strip_wraps_into_labelled_rows_and_wide_matrix_thins_labels(tiny_gpt2):
+    """A long prompt's strip is wrapped into rows (each cell labelled inside, the same values in
+    text order); a short one stays one row; a generation matrix of many columns labels 1 in n."""
+    import matplotlib
+    import numpy as np
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from aieg_fast.display.plots import MAX_COLUMN_LABELS, WRAP_AFTER, WRAP_ROW
+
+    matplotlib.use("Agg")
+    long = _result(" ".join(["the movie is good and the actors are great"] * 8))
+    n = len(long.tokens)
+    assert n > WRAP_AFTER
+    ax = long.plot(words=False).axes[0]
+    img = ax.images[0].get_array()
+    assert img.shape == (-(-n // WRAP_ROW), WRAP_ROW)
+    assert np.allclose(np.ma.filled(img, np.nan).ravel()[:n], long.scores.numpy(), equal_nan=True)
+    assert img.mask.ravel()[n:].all()  # past the end: empty, not a score
+    assert len(ax.texts) == n and [t.get_position() for t in ax.texts[:2]] == [(0, 0), (1, 0)]
+    assert ax.texts[WRAP_ROW].get_position() == (0, 1)  # the next row starts where the first ends
+    assert long.plot(words=False, wrap=7).axes[0].images[0].get_array().shape == (-(-n // 7), 7)
+    assert _result().plot(words=False).axes[0].images[0].get_array().shape == (1, len(_result().tokens))
+    for bad in (0, 2.5, True, "30"):
+        with pytest.raises(ValueError, match="wrap must be an int >= 1"):
+            long.plot(wrap=bad)
+    tok = tiny_gpt2.tokenizer
+    wide = aieg_fast.load_model(GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=len(tok), n_positions=300)).eval(), tok)
+    gen = wide.attribute_generation(" ".join(["the movie is good"] * 14), generated_text=" ok", method="saliency")
+    with pytest.raises(ValueError, match="wrap applies to a 1-D result"):
+        gen.plot(wrap=10)
+    ax = gen.plot(words=False).axes[0]
+    cols = ax.images[0].get_array().shape[1]
+    every = -(-cols // MAX_COLUMN_LABELS)
+    assert cols > MAX_COLUMN_LABELS and len(ax.get_xticks()) == -(-cols // every) <= MAX_COLUMN_LABELS
+    assert f"1 in {every} of the {cols} columns labelled" in ax.get_title()
