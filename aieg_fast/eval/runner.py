@@ -164,6 +164,13 @@ _NO_LABELS = ("labels: dataset {!r} names no label words and the model is a caus
               "give its classes); give the label words (--labels), one per label index, e.g. ' no' ' yes'")
 
 
+def _check_label_words(model, spec: DatasetSpec, labels) -> None:
+    """Refuse a dataset without label words for a causal LM given no ``labels``, before the
+    model loads (:func:`~aieg_fast.models.model_kind` reads its config only)."""
+    if labels is None and not spec.labels and model_kind(model) == "causal_lm":
+        raise ValueError(_NO_LABELS.format(spec.name))
+
+
 def _prompt(ex: "Explainer", spec: DatasetSpec, template, labels) -> Tuple[Optional[str], list, List[int]]:
     """(template, labels, label ids): the dataset's prompt and label words for a causal LM, no
     template (unless the dataset has several fields to join) and the class indices for a
@@ -464,9 +471,8 @@ def evaluate(
         topk_sweep: extra top-k fractions of the hard metrics (e.g. :data:`TOPK_SWEEP`), in a second table.
         metrics: ``"all"`` (default) or ``"hard"``: log-odds, comprehensiveness and sufficiency
             only (the AIEG paper's), without the Soft-NC/NS and π-Soft forwards (~10× the cost).
-        n_steps: path steps of the path methods. n_samples: Bernoulli draws K per soft point.
-        pis: π grid. prob_space: ``"labels"`` (softmax over the label words / classes; what None,
-            the default, means: these are label tasks) or ``"vocab"`` (over the whole vocabulary).
+        n_steps: path steps of the path methods. n_samples: Bernoulli draws K per soft point. pis: π grid.
+        prob_space: ``"labels"`` (None, the default: softmax over the label words / classes) or ``"vocab"``.
         normalise: score normalisation of Soft-NC / NS. data_dir: evaluation data folder.
         soft_maps: soft maps of the soft metrics (list or comma-separated, :data:`~aieg_fast.eval.metrics.SOFT_MAPS`):
             default ``("relu", "minmax")``, the second in columns ending in ``_minmax``.
@@ -510,8 +516,7 @@ def evaluate(
     spec, data = load_examples(dataset, data_dir, n, start, text_field=text_field, label_field=label_field,
                                template=template, labels=labels, id_field=id_field)
     target_fn = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space)  # BoolQ: contrast
-    if labels is None and not spec.labels and model_kind(model) == "causal_lm":  # known before loading the model
-        raise ValueError(_NO_LABELS.format(spec.name))
+    _check_label_words(model, spec, labels)
     with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, spec, template, labels)
