@@ -158,16 +158,24 @@ class Attribution:
                     toks[i] = from_text[i]
         return [visible(t) or "◌" for t in toks]
 
-    def words(self, reduce: str = "sum"):
+    def words(self, reduce: Optional[str] = None):
         """Word-level view: (words, word_scores) over :meth:`word_groups` (NaN-skipping ``reduce``
         of the attributable tokens; NaN for a word with none).
+
+        ``reduce`` None (default): ``"sum"``, except for a result whose tokens each hold a copy of
+        their word's score (occlusion with ``granularity="word"``: the effect of masking the
+        whole word), where the sum would count the word once per token: ``"mean"``, the word's
+        own score. Every word view (:meth:`show`, :meth:`to_html`, :meth:`plot`,
+        :meth:`to_dataframe`) uses this default.
 
         For a 2-D result ``word_scores`` is a list of rows (one per generated token), NaN for
         words with no attributed token in that row.
 
         Raises:
-            ValueError: ``reduce`` not ``"sum"``, ``"mean"`` or ``"max"``.
+            ValueError: ``reduce`` not None, ``"sum"``, ``"mean"`` or ``"max"``.
         """
+        if reduce is None:
+            reduce = "mean" if self.options.get("granularity") == "word" else "sum"
         scores = self.scores.clone()
         mask = torch.tensor(self.attributable, dtype=torch.bool)
         scores[..., ~mask] = float("nan")

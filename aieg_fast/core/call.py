@@ -11,7 +11,7 @@ import torch
 
 from .baselines import baseline_rows, check_alpha_range, describe_baseline, noisy_baseline, shift_baseline
 from .batch import Batch
-from .diagnostics import low_precision_hint, method_flags, warn_flags
+from .diagnostics import NO_SIGNAL_KINDS, low_precision_hint, method_flags, warn_flags
 from .objective import LabelSet, check_target_fn, target_fn_name
 from .validation import check_int
 
@@ -212,7 +212,7 @@ def _average(outs):
     return dataclasses.replace(first, scores=scores, info=info)
 
 
-def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None, dtype=None):
+def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None, dtype=None, targets=None):
     """The degenerate-signal flags of every row of ``out`` (:func:`~aieg_fast.core.diagnostics.method_flags`),
     warned once as an :class:`~aieg_fast.core.diagnostics.AttributionWarning`.
 
@@ -223,11 +223,20 @@ def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None
         labels: per row what the warning calls it (``{"text": b}`` / ``{"step": t}``), or None.
         dtype: the model's parameter dtype: for float16 / bfloat16 a completeness flag adds
             what low precision does to it and the fix (:func:`~aieg_fast.core.diagnostics.low_precision_hint`).
+        targets: per row the target id explained (the prediction filled in), or None: a row
+            whose target is its own contrast token (F = z_t − z_c ≡ 0: the model predicts the
+            contrast) and carries no signal gets one ``zero_signal`` flag that says why, instead
+            of the generic ones (attention weights, which do not use F, keep theirs).
 
     Returns:
         List (one per row) of lists of flags.
     """
     flags = [method_flags(method, opts, out.info, b, s, v) for b, (s, v) in enumerate(rows_valid)]
+    for b, c in enumerate(settings.contrast if targets is not None else []):
+        if c is not None and int(targets[b]) == c["id"] and any(f["kind"] in NO_SIGNAL_KINDS for f in flags[b]):
+            flags[b] = [{"kind": "zero_signal", "message": f"F = z_t − z_c ≡ 0: the model's prediction is contrast_target "
+                         f"{c.get('text')!r} (id {c['id']}) itself, so the scores carry no signal; pass target= (the "
+                         "token to explain against it) or another contrast_target"}]
     extra = low_precision_hint(dtype)
     if extra:
         flags = [[dict(f, message=f["message"] + extra) if f["kind"] == "completeness" else f for f in fl] for fl in flags]

@@ -75,6 +75,15 @@ def test_word_occlusion_masks_each_word_together(tiny_gpt2):
     for s in sets:  # every token of a word has the word's score
         assert len(set(round(float(res.scores[i]), 6) for i in s)) == 1
     assert len(words) >= len(sets)
+    # the word view shows each word's effect once (not once per token), as do the views built on it
+    by_first = {g[0]: k for k, g in enumerate(res.word_groups())}
+    word_vals = res.words()[1]
+    for s, v in zip(sets, vals):
+        assert word_vals[by_first[s[0]]] == pytest.approx(float(v), abs=1e-5)
+    assert res.words("sum")[1][by_first[max(sets, key=len)[0]]] == pytest.approx(float(vals[sets.index(max(sets, key=len))]) * max(len(s) for s in sets), abs=1e-4)
+    pd = pytest.importorskip("pandas")
+    assert isinstance(res.to_dataframe(words=True), pd.DataFrame)
+    assert res.to_dataframe(words=True)["score"].tolist() == pytest.approx(word_vals, nan_ok=True)
 
 
 @pytest.mark.parametrize("width,stride", [(2, 1), (3, 2), (3, 3)])

@@ -3,6 +3,7 @@ multi-token targets and generation step probabilities (issue 13), against plain 
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 import torch
@@ -214,3 +215,24 @@ def test_inference_mode_refuses_gradient_methods_only(tiny_gpt2):
     assert bool(torch.isfinite(res.scores).all()) and model_state(tiny_gpt2) == before
     with torch.no_grad():  # gradients are turned back on inside
         assert bool(torch.isfinite(tiny_gpt2.attribute(TEXT, method="saliency").scores).all())
+
+
+def test_predicted_target_equal_to_the_contrast_is_named(tiny):
+    """target=None with a contrast the model predicts: F = z_t − z_c ≡ 0. The warning and
+    res.degenerate say that (not a generic "zero signal"), per text in a batch; attention
+    weights (which do not use F) are not flagged for it."""
+    from aieg_fast import AttributionWarning
+
+    pred = tiny.attribute(TEXT, method="saliency").target["id"]
+    with pytest.warns(AttributionWarning, match=rf"prediction is contrast_target .* \(id {pred}\) itself"):
+        res = tiny.attribute(TEXT, method="integrated_gradients", contrast_target=pred, n_steps=6)
+    assert res.target["id"] == res.target["contrast_id"] == pred
+    assert [f["kind"] for f in res.degenerate] == ["zero_signal"] and "pass target=" in res.degenerate[0]["message"]
+    other = next(i for i in (5, 6, 7) if i != pred)
+    with pytest.warns(AttributionWarning, match=r"text 1\] F = z_t − z_c ≡ 0"):
+        both = tiny.attribute([TEXT, TEXT], method="saliency", contrast_target=[other, pred])
+    assert both[0].degenerate == [] and "prediction is contrast_target" in both[1].degenerate[0]["message"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        att = tiny.attribute(TEXT, method="attention", contrast_target=pred)
+    assert not any("contrast_target" in str(w.message) for w in caught) and float(att.scores.abs().sum()) > 0
