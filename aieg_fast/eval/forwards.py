@@ -28,7 +28,13 @@ def last_logits_ids(ex: Explainer, seqs: Sequence[Sequence[int]], batch_size: in
 
     Args:
         ex: the explainer. seqs: B token id lists. batch_size: rows per forward.
+
+    Raises:
+        ValueError: an empty sequence (a model has no output for no input).
     """
+    empty = [i for i, q in enumerate(seqs) if len(q) == 0]
+    if empty:
+        raise ValueError(f"seqs: sequence(s) {empty[:5]} are empty; a model needs at least one token to predict the next")
     out = []
     dev = ex.device
     for s in range(0, len(seqs), batch_size):

@@ -209,7 +209,10 @@ def hard_metrics(
     Returns:
         ``{"log_odds", "comprehensiveness", "sufficiency", "k", "p", "p_log_odds", "p_comp",
         "p_suff", "tie_seed"}`` (probabilities in [0, 1]; ``tie_seed`` None with
-        ``ties="first"``); with k = 0 the three metrics are 0.
+        ``ties="first"``); with k = 0 the three metrics are 0. Comprehensiveness and ``p_comp``
+        are NaN when removing the top k leaves no token at all (a model without BOS, the top k
+        every token of a text without a template): an empty input has no next-token
+        distribution (the summaries leave NaN out and count the rest).
 
     Raises:
         ValueError: ``topk`` outside (0, 1], unknown ``ties`` (before any forward), and
@@ -233,8 +236,12 @@ def hard_metrics(
     comp_ids = ids[~sel]
     suff_ids = ids[sel | fixed]
     seqs = [lo_ids.tolist(), comp_ids.tolist(), suff_ids.tolist()]
+    empty = not seqs[1]  # every token removed (no BOS or template): nothing for the model to read
     with model_prepared(ex.model), torch.no_grad():
-        pr = target_probs(last_logits_ids(ex, seqs, ctx.batch_size), ctx.target, ctx.prob_space, ctx.label_ids).double()
+        pr = target_probs(last_logits_ids(ex, [q for q in seqs if q], ctx.batch_size), ctx.target, ctx.prob_space,
+                          ctx.label_ids).double().tolist()
+    if empty:
+        pr.insert(1, math.nan)
     p = ctx.p
     tiny = 1e-30
     return {

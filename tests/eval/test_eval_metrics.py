@@ -70,6 +70,25 @@ def test_hard_metrics_match_direct_forward(case):
     assert M.comprehensiveness(ex, a2, topk) == pytest.approx(h["comprehensiveness"], abs=1e-7)
 
 
+def test_comprehensiveness_of_removing_every_token_is_nan(tiny_gpt2):
+    """The tiny GPT-2 adds no BOS: top k = every token of a text without a template leaves
+    comprehensiveness nothing to read. NaN (not the model's output on a padded empty row);
+    log-odds and sufficiency are still computed, and the forward refuses an empty sequence."""
+    from aieg_fast.eval.forwards import last_logits_ids
+
+    ex = tiny_gpt2
+    a = ex.attribute("good", method="saliency")
+    assert all(a.attributable)  # no BOS, no template
+    h = M.hard_metrics(ex, a, 1.0)
+    y = a.target["id"]
+    assert math.isnan(h["comprehensiveness"]) and math.isnan(h["p_comp"]) and h["k"] == len(a.token_ids)
+    lo_ids = [ex.ref_token_id] * len(a.token_ids)
+    assert h["p_log_odds"] == pytest.approx(_p_direct(ex, lo_ids, y), rel=1e-4)
+    assert h["sufficiency"] == pytest.approx(h["p"] - _p_direct(ex, list(a.token_ids), y), abs=1e-6)
+    with pytest.raises(ValueError, match=r"seqs: sequence\(s\) \[1\] are empty"):
+        last_logits_ids(ex, [[5], []], 4)
+
+
 def test_topk_ties_lower_index_and_k_zero(case):
     ex, a = case
     cand = torch.tensor([False, True, True, True, True, True])
