@@ -20,9 +20,12 @@ __all__ = ["Attribution", "load_attribution", "save_attributions", "load_attribu
 MULTI_FORMAT = "aieg_fast.attributions"
 
 
-@dataclass
+@dataclass(eq=False)
 class Attribution:
     """Token attribution for one input (or one row per generated token).
+
+    Results compare by identity (``==``, ``in``, ``list.index``, sets and dict keys work as for
+    any object); compare values with ``torch.equal(a.scores, b.scores)`` or :meth:`to_dict`.
 
     Attributes:
         tokens (List[str]): display text of each input token (length L).
@@ -191,14 +194,22 @@ class Attribution:
         the pairs of every row; NaN cells are skipped.
 
         Raises:
-            ValueError: ``k`` not an int ≥ 1.
+            ValueError: ``k`` not an int ≥ 1; ``row`` not an int in [−T, T) for a generation
+                result of T steps, or given for a 1-D result.
         """
         check_int("k", k, 1)
         if self.scores.dim() == 2:
             if row is None:
                 return [self.top_tokens(k, r) for r in range(self.scores.shape[0])]
+            T = self.scores.shape[0]
+            if isinstance(row, bool) or not isinstance(row, int) or not -T <= row < T:
+                raise ValueError(f"row must be a generation step, an int in [0, {T}) (or from -{T} counting from the "
+                                 f"end), got {row!r}")
             vals = self.scores[row]
         else:
+            if row is not None:
+                raise ValueError(f"row applies to a generation result (one row per generated token); this result "
+                                 f"has one row, got row={row!r}")
             vals = self.scores
         idx = [i for i in range(len(self.tokens)) if self.attributable[i] and not math.isnan(float(vals[i]))]
         idx.sort(key=lambda i: -float(vals[i]))
@@ -326,15 +337,23 @@ def _flatten_rows(x):
     return x
 
 
+def _read_json(path):
+    """The JSON value in the file ``path``; ValueError naming the file when it is not UTF-8 JSON."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not a JSON file of attributions ({type(err).__name__}: {err})") from None
+
+
 def load_attribution(path) -> Attribution:
     """Read an :class:`Attribution` saved with :meth:`Attribution.save`.
 
     Raises:
-        ValueError: the file holds several results (read it with :func:`load_attributions`), or
-            is JSON but not a saved result.
+        ValueError: the file holds several results (read it with :func:`load_attributions`), is
+            not UTF-8 JSON, or is JSON but not a saved result.
     """
-    with open(path, encoding="utf-8") as fh:
-        d = json.load(fh)
+    d = _read_json(path)
     if isinstance(d, dict) and d.get("format") == MULTI_FORMAT:
         raise ValueError(f"{path} holds {len(d.get('results', []))} results; read it with aieg_fast.load_attributions")
     if not (isinstance(d, dict) and "tokens" in d and "scores" in d):
@@ -393,10 +412,9 @@ def load_attributions(path) -> List[Attribution]:
     :meth:`Attribution.save` gives a list of one.
 
     Raises:
-        ValueError: the file is neither format.
+        ValueError: the file is not UTF-8 JSON, or is neither format.
     """
-    with open(path, encoding="utf-8") as fh:
-        d = json.load(fh)
+    d = _read_json(path)
     if isinstance(d, dict) and d.get("format") == MULTI_FORMAT:
         return [Attribution.from_dict(x) for x in d["results"]]
     if isinstance(d, dict) and "tokens" in d and "scores" in d:

@@ -5,6 +5,7 @@ import math
 
 from ..core.validation import check_bool
 from .scale import grid, make_scale, no_signal, row_flags, strip
+from .words import describe_target
 
 __all__ = ["plot", "to_dataframe"]
 
@@ -13,7 +14,7 @@ def _title(attr) -> str:
     if attr.scores.dim() == 2:
         what = f"generation of {attr.scores.shape[0]} tokens"
     else:
-        what = f"target {attr.target.get('text', attr.target.get('id'))!r}"
+        what = f"target {describe_target(attr)}"
     return f"{attr.method} · {what} · {attr.model or '?'}"
 
 

@@ -237,6 +237,11 @@ def test_plot_strip_and_matrix(tmp_path, gen):
             assert (tmp_path / f"x.{ext}").stat().st_size > 1000
     img = gen.plot(words=False).axes[0].images[0].get_array()
     assert img.shape == (gen.scores.shape[0], len(gen.tokens))
+    # the title names the target as the other views do: with its contrast and F
+    res = _result()
+    res.target = dict(res.target, contrast_id=7, contrast_text=" bad")
+    res.options = {"target_fn": "label_logprob"}
+    assert "target ' great' vs ' bad' [label_logprob]" in res.plot().axes[0].get_title()
 
 
 def test_to_dataframe(gen):
@@ -269,6 +274,14 @@ def test_save_and_load_several(tmp_path, gen):
     assert len(aieg_fast.load_attributions(tmp_path / "one.json")) == 1
     with pytest.raises(TypeError, match="not an Attribution"):
         aieg_fast.save_attributions([a, "x"], p)
+    for body in (b"tokens,scores\n1,2\n", b"\xff\xfe{}"):  # a CSV, not UTF-8
+        (tmp_path / "bad.json").write_bytes(body)
+        for load in (aieg_fast.load_attribution, aieg_fast.load_attributions):
+            with pytest.raises(ValueError, match=r"bad.json is not a JSON file of attributions \((JSONDecodeError|UnicodeDecodeError)"):
+                load(tmp_path / "bad.json")
+    # results compare by identity: == and `in` work (a dataclass __eq__ on the scores tensor raised)
+    back = aieg_fast.load_attribution(tmp_path / "one.json")
+    assert a == a and a != back and back in [b, back] and [b, back].index(back) == 1 and len({a, back}) == 2
 
 
 def test_save_that_fails_leaves_the_old_file(tmp_path, gen):
@@ -325,6 +338,8 @@ def test_view_arguments_are_checked():
     with pytest.raises(ValueError, match=r"k must be an int >= 1, got -1"):
         res.top_tokens(-1)
     assert len(res.top_tokens(2)) == 2
+    with pytest.raises(ValueError, match=r"row applies to a generation result .* got row=0"):
+        res.top_tokens(2, row=0)
 
 
 def test_custom_target_fn_header_names_the_function_not_a_token(tiny_gpt2):

@@ -148,6 +148,10 @@ def test_json_roundtrip_and_display(tmp_path, tiny_llama):
     assert len(rows) == T and all(len(r) == len(words) for r in rows)
     tops = res.top_tokens(3)
     assert len(tops) == T and all(len(tp) <= 3 for tp in tops)
+    assert res.top_tokens(3, row=-1) == tops[-1] and res.top_tokens(3, row=0) == tops[0]
+    for bad in (T, -T - 1, 1.0, True):
+        with pytest.raises(ValueError, match=rf"row must be a generation step, an int in \[0, {T}\)"):
+            res.top_tokens(3, row=bad)
     assert all(not math.isnan(v) for tp in tops for _, v in tp)
     # terminal heatmap: one line per generated token
     for use_words in (True, False):
