@@ -383,7 +383,7 @@ class Explainer:
                 ``"logprob"``, ``"prob"`` (specs/aieg.md §6.2), ``"label_logprob"`` (log p of the
                 target renormalised over ``label_set``: what label-set metrics score), or a
                 callable ``logits Tensor[B, V] -> Tensor[B]``.
-            label_set: the label tokens (strings or ids) of ``target_fn="label_logprob"``; the
+            label_set: the label tokens (strings or ids; a 1-D id tensor too) of ``target_fn="label_logprob"``; the
                 target must be one of them (None target: the most likely of them).
             contrast_target: a token (or class) c, or one per text: F = z_target − z_c
                 (p_target − p_c with ``target_fn="prob"``; Inseq's ``contrast_logits_diff``).

@@ -36,7 +36,7 @@ module holds decoding / teacher forcing, the shared pilot pass and the [T, L] as
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
 
@@ -46,6 +46,7 @@ from .core.context import SequenceContext, progress_bar, run_method
 from .core.diagnostics import warn
 from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequence_pilot_logits
 from .core.model_state import holding_model_lock, model_prepared
+from .core.inputs import as_id_list
 from .core.tokens import continuation, merge_message, unknown_message, unknown_pieces
 from .core.validation import check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
@@ -87,9 +88,19 @@ def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
     return new
 
 
+def _encode_prompt(ex, prompt, template):
+    """:meth:`~aieg_fast.explainer.Explainer.encode_with_offsets` of one prompt; TypeError naming
+    ``prompt`` for a list (a generation explains one prompt) or another type."""
+    if not isinstance(prompt, (str, Mapping)):
+        hint = "; a generation explains one prompt: call it once per prompt" if isinstance(prompt, (list, tuple)) else ""
+        raise TypeError(f"prompt must be a str (or a mapping of template fields to str), got {type(prompt).__name__}{hint}")
+    return ex.encode_with_offsets(prompt, template)
+
+
 def _given_ids(ex, generated_text, context: str):
     """(ids, offsets into the text or None) of a forced continuation: a string tokenised as it
     would follow ``context`` (the encoded prompt), a list of ids as given."""
+    generated_text = as_id_list(generated_text, "generated_text")
     if isinstance(generated_text, str):
         if generated_text == "":
             raise ValueError("generated_text is empty; pass the continuation to explain, or None for greedy decoding")
@@ -109,7 +120,7 @@ def _given_ids(ex, generated_text, context: str):
         if bad:
             raise ValueError(f"generated_text has token ids outside [0, {ex.vocab_size}): {bad}")
         return [int(i) for i in generated_text], None
-    raise TypeError(f"generated_text must be a str, a list of token ids or None, got {type(generated_text).__name__}")
+    raise TypeError(f"generated_text must be a str, a list (or 1-D tensor) of token ids or None, got {type(generated_text).__name__}")
 
 
 @holding_model_lock
@@ -139,7 +150,7 @@ def continuation_ids(ex, prompt: str, max_new_tokens: Optional[int] = None,
     if ex.adapter.kind != "causal_lm":
         raise ValueError("continuation_ids needs a causal language model, not a classification head")
     max_new_tokens = _new_tokens(max_new_tokens, generated_text)
-    prompt_ids, _, full_prompt, _ = ex.encode_with_offsets(prompt, template)
+    prompt_ids, _, full_prompt, _ = _encode_prompt(ex, prompt, template)
     gen_ids = _given_ids(ex, generated_text, full_prompt)[0] if generated_text is not None else None
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
     return _greedy(ex, prompt_ids, max_new_tokens) if gen_ids is None else gen_ids
@@ -181,7 +192,7 @@ def attribute_generation(
         prompt (str): the prompt text (placed in ``template`` at ``{text}`` when given).
         max_new_tokens (int, optional): tokens to generate greedily (≥ 1; None: 8), stopping early
             at EOS. Refused with ``generated_text`` (cut a given text first: ``continuation_ids``).
-        generated_text (str or list of int, optional): teacher forcing: the continuation to
+        generated_text (str, list of int or 1-D integer tensor, optional): teacher forcing: the continuation to
             explain. A string is tokenized as it would follow the prompt (the prompt and it
             together, the prompt's own tokens taken off: no spurious leading piece such as
             SentencePiece's lone ``▁``; alone, with a warning, when the two merge at the
@@ -237,7 +248,7 @@ def attribute_generation(
     check_call_settings(n_steps, backend, auto_ok=False)
     opts = m.options(**options)
     check_model(m, opts, ex.adapter)
-    prompt_ids, prompt_fixed, full_prompt, prompt_offsets = ex.encode_with_offsets(prompt, template)
+    prompt_ids, prompt_fixed, full_prompt, prompt_offsets = _encode_prompt(ex, prompt, template)
     call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
                         n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed, contexts=[full_prompt])
     gen_ids, gen_offsets = _given_ids(ex, generated_text, full_prompt) if generated_text is not None else (None, None)

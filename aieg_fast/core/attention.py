@@ -1,7 +1,7 @@
 """Attention rows of the predicting position from captured probabilities (specs/aieg.md §4)."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -34,13 +34,23 @@ def attention_layers(adapter, attn_layers) -> List[int]:
     raise ValueError(f"attn_layers must be 'last', 'all', 'rollout', 'none' or a list of layer indices, got {attn_layers!r}")
 
 
-def check_attn_layers(attn_layers) -> None:
-    """Model-independent check of an ``attn_layers`` value (the range is checked at run time)."""
-    if attn_layers in ATTN_LAYER_CHOICES:
+def check_attn_layers(attn_layers, choices: Sequence[str] = ATTN_LAYER_CHOICES, method: Optional[str] = None) -> None:
+    """Model-independent check of an ``attn_layers`` value (the range is checked at run time).
+
+    Args:
+        attn_layers: the value given. choices: the named selections the method takes (a
+            non-empty list of ints is always allowed). method: named in the error.
+
+    Raises:
+        ValueError: names the method's choices and the value received.
+    """
+    if isinstance(attn_layers, str) and attn_layers in choices:
         return
     if isinstance(attn_layers, (list, tuple)) and attn_layers and all(isinstance(l, int) and not isinstance(l, bool) for l in attn_layers):
         return
-    raise ValueError(f"attn_layers must be 'last', 'all', 'rollout', 'none' or a list of layer indices, got {attn_layers!r}")
+    names = ", ".join(repr(c) for c in choices)
+    raise ValueError(f"attn_layers must be {names} or a non-empty list of layer indices"
+                     + (f" for the {method} method" if method else "") + f", got {attn_layers!r}")
 
 
 def attention_rows(adapter, batch, attn, attn_layers, attn_heads: str, backend: str) -> Tensor:

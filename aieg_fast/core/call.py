@@ -12,6 +12,7 @@ import torch
 from .baselines import baseline_rows, check_alpha_range, describe_baseline, noisy_baseline, shift_baseline
 from .batch import Batch
 from .diagnostics import NO_SIGNAL_KINDS, low_precision_hint, method_flags, warn_flags
+from .inputs import as_id_list
 from .objective import LabelSet, check_target_fn, target_fn_name
 from .validation import check_int
 
@@ -68,6 +69,7 @@ def _resolve_target_fn(ex, target_fn, label_set, context=None, gradients: bool =
     if label_set is not None:
         if target_fn != "label_logprob":
             raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
+        label_set = as_id_list(label_set, "label_set")
         if isinstance(label_set, str) or not isinstance(label_set, (list, tuple)):
             raise TypeError(f"label_set must be a list of labels (token strings or ids), got {type(label_set).__name__}")
         ids = [_resolve_as(ex, l, f"label_set[{i}]", context)["id"] for i, l in enumerate(label_set)]

@@ -10,12 +10,13 @@ attributed and the template's own text is held fixed (:func:`fill_template`).
 """
 from __future__ import annotations
 
+import numbers
 import re
 from typing import List, Mapping, Sequence, Tuple
 
 import torch
 
-__all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text"]
+__all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text", "as_id_list"]
 
 #: a ``{name}`` placeholder of a template (a field of a mapping text)
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -94,8 +95,30 @@ def _describe(x) -> str:
     return type(x).__name__
 
 
+def _is_array(x) -> bool:
+    """A numpy array (told apart without importing numpy)."""
+    return type(x).__module__ == "numpy" and hasattr(x, "ndim") and hasattr(x, "tolist")
+
+
+def as_id_list(value, name: str):
+    """``value`` as a list of ints when it is a 1-D integer tensor or numpy array (token ids);
+    anything else as it is, for the caller to check.
+
+    Raises:
+        TypeError: a tensor / array that is not 1-D integer ids (names ``name``, its dtype and shape).
+    """
+    if not (torch.is_tensor(value) or _is_array(value)):
+        return value
+    t = torch.as_tensor(value)
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool or t.dim() != 1:
+        raise TypeError(f"{name} as a tensor must hold 1-D integer token ids, got dtype {t.dtype} and shape {tuple(t.shape)}")
+    return [int(i) for i in t.tolist()]
+
+
 def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
     """(rows, single): the id sequences of ``input_ids`` as lists, unchecked values."""
+    if _is_array(input_ids):  # a numpy array (return_tensors="np")
+        input_ids = torch.as_tensor(input_ids)
     if isinstance(input_ids, torch.Tensor):
         if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
             raise TypeError(f"input_ids must hold integer token ids, got a tensor of dtype {input_ids.dtype}")
@@ -104,8 +127,8 @@ def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
         rows = input_ids.tolist()
         return ([rows], True) if input_ids.dim() == 1 else (rows, False)
     if isinstance(input_ids, (list, tuple)):
-        if input_ids and all(isinstance(r, (list, tuple, torch.Tensor)) for r in input_ids):
-            rows = [r.tolist() if isinstance(r, torch.Tensor) else list(r) for r in input_ids]
+        if input_ids and all(isinstance(r, (list, tuple, torch.Tensor)) or _is_array(r) for r in input_ids):
+            rows = [r.tolist() if isinstance(r, torch.Tensor) or _is_array(r) else list(r) for r in input_ids]
             return rows, False
         return [list(input_ids)], True
     raise TypeError(f"input_ids must be a list of token ids, a list of such lists or a LongTensor, got {type(input_ids).__name__}")
@@ -115,8 +138,9 @@ def check_input_ids(input_ids, vocab_size: int, max_positions: int) -> Tuple[Lis
     """Check token ids given in place of text.
 
     Args:
-        input_ids: one sequence (list of int, Tensor[L] long) or a batch (list of sequences,
-            Tensor[B, L] long).
+        input_ids: one sequence (list of int, Tensor[L] long, a numpy integer array) or a batch
+            (list of sequences, Tensor[B, L] long, a 2-D numpy integer array); numpy integers
+            count as ints.
         vocab_size: rows of the input embedding matrix (ids must be in [0, vocab_size)).
         max_positions: the model's most positions.
 
@@ -136,10 +160,10 @@ def check_input_ids(input_ids, vocab_size: int, max_positions: int) -> Tuple[Lis
         if not row:
             raise ValueError(f"{where} is empty")
         for k, i in enumerate(row):
-            if isinstance(i, bool) or not isinstance(i, int):
+            if isinstance(i, bool) or not isinstance(i, numbers.Integral):  # numpy integers count; numpy bools do not
                 raise TypeError(f"{where}[{k}] must be an int token id, got {i!r} ({type(i).__name__})")
-            if not 0 <= i < vocab_size:
-                raise ValueError(f"{where}[{k}] = {i} is not a token id of this model: ids are in [0, {vocab_size})")
+            if not 0 <= int(i) < vocab_size:
+                raise ValueError(f"{where}[{k}] = {int(i)} is not a token id of this model: ids are in [0, {vocab_size})")
         if len(row) > max_positions:
             raise ValueError(f"{where} is {len(row)} tokens long, but the model accepts at most {max_positions} positions")
     return [[int(i) for i in row] for row in rows], single

@@ -32,9 +32,7 @@ class AttentionOptions(Options):
 
     def validate(self):
         check_choice("attn_heads", self.attn_heads, ("mean", "max"))
-        check_attn_layers(self.attn_layers)
-        if self.attn_layers == "none":
-            raise ValueError("attn_layers must be 'last', 'all', 'rollout' or a list of layer indices for the attention method, got 'none'")
+        check_attn_layers(self.attn_layers, ("last", "all", "rollout"), "attention")
 
 
 @register

@@ -33,9 +33,7 @@ class ScaledAttentionOptions(Options):
 
     def validate(self):
         check_choice("reduce", self.reduce, ("product_of_means", "mean_of_products"))
-        if self.attn_layers in ("rollout", "none"):
-            raise ValueError(f"scaled_attention supports attn_layers 'last', 'all' or a list, got {self.attn_layers!r}")
-        check_attn_layers(self.attn_layers)
+        check_attn_layers(self.attn_layers, ("last", "all"), "scaled_attention")
 
 
 @register

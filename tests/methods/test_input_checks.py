@@ -99,3 +99,46 @@ def test_predict_and_label_probs(tiny_gpt2, monkeypatch):
     for bad in (0, -2, 1.5, True):
         with pytest.raises(ValueError, match=rf"top_k must be an int >= 1, got {bad!r}"):
             tiny_gpt2.predict(TEXT, top_k=bad)
+
+
+@pytest.mark.parametrize("method, value, match", [
+    ("attention", [], r"attn_layers must be 'last', 'all', 'rollout' or a non-empty list of layer indices for the attention method, got \[\]"),
+    ("attention", "none", r"'last', 'all', 'rollout' or .* for the attention method, got 'none'"),
+    ("scaled_attention", "rollout", r"attn_layers must be 'last', 'all' or .* for the scaled_attention method, got 'rollout'"),
+    ("aieg", "first", r"attn_layers must be 'last', 'all', 'rollout', 'none' or a non-empty list"),
+])
+def test_attn_layers_message_lists_the_method_own_choices(tiny_gpt2, monkeypatch, method, value, match):
+    _no_forward(tiny_gpt2, monkeypatch)
+    with pytest.raises(ValueError, match=match):
+        tiny_gpt2.attribute(TEXT, method=method, attn_layers=value)
+
+
+def test_numpy_and_tensor_ids_are_ids(tiny_gpt2):
+    """numpy integers and arrays in input_ids, 1-D id tensors / arrays as generated_text and
+    label_set are the ids they hold (they were refused); other dtypes and shapes are named."""
+    import numpy as np
+
+    ex = tiny_gpt2
+    plain = ex.attribute(input_ids=[5, 6, 7], method="saliency", target=3)
+    for ids in ([np.int64(5), np.int32(6), 7], np.array([5, 6, 7]), np.array([[5, 6, 7]])):
+        got = ex.attribute(input_ids=ids, method="saliency", target=3)
+        got = got[0] if isinstance(got, list) else got
+        assert got.token_ids == [5, 6, 7] and torch.equal(got.scores, plain.scores)
+    assert ex.attribute(input_ids=[np.array([5, 6, 7]), np.array([5, 6])], method="saliency", target=3)[1].token_ids == [5, 6]
+    with pytest.raises(TypeError, match=r"input_ids\[0\] must be an int token id, got np.True_"):
+        ex.attribute(input_ids=[np.bool_(True), 5], method="saliency")
+    gen = ex.attribute_generation("the movie", generated_text=torch.tensor([5, 6]), method="saliency")
+    assert gen.info["generated_ids"] == [5, 6]
+    with pytest.raises(TypeError, match=r"generated_text as a tensor must hold 1-D integer token ids, got dtype torch.int64 and shape \(1, 2\)"):
+        ex.attribute_generation("the movie", generated_text=torch.tensor([[5, 6]]), method="saliency")
+    by_list = ex.attribute("the movie", method="saliency", target_fn="label_logprob", label_set=[5, 6])
+    for ls in (torch.tensor([5, 6]), np.array([5, 6])):
+        got = ex.attribute("the movie", method="saliency", target_fn="label_logprob", label_set=ls)
+        assert got.target == by_list.target and torch.equal(got.scores, by_list.scores)
+    with pytest.raises(TypeError, match=r"label_set as a tensor must hold 1-D integer token ids, got dtype torch.float32"):
+        ex.attribute("the movie", method="saliency", target_fn="label_logprob", label_set=torch.tensor([5.0, 6.0]))
+
+
+def test_generation_of_a_list_of_prompts_names_prompt(tiny_gpt2):
+    with pytest.raises(TypeError, match=r"prompt must be a str .* got list; a generation explains one prompt"):
+        tiny_gpt2.attribute_generation(["a b", "c"], method="saliency")
