@@ -146,10 +146,15 @@ def _next_token(attr, words: bool, color: bool, width: int):
     yield _table(labels, vals, fixed, scale, color, width)
 
 
+def _more(n: int) -> str:
+    """The note that ``n`` entries of a step line did not fit the width."""
+    return f" (+{n})"
+
+
 def _step_line(head: str, labels, vals, vis, top_k: int, color: bool, width: int, flags=()) -> Text:
     """``head`` then the ``top_k`` visible entries with the largest |score| that fit in ``width``
-    columns (at least one), each coloured on the row's own scale; or the row's note (flat, or
-    without signal according to its ``flags``)."""
+    columns (at least one) and how many more did not fit, each coloured on the row's own scale;
+    or the row's note (flat, or without signal according to its ``flags``)."""
     finite = [(i, v) for i, v in enumerate(vals) if vis[i] and not math.isnan(v)]
     scale = make_scale([v for _, v in finite], flags)
     finite.sort(key=lambda p: -abs(p[1]))
@@ -157,13 +162,19 @@ def _step_line(head: str, labels, vals, vis, top_k: int, color: bool, width: int
     if scale.note:
         out.append(scale.note)
         return out
+    pieces = []
     for k, (i, v) in enumerate(finite[:top_k]):
         lab = Text(labels[i], style=cell_style(scale, v) if color else "")
         lab.truncate(16, overflow="ellipsis")
-        piece = Text.assemble(" | " if k else "", lab, f" {v:+.3g}")
-        if k and out.cell_len + piece.cell_len > width:
-            break
-        out.append_text(piece)
+        pieces.append(Text.assemble(" | " if k else "", lab, f" {v:+.3g}"))
+    shown = len(pieces)  # as many as fit with the count of those left out (at least one)
+    while shown > 1 and out.cell_len + sum(p.cell_len for p in pieces[:shown]) + \
+            (len(_more(len(pieces) - shown)) if shown < len(pieces) else 0) > width:
+        shown -= 1
+    for p in pieces[:shown]:
+        out.append_text(p)
+    if shown < len(pieces):
+        out.append(_more(len(pieces) - shown), style="dim")
     if not finite:
         out.append("(no attributed token)")
     return out
@@ -181,7 +192,8 @@ def _generation(attr, words: bool, top_k: int, color: bool, width: int):
     yield Text(f"model: {attr.model}")
     yield Text(f"prompt:    {prompt!r}")
     yield Text(f"generated: {gen_text!r}")
-    yield Text(f"per step: the generated token, then the {top_k} context {'words' if words else 'tokens'} with the largest |score|")
+    yield Text(f"per step: the generated token, then the {top_k} context {'words' if words else 'tokens'} with the largest |score| "
+               "((+n): n more that the width leaves out)")
     for t in range(T):
         tok = Text(row_labels[t])
         tok.truncate(12, overflow="ellipsis", pad=True)

@@ -218,8 +218,13 @@ def test_generation_show(gen):
         assert 1 <= len(cells) <= 5
         for seg, (lab, v) in zip(cells, finite):
             assert lab.startswith(seg.text.rstrip("…")) and seg.style.bgcolor.triplet == scale.rgb(v)
-    narrow = [_text(l) for l in _lines(gen, 44) if "<-" in _text(l)]  # entries that do not fit are left out, not cut
-    assert all(cell_len(l) <= 44 and re.search(r" [+-][0-9.e+-]+$", l) for l in narrow)
+    narrow = [_text(l) for l in _lines(gen, 44) if "<-" in _text(l)]  # entries that do not fit are left out, not cut,
+    assert all(cell_len(l) <= 44 and re.search(r" [+-][0-9.e+-]+( \(\+\d\))?$", l) for l in narrow)  # and counted
+    for l, row, vis in zip(narrow, rows, visible):
+        n_top = min(5, sum(1 for i, v in enumerate(row) if vis[i] and not math.isnan(v)))
+        more = re.search(r" \(\+(\d)\)$", l)
+        assert l.count(" | ") + 1 + (int(more.group(1)) if more else 0) == n_top
+    assert any(re.search(r" \(\+\d\)$", l) for l in narrow)
     assert any(l.count(" | ") < 4 for l in narrow)
 
 
