@@ -20,7 +20,7 @@ from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock
 from .core.objective import LabelSet
-from .core.tokens import continuation, encoding_warnings, merge_message, one_bos
+from .core.tokens import continuation, encoding_warnings, merge_message, one_bos, token_text_after
 from .core.validation import check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
@@ -281,7 +281,7 @@ class Explainer:
         if isinstance(target, int):
             if not (0 <= target < self.vocab_size):
                 raise ValueError(f"target token id must be in [0, {self.vocab_size}), got {target}")
-            return {"kind": "token", "id": int(target), "text": self.token_texts([int(target)])[0]}
+            return {"kind": "token", "id": int(target), "text": token_text_after(self.tokenizer, int(target))}
         toks = self.target_ids(target, context)
         if multi_token and len(toks) > 1:
             return {"kind": "tokens", "id": None, "ids": [int(t) for t in toks], "text": target}
@@ -518,7 +518,7 @@ class Explainer:
         tid = int(ctx.targets[b])
         tgt["id"] = tid if tgt["kind"] != "tokens" else None
         if tgt["text"] is None:
-            tgt["text"] = self.token_texts([tid])[0] if tgt["kind"] == "token" else self._label(tid)
+            tgt["text"] = token_text_after(self.tokenizer, tid) if tgt["kind"] == "token" else self._label(tid)
         special = self.special_ids
         return Attribution(
             tokens=self.token_texts(ids),

@@ -47,7 +47,7 @@ from .core.diagnostics import warn
 from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequence_pilot_logits
 from .core.model_state import holding_model_lock, model_prepared
 from .core.inputs import as_id_list
-from .core.tokens import continuation, merge_message, unknown_message, unknown_pieces
+from .core.tokens import continuation, merge_message, token_text_after, unknown_message, unknown_pieces
 from .core.validation import check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
@@ -465,7 +465,7 @@ def _assemble(ex, method, out, used, timing, prompt, prompt_ids, gen_ids, full_f
             if not f:
                 col_attributed[i] = True
         step = {k: (v[t] if isinstance(v, list) else v) for k, v in out.info.items()}
-        step["target"] = {"id": int(gen_ids[t]), "text": ex.token_texts([int(gen_ids[t])])[0], "prob": out.info["step_probs"][t]}
+        step["target"] = {"id": int(gen_ids[t]), "text": token_text_after(ex.tokenizer, int(gen_ids[t])), "prob": out.info["step_probs"][t]}
         steps.append(step)
     ids = prompt_ids + gen_ids
     teacher_forced = generated_text is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import List, Optional, Sequence, Tuple
 
 from .core.model_state import holding_model_lock, model_prepared
+from .core.tokens import token_text_after
 from .core.validation import check_int
 
 __all__ = ["predict", "label_probs"]
@@ -34,7 +35,8 @@ def predict(self, text: str, template: Optional[str] = None, top_k: int = 5) -> 
         top_k: how many, an int ≥ 1 (fewer when the vocabulary or class set is smaller).
 
     Returns:
-        [(token text or class name, id, probability in [0, 1])], most probable first.
+        [(token text or class name, id, probability in [0, 1])], most probable first; a token's
+        text as it reads after the prompt (its leading space kept: :func:`~aieg_fast.core.tokens.token_text_after`).
 
     Raises:
         ValueError: ``top_k`` not an int ≥ 1; an empty text or a bad template (named).
@@ -42,7 +44,7 @@ def predict(self, text: str, template: Optional[str] = None, top_k: int = 5) -> 
     check_int("top_k", top_k, 1)
     p = _probs(self, *_encoded(self, text, template)[:2])
     vals, idx = p.topk(min(top_k, p.numel()))
-    names = self.token_texts([int(i) for i in idx]) if self.adapter.kind == "causal_lm" else [self._label(int(i)) for i in idx]
+    names = [token_text_after(self.tokenizer, int(i)) if self.adapter.kind == "causal_lm" else self._label(int(i)) for i in idx]
     return [(n, int(i), float(v)) for n, i, v in zip(names, idx, vals)]
 
 

@@ -6,6 +6,8 @@
   them as special tokens, which are held fixed);
 * :func:`unknown_pieces` — pieces of a text the tokenizer can only encode as its unknown token
   (a tokenizer without byte fallback: an emoji, a rare script);
+* :func:`token_text_after` — the text one token adds after other text (its leading space kept
+  where decoding it alone drops it, as SentencePiece does);
 * :func:`continuation` — a target or forced continuation tokenised as the model would produce it
   after the prompt (no spurious leading piece such as SentencePiece's lone ``▁``), and whether
   the prompt/target boundary merges (the prompt's own tokens change when the text follows it).
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-__all__ = ["one_bos", "typed_specials", "unknown_pieces", "continuation", "merge_message", "encoding_warnings", "unknown_message"]
+__all__ = ["one_bos", "typed_specials", "unknown_pieces", "continuation", "merge_message", "encoding_warnings", "unknown_message",
+           "token_text_after"]
 
 
 def one_bos(ids: List[int], offsets: Optional[list], bos_id: Optional[int]) -> Tuple[List[int], Optional[list]]:
@@ -132,6 +135,25 @@ def unknown_message(tokenizer, unknown: Sequence[Optional[str]], what: str) -> s
     return (f"{what} has {_pieces(unknown)} that the tokenizer can only encode as its unknown token "
             f"{getattr(tokenizer, 'unk_token', None)!r}: the steps at those tokens explain the model's score of "
             f"{getattr(tokenizer, 'unk_token', None)!r}, not of the text")
+
+
+def token_text_after(tokenizer, token_id: int) -> str:
+    """The text token ``token_id`` adds when it follows other text: ``" great"`` for
+    SentencePiece's ``▁great``, whose decoding alone drops the space (``"great"``), as a target
+    typed as ``" great"`` reads; byte-level BPE (GPT-2, SmolLM2) decodes it so already.
+
+    Decodes the token after an anchor token (the last of ``"a"``) and takes the anchor's text
+    off; the token's decoding alone when that does not end in it (a tokenizer that rewrites
+    the pair) or there is no anchor.
+    """
+    alone = tokenizer.decode([int(token_id)])
+    anchor = list(tokenizer("a", add_special_tokens=False)["input_ids"])
+    if not anchor:
+        return alone
+    head = tokenizer.decode(anchor[-1:])
+    both = tokenizer.decode([anchor[-1], int(token_id)])
+    after = both[len(head):] if both.startswith(head) else ""
+    return after if after and after.endswith(alone) else alone
 
 
 def continuation(tokenizer, context: str, text: str, offsets: bool = False):

@@ -150,3 +150,21 @@ def test_unknown_pieces_helper(tiny_llama):
     assert unknown_pieces(tok, text, enc["input_ids"], enc["offset_mapping"]) == ["x", "🙂"]  # each once, in order
     assert unknown_pieces(tok, text, enc["input_ids"], None) == [None, None, None]
     assert unknown_pieces(tok, "good", tok("good", add_special_tokens=False)["input_ids"], None) == []
+
+
+def test_target_given_by_id_reads_as_typed(tiny_llama, tiny_gpt2):
+    """SentencePiece decodes ▁great alone as "great": a target given by id, the prediction and a
+    generated step read " great", as the same target typed as text does."""
+    from aieg_fast.core.tokens import token_text_after
+
+    for ex in (tiny_llama, tiny_gpt2):
+        i = ex.tokenizer(" great", add_special_tokens=False)["input_ids"][-1]
+        assert token_text_after(ex.tokenizer, i) == " great"
+        by_text = ex.attribute(TEXT, method="saliency", target=" great")
+        by_id = ex.attribute(TEXT, method="saliency", target=i)
+        assert by_text.target["text"] == by_id.target["text"] == " great"
+        gen = ex.attribute_generation("the movie is", generated_text=[i], method="saliency")
+        assert gen.info["steps"][0]["target"]["text"] == " great"
+        assert (" great", i) in [(n, j) for n, j, _ in ex.predict("the movie is", top_k=ex.vocab_size)]
+    assert tiny_llama.tokenizer.decode([tiny_llama.tokenizer.convert_tokens_to_ids("▁great")]) == "great"  # the cause
+    assert token_text_after(tiny_gpt2.tokenizer, tiny_gpt2.tokenizer.convert_tokens_to_ids("reat")) == "reat"  # no space added
