@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -193,6 +194,21 @@ def _run_generation(args) -> dict:
         **({"pis": args.pis} if args.pis else {}), **placement(args))
 
 
+#: recorded settings named in the library's messages whose option is not the name with dashes
+SETTING_OPTIONS = {
+    "out_dir": "--out",
+    "interpolate_generated": "--prompt-only (interpolate_generated is True without it)",
+    "method_options": "--methods name:option=value or --method-options",
+}
+
+
+def as_options(message: str) -> str:
+    """``message`` with a note naming the command-line option of each recorded setting in it
+    whose option has another name (:data:`SETTING_OPTIONS`); the message as it is otherwise."""
+    named = [f"{k} is {v}" for k, v in SETTING_OPTIONS.items() if re.search(rf"(?<![\w-]){k}(?![\w-])", message)]
+    return message + (f" [options: {'; '.join(named)}]" if named else "")
+
+
 def run(args) -> int:
     """Run the evaluation the dataset's task asks for and print its summary; 0, or 2 on a
     missing data file."""
@@ -200,8 +216,11 @@ def run(args) -> int:
     refused = False
     try:
         return _run_task(args, task)
-    except (ValueError, TypeError, FileNotFoundError):
+    except ValueError as err:
         refused = True  # its settings were not run: command.json keeps those of the run in the folder
+        raise ValueError(as_options(str(err))) from None
+    except (TypeError, FileNotFoundError):
+        refused = True
         raise
     finally:  # once the evaluation made its folder (refused input makes none), even when interrupted
         if not refused and int(os.environ.get("RANK", "0")) == 0 and Path(args.out).is_dir():

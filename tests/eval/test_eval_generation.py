@@ -208,3 +208,16 @@ def test_cli_evaluate_prompt_file(tiny_gpt2_dir, tmp_path, capsys):
     assert cli.main(args + ["--max-tokens", "5"]) == 2
     assert "--max-tokens: not for generated text" in capsys.readouterr().err
     assert json.loads((out / "config.json").read_text())["dataset"] == "prompts.jsonl"
+    # rerun without --prompt-only: refused, and the recorded setting is named by its option too
+    assert cli.main(args[:-3] + ["--metrics", "hard"]) == 2
+    err = capsys.readouterr().err
+    assert "holds results with other settings (interpolate_generated;" in err
+    assert "[options: out_dir is --out; interpolate_generated is --prompt-only (interpolate_generated is True without it)]" in err
+
+
+def test_option_names_added_to_library_messages():
+    from aieg_fast.cli.evaluate import as_options
+
+    assert as_options("n_steps: 3 recorded, 4 now") == "n_steps: 3 recorded, 4 now"
+    assert as_options("method_options differ") == "method_options differ [options: method_options is --methods name:option=value or --method-options]"
+    assert as_options("the --out_dir-like word my_out_dir") == "the --out_dir-like word my_out_dir"  # whole names only
