@@ -48,3 +48,14 @@ def test_registry_sample_and_data_folder(monkeypatch, tmp_path):
     bad.write_text("sentence\tlabel\nno label here\n")
     with pytest.raises(ValueError, match="line 2"):
         D.read_sst2_tsv(bad)
+
+
+def test_json_array_file_read_whatever_the_suffix_case(tmp_path):
+    """A JSON array in x.JSON is read as one (it was read as JSON lines: "line 1 is not JSON")."""
+    from aieg_fast.datasets.rows import read_rows
+
+    body = '[\n {"text": "the movie is good"},\n {"text": "bad film"}\n]\n'
+    for name in ("low.json", "up.JSON", "mixed.Json"):
+        (tmp_path / name).write_text(body, encoding="utf-8")
+        rows, where, _ = read_rows(tmp_path / name)
+        assert [r["text"] for r in rows] == ["the movie is good", "bad film"], name

@@ -43,7 +43,7 @@ def _utf8(path: Path) -> str:
 def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
     """(rows, where each row is: ``"line N"``) of a JSON-lines or JSON-list file."""
     text = _utf8(path)
-    if path.suffix == ".json" and text.lstrip().startswith("["):
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         try:
             rows = json.loads(text)
         except json.JSONDecodeError as err:

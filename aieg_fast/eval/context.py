@@ -176,8 +176,8 @@ def prepare(
     if prob_space not in PROB_SPACES:
         raise ValueError(f"prob_space must be one of {list(PROB_SPACES)} or None, got {prob_space!r}")
     batch_size = check_positive_int("batch_size", batch_size)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     target = int(attr.target["id"])
     n_out = ex.adapter.num_labels if ex.adapter.kind == "classifier" else ex.vocab_size
     if not (0 <= target < n_out):

@@ -49,13 +49,13 @@ import torch
 from ..core.diagnostics import AttributionWarning
 from ..core.validation import check_placement
 from ..datasets import DATASETS, load_records
-from ..runs import writable_folder
+from ..runs import made_folder
 from .checks import check_method_options, check_models, check_positive_int, method_settings
 from .folder import prepare_folder
 from .longra_report import LONGRA_KS, summarise_longra
 from .metrics import CONTROLS, control_attribution
 from .records import RECORDS_FILE, append_record, read_records
-from .run_checks import check_methods
+from .run_checks import check_methods, check_seed
 from .runner import explainer_for
 from .stats import REFERENCE_METHOD
 
@@ -291,7 +291,9 @@ def evaluate_longra(
     """
     methods, specs = check_methods(methods, reference, CONTROLS)
     check_positive_int("n", n)
-    check_positive_int("n_steps", n_steps)
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 2:
+        raise ValueError(f"n_steps must be an int >= 2 (path steps), got {n_steps!r}")
+    seed = check_seed(seed)
     ks = sorted({check_positive_int("ks", k) for k in ([ks] if isinstance(ks, int) else ks)})
     if not ks:
         raise ValueError("ks must hold at least one positive int")
@@ -305,24 +307,24 @@ def evaluate_longra(
     if len(data) < n:
         print(f"note: {dataset} has {len(data)} instances; looking at {len(data)}, not n = {n}", file=sys.stderr)
     data = data[:n]
-    out = writable_folder(out_dir)
-    ex = explainer_for(model, device=device, dtype=dtype, device_map=device_map)
-    check_models(ex, specs, method_options, CONTROLS)
-    if ex.adapter.kind != "causal_lm":
-        raise ValueError("model: LongRA needs a causal LM (it predicts the next word), got a classification head")
-    settings = {"seed": seed, "n_steps": n_steps, "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks,
-                "method_options": method_options}
-    config = {"model": ex.name or type(ex.model).__name__, "dataset": dataset, "task": "longra", **settings,
-              "filter": "one-token target and relative word; greedy prediction right with and without the distractor"}
-    dtype_now = next(ex.model.parameters()).dtype
-    if dtype_now != torch.float32:
-        config["dtype"] = str(dtype_now).replace("torch.", "")
-    err = prepare_folder(out, config, *method_settings(specs, method_options, CONTROLS))
-    if err is not None:
-        raise err
-    rec_path = out / RECORDS_FILE
-    computed = _loop(ex, data, read_records(rec_path), methods, specs, settings, rec_path, progress)
-    found = read_records(rec_path)
-    records = [found[r["id"]] for r in data if r["id"] in found]
-    res = summarise_longra(out, records, methods, config, reference, plot)
-    return dict(res, computed=computed, out_dir=str(out))
+    with made_folder(out_dir) as out:  # a run refused after this leaves no new folder
+        ex = explainer_for(model, device=device, dtype=dtype, device_map=device_map)
+        check_models(ex, specs, method_options, CONTROLS)
+        if ex.adapter.kind != "causal_lm":
+            raise ValueError("model: LongRA needs a causal LM (it predicts the next word), got a classification head")
+        settings = {"seed": seed, "n_steps": n_steps, "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks,
+                    "method_options": method_options}
+        config = {"model": ex.name or type(ex.model).__name__, "dataset": dataset, "task": "longra", **settings,
+                  "filter": "one-token target and relative word; greedy prediction right with and without the distractor"}
+        dtype_now = next(ex.model.parameters()).dtype
+        if dtype_now != torch.float32:
+            config["dtype"] = str(dtype_now).replace("torch.", "")
+        err = prepare_folder(out, config, *method_settings(specs, method_options, CONTROLS))
+        if err is not None:
+            raise err
+        rec_path = out / RECORDS_FILE
+        computed = _loop(ex, data, read_records(rec_path), methods, specs, settings, rec_path, progress)
+        found = read_records(rec_path)
+        records = [found[r["id"]] for r in data if r["id"] in found]
+        res = summarise_longra(out, records, methods, config, reference, plot)
+        return dict(res, computed=computed, out_dir=str(out))

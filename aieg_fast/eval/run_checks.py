@@ -2,6 +2,7 @@
 each error names the argument and the value."""
 from __future__ import annotations
 
+import numbers
 from typing import Dict, List, Optional, Tuple
 
 from ..methods.registry import get_method, list_methods, method_options as allowed_options, parse_method_spec
@@ -9,7 +10,7 @@ from .checks import BASELINE_KEYS, check_choices, check_pis, check_positive_int,
 from .metrics import METRIC_SETS, NORMALISATIONS, PROB_SPACES, SOFT_MAPS, TIE_RULES
 from .stats import REFERENCE_METHOD
 
-__all__ = ["check_methods", "check_run_settings"]
+__all__ = ["check_methods", "check_run_settings", "check_seed"]
 
 
 def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict[str, Tuple[str, dict]]]:
@@ -40,6 +41,14 @@ def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict
     return methods, specs
 
 
+def check_seed(seed) -> int:
+    """``seed`` as an int; ValueError unless it is an int ≥ 0 (numpy's generators, which draw
+    the random control, the soft-metric masks and the bootstrap, take no negative seed)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    return int(seed)
+
+
 def check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis, prob_space,
                     normalise, soft_maps, ties) -> Tuple[Optional[List[float]], List[float], List[str]]:
     """Check the numeric and named settings (in this order); return the top-k sweep (sorted, no
@@ -52,8 +61,7 @@ def check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_
         raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
     if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
         raise ValueError(f"start must be an int in [0, n) = [0, {n}), got {start!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    check_seed(seed)
     check_topk(topk)
     if metrics not in METRIC_SETS:
         raise ValueError(f"metrics must be {' or '.join(repr(k) for k in METRIC_SETS)}, got {metrics!r}")

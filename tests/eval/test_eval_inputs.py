@@ -112,6 +112,7 @@ def test_flagged_attributions_recorded_not_warned(tiny_gpt2, tmp_path, recwarn):
     (dict(labels=" good"), TypeError, r"labels must be a list of label words .*got str ' good'"),
     (dict(labels=[10]), ValueError, r"labels needs at least 2 label words"),
     (dict(labels=[10, 10]), ValueError, r"labels names a label more than once"),
+    (dict(seed=-1), ValueError, r"seed must be an int >= 0, got -1"),  # failed in the bootstrap, after every record
 ])
 def test_settings_refused_before_the_model_and_any_file(tmp_path, monkeypatch, kw, err, match):
     """Refused before the model is loaded: no folder is made, so the corrected rerun is accepted."""

@@ -124,3 +124,25 @@ def test_cli_nothing_passes_the_filter(tiny_gpt2_dir, tmp_path, capsys):
     assert rc == 1 and "error: no instance passed the filter" in out.err
     assert "No instance passed the filter (input: 2): the model refused the input" in out.out
     assert "does not predict" not in out.out
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(seed=-1), r"seed must be an int >= 0, got -1"),
+    (dict(seed="x"), r"seed must be an int >= 0, got 'x'"),
+    (dict(n_steps=1), r"n_steps must be an int >= 2 \(path steps\), got 1"),
+])
+def test_bad_settings_refused_before_any_work(tiny_gpt2, tmp_path, monkeypatch, kw, match):
+    """Checked with the other arguments: before the model is touched and before any folder
+    or file is written (a negative seed failed in the bootstrap after every record was written)."""
+    from aieg_fast.eval import runner
+
+    monkeypatch.setattr(runner, "load_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
+    with pytest.raises(ValueError, match=match):
+        E.evaluate_longra("some-model", dataset="longra", methods="saliency", n=2, out_dir=tmp_path / "o", progress=False, **kw)
+    assert not (tmp_path / "o").exists()
+
+
+def test_refused_model_leaves_no_folder(tiny_gpt2_clf, tmp_path):
+    with pytest.raises(ValueError, match="LongRA needs a causal LM"):
+        E.evaluate_longra(tiny_gpt2_clf, dataset="longra", methods="saliency", n=2, out_dir=tmp_path / "o", progress=False)
+    assert not (tmp_path / "o").exists()
