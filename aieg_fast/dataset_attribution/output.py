@@ -28,7 +28,7 @@ def _column(records: Sequence[dict], key: str) -> List:
         return values
     if any(isinstance(v, (dict, list)) for v in values):
         return [None if v is None else json.dumps(v) for v in values]
-    if key == "id":
+    if key in ("id", "example_target", "example_contrast"):  # a token string or an id: one column type
         return [None if v is None else str(v) for v in values]
     return values
 
@@ -36,7 +36,8 @@ def _column(records: Sequence[dict], key: str) -> List:
 def write_parquet(records: Sequence[dict], path) -> Path:
     """Write ``records`` as a parquet table at ``path`` (a temporary file renamed over it): one
     row per record, the fields of :data:`LIST_COLUMNS` as list columns, the other nested fields
-    (``target``, ``options``, ``info``, ``timing``, ...) as JSON strings, ``id`` as a string."""
+    (``target``, ``options``, ``info``, ``timing``, ...) as JSON strings, ``id``,
+    ``example_target`` and ``example_contrast`` as strings."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

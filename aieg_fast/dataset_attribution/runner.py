@@ -4,14 +4,16 @@ process or data parallel under torchrun.
 Output folder ``out_dir``:
 
 * ``attributions.jsonl`` — one strict-JSON line per example, sorted by ``index`` when the run
-  ends: ``{"index", "id", "example_text", "batch": {"first", "size"}}`` plus
+  ends: ``{"index", "id", "example_text", "example_target", "example_contrast", "example_template",
+  "batch": {"first", "size"}}`` (the row as given; compared with the data on resume) plus
   :meth:`Attribution.to_dict <aieg_fast.result.Attribution.to_dict>` (``tokens``, ``token_ids``,
   ``scores``, ``attributable``, ``words``, ``word_scores``, ``target``, ``target_prob``,
   ``method``, ``options``, ``model``, ``backend``, ``timing`` (of the batch call), ``text`` (the
   prompt, template filled in), ``offsets``, ``degenerate``, ``info``), so
   ``Attribution.from_dict(record)`` gives the result back. An example the model cannot take
   (more tokens than its positions, no attributable token) gets ``{"index", "id",
-  "example_text", "skipped": reason}`` and the run goes on.
+  "example_text", ..., "skipped": reason}`` and the run goes on; settings the model refuses are
+  found on the first example, before anything is written.
 * ``config.json`` — the settings; a rerun with other settings is refused.
 * ``attributions.parquet`` — with ``parquet=True`` (needs pyarrow): the same records, lists as
   list columns and nested dicts as JSON strings.
@@ -131,9 +133,11 @@ def _explainer(model, **placement) -> "Explainer":
     return load_model(model, **placement)
 
 
-def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example]) -> Tuple[Dict[int, str], Optional[BaseException]]:
+def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example],
+              trial: bool = True) -> Tuple[Dict[int, str], Optional[BaseException]]:
     """({index: why the model cannot take the example's text}, the first bad target or contrast
-    as an error naming the row), from the tokenizer alone."""
+    as an error naming the row), from the tokenizer; then, with ``trial``, the first example
+    whose text passed attributed once (:func:`_trial`)."""
     skip: Dict[int, str] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AttributionWarning)
@@ -150,12 +154,28 @@ def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example]) -> Tu
                     ex.resolve_target(value, multi_token=s.target_fn == "logprob" and role == "target", context=full)
                 except (ValueError, TypeError) as err:
                     return skip, type(err)(f"data row {e.index} (id {e.id!r}): {role} {value!r}: {err}")
-    return skip, None
+    first = next((e for e in examples if e.index not in skip), None)
+    return skip, _trial(ex, s, first) if trial and first is not None else None
 
 
-def _prepare(out: Path, config: dict, examples: Sequence[Example]) -> Optional[BaseException]:
+def _trial(ex: "Explainer", s: DatasetRun, e: Example) -> Optional[BaseException]:
+    """The error of attributing example ``e`` (whose text, target and contrast the tokenizer
+    took) before anything is written, or None: such an error is the settings' (a baseline id
+    outside the vocabulary, a label word of several tokens, a method that takes no multi-token
+    target), and would otherwise make every example a "skipped" record."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AttributionWarning)
+            ex.attribute([e.text], **s.call([e]))
+    except (ValueError, TypeError) as err:
+        return type(err)(f"the settings were refused on data row {e.index} (id {e.id!r}), a text the model takes: {err}")
+    return None
+
+
+def _prepare(out: Path, config: dict, examples: Sequence[Example], s: DatasetRun) -> Optional[BaseException]:
     """Rank 0 before the work: settings checked or written, the records repaired, parts left by
-    an interrupted torchrun run merged, and every record checked against the data."""
+    an interrupted torchrun run merged, and every record checked against the data (its text,
+    target, contrast and template)."""
     try:
         check_or_write_config(out, config)
         for note in repair_jsonl(out / RECORDS_FILE):
@@ -163,9 +183,17 @@ def _prepare(out: Path, config: dict, examples: Sequence[Example]) -> Optional[B
         _merge(out)
         for r in read_jsonl(out / RECORDS_FILE)[0]:
             i = r.get("index")
-            if not isinstance(i, int) or (i < len(examples) and examples[i].text != r.get("example_text")):
-                raise ValueError(f"out_dir {str(out)!r} holds a record of data row {i} with another text than the data "
-                                 "has now (the data changed since); use another out_dir")
+            if not isinstance(i, int):
+                raise ValueError(f"out_dir {str(out)!r} holds a record without a data row index; use another out_dir")
+            if i >= len(examples):
+                continue
+            now = _head(examples[i], s)
+            changed = [k for k in _ROW_KEYS if k in r and r[k] != now[k]]  # records from before a key: not compared
+            if changed:
+                k = changed[0]
+                raise ValueError(f"out_dir {str(out)!r} holds a record of data row {i} with another {_ROW_KEYS[k]} "
+                                 f"({r[k]!r:.60} recorded, {now[k]!r:.60} now): the data or its columns changed since; "
+                                 "use another out_dir")
     except (ValueError, OSError) as err:
         return err
     return None
@@ -186,6 +214,17 @@ def _merge(out: Path) -> List[dict]:
     return records
 
 
+#: what a record keeps of its data row, compared with the data on resume (record key → Example field)
+_ROW_KEYS = {"example_text": "text", "example_target": "target", "example_contrast": "contrast", "example_template": "template"}
+
+
+def _head(e: Example, s: DatasetRun) -> dict:
+    """The first keys of example ``e``'s record: its index and id, and its data as given (text,
+    target, contrast, template: the row's own, else the run's)."""
+    return {"index": e.index, "id": e.id, "example_text": e.text, "example_target": e.target, "example_contrast": e.contrast,
+            "example_template": template_of(e, s)}
+
+
 def _records(ex: "Explainer", s: DatasetRun, batch: Sequence[Example]) -> List[dict]:
     """The records of one batch: one ``attribute`` call; when it refuses its input, each example
     alone, and an example refused alone gets a ``skipped`` record."""
@@ -194,10 +233,10 @@ def _records(ex: "Explainer", s: DatasetRun, batch: Sequence[Example]) -> List[d
     except (ValueError, TypeError) as err:
         if len(batch) == 1:
             e = batch[0]
-            return [{"index": e.index, "id": e.id, "example_text": e.text, "skipped": str(err)}]
+            return [{**_head(e, s), "skipped": str(err)}]
         return [r for e in batch for r in _records(ex, s, [e])]
     info = {"first": batch[0].index, "size": len(batch)}
-    return [{"index": e.index, "id": e.id, "example_text": e.text, "batch": info, **a.to_dict()} for e, a in zip(batch, results)]
+    return [{**_head(e, s), "batch": info, **a.to_dict()} for e, a in zip(batch, results)]
 
 
 def _work(ex: "Explainer", s: DatasetRun, batches: Sequence[List[Example]], skip: Dict[int, str], path: Path,
@@ -208,7 +247,7 @@ def _work(ex: "Explainer", s: DatasetRun, batches: Sequence[List[Example]], skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AttributionWarning)  # recorded in each record's "degenerate"
         for batch in batches:
-            skipped = [{"index": e.index, "id": e.id, "example_text": e.text, "skipped": skip[e.index]} for e in batch if e.index in skip]
+            skipped = [{**_head(e, s), "skipped": skip[e.index]} for e in batch if e.index in skip]
             run = [e for e in batch if e.index not in skip]
             append_jsonl(path, sorted(skipped + (_records(ex, s, run) if run else []), key=lambda r: r["index"]))
             n += len(batch)
@@ -311,10 +350,10 @@ def attribute_dataset(
         check_model(m, m.options(**s.options), ex.adapter)
         batches = plan_batches(examples, s)
         mine = shard(batches, procs)
-        skip, err = _precheck(ex, s, [e for b in mine for e in b])
+        skip, err = _precheck(ex, s, [e for b in mine for e in b], trial=not (out / RECORDS_FILE).exists())
         procs.check(err)
         config = _config(ex, s, examples, text_column, target_is_id)
-        procs.check(_prepare(out, config, examples) if procs.main else None)
+        procs.check(_prepare(out, config, examples, s) if procs.main else None)
         done = {r["index"] for r in read_jsonl(out / RECORDS_FILE)[0]}
         todo = [[e for e in b if e.index not in done] for b in mine]
         todo = [b for b in todo if b]

@@ -62,7 +62,7 @@ def test_batch_size_is_examples_per_call(tiny_gpt2, tmp_path, monkeypatch):
     monkeypatch.setattr(type(tiny_gpt2), "attribute", spy)
     rows = [{"text": f"the movie is good {i}"} for i in range(5)]
     attribute_dataset(_data(tmp_path, rows), tmp_path / "o", tiny_gpt2, batch_size=2, internal_batch_size=3, **KW)
-    assert calls == [(2, 3), (2, 3), (1, 3)]
+    assert calls == [(1, 3), (2, 3), (2, 3), (1, 3)]  # the first: the settings' trial on example 0 (a fresh folder)
 
 
 def test_resume_and_a_cut_last_line(tiny_gpt2, tmp_path, capsys):
@@ -145,3 +145,39 @@ def test_parquet(tiny_gpt2, tmp_path, monkeypatch):
     assert res["parquet_file"].endswith(PARQUET_FILE) and len(table) == 6
     assert [t["scores"] for t in table] == [r["scores"] for r in recs]
     assert json.loads(table[1]["target"]) == recs[1]["target"]
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda r: dict(r, target=" good") if "target" not in r else r, "target"),   # a target column added
+    (lambda r: dict(r, contrast=" bad") if "target" in r else r, "contrast"),
+    (lambda r: dict(r, template="Text: {text} :"), "template"),
+])
+def test_resume_refuses_rows_whose_target_contrast_or_template_changed(tiny_gpt2, tmp_path, change, field):
+    """A record explains its row as it was: a rerun whose data gives the row another target,
+    contrast or template is refused (the old records were kept silently), naming the row and
+    both values; the records are left as they were."""
+    out = tmp_path / "o"
+    attribute_dataset(_data(tmp_path), out, tiny_gpt2, **KW)
+    before = (out / RECORDS_FILE).read_bytes()
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    with pytest.raises(ValueError, match=rf"holds a record of data row \d with another {field} \(.* recorded, .* now\): the data or its columns changed"):
+        attribute_dataset(_data(changed, [change(r) for r in ROWS]), out, tiny_gpt2, **KW)
+    assert (out / RECORDS_FILE).read_bytes() == before
+    assert attribute_dataset(_data(tmp_path), out, tiny_gpt2, **KW)["done_before"] == len(ROWS)  # the same data resumes
+
+
+@pytest.mark.parametrize("kw, target, match", [
+    (dict(method="integrated_gradients", baseline=99999), " good", r"baseline token id must be in \[0, \d+\), got 99999"),
+    (dict(method="aieg", target_fn="logprob"), " very good", r"does not explain multi-token targets"),
+])
+def test_settings_the_model_refuses_are_an_error_not_skipped_rows(tiny_gpt2, tmp_path, kw, target, match):
+    """Refused on the first example, before config.json or any record is written (every row was
+    a "skipped" record, the run exited 0 and its config blocked the corrected rerun)."""
+    rows = [{"text": "the movie is good", "target": target}, {"text": "bad film", "target": target}]
+    out = tmp_path / "o"
+    with pytest.raises(ValueError, match=r"the settings were refused on data row 0 \(id 0\), a text the model takes: .*" + match):
+        attribute_dataset(_data(tmp_path, rows), out, tiny_gpt2, n_steps=4, progress=False, **kw)
+    assert not out.exists()
+    fixed = dict(kw, baseline=None) if "baseline" in kw else dict(kw, method="integrated_gradients")
+    assert attribute_dataset(_data(tmp_path, rows), out, tiny_gpt2, n_steps=4, progress=False, **fixed)["skipped"] == 0
