@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
 
+from ..core.baselines import BASELINE_NAMES, check_alpha_range
+from ..core.validation import check_int
 from ..methods.registry import check_model, get_method, parse_method_spec, resolved_options
 
 __all__ = ["BASELINE_KEYS", "check_labels", "check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models",
+           "check_baseline_settings",
            "method_only", "method_settings"]
 
 #: Call settings a method spec may carry besides the method's options, for the methods that
@@ -94,15 +97,45 @@ def check_method_options(method_options, specs: Dict[str, Tuple[str, dict]], con
             raise TypeError(f"method_options[{name!r}] must be a dict of options, got {type(opts).__name__}")
         unknown = sorted(set(opts) - set(get_method(name).option_names()))
         if unknown:
-            raise ValueError(f"method_options[{name!r}] has unknown option(s) {unknown}; {name} takes {sorted(get_method(name).option_names())}")
+            where = [k for k in unknown if k in BASELINE_KEYS]
+            hint = (f" ({', '.join(where)}: a call setting, given in the method spec, e.g. {name}:{where[0]}=...)"
+                    if where and get_method(name).uses_baseline else "")
+            raise ValueError(f"method_options[{name!r}] has unknown option(s) {unknown}; {name} takes "
+                             f"{sorted(get_method(name).option_names())}{hint}")
     for m, (name, opts) in specs.items():
         if m in controls:
             continue
         try:
             get_method(name).options(**{**method_options.get(name, {}), **method_only(opts)})
+            check_baseline_settings(opts)
         except (ValueError, TypeError) as err:
             raise type(err)(f"methods: {m!r} with method_options {method_options.get(name, {})}: {err}") from None
     return dict(method_options)
+
+
+def check_baseline_settings(opts: dict, vocab_size: Optional[int] = None) -> None:
+    """Check the :data:`BASELINE_KEYS` values of a method spec's settings without a model
+    (``vocab_size`` given: a token-id baseline against the vocabulary too), so that a run
+    refuses them before its folder is written rather than on its first example.
+
+    Raises:
+        ValueError: names the setting and the value: ``baseline`` not a name of
+            :data:`~aieg_fast.core.baselines.BASELINE_NAMES` or a token id (in [0, vocab_size)),
+            a bad ``alpha_range``, ``n_baseline_samples`` < 1, ``baseline_noise`` < 0.
+    """
+    b = opts.get("baseline")
+    is_id = isinstance(b, int) and not isinstance(b, bool)
+    if b is not None and not ((isinstance(b, str) and b in BASELINE_NAMES) or (is_id and b >= 0)):
+        raise ValueError(f"baseline must be one of {list(BASELINE_NAMES)} or a token id, got {b!r}")
+    if is_id and vocab_size is not None and b >= vocab_size:
+        raise ValueError(f"baseline token id must be in [0, {vocab_size}), got {b}")
+    if "alpha_range" in opts:
+        check_alpha_range(opts["alpha_range"])
+    if "n_baseline_samples" in opts:
+        check_int("n_baseline_samples", opts["n_baseline_samples"], 1)
+    noise = opts.get("baseline_noise")
+    if noise is not None and (isinstance(noise, bool) or not isinstance(noise, (int, float)) or noise < 0):
+        raise ValueError(f"baseline_noise must be a number >= 0 or None, got {noise!r}")
 
 
 def method_settings(specs: Dict[str, Tuple[str, dict]], method_options: Dict[str, dict],
@@ -130,6 +163,10 @@ def check_models(ex, specs: Dict[str, Tuple[str, dict]], method_options: Dict[st
         if m not in controls:
             method = get_method(name)
             check_model(method, method.options(**{**method_options.get(name, {}), **method_only(opts)}), ex.adapter)
+            try:
+                check_baseline_settings(opts, ex.vocab_size)
+            except ValueError as err:
+                raise ValueError(f"methods: {m!r}: {err}") from None
 
 
 def check_labels(labels) -> None:

@@ -21,12 +21,20 @@ KW = dict(n_steps=4, n_samples=1, pis=(0.5,), progress=False, plot=False, labels
     ("aieg", {"aieg": {"ef_mode": "bogus"}}, r"methods: 'aieg' with method_options .* ef_mode must be one of"),
     ("aieg:ef_mode=bogus", None, r"methods: 'aieg:ef_mode=bogus' .* ef_mode must be one of"),
     ("saliency", {"saliency": "l2"}, r"method_options\['saliency'\] must be a dict"),
+    # call settings of a spec, checked with the other options (they were found on the first example)
+    ("integrated_gradients:baseline=nonsense", None, r"methods: 'integrated_gradients:baseline=nonsense' .* baseline must be one of"),
+    ("integrated_gradients:baseline=99999", None, r"methods: 'integrated_gradients:baseline=99999': baseline token id must be in \[0, \d+\), got 99999"),
+    ("occlusion:baseline=-3", None, r"baseline must be one of .* or a token id, got -3"),
+    ("integrated_gradients:alpha_range=2", None, r"alpha_range must be"),
+    ("integrated_gradients:n_baseline_samples=0", None, r"n_baseline_samples must be an int >= 1"),
+    ("integrated_gradients", {"integrated_gradients": {"baseline": "zero"}},
+     r"unknown option\(s\) \['baseline'\]; .* \(baseline: a call setting, given in the method spec, e.g. integrated_gradients:baseline=...\)"),
 ])
 def test_method_option_typos_refused_before_config(tiny_gpt2, tmp_path, methods, options, match):
     out = tmp_path / "run"
     with pytest.raises((ValueError, TypeError), match=match):
         E.evaluate(tiny_gpt2, methods=methods, method_options=options, n=1, out_dir=out, **KW)
-    assert not (out / "config.json").exists() and not (out / "records.jsonl").exists()
+    assert not out.exists()  # not even the folder
     fixed = {"aieg": {"ef_mode": "none"}} if methods.startswith("aieg") else None
     res = E.evaluate(tiny_gpt2, methods=methods.split(":")[0], method_options=fixed, n=1, out_dir=out, **KW)
     assert res["computed"] == 1  # the corrected rerun in the same folder is accepted
