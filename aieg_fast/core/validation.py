@@ -41,7 +41,7 @@ def check_options(method: str, options: Mapping[str, Any], allowed: Iterable[str
     if unknown:
         calls = [k for k in unknown if k in CALL_SETTINGS]
         hint = "".join(f"; {k} is a setting of the call, not a method option (attribute(..., {k}=...); "
-                       f"on the command line {CALL_SETTINGS[k]})" for k in calls)
+                       f"aieg-fast explain: {CALL_SETTINGS[k]})" for k in calls)
         raise ValueError(f"unknown option(s) {unknown} for method {method!r}; allowed: {sorted(allowed)}{hint}")
 
 

@@ -322,8 +322,9 @@ def attribute_dataset(
     Returns:
         The same dict on every process: ``{"out_dir", "records_file", "parquet_file" (or None),
         "n_examples", "computed" (this run, all processes; skipped ones included),
-        "done_before", "skipped" (count), "skips" (``[{"index", "id", "reason"}]``, the first
-        20), "degenerate" (records with a finding), "world_size", "seconds"}``.
+        "done_before" (of these examples; records of rows past ``limit`` are kept, not counted),
+        "skipped" (count), "skips" (``[{"index", "id", "reason"}]``, the first 20), "degenerate"
+        (records with a finding), "world_size", "seconds"}``.
 
     Raises:
         ValueError / TypeError: bad settings, unreadable or malformed data, a target or contrast
@@ -366,7 +367,7 @@ def attribute_dataset(
                 bar.close()
         computed = sum(procs.gather(computed))
         procs.barrier()
-        summary = _finish(out, parquet, len(examples), computed, len(done), procs, t0) if procs.main else None
+        summary = _finish(out, parquet, len(examples), computed, len(done & {e.index for e in examples}), procs, t0) if procs.main else None
         return procs.broadcast(summary)
 
 

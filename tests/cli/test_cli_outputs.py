@@ -77,7 +77,7 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
 @pytest.mark.parametrize("extra, match", [
     (["the movie", "--option", "bogus=1"], "unknown option"),
     (["the movie", "--option", "alpha_range=0.5"], "alpha_range is a setting of the call, not a method option "
-                                                    "(attribute(..., alpha_range=...); on the command line --alpha-start)"),
+                                                    "(attribute(..., alpha_range=...); aieg-fast explain: --alpha-start)"),
     (["   "], "text is empty"),
     (["the movie", "--template", "no field here"], "template must contain '{text}' exactly once"),
     (["the movie", "--n-steps", "1"], "n_steps must be an int >= 2 or 'auto', got 1"),

@@ -80,6 +80,8 @@ def test_resume_and_a_cut_last_line(tiny_gpt2, tmp_path, capsys):
     assert [r["index"] for r in recs] == list(range(6))
     assert recs[3]["scores"] == whole[3]["scores"]
     assert attribute_dataset(data, out, tiny_gpt2, batch_size=2, **KW)["computed"] == 0
+    fewer = attribute_dataset(data, out, tiny_gpt2, batch_size=2, limit=2, **KW)  # records past the limit kept, not counted
+    assert (fewer["n_examples"], fewer["computed"], fewer["done_before"]) == (2, 0, 2) and len(_records(out)) == 6
     # other settings, or other data, in the same folder: refused before any work
     with pytest.raises(ValueError, match=r"other settings \(n_steps; n_steps: "):
         attribute_dataset(data, out, tiny_gpt2, **dict(KW, n_steps=5))
