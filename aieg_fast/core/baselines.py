@@ -31,7 +31,7 @@ from torch import Tensor
 
 from ..models import materialized
 
-__all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "describe_baseline", "noisy_baseline", "shift_baseline"]
+__all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "shift_baseline"]
 
 #: the baselines named by a string.
 BASELINE_NAMES = ("reference", "zero", "mean", "unk", "pad", "eos")
@@ -68,6 +68,36 @@ def check_alpha_range(alpha_range) -> float:
     if not ok or float(alpha_range[1]) != 1.0 or not (0.0 <= float(alpha_range[0]) < 1.0):
         raise ValueError(f"alpha_range must be (alpha0, 1) with 0 <= alpha0 < 1, got {alpha_range!r}")
     return float(alpha_range[0])
+
+
+def check_baseline_value(baseline, vocab_size: Optional[int] = None) -> None:
+    """Check a ``baseline`` that needs no model: a name of :data:`BASELINE_NAMES` or a token id
+    (≥ 0, and < ``vocab_size`` when given). None and tensors pass (a tensor's shape needs the
+    model: :func:`baseline_rows`).
+
+    Raises:
+        ValueError: an unknown name, an id out of range. TypeError: another type.
+    """
+    if baseline is None or isinstance(baseline, Tensor):
+        return
+    if isinstance(baseline, str):
+        if baseline not in BASELINE_NAMES:
+            raise ValueError(f"baseline must be one of {list(BASELINE_NAMES)}, a token id or a tensor, got {baseline!r}")
+        return
+    if isinstance(baseline, int) and not isinstance(baseline, bool):
+        if baseline < 0 or (vocab_size is not None and baseline >= vocab_size):
+            bound = f"in [0, {vocab_size})" if vocab_size is not None else ">= 0"
+            raise ValueError(f"baseline token id must be {bound}, got {baseline}")
+        return
+    raise TypeError(f"baseline must be None, a name, a token id or a tensor, got {type(baseline).__name__}")
+
+
+def check_baseline_noise(baseline_noise) -> None:
+    """ValueError unless ``baseline_noise`` (σ of the Gaussian noise on the baseline, in
+    embedding units) is None or a number ≥ 0."""
+    if baseline_noise is not None and (isinstance(baseline_noise, bool) or not isinstance(baseline_noise, (int, float))
+                                       or baseline_noise < 0):
+        raise ValueError(f"baseline_noise must be a number >= 0 or None, got {baseline_noise!r}")
 
 
 def _mean_embedding(adapter, chunk: int = 4096) -> Tensor:
@@ -110,9 +140,8 @@ def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, 
     V = adapter.embeddings.weight.shape[0]
     if baseline is None or (isinstance(baseline, str) and baseline == "reference"):
         return [_token_row(adapter, ref_token_id)] * len(lengths), f"reference:{ref_token_id}"
+    check_baseline_value(baseline, V)
     if isinstance(baseline, str):
-        if baseline not in BASELINE_NAMES:
-            raise ValueError(f"baseline must be one of {list(BASELINE_NAMES)}, a token id or a tensor, got {baseline!r}")
         if baseline == "zero":
             return [torch.zeros(d, dtype=adapter.embeddings.weight.dtype, device=adapter.input_device)] * len(lengths), "zero"
         if baseline == "mean":
@@ -122,22 +151,18 @@ def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, 
             raise ValueError(f"baseline={baseline!r}: the tokenizer has no {baseline} token")
         return [_token_row(adapter, int(tid))] * len(lengths), f"{baseline}:{int(tid)}"
     if isinstance(baseline, int) and not isinstance(baseline, bool):
-        if not 0 <= baseline < V:
-            raise ValueError(f"baseline token id must be in [0, {V}), got {baseline}")
         return [_token_row(adapter, baseline)] * len(lengths), f"token:{baseline}"
-    if isinstance(baseline, Tensor):
-        t = baseline.detach().to(adapter.input_device, adapter.embeddings.weight.dtype)
-        if not bool(torch.isfinite(t).all()):
-            raise ValueError("baseline tensor has non-finite values")
-        if t.dim() == 1 and t.shape[0] == d:
-            return [t] * len(lengths), "tensor[d]"
-        if t.dim() == 2 and t.shape[1] == d:
-            bad = [n for n in lengths if n != t.shape[0]]
-            if bad:
-                raise ValueError(f"baseline tensor [L, d] must have one row per token; it has {t.shape[0]} rows, the text has {bad[0]} tokens")
-            return [t] * len(lengths), "tensor[L,d]"
-        raise ValueError(f"baseline tensor must be [d] or [L, d] with d = {d}, got shape {tuple(t.shape)}")
-    raise TypeError(f"baseline must be None, a name, a token id or a tensor, got {type(baseline).__name__}")
+    t = baseline.detach().to(adapter.input_device, adapter.embeddings.weight.dtype)  # a tensor: the rest is refused above
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError("baseline tensor has non-finite values")
+    if t.dim() == 1 and t.shape[0] == d:
+        return [t] * len(lengths), "tensor[d]"
+    if t.dim() == 2 and t.shape[1] == d:
+        bad = [n for n in lengths if n != t.shape[0]]
+        if bad:
+            raise ValueError(f"baseline tensor [L, d] must have one row per token; it has {t.shape[0]} rows, the text has {bad[0]} tokens")
+        return [t] * len(lengths), "tensor[L,d]"
+    raise ValueError(f"baseline tensor must be [d] or [L, d] with d = {d}, got shape {tuple(t.shape)}")
 
 
 def describe_baseline(description: str, alpha0: float, n_samples: int, noise: Optional[float], seed: int) -> Dict[str, object]:

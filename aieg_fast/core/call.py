@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from .baselines import baseline_rows, check_alpha_range, describe_baseline, noisy_baseline, shift_baseline
+from .baselines import baseline_rows, check_alpha_range, check_baseline_noise, describe_baseline, noisy_baseline, shift_baseline
 from .batch import Batch
 from .diagnostics import NO_SIGNAL_KINDS, low_precision_hint, method_flags, warn_flags
 from .inputs import as_id_list
@@ -116,8 +116,7 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
                 for i, (c, ctx) in enumerate(zip(cts, contexts))]
     alpha0 = check_alpha_range(alpha_range)
     check_int("n_baseline_samples", n_baseline_samples, 1)
-    if baseline_noise is not None and not (isinstance(baseline_noise, (int, float)) and not isinstance(baseline_noise, bool) and baseline_noise >= 0):
-        raise ValueError(f"baseline_noise must be a number >= 0 or None, got {baseline_noise!r}")
+    check_baseline_noise(baseline_noise)
     check_int("seed", seed, 0)
     custom = baseline is not None or alpha0 > 0 or n_baseline_samples > 1
     if custom and not getattr(method, "uses_baseline", False):

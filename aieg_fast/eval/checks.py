@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..core.baselines import BASELINE_NAMES, check_alpha_range
+from ..core.baselines import check_alpha_range, check_baseline_noise, check_baseline_value
 from ..core.validation import check_int
 from ..methods.registry import check_model, get_method, parse_method_spec, resolved_options
 
@@ -119,23 +119,16 @@ def check_baseline_settings(opts: dict, vocab_size: Optional[int] = None) -> Non
     refuses them before its folder is written rather than on its first example.
 
     Raises:
-        ValueError: names the setting and the value: ``baseline`` not a name of
-            :data:`~aieg_fast.core.baselines.BASELINE_NAMES` or a token id (in [0, vocab_size)),
-            a bad ``alpha_range``, ``n_baseline_samples`` < 1, ``baseline_noise`` < 0.
+        ValueError / TypeError: names the setting and the value: ``baseline`` not a name or a
+            token id (:func:`~aieg_fast.core.baselines.check_baseline_value`), a bad
+            ``alpha_range``, ``n_baseline_samples`` < 1, ``baseline_noise`` < 0.
     """
-    b = opts.get("baseline")
-    is_id = isinstance(b, int) and not isinstance(b, bool)
-    if b is not None and not ((isinstance(b, str) and b in BASELINE_NAMES) or (is_id and b >= 0)):
-        raise ValueError(f"baseline must be one of {list(BASELINE_NAMES)} or a token id, got {b!r}")
-    if is_id and vocab_size is not None and b >= vocab_size:
-        raise ValueError(f"baseline token id must be in [0, {vocab_size}), got {b}")
+    check_baseline_value(opts.get("baseline"), vocab_size)
     if "alpha_range" in opts:
         check_alpha_range(opts["alpha_range"])
     if "n_baseline_samples" in opts:
         check_int("n_baseline_samples", opts["n_baseline_samples"], 1)
-    noise = opts.get("baseline_noise")
-    if noise is not None and (isinstance(noise, bool) or not isinstance(noise, (int, float)) or noise < 0):
-        raise ValueError(f"baseline_noise must be a number >= 0 or None, got {noise!r}")
+    check_baseline_noise(opts.get("baseline_noise"))
 
 
 def method_settings(specs: Dict[str, Tuple[str, dict]], method_options: Dict[str, dict],
@@ -165,8 +158,8 @@ def check_models(ex, specs: Dict[str, Tuple[str, dict]], method_options: Dict[st
             check_model(method, method.options(**{**method_options.get(name, {}), **method_only(opts)}), ex.adapter)
             try:
                 check_baseline_settings(opts, ex.vocab_size)
-            except ValueError as err:
-                raise ValueError(f"methods: {m!r}: {err}") from None
+            except (ValueError, TypeError) as err:
+                raise type(err)(f"methods: {m!r}: {err}") from None
 
 
 def check_labels(labels) -> None:
