@@ -1,6 +1,7 @@
 """Argument checks of the metrics and of ``evaluate``; each error names the argument and the value."""
 from __future__ import annotations
 
+import numbers
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..core.baselines import check_alpha_range, check_baseline_noise, check_baseline_value
@@ -8,7 +9,7 @@ from ..core.validation import check_int
 from ..methods.registry import check_model, get_method, parse_method_spec, resolved_options
 
 __all__ = ["BASELINE_KEYS", "check_labels", "check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models",
-           "check_baseline_settings",
+           "check_baseline_settings", "check_seed", "check_n_steps",
            "method_only", "method_settings"]
 
 #: Call settings a method spec may carry besides the method's options, for the methods that
@@ -111,6 +112,21 @@ def check_method_options(method_options, specs: Dict[str, Tuple[str, dict]], con
         except (ValueError, TypeError) as err:
             raise type(err)(f"methods: {m!r} with method_options {method_options.get(name, {})}: {err}") from None
     return dict(method_options)
+
+
+def check_seed(seed) -> int:
+    """``seed`` as an int; ValueError unless it is an int ≥ 0 (numpy's generators, which draw
+    the random control, the soft-metric masks and the bootstrap, take no negative seed)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    return int(seed)
+
+
+def check_n_steps(n_steps) -> int:
+    """``n_steps`` (path steps of the path methods); ValueError unless an int ≥ 2."""
+    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 2:
+        raise ValueError(f"n_steps must be an int >= 2 (path steps), got {n_steps!r}")
+    return n_steps
 
 
 def check_baseline_settings(opts: dict, vocab_size: Optional[int] = None) -> None:

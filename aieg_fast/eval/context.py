@@ -7,7 +7,6 @@ instance (:mod:`aieg_fast.eval.metrics`, :mod:`aieg_fast.eval.soft`).
 from __future__ import annotations
 
 import hashlib
-import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
@@ -16,7 +15,7 @@ from torch import Tensor
 
 from ..core.model_state import model_prepared
 from ..result import Attribution
-from .checks import check_positive_int
+from .checks import check_positive_int, check_seed
 from .forwards import last_logits_embeds
 
 if TYPE_CHECKING:
@@ -176,8 +175,7 @@ def prepare(
     if prob_space not in PROB_SPACES:
         raise ValueError(f"prob_space must be one of {list(PROB_SPACES)} or None, got {prob_space!r}")
     batch_size = check_positive_int("batch_size", batch_size)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    check_seed(seed)
     target = int(attr.target["id"])
     n_out = ex.adapter.num_labels if ex.adapter.kind == "classifier" else ex.vocab_size
     if not (0 <= target < n_out):

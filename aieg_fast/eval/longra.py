@@ -50,12 +50,12 @@ from ..core.diagnostics import AttributionWarning
 from ..core.validation import check_placement
 from ..datasets import DATASETS, load_records
 from ..runs import made_folder
-from .checks import check_method_options, check_models, check_positive_int, method_settings
+from .checks import check_method_options, check_models, check_n_steps, check_positive_int, check_seed, method_settings
 from .folder import prepare_folder
 from .longra_report import LONGRA_KS, summarise_longra
 from .metrics import CONTROLS, control_attribution
 from .records import RECORDS_FILE, append_record, read_records
-from .run_checks import check_methods, check_seed
+from .run_checks import check_methods
 from .runner import explainer_for
 from .stats import REFERENCE_METHOD
 
@@ -291,8 +291,7 @@ def evaluate_longra(
     """
     methods, specs = check_methods(methods, reference, CONTROLS)
     check_positive_int("n", n)
-    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 2:
-        raise ValueError(f"n_steps must be an int >= 2 (path steps), got {n_steps!r}")
+    check_n_steps(n_steps)
     seed = check_seed(seed)
     ks = sorted({check_positive_int("ks", k) for k in ([ks] if isinstance(ks, int) else ks)})
     if not ks:

@@ -2,15 +2,14 @@
 each error names the argument and the value."""
 from __future__ import annotations
 
-import numbers
 from typing import Dict, List, Optional, Tuple
 
 from ..methods.registry import get_method, list_methods, method_options as allowed_options, parse_method_spec
-from .checks import BASELINE_KEYS, check_choices, check_pis, check_positive_int, check_topk
+from .checks import BASELINE_KEYS, check_choices, check_n_steps, check_pis, check_positive_int, check_seed, check_topk
 from .metrics import METRIC_SETS, NORMALISATIONS, PROB_SPACES, SOFT_MAPS, TIE_RULES
 from .stats import REFERENCE_METHOD
 
-__all__ = ["check_methods", "check_run_settings", "check_seed"]
+__all__ = ["check_methods", "check_run_settings"]
 
 
 def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict[str, Tuple[str, dict]]]:
@@ -41,22 +40,13 @@ def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict
     return methods, specs
 
 
-def check_seed(seed) -> int:
-    """``seed`` as an int; ValueError unless it is an int ≥ 0 (numpy's generators, which draw
-    the random control, the soft-metric masks and the bootstrap, take no negative seed)."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    return int(seed)
-
-
 def check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis, prob_space,
                     normalise, soft_maps, ties) -> Tuple[Optional[List[float]], List[float], List[str]]:
     """Check the numeric and named settings (in this order); return the top-k sweep (sorted, no
     repeats, None when empty), the π grid and the soft maps as lists."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
-    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 2:
-        raise ValueError(f"n_steps must be an int >= 2 (path steps), got {n_steps!r}")
+    check_n_steps(n_steps)
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
     if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
