@@ -18,6 +18,20 @@ def _title(attr) -> str:
     return f"{attr.method} · {what} · {attr.model or '?'}"
 
 
+def _figure(ax, size):
+    """(figure, axes): ``ax`` and its figure, else a new figure of ``size`` inches."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        return plt.subplots(figsize=size, layout="constrained")
+    return ax.figure, ax
+
+
+def _caveat(scale, flags) -> str:
+    """The title's second line: the scale's note or caveat, else the flags' caveats ("" when none)."""
+    return scale.note or scale.caveat or "; ".join(f["message"] for f in flags if f["kind"] == "caveat")
+
+
 def _cmap(scale):
     import matplotlib
 
@@ -69,7 +83,6 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
         raise ValueError(f"wrap must be an int >= 1 (cells per row) or None, got {wrap!r}")
     if wrap is not None and attr.scores.dim() == 2:
         raise ValueError("wrap applies to a 1-D result's strip; a generation result is a matrix (pass wrap=None)")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     if attr.scores.dim() == 2:
@@ -93,10 +106,7 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     elif future is not None and silent:
         data[silent] = np.where(np.isfinite(data[silent]), 0.0, data[silent])
     cmap, vmin, vmax = _cmap(scale)
-    if ax is None:
-        fig, ax = plt.subplots(figsize=size, layout="constrained")
-    else:
-        fig = ax.figure
+    fig, ax = _figure(ax, size)
     im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     if future is not None:  # the future is blank, not "held fixed"
         ax.imshow(np.ma.masked_where(~future, np.ones_like(data)), cmap="Greys", vmin=0, vmax=10, aspect="auto", interpolation="nearest")
@@ -104,7 +114,7 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     ax.set_xticks(range(0, len(labels), every), labels[::every], rotation=60 if len(labels) > 6 else 0,
                   ha="right" if len(labels) > 6 else "center", parse_math=False)
     ax.set_yticks(range(len(row_labels)), row_labels, parse_math=False) if row_labels else ax.set_yticks([])
-    extra = scale.note or scale.caveat or "; ".join(f["message"] for f in flags if f["kind"] == "caveat")
+    extra = _caveat(scale, flags)
     if every > 1:
         extra = "; ".join(x for x in (extra, f"1 in {every} of the {len(labels)} columns labelled") if x)
     ax.set_title(_title(attr) + (f"\n{extra}" if extra else ""), fontsize=9, parse_math=False)
@@ -114,7 +124,6 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
 
 def _wrapped_strip(attr, labels, vals, flags, per: int, ax, figsize, words: bool):
     """:func:`plot` of a 1-D result in rows of ``per`` cells, each labelled inside."""
-    import matplotlib.pyplot as plt
     import numpy as np
 
     n_rows = math.ceil(len(labels) / per)
@@ -124,11 +133,7 @@ def _wrapped_strip(attr, labels, vals, flags, per: int, ax, figsize, words: bool
     if no_signal(flags) is not None:
         data = np.where(np.isfinite(data), 0.0, data)
     cmap, vmin, vmax = _cmap(scale)
-    if ax is None:
-        size = figsize or (min(1 + 0.6 * per, 40), min(1.2 + 0.42 * n_rows, 60))
-        fig, ax = plt.subplots(figsize=size, layout="constrained")
-    else:
-        fig = ax.figure
+    fig, ax = _figure(ax, figsize or (min(1 + 0.6 * per, 40), min(1.2 + 0.42 * n_rows, 60)))
     im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     past_end = np.arange(n_rows * per).reshape(n_rows, per) >= len(labels)  # after the text: blank, not "held fixed"
     ax.imshow(np.ma.masked_where(~past_end, np.zeros_like(data)), cmap="Greys", vmin=0, vmax=1, aspect="auto",
@@ -141,7 +146,7 @@ def _wrapped_strip(attr, labels, vals, flags, per: int, ax, figsize, words: bool
     ax.set_xticks([])
     ax.set_yticks(range(n_rows), [str(r * per) for r in range(n_rows)])
     ax.set_ylabel(f"index of the row's first {'word' if words else 'token'}")
-    extra = scale.note or scale.caveat or "; ".join(f["message"] for f in flags if f["kind"] == "caveat")
+    extra = _caveat(scale, flags)
     ax.set_title(_title(attr) + f" · {len(labels)} cells in rows of {per}" + (f"\n{extra}" if extra else ""), fontsize=9,
                  parse_math=False)
     fig.colorbar(im, ax=ax, shrink=0.8, label="score")
@@ -159,7 +164,7 @@ def to_dataframe(attr, words: bool = False):
     visible at that step.
 
     Raises:
-        ValueError: ``words`` not a bool; ``wrap`` not an int ≥ 1, or given for a generation result.
+        ValueError: ``words`` not a bool.
         ImportError: pandas is not installed (``pip install pandas``).
     """
     check_bool("words", words)
