@@ -83,8 +83,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
                 f"be loaded from the hub ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
             ) from err
         adapter = adapter_class(config)  # refuse an unsupported family before loading weights
-        archs = list(getattr(config, "architectures", None) or [])
-        cls = AutoModelForSequenceClassification if any("SequenceClassification" in a for a in archs) else AutoModelForCausalLM
+        cls = AutoModelForSequenceClassification if _config_kind(config) == "classifier" else AutoModelForCausalLM
         m = cls.from_pretrained(name, dtype=dtype, **{**adapter.load_kwargs, **extra})
         if tokenizer is None:
             tok = AutoTokenizer.from_pretrained(name)
@@ -100,6 +99,13 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     tok = _tokenizer(tokenizer)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     return model, tok, name
+
+
+def _config_kind(config) -> str:
+    """``"classifier"`` when the config's architectures name a sequence-classification head (the
+    class :func:`load_hf_model` loads), else ``"causal_lm"``."""
+    archs = list(getattr(config, "architectures", None) or [])
+    return "classifier" if any("SequenceClassification" in a for a in archs) else "causal_lm"
 
 
 def model_kind(model) -> Optional[str]:
@@ -124,10 +130,9 @@ def model_kind(model) -> Optional[str]:
         try:
             from transformers import AutoConfig
 
-            archs = list(getattr(AutoConfig.from_pretrained(str(model)), "architectures", None) or [])
+            return _config_kind(AutoConfig.from_pretrained(str(model)))
         except (OSError, ValueError):
             return None
-        return "classifier" if any("SequenceClassification" in a for a in archs) else "causal_lm"
     if hasattr(model, "config") and hasattr(model, "get_input_embeddings"):
         return "classifier" if "SequenceClassification" in type(model).__name__ else "causal_lm"
     return None
