@@ -9,6 +9,7 @@ from pathlib import Path
 from ..core.validation import DEVICE_MAPS, DTYPES
 from ..datasets import DATASETS
 from ..models import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME
+from ..runs import COMMAND_FILE
 
 __all__ = ["add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE", "DefaultsHelpFormatter"]
 
@@ -26,8 +27,6 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
             return f"{text} (default: {','.join(str(v) for v in default)})"
         return super()._get_help_string(action)
 
-#: the resolved options of a command, written into its output folder (rerun with ``--config``)
-COMMAND_FILE = "command.json"
 #: parsed attributes that are not options
 _NOT_OPTIONS = ("fn", "cmd", "config", "config_parser")
 

@@ -14,7 +14,8 @@ Output folder ``out_dir``:
   (more tokens than its positions, no attributable token) gets ``{"index", "id",
   "example_text", ..., "skipped": reason}`` and the run goes on; settings the model refuses are
   found on the first example, before anything is written.
-* ``config.json`` — the settings; a rerun with other settings is refused.
+* ``config.json`` — the settings; a rerun with other settings is refused (a folder that holds
+  only settings, of a run stopped before its first record, is taken over).
 * ``attributions.parquet`` — with ``parquet=True`` (needs pyarrow): the same records, lists as
   list columns and nested dicts as JSON strings.
 

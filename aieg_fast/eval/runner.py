@@ -8,11 +8,11 @@ argmax over the label words), scores every
 attribution with :mod:`aieg_fast.eval.metrics` (:func:`evaluate_example`) and writes to
 ``out_dir``:
 
-* ``records.jsonl`` — one JSON line per example, appended as soon as the example is done; a
-  rerun skips the example ids already there (resume after an interrupt;
-  :mod:`aieg_fast.eval.records`); each record holds its ``tie_seed``, the seed of the random
-  order of equal scores in the top-k;
-* ``config.json`` — the settings; a rerun with other settings in the same folder is refused;
+* ``records.jsonl`` — one JSON line per example, appended as soon as the example is done; a rerun
+  skips the example ids already there (resume after an interrupt; :mod:`aieg_fast.eval.records`);
+  each record holds its ``tie_seed``, the seed of the random order of equal scores in the top-k;
+* ``config.json`` — the settings; a rerun with other settings is refused (unless the folder holds
+  only settings: a run stopped before its first record; :func:`aieg_fast.runs.holds_results`);
 * ``summary.md`` / ``summary.csv`` — mean and 95 % bootstrap CI per metric and method, and a
   paired test of each method against ``integrated_gradients`` (Wilcoxon signed-rank from scipy
   when installed, else an exact / Monte-Carlo sign-flip permutation test of the mean

@@ -9,21 +9,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .records import read_jsonl, repair_jsonl, write_json
 
-__all__ = ["CONFIG_FILE", "METHODS_FILE", "PARTS_DIR", "writable_folder", "check_or_write_config", "check_or_record_methods",
+__all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods",
            "record_former_setting", "part_path", "part_files", "remove_parts"]
 
 #: file name of the settings in an output folder.
 CONFIG_FILE = "config.json"
 #: file name of the options each method spec of a folder's records was computed with.
 METHODS_FILE = "methods.json"
+#: file name of a command's resolved options (the CLI writes it; ``--config`` reruns it).
+COMMAND_FILE = "command.json"
 #: sub-folder of the per-process parts of a torchrun run.
 PARTS_DIR = "parts"
+#: the files that record how a run was asked for, not what it computed.
+_SETTINGS_FILES = (CONFIG_FILE, METHODS_FILE, COMMAND_FILE)
 
 
 def writable_folder(out_dir, arg: str = "out_dir") -> Path:
@@ -52,11 +57,39 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
         ValueError: the recorded settings differ (names them and ``arg``).
     """
     cfg_path = Path(out) / CONFIG_FILE
-    if cfg_path.exists():
+    if cfg_path.exists() and holds_results(out):
         old = json.loads(cfg_path.read_text(encoding="utf-8"))
         _refuse_differences(out, old, config, set(config) | set(old), arg)
     else:
+        _forget_settings_without_results(out, config)
         cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+
+def holds_results(out) -> bool:
+    """Whether the folder ``out`` holds anything a run computed: a non-empty file other than the
+    settings files (``config.json``, ``methods.json``, ``command.json``), in it or below it. A run
+    stopped after it wrote its settings and before its first record holds none, and a rerun
+    with other settings may take the folder over."""
+    root = Path(out)
+    if not root.is_dir():
+        return False
+    return any(p.is_file() and p.stat().st_size > 0 and not (p.parent == root and p.name in _SETTINGS_FILES)
+               for p in root.rglob("*"))
+
+
+def _forget_settings_without_results(out, config: dict) -> None:
+    """Before a run writes its settings into a folder that holds no results: settings recorded
+    there by a run that computed nothing are replaced (said on stderr), and that run's
+    ``methods.json`` is removed (it speaks only of records, of which there are none)."""
+    cfg_path = Path(out) / CONFIG_FILE
+    if not cfg_path.is_file():
+        return
+    old = json.loads(cfg_path.read_text(encoding="utf-8"))
+    diff = _differing(old, config, set(config) | set(old))
+    if diff:
+        print(f"note: {str(out)!r} held the settings of a run that wrote no results ({', '.join(diff)} differ); "
+              "they are replaced by this run's", file=sys.stderr)
+    (Path(out) / METHODS_FILE).unlink(missing_ok=True)
 
 
 def _same_setting(a, b) -> bool:
@@ -179,7 +212,7 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:
         ValueError: names the settings that differ and ``arg``, as :func:`check_or_write_config`.
     """
     cfg_path = Path(out) / CONFIG_FILE
-    if not cfg_path.is_file():
+    if not cfg_path.is_file() or not holds_results(out):
         return
     _refuse_differences(out, json.loads(cfg_path.read_text(encoding="utf-8")), settings, settings, arg)
 

@@ -92,6 +92,19 @@ def test_resume_and_a_cut_last_line(tiny_gpt2, tmp_path, capsys):
     assert [r["index"] for r in _records(out)] == list(range(6))  # nothing lost
 
 
+def test_a_folder_of_settings_only_is_taken_over(tiny_gpt2, tmp_path, capsys):
+    """A run stopped before its first record left only its settings: a rerun with other settings
+    runs (said on stderr); with a record there, the same change is refused."""
+    data, out = _data(tmp_path, ROWS[:1]), tmp_path / "o"
+    attribute_dataset(data, out, tiny_gpt2, **KW)
+    (out / RECORDS_FILE).write_bytes(b"")
+    capsys.readouterr()
+    assert attribute_dataset(data, out, tiny_gpt2, **dict(KW, n_steps=5))["computed"] == 1
+    assert "wrote no results (n_steps" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"other settings \(n_steps"):
+        attribute_dataset(data, out, tiny_gpt2, **KW)
+
+
 def test_refused_text_is_recorded_and_the_run_goes_on(tiny_gpt2, tmp_path):
     rows = [{"text": "the movie is good"}, {"text": " ".join(["good"] * 80)}, {"text": "bad"}]  # 64 positions
     res = attribute_dataset(_data(tmp_path, rows), tmp_path / "o", tiny_gpt2, batch_size=3, **KW)

@@ -59,6 +59,25 @@ def test_evaluate_resume(tiny_gpt2, tmp_path, monkeypatch):
         E.evaluate(tiny_gpt2, n=2, **dict(kw, n_samples=2))
 
 
+def test_evaluate_takes_over_a_folder_without_results(tiny_gpt2, tmp_path, capsys):
+    """A run stopped after it wrote its settings and before its first record leaves a folder
+    holding only config.json and methods.json: a rerun with other settings runs there (said on
+    stderr) instead of being refused for results that do not exist."""
+    kw = dict(dataset="sst2-sample", methods="saliency", out_dir=tmp_path, n_steps=4, n_samples=1, pis=(0.5,),
+              progress=False, plot=False, labels=(10, 11), template="{text} :", max_tokens=20)
+    E.evaluate(tiny_gpt2, n=1, **kw)
+    for p in tmp_path.iterdir():
+        if p.name not in ("config.json", "methods.json"):
+            p.unlink()
+    capsys.readouterr()
+    assert E.evaluate(tiny_gpt2, n=1, **dict(kw, n_samples=2))["computed"] == 1
+    assert "wrote no results" in capsys.readouterr().err
+    assert json.loads((tmp_path / "config.json").read_text())["n_samples"] == 2
+    # with a record there, other settings are refused again
+    with pytest.raises(ValueError, match="other settings"):
+        E.evaluate(tiny_gpt2, n=1, **kw)
+
+
 def test_evaluate_bad_arguments(tiny_gpt2, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="dataset"):
         E.evaluate(tiny_gpt2, dataset="mnist", out_dir=tmp_path, progress=False)
@@ -231,6 +250,7 @@ def test_evaluate_defaults_soft_maps_ties_prob_space(tiny_gpt2, tmp_path):
     cfg_old = {k: v for k, v in cfg.items() if k not in ("soft_maps", "ties")}
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "config.json").write_text(json.dumps(cfg_old))
+    (tmp_path / "c" / "records.jsonl").write_text((tmp_path / "a" / "records.jsonl").read_text())
     with pytest.raises(ValueError, match="soft_maps, ties"):
         E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "c", **kw)
     with pytest.raises(ValueError, match="soft_maps"):
