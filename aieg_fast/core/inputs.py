@@ -110,9 +110,14 @@ def as_id_list(value, name: str):
     if not (torch.is_tensor(value) or _is_array(value)):
         return value
     t = torch.as_tensor(value)
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool or t.dim() != 1:
+    if not _integer_ids(t) or t.dim() != 1:
         raise TypeError(f"{name} as a tensor must hold 1-D integer token ids, got dtype {t.dtype} and shape {tuple(t.shape)}")
     return [int(i) for i in t.tolist()]
+
+
+def _integer_ids(t: torch.Tensor) -> bool:
+    """Whether the tensor ``t`` holds integers (token ids can be): not float, complex or bool."""
+    return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
 
 
 def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
@@ -120,7 +125,7 @@ def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
     if _is_array(input_ids):  # a numpy array (return_tensors="np")
         input_ids = torch.as_tensor(input_ids)
     if isinstance(input_ids, torch.Tensor):
-        if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+        if not _integer_ids(input_ids):
             raise TypeError(f"input_ids must hold integer token ids, got a tensor of dtype {input_ids.dtype}")
         if input_ids.dim() not in (1, 2):
             raise ValueError(f"input_ids must be 1-D [L] or 2-D [B, L], got shape {tuple(input_ids.shape)}")
