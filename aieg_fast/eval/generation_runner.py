@@ -53,6 +53,7 @@ not attributed, ``signal_flags``, ``time_attribution_s``, ``time_metrics_s``}) a
 from __future__ import annotations
 
 import math
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -71,11 +72,11 @@ from ..result import Attribution
 from ..runs import made_folder, rank_device, start as start_processes
 from .checks import check_method_options, check_models, method_settings
 from .context import prepare, step_attribution
-from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, control_attribution, flat_metrics, pi_soft
+from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, control_attribution, flat_metrics, pi_soft, score_attribution
 from .records import append_record
 from .run_checks import check_methods, check_run_settings
 from .runner import (CONTROLS, DEFAULT_METHODS, NO_SUMMARY, RunSettings, eval_target_fn, explainer_for, run_config, run_shards,
-                     score_attribution, summarise_run)
+                     summarise_run)
 from .stats import REFERENCE_METHOD
 
 if TYPE_CHECKING:
@@ -206,16 +207,20 @@ def mean_over_steps(steps: Sequence[dict]) -> dict:
 
     Numbers: the mean of the finite values (NaN when none: every step degenerate); curves
     (lists): the point-wise mean of the curves without NaN; ``topk_sweep``: the same per k;
-    ``degenerate``: every step is, with ``n_degenerate_steps`` their count. ``step`` is dropped.
+    ``degenerate``: every step is, with ``n_degenerate_steps`` their count; ``n_non_finite_steps``:
+    the steps whose scores were not finite (NaN metrics), when any. ``step`` is dropped.
     """
     def mean(vals):
         vals = [float(v) for v in vals if v is not None and math.isfinite(float(v))]
         return sum(vals) / len(vals) if vals else float("nan")
 
     out: dict = {}
+    n_bad = sum(bool(r.get("non_finite")) for r in steps)
+    if n_bad:
+        out["n_non_finite_steps"] = n_bad
     for key, first in steps[0].items():
         vals = [r.get(key) for r in steps]
-        if key == "step":
+        if key in ("step", "non_finite"):
             continue
         if key == "degenerate":
             out["degenerate"], out["n_degenerate_steps"] = all(vals), sum(bool(v) for v in vals)
@@ -248,6 +253,9 @@ def _method_entry(ex: "Explainer", s: GenerationSettings, eid: str, prompt: str,
     t_attr = time.perf_counter() - t0
     t0 = time.perf_counter()
     per_step = [dict(score_attribution(ex, s, a, ctx), step=t) for t, (a, ctx) in enumerate(zip(steps, ctxs))]
+    bad = [r["step"] for r in per_step if r.get("non_finite")]
+    if bad:
+        print(f"note: {m!r} gave scores that are not finite on {eid} at step(s) {bad}; its metrics there are NaN", file=sys.stderr)
     entry = dict(mean_over_steps(per_step), steps=per_step, time_attribution_s=t_attr, time_metrics_s=time.perf_counter() - t0)
     if gen is not None:
         entry["scores"] = gen.scores.tolist()

@@ -116,6 +116,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTROLS",
+    "score_attribution",
     "control_attribution",
     "recency_attribution",
     "DEFAULT_PI_GRID",
@@ -358,6 +359,64 @@ def evaluate_attribution(
         s = soft_metrics(ex, attr, n_samples=n_samples, normalise=normalise, soft_map=m, ctx=ctx)
         ps = pi_soft(ex, attr, pis=pis, n_samples=n_samples, soft_map=m, ctx=ctx)
         out.update(flat_metrics(None, s, ps, soft_map=m))
+    return out
+
+
+def score_attribution(ex: Explainer, s, a: Attribution, ctx: MetricContext) -> Dict[str, object]:
+    """The metrics of one attribution in a run over many examples (hard only, or all, under the
+    run's settings ``s``), with its top-k sweep; used by :func:`aieg_fast.eval.evaluate` and
+    :func:`aieg_fast.eval.evaluate_generation` for each method (and step).
+
+    Scores that are not all finite (a method's NaN on this input, e.g. integrated gradients from
+    a zero baseline on a model whose zero embedding overflows) score nothing: every metric is
+    NaN, ``non_finite`` is True, and the summaries leave them out as they do a degenerate
+    instance, so one method's NaN neither stops the run nor moves its other numbers.
+
+    Args:
+        ex: the explainer. s: the run's settings (any object with ``hard_only``, ``topk``,
+            ``ties``, ``n_samples``, ``pis``, ``normalise``, ``soft_maps``, ``topk_sweep``:
+            :class:`aieg_fast.eval.runner.RunSettings`).
+        a: a next-token :class:`~aieg_fast.result.Attribution` (scores Tensor[L]).
+        ctx: the input's :class:`~aieg_fast.eval.context.MetricContext` (:func:`prepare`).
+
+    Returns:
+        The flat dict of :func:`flat_metrics` (probabilities and metrics without unit, in
+        [0, 1] except log-odds), with ``topk_sweep`` when asked, and ``non_finite`` when True.
+
+    Raises:
+        ValueError: ``ctx`` prepared for another input than ``a`` (and what the metrics raise).
+    """
+    hard = set(HARD_METRICS) | {"k"}
+    if not bool(torch.isfinite(a.scores.float()).all()):
+        r = _nan_metrics(s, ctx.degenerate)
+        if s.topk_sweep:
+            r["topk_sweep"] = {f"{k:g}": {key: math.nan for key in hard} for k in s.topk_sweep}
+        return r
+    if s.hard_only:
+        r = flat_metrics(hard_metrics(ex, a, s.topk, ties=s.ties, ctx=ctx), None, {"degenerate": ctx.degenerate})
+    else:
+        r = evaluate_attribution(ex, a, topk=s.topk, n_samples=s.n_samples, pis=s.pis, normalise=s.normalise,
+                                 soft_maps=s.soft_maps, ties=s.ties, ctx=ctx)
+    if s.topk_sweep:
+        r["topk_sweep"] = {
+            f"{k:g}": {key: h[key] for key in hard}
+            for k in s.topk_sweep
+            for h in [{key: r[key] for key in hard} if k == s.topk else hard_metrics(ex, a, k, ties=s.ties, ctx=ctx)]
+        }
+    return r
+
+
+def _nan_metrics(s, degenerate: bool) -> Dict[str, object]:
+    """The keys :func:`score_attribution` gives under the settings ``s``, every metric NaN, and
+    ``non_finite`` True."""
+    nan = math.nan
+    out = flat_metrics(dict.fromkeys((*HARD_METRICS, "k"), nan), None, {"degenerate": degenerate})
+    if not s.hard_only:
+        curve = {"auc": nan, "auc_interior": nan, "curve": [nan] * len(s.pis)}
+        for m in s.soft_maps:
+            out.update(flat_metrics(None, {"soft_nc": nan, "soft_ns": nan}, {"nc": curve, "ns": curve, "degenerate": degenerate},
+                                    soft_map=m))
+    out["non_finite"] = True
     return out
 
 

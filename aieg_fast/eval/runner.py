@@ -33,6 +33,7 @@ LongRA has its own runner (:mod:`aieg_fast.eval.longra`).
 """
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -57,12 +58,11 @@ from .metrics import (
     DEFAULT_SOFT_MAPS,
     HARD_METRICS,
     SOFT_METRICS,
-    evaluate_attribution,
     flat_metrics,
-    hard_metrics,
     pi_soft,
     prepare,
     control_attribution,
+    score_attribution,
     soft_key,
 )
 from .examples import example_text, label_token_ids, load_examples, truncate
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from ..explainer import Explainer
 
 __all__ = ["evaluate", "evaluate_example", "eval_target_fn", "RunSettings", "CONTROLS", "DEFAULT_METHODS", "EVAL_TARGET_FNS",
-           "TOPK_SWEEP", "CONFIG_FILE", "explainer_for", "run_config", "run_shards", "score_attribution", "summarise_run"]
+           "TOPK_SWEEP", "CONFIG_FILE", "explainer_for", "run_config", "run_shards", "summarise_run"]
 
 #: the methods ``evaluate`` runs by default (and ``aieg-fast evaluate --methods``).
 DEFAULT_METHODS = ("aieg", "integrated_gradients", "random")
@@ -303,10 +303,10 @@ def _example_loop(ex: "Explainer", s: RunSettings, todo: list, done: Dict[str, d
 
 
 def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, target, methods: Sequence[str], contrast=None):
-    """Attributions of the non-control methods: ({spec: (Attribution, seconds)}, the first one).
-    The calls share their path computations (:meth:`Explainer.shared_paths`: AIEG variants that
-    differ only after the path run it once); a variant that reuses a path records only its own
-    seconds."""
+    """Attributions of the non-control methods: ({spec: (Attribution, seconds)}, the first with
+    finite scores or None). The calls share their path computations
+    (:meth:`Explainer.shared_paths`: AIEG variants that differ only after the path run it once);
+    a variant that reuses a path records only its own seconds."""
     base = None
     attrs = {}
     with ex.shared_paths():
@@ -320,39 +320,9 @@ def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, tar
             except (ValueError, TypeError) as err:
                 raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
             attrs[m] = (a, time.perf_counter() - t0)
-            base = base or a
+            if base is None and bool(torch.isfinite(a.scores.float()).all()):
+                base = a
     return attrs, base
-
-
-def score_attribution(ex: "Explainer", s: RunSettings, a, ctx) -> dict:
-    """The metrics of one attribution (hard only, or all, under ``s``), with its top-k sweep.
-
-    Args:
-        ex: the explainer. s: the run's settings (``hard_only``, ``topk``, ``ties``,
-            ``n_samples``, ``pis``, ``normalise``, ``soft_maps``, ``topk_sweep``).
-        a: a next-token :class:`~aieg_fast.result.Attribution` (scores Tensor[L]).
-        ctx: its :class:`~aieg_fast.eval.context.MetricContext` (:func:`prepare`).
-
-    Returns:
-        The flat dict of :func:`~aieg_fast.eval.metrics.flat_metrics` (probabilities and
-        metrics without unit, in [0, 1] except log-odds), with ``topk_sweep`` when asked.
-
-    Raises:
-        ValueError: ``ctx`` prepared for another input than ``a`` (and what the metrics raise).
-    """
-    if s.hard_only:
-        r = flat_metrics(hard_metrics(ex, a, s.topk, ties=s.ties, ctx=ctx), None, {"degenerate": ctx.degenerate})
-    else:
-        r = evaluate_attribution(ex, a, topk=s.topk, n_samples=s.n_samples, pis=s.pis, normalise=s.normalise,
-                                 soft_maps=s.soft_maps, ties=s.ties, ctx=ctx)
-    if s.topk_sweep:
-        hard = set(HARD_METRICS) | {"k"}
-        r["topk_sweep"] = {
-            f"{k:g}": {key: h[key] for key in hard}
-            for k in s.topk_sweep
-            for h in [{key: r[key] for key in hard} if k == s.topk else hard_metrics(ex, a, k, ties=s.ties, ctx=ctx)]
-        }
-    return r
 
 
 def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: int, text: str, label: int,
@@ -385,7 +355,7 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
     if s.target_fn == "contrast":
         rec["contrast"] = contrast
     attrs, base = _attribute_methods(ex, s, eid, text, target, methods, contrast)
-    if base is None:  # only controls asked: a cheap attribution supplies input and target
+    if base is None:  # only controls asked, or no finite scores: a cheap attribution supplies input and target
         base = ex.attribute(text, method="attention", target=target, template=s.template)
     ctx = prepare(ex, base, prob_space=s.prob_space, label_ids=s.label_ids if s.prob_space == "labels" else None,
                   seed=s.seed, instance_id=eid)
@@ -398,6 +368,8 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
         a, t_attr = attrs[m]
         t0 = time.perf_counter()
         r = score_attribution(ex, s, a, ctx)
+        if r.get("non_finite"):
+            print(f"note: {m!r} gave scores that are not finite on {eid}; its metrics there are NaN", file=sys.stderr)
         r["time_attribution_s"] = t_attr
         r["time_metrics_s"] = time.perf_counter() - t0
         r["scores"] = [float(x) for x in a.scores.tolist()]

@@ -221,3 +221,23 @@ def test_option_names_added_to_library_messages():
     assert as_options("n_steps: 3 recorded, 4 now") == "n_steps: 3 recorded, 4 now"
     assert as_options("method_options differ") == "method_options differ [options: method_options is --methods name:option=value or --method-options]"
     assert as_options("the --out_dir-like word my_out_dir") == "the --out_dir-like word my_out_dir"  # whole names only
+
+
+def test_a_step_with_non_finite_scores_scores_nan(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """A method whose generation scores hold NaN at one step: that step's metrics are NaN and
+    counted in n_non_finite_steps, the example's value is the mean of the other steps, and the
+    run goes on (before, the whole run stopped there, on every rerun)."""
+    orig = type(tiny_gpt2).attribute_generation
+
+    def nan_step(self, *args, **kw):
+        res = orig(self, *args, **kw)
+        res.scores[1] = float("nan")
+        return res
+
+    monkeypatch.setattr(type(tiny_gpt2), "attribute_generation", nan_step)
+    res = G.evaluate_generation(tiny_gpt2, PROMPTS[:1], methods="saliency", out_dir=tmp_path, **FAST)
+    assert res["computed"] == 1 and "'saliency' gave scores that are not finite on a at step(s) [1]" in capsys.readouterr().err
+    e = read_records(tmp_path / "records.jsonl")["a"]["methods"]["saliency"]
+    assert e["n_non_finite_steps"] == 1 and "non_finite" not in e
+    assert e["steps"][1]["non_finite"] is True and e["steps"][1]["comprehensiveness"] is None
+    assert e["comprehensiveness"] == pytest.approx((e["steps"][0]["comprehensiveness"] + e["steps"][2]["comprehensiveness"]) / 2)

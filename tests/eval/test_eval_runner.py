@@ -320,3 +320,33 @@ def test_method_spec_carries_the_baseline(tiny_gpt2, tmp_path):
     assert max(abs(a - b) for a, b in zip(got, ref.scores.tolist())) > 1e-4
     with pytest.raises(ValueError, match=r"'saliency:baseline=zero' has unknown option\(s\) \['baseline'\]"):
         E.evaluate(tiny_gpt2, n=1, methods="saliency:baseline=zero", out_dir=tmp_path / "b", labels=(10, 11), progress=False, plot=False)
+
+
+def test_a_method_with_non_finite_scores_scores_nan_and_the_run_goes_on(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """A method whose scores hold NaN on an example (IG from a zero baseline on some models) gets
+    NaN metrics flagged non_finite there; the other methods and the control are scored, and the
+    summary leaves the NaN out. Before, the whole run stopped at that example, on every rerun."""
+    orig = type(tiny_gpt2).attribute
+
+    def nan_ig(self, *args, **kw):
+        a = orig(self, *args, **kw)
+        if kw.get("method") == "integrated_gradients":
+            a.scores = torch.full_like(a.scores, float("nan"))
+        return a
+
+    monkeypatch.setattr(type(tiny_gpt2), "attribute", nan_ig)
+    res = E.evaluate(tiny_gpt2, dataset="sst2-sample", n=2, methods="integrated_gradients,saliency", out_dir=tmp_path,
+                     n_steps=2, n_samples=1, pis=(0.5,), progress=False, plot=False, labels=(10, 11), template="{text} :",
+                     max_tokens=20, topk_sweep=(0.1, 0.2))
+    assert res["computed"] == 2
+    assert "'integrated_gradients' gave scores that are not finite on sst2-sample:0" in capsys.readouterr().err
+    for r in E.read_records(tmp_path / "records.jsonl").values():
+        ig, sal = r["methods"]["integrated_gradients"], r["methods"]["saliency"]
+        assert ig["non_finite"] is True and "non_finite" not in sal
+        assert set(ig) - {"non_finite"} == set(sal) - {"non_finite"}  # the same keys as a scored method
+        assert ig["log_odds"] is None and ig["pi_soft_nc_auc_minmax"] is None and ig["topk_sweep"]["0.1"]["k"] is None
+        assert math.isfinite(sal["log_odds"]) and math.isfinite(sal["sufficiency"])
+        assert "uniform" in r["controls"]
+    rows = {(r["method"], r["metric"]): r for r in res["rows"]}
+    assert rows[("saliency", "log_odds")]["n"] == 2
+    assert ("integrated_gradients", "log_odds") not in rows or rows[("integrated_gradients", "log_odds")]["n"] == 0
