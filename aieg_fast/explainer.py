@@ -394,7 +394,8 @@ class Explainer:
                 (:mod:`aieg_fast.core.baselines`).
             alpha_range: ``(α0, 1)``: integrate from x(α0) (default ``(0, 1)``).
             n_baseline_samples: average over this many baselines x′ + σε (ε ~ N(0, 1), seeded by
-                ``seed``); ``baseline_noise`` = σ (default 0.1 × the RMS of the input embeddings).
+                ``seed`` and each text's token ids: the same draws alone or in any batch); ``baseline_noise``
+                = σ (default 0.1 × the RMS of each text's attributable input embeddings; recorded).
             backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels. max_memory: memory
                 budget for the automatic internal batch size (bytes or "4GB"). padding_side:
                 ``"right"`` or ``"left"``. progress: a progress bar over the path points.
@@ -475,13 +476,14 @@ class Explainer:
         """The :class:`Attribution` of every example of a call (:meth:`_result`), with the
         call's settings recorded in their options (and what the compiled path did in their info)."""
         out.info.update(compile_report(ctx))
-        options_out = dict(out.options, n_steps=ctx.n_steps, target_fn=call.target_fn_name, template=template, **call.record)
+        options_out = dict(out.options, n_steps=ctx.n_steps, target_fn=call.target_fn_name, template=template)
         if isinstance(call.target_fn, LabelSet):
             options_out["label_set"] = list(call.target_fn.texts)
         for b, c in enumerate(call.contrast):
             if c is not None:
                 tinfo[b] = dict(tinfo[b], contrast_id=c["id"], contrast_text=c["text"])
-        return [self._result(batch, b, ctx, out, tinfo[b], method, options_out, used, sources[b], trim, flags[b]) for b in range(batch.B)]
+        return [self._result(batch, b, ctx, out, tinfo[b], method, {**options_out, **call.record_of(b)}, used, sources[b], trim,
+                             flags[b]) for b in range(batch.B)]
 
     def _encode_all(self, texts, template, single: bool):
         """(ids, fixed) and (encoded string, offsets) of every text; a list's error names its item."""

@@ -8,10 +8,10 @@ import sys
 import tempfile
 
 from .. import ops
-from ..core.baselines import BASELINE_NAMES
+from ..core.baselines import BASELINE_NAMES, check_alpha_range
 from ..core.inputs import fill_template
 from ..core.path import check_chunk_settings
-from ..core.validation import TARGET_FNS, check_call_settings
+from ..core.validation import TARGET_FNS, check_call_settings, check_int
 from ..datasets import DATASETS, TASKS, load_dataset
 from ..explainer import load_model
 from ..methods.registry import get_method, list_methods, option_value
@@ -177,6 +177,8 @@ def _check_before_loading(args, text, options) -> None:
     check_call_settings(args.n_steps, args.backend, args.tolerance, args.max_steps, auto_ok=args.generate is None)
     m.check_steps(m.options(**options), args.n_steps)
     check_chunk_settings(args.internal_batch_size, None)
+    check_int("n_baseline_samples", args.n_baseline_samples, 1)
+    check_alpha_range((args.alpha_start, 1.0))
 
 
 def run(args) -> int:
@@ -209,7 +211,7 @@ def run(args) -> int:
         calls["contrast_target"] = contrast
     if args.tolerance is not None or args.max_steps is not None:
         calls.update(tolerance=args.tolerance, max_steps=args.max_steps)
-    if args.baseline is not None or args.alpha_start > 0 or args.n_baseline_samples > 1:
+    if args.baseline is not None or args.alpha_start != 0 or args.n_baseline_samples != 1:
         calls.update(baseline=args.baseline, alpha_range=(args.alpha_start, 1.0), n_baseline_samples=args.n_baseline_samples, seed=args.seed)
     if args.generate is not None:
         res = ex.attribute_generation(

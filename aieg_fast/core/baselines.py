@@ -24,6 +24,8 @@ distribution is noise around x′ rather than training examples).
 """
 from __future__ import annotations
 
+import hashlib
+import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -31,7 +33,7 @@ from torch import Tensor
 
 from ..models import materialized
 
-__all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "shift_baseline"]
+__all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "row_noise", "shift_baseline"]
 
 #: the baselines named by a string.
 BASELINE_NAMES = ("reference", "zero", "mean", "unk", "pad", "eos")
@@ -92,12 +94,19 @@ def check_baseline_value(baseline, vocab_size: Optional[int] = None) -> None:
     raise TypeError(f"baseline must be None, a name, a token id or a tensor, got {type(baseline).__name__}")
 
 
-def check_baseline_noise(baseline_noise) -> None:
+def check_baseline_noise(baseline_noise, n_baseline_samples=None) -> None:
     """ValueError unless ``baseline_noise`` (σ of the Gaussian noise on the baseline, in
-    embedding units) is None or a number ≥ 0."""
-    if baseline_noise is not None and (isinstance(baseline_noise, bool) or not isinstance(baseline_noise, (int, float))
-                                       or baseline_noise < 0):
-        raise ValueError(f"baseline_noise must be a number >= 0 or None, got {baseline_noise!r}")
+    embedding units) is None or a finite number ≥ 0, and, when ``n_baseline_samples`` is given,
+    is None unless there are noisy baselines to draw (``n_baseline_samples`` > 1): a σ with one
+    sample would be ignored."""
+    if baseline_noise is None:
+        return
+    if isinstance(baseline_noise, bool) or not isinstance(baseline_noise, (int, float)) or not math.isfinite(baseline_noise) \
+            or baseline_noise < 0:
+        raise ValueError(f"baseline_noise must be a finite number >= 0 or None, got {baseline_noise!r}")
+    if n_baseline_samples is not None and not (isinstance(n_baseline_samples, int) and n_baseline_samples > 1):
+        raise ValueError(f"baseline_noise={baseline_noise!r} is used only with n_baseline_samples > 1 (the noisy baselines "
+                         f"it spreads), got n_baseline_samples={n_baseline_samples!r}; pass n_baseline_samples=K as well")
 
 
 def _mean_embedding(adapter, chunk: int = 4096) -> Tensor:
@@ -178,8 +187,32 @@ def shift_baseline(embeds: Tensor, baseline: Tensor, alpha0: float) -> Tensor:
     return baseline if alpha0 == 0.0 else baseline + alpha0 * (embeds - baseline)
 
 
-def noisy_baseline(baseline: Tensor, fixed: Tensor, sigma: float, generator: torch.Generator) -> Tensor:
-    """x′ + σ ε at the attributable positions (``fixed`` bool [B, L] stays), ε ~ N(0, 1) from
-    ``generator`` (CPU, for reproducibility on every device)."""
-    eps = torch.randn(baseline.shape, generator=generator, dtype=torch.float32).to(baseline.device, baseline.dtype)
-    return torch.where(fixed.unsqueeze(-1), baseline, baseline + sigma * eps)
+def row_noise(batch) -> List[float]:
+    """The default σ of the baseline noise of each row of ``batch``: 0.1 × the RMS of the row's
+    attributable input embeddings (0.0 for a row without any), a row's own, as its draws are."""
+    out = []
+    for b in range(batch.B):
+        E = batch.embeds[b][~batch.fixed[b]]
+        out.append(0.1 * float(E.float().pow(2).mean().sqrt()) if E.numel() else 0.0)
+    return out
+
+
+def noisy_baseline(batch, sigmas: Sequence[float], seed: int, sample: int) -> Tensor:
+    """x′ + σ_b ε at the attributable positions of ``batch`` (a :class:`~aieg_fast.core.batch.Batch`;
+    fixed positions and padding stay x′): Tensor[B, L, d] in the baseline's dtype and device.
+
+    Each row's ε ~ N(0, 1) [n, d] is drawn for its own n tokens from a CPU generator seeded by
+    (``seed``, ``sample``, the row's token ids), and scaled by its own σ (``sigmas``, one per
+    row), so a text gets the same baselines alone, in any batch, at any place in it, with either
+    padding side and on every device.
+    """
+    base = batch.baseline
+    eps = torch.zeros(base.shape, dtype=torch.float32)
+    ids = batch.ids.cpu()
+    for b, (n, off) in enumerate(zip(batch.lengths, batch.offsets)):
+        row = ids[b, off : off + n].tolist()
+        key = hashlib.sha256(f"{int(seed)}|{int(sample)}|{','.join(map(str, row))}".encode()).hexdigest()
+        g = torch.Generator().manual_seed(int(key[:15], 16))
+        eps[b, off : off + n] = float(sigmas[b]) * torch.randn((n, base.shape[-1]), generator=g, dtype=torch.float32)
+    eps = eps.to(base.device, base.dtype)
+    return torch.where(batch.fixed.unsqueeze(-1), base, base + eps)

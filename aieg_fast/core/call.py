@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from .baselines import baseline_rows, check_alpha_range, check_baseline_noise, describe_baseline, noisy_baseline, shift_baseline
+from .baselines import baseline_rows, check_alpha_range, check_baseline_noise, describe_baseline, noisy_baseline, row_noise, shift_baseline
 from .batch import Batch
 from .diagnostics import NO_SIGNAL_KINDS, low_precision_hint, method_flags, warn_flags
 from .inputs import as_id_list
@@ -28,7 +28,8 @@ class CallSettings:
         contrast: per text a resolved target dict (``{"kind", "id", "text"}``) or None.
         baseline: the user's ``baseline=`` (resolved per batch by :func:`apply_baseline`).
         alpha0: start of the path (``alpha_range[0]``). n_samples, noise, seed: baseline noise
-        draws, their standard deviation (None: 0.1 × the RMS of the input embeddings) and seed.
+        draws, their standard deviation (None: 0.1 × the RMS of each text's attributable input
+        embeddings) and seed. row_noise: the σ of each row (filled by :func:`apply_baseline`).
         record: what results store (filled by :func:`apply_baseline`).
     """
 
@@ -39,7 +40,15 @@ class CallSettings:
     n_samples: int = 1
     noise: Optional[float] = None
     seed: int = 0
+    row_noise: List[float] = dataclasses.field(default_factory=list)
     record: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def record_of(self, b: Optional[int] = None) -> Dict[str, Any]:
+        """:attr:`record` for row ``b``: with noisy baselines, ``baseline_noise`` is the row's σ
+        (``b`` None: the list of every row's, as a generation's steps have)."""
+        if self.n_samples == 1:
+            return self.record
+        return dict(self.record, baseline_noise=list(self.row_noise) if b is None else self.row_noise[b])
 
     @property
     def target_fn_name(self) -> str:
@@ -116,7 +125,7 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
                 for i, (c, ctx) in enumerate(zip(cts, contexts))]
     alpha0 = check_alpha_range(alpha_range)
     check_int("n_baseline_samples", n_baseline_samples, 1)
-    check_baseline_noise(baseline_noise)
+    check_baseline_noise(baseline_noise, n_baseline_samples)
     check_int("seed", seed, 0)
     custom = baseline is not None or alpha0 > 0 or n_baseline_samples > 1
     if custom and not getattr(method, "uses_baseline", False):
@@ -159,9 +168,8 @@ def apply_baseline(ex, batch: Batch, settings: CallSettings, uses_baseline: bool
         batch = _with_rows(batch, rows)
     if settings.alpha0 > 0:
         batch = dataclasses.replace(batch, baseline=shift_baseline(batch.embeds, batch.baseline, settings.alpha0))
-    if settings.n_samples > 1 and settings.noise is None:
-        att = ~batch.fixed
-        settings.noise = 0.1 * float(batch.embeds[att].float().pow(2).mean().sqrt()) if bool(att.any()) else 0.0
+    if settings.n_samples > 1:
+        settings.row_noise = [float(settings.noise)] * batch.B if settings.noise is not None else row_noise(batch)
     settings.record = describe_baseline(desc, settings.alpha0, settings.n_samples, settings.noise, settings.seed)
     return batch
 
@@ -182,11 +190,10 @@ def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
     if settings.n_samples == 1:
         out, used = run(ctx)
     else:
-        gen = torch.Generator().manual_seed(settings.seed)
         base = getattr(ctx, batch_field)
         outs = []
         for s in range(settings.n_samples):
-            noisy = dataclasses.replace(base, baseline=noisy_baseline(base.baseline, base.fixed, settings.noise, gen))
+            noisy = dataclasses.replace(base, baseline=noisy_baseline(base, settings.row_noise, settings.seed, s))
             ctx_s = dataclasses.replace(ctx, **{batch_field: noisy}, timing={})
             if s > 0:
                 ctx_s.targets = outs[0][2].targets  # the prediction of the first draw

@@ -144,7 +144,7 @@ def check_baseline_settings(opts: dict, vocab_size: Optional[int] = None) -> Non
         check_alpha_range(opts["alpha_range"])
     if "n_baseline_samples" in opts:
         check_int("n_baseline_samples", opts["n_baseline_samples"], 1)
-    check_baseline_noise(opts.get("baseline_noise"))
+    check_baseline_noise(opts.get("baseline_noise"), opts.get("n_baseline_samples", 1))
 
 
 def method_settings(specs: Dict[str, Tuple[str, dict]], method_options: Dict[str, dict],

@@ -84,6 +84,8 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
     (["the movie", "--method", "saliency", "--n-steps", "auto"], "n_steps='auto' is not available for method 'saliency'"),
     (["the movie", "--generate", "2", "--n-steps", "auto"], "pass an int here"),
     (["the movie", "--internal-batch-size", "0"], "internal_batch_size"),
+    (["the movie", "--n-baseline-samples", "0"], "n_baseline_samples must be an int >= 1, got 0"),
+    (["the movie", "--alpha-start", "-0.5"], "alpha_range must be (alpha0, 1) with 0 <= alpha0 < 1, got (-0.5, 1.0)"),
 ])
 def test_bad_settings_refused_before_loading(capsys, no_model, extra, match):
     """What needs no model is checked before it is loaded (minutes for a large one)."""

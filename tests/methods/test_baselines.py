@@ -81,6 +81,23 @@ def test_noise_samples_average_and_are_seeded(tiny):
     assert a.options["n_baseline_samples"] == 3 and a.options["baseline_seed"] == 0 and a.options["baseline_noise"] > 0
 
 
+@pytest.mark.parametrize("method", ["integrated_gradients", "occlusion", "heta", "aieg"])
+def test_noisy_baselines_do_not_depend_on_the_batch(tiny_gpt2, method):
+    """With n_baseline_samples > 1 a text's scores are those of the text alone, whatever the
+    other texts of the batch and its place among them (left padding too); its default σ is its
+    own. Before, the draws and σ were the batch's, so the scores moved by 5-15 %."""
+    texts = ["the movie is very good and fun", "bad film"]
+    kw = dict(method=method, n_baseline_samples=3, seed=0, **({} if method == "occlusion" else {"n_steps": 4}))
+    alone = [tiny_gpt2.attribute(t, **kw) for t in texts]
+    both = tiny_gpt2.attribute(texts, **kw)
+    swapped = tiny_gpt2.attribute(texts[::-1], padding_side="left", **kw)
+    for i in range(2):
+        torch.testing.assert_close(both[i].scores, alone[i].scores, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(swapped[1 - i].scores, alone[i].scores, rtol=1e-4, atol=1e-6)
+        assert both[i].options["baseline_noise"] == pytest.approx(alone[i].options["baseline_noise"])
+    assert alone[0].options["baseline_noise"] != pytest.approx(alone[1].options["baseline_noise"])
+
+
 @pytest.mark.parametrize("method", ["integrated_gradients", "integrated_decision_gradients", "aieg"])
 def test_baseline_is_recorded(tiny_gpt2, method):
     res = tiny_gpt2.attribute(TEXT, method=method, n_steps=8)
@@ -110,6 +127,9 @@ def test_bad_baselines_refused_before_work(tiny):
         (dict(alpha_range=(0.2, 0.9)), "alpha_range"),
         (dict(alpha_range=(1.0, 1.0)), "alpha_range"),
         (dict(n_baseline_samples=0), "n_baseline_samples"),
+        (dict(n_baseline_samples=2, baseline_noise=float("nan")), "baseline_noise must be a finite"),
+        (dict(n_baseline_samples=2, baseline_noise=float("inf")), "baseline_noise must be a finite"),
+        (dict(baseline_noise=0.5), "used only with n_baseline_samples > 1"),
     ]
     for kw, msg in cases:
         with pytest.raises(ValueError, match=msg):
