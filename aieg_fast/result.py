@@ -388,6 +388,9 @@ def save_attributions(results, path) -> None:
 def _write_json(path, obj) -> None:
     """``obj`` as JSON at ``path``: serialised in full first, then written to a temporary file in
     the same folder and renamed over ``path`` (an existing file is replaced whole or not at all).
+    A symbolic link to a file has that file replaced (the link stays); a path that is not a
+    regular file (a device such as ``/dev/stdout``, a named pipe, a link to one) is written
+    through, as ``open`` would.
 
     Raises:
         ValueError: ``path`` is a folder or has no file name. FileNotFoundError: its folder does
@@ -399,6 +402,13 @@ def _write_json(path, obj) -> None:
     if not path.parent.is_dir():
         raise FileNotFoundError(f"path {str(path)!r}: the folder {str(path.parent)!r} does not exist")
     text = json.dumps(obj, ensure_ascii=False, indent=1)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        real = Path(os.path.realpath(path))
+        if not real.is_file():
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
+        path = real
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         tmp.write_text(text, encoding="utf-8")

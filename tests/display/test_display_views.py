@@ -304,6 +304,31 @@ def test_save_that_fails_leaves_the_old_file(tmp_path, gen):
     assert p.read_bytes() == before and sorted(x.name for x in tmp_path.iterdir()) == ["one.json"]
 
 
+def test_save_writes_through_links_and_pipes(tmp_path, gen):
+    """A link to a file: the file is written and the link stays a link. A named pipe (as
+    /dev/stdout can be): written through to its reader. Before, both were replaced by a new
+    regular file (as root, a device node too)."""
+    import os
+    import threading
+
+    a = _result()
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    target.write_text("{}")
+    link.symlink_to(target)
+    a.save(link)
+    assert link.is_symlink() and aieg_fast.load_attribution(target).tokens == a.tokens
+    aieg_fast.save_attributions([gen, a], link)
+    assert link.is_symlink() and len(aieg_fast.load_attributions(target)) == 2
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, encoding="utf-8").read()), daemon=True)
+    reader.start()
+    a.save(fifo)
+    reader.join(timeout=30)
+    assert not fifo.is_file() and json.loads(got[0])["tokens"] == a.tokens
+
+
 def test_html_words_tokens_toggle(gen):
     res = _result()
     h = res.to_html(toggle=True)
