@@ -54,9 +54,11 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
     """Write ``config.json``, or refuse a folder whose recorded settings differ from ``config``.
 
     Raises:
-        ValueError: the recorded settings differ (names them and ``arg``).
+        ValueError: the recorded settings differ (names them and ``arg``), or the folder holds
+            results without ``config.json`` (settings unknown).
     """
     cfg_path = Path(out) / CONFIG_FILE
+    _refuse_results_without_config(out, arg)
     if cfg_path.exists() and holds_results(out):
         old = json.loads(cfg_path.read_text(encoding="utf-8"))
         _refuse_differences(out, old, config, set(config) | set(old), arg)
@@ -75,6 +77,15 @@ def holds_results(out) -> bool:
         return False
     return any(p.is_file() and p.stat().st_size > 0 and not (p.parent == root and p.name in _SETTINGS_FILES)
                for p in root.rglob("*"))
+
+
+def _refuse_results_without_config(out, arg: str) -> None:
+    """Refuse a folder that holds results but no ``config.json``: the settings they were
+    computed with are unknown, so new results could not be told apart from them."""
+    if not (Path(out) / CONFIG_FILE).is_file() and holds_results(out):
+        found = sorted(p.name for p in Path(out).iterdir() if p.name not in _SETTINGS_FILES)[:3]
+        raise ValueError(f"{arg} {str(out)!r} holds results ({', '.join(found)}) but no {CONFIG_FILE}: the settings they were "
+                         f"computed with are unknown; use another {arg} (or restore its {CONFIG_FILE})")
 
 
 def _forget_settings_without_results(out, config: dict) -> None:
@@ -212,6 +223,7 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:
         ValueError: names the settings that differ and ``arg``, as :func:`check_or_write_config`.
     """
     cfg_path = Path(out) / CONFIG_FILE
+    _refuse_results_without_config(out, arg)
     if not cfg_path.is_file() or not holds_results(out):
         return
     _refuse_differences(out, json.loads(cfg_path.read_text(encoding="utf-8")), settings, settings, arg)

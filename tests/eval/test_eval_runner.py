@@ -76,6 +76,10 @@ def test_evaluate_takes_over_a_folder_without_results(tiny_gpt2, tmp_path, capsy
     # with a record there, other settings are refused again
     with pytest.raises(ValueError, match="other settings"):
         E.evaluate(tiny_gpt2, n=1, **kw)
+    # records without config.json: their settings are unknown, so the folder is refused
+    (tmp_path / "config.json").unlink()
+    with pytest.raises(ValueError, match=r"holds results \(records.jsonl.*\) but no config.json"):
+        E.evaluate(tiny_gpt2, n=1, **kw)
 
 
 def test_evaluate_bad_arguments(tiny_gpt2, tmp_path, monkeypatch):
