@@ -197,11 +197,11 @@ def run(args) -> int:
     target, contrast = args.target, args.contrast_target
     calls = dict(target_fn=args.target_fn)
     if args.task is not None:
-        template, predicted, other, labels = _task_target(ex, args.task, text, template)
+        template, predicted, _, labels = _task_target(ex, args.task, text, template)
         if target is None:
             target = predicted
-        if contrast is None and not args.no_contrast and args.target_fn != "label_logprob" and target == predicted:
-            contrast = other  # the decision: the predicted label against the other one
+        if contrast is None and not args.no_contrast and args.target_fn != "label_logprob" and target in labels:
+            contrast = next(l for l in labels if l != target)  # the decision: this label against the other one
         if args.target_fn == "label_logprob":
             calls["label_set"] = labels
     if args.target_is_id:

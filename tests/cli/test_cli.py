@@ -137,6 +137,27 @@ def test_cli_target_is_id_needs_an_integer(capsys):
     assert "--target-is-id needs --target to be an integer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("target", [None, " bad", " good"])
+def test_cli_task_contrasts_the_asked_label_with_the_other(tiny_gpt2, tmp_path, monkeypatch, target):
+    """With --task the default F is the decision: the target label against the other label,
+    whichever of the two is asked for (before, asking for the label the model does not predict
+    silently explained its logit alone)."""
+    from aieg_fast.cli import explain as cli_explain
+
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **kw: tiny_gpt2)
+    sample = datasets.DATASETS["sst2-sample"]
+    monkeypatch.setitem(datasets.DATASETS, "sst2-sample", dataclasses.replace(sample, labels=(" bad", " good")))
+    out = tmp_path / "r.json"
+    extra = [] if target is None else ["--target", target]
+    assert cli.main(["explain", "the movie is good", "--task", "sentiment", "--method", "saliency", "--json", str(out),
+                     "--no-progress", *extra]) == 0
+    res = aieg_fast.load_attribution(out)
+    asked = res.target["text"]
+    assert target is None or asked == target
+    assert res.options["target_fn"] == "logit-contrast"
+    assert res.target["contrast_text"] == ({" bad", " good"} - {asked}).pop()
+
+
 def test_cli_no_contrast_needs_task(capsys):
     from aieg_fast.cli import main
 
