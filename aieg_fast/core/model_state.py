@@ -19,7 +19,7 @@ import torch
 
 from .diagnostics import warn
 
-__all__ = ["model_prepared", "model_lock", "holding_model_lock"]
+__all__ = ["model_prepared", "model_lock", "holding_model_lock", "running_user_code"]
 
 # model → (its parameters, its modules, the registration count when listed), listed once: walking
 # the module tree costs about 0.4 ms per call on a 2-layer model, a few per cent of a short
@@ -54,12 +54,40 @@ def model_lock(model) -> "threading.RLock":
     return lock
 
 
+#: per thread, the models whose call is running user code (a ``target_fn``) right now
+_IN_USER_CODE = threading.local()
+
+
+@contextlib.contextmanager
+def running_user_code(model):
+    """Mark, for this thread, that a call on ``model`` is running the user's code (a callable
+    ``target_fn``): a call on the same model from inside it is refused
+    (:func:`holding_model_lock`), as it would run in the middle of this one, on its hooks."""
+    stack = getattr(_IN_USER_CODE, "models", None)
+    if stack is None:
+        stack = _IN_USER_CODE.models = []
+    stack.append(id(model))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
 def holding_model_lock(fn):
     """Decorator for a function whose first argument has a ``model`` (an explainer): run it
-    holding :func:`model_lock` of that model."""
+    holding :func:`model_lock` of that model.
+
+    Raises:
+        RuntimeError: called from inside a ``target_fn`` of a call on the same model
+            (:func:`running_user_code`), before anything is done.
+    """
 
     @functools.wraps(fn)
     def locked(ex, *args, **kwargs):
+        if id(ex.model) in getattr(_IN_USER_CODE, "models", ()):
+            raise RuntimeError(f"{fn.__name__}() was called from inside a target_fn of a call on the same model; a call cannot run "
+                               "in the middle of another on one model (its hooks and hidden states are in use). Compute what "
+                               "target_fn needs before the call, or use a second model object")
         with model_lock(ex.model):
             return fn(ex, *args, **kwargs)
 

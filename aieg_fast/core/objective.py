@@ -26,6 +26,8 @@ from typing import Callable, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from .model_state import running_user_code
+
 __all__ = ["LabelSet", "NAMED_TARGET_FNS", "TargetFn", "check_target_fn", "predicted", "target_fn_name", "target_scores"]
 
 #: the target functions named by a string.
@@ -97,7 +99,8 @@ def target_fn_name(target_fn, contrast: bool = False) -> str:
 
 def _custom(adapter, hidden: Tensor, fn) -> Tensor:
     logits = adapter.full_logits(hidden).float()
-    out = fn(logits)
+    with running_user_code(adapter.model):
+        out = fn(logits)
     _check_custom_output(out, hidden.shape[0])
     return out.float()
 

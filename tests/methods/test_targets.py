@@ -236,3 +236,21 @@ def test_predicted_target_equal_to_the_contrast_is_named(tiny):
         warnings.simplefilter("always")
         att = tiny.attribute(TEXT, method="attention", contrast_target=pred)
     assert not any("contrast_target" in str(w.message) for w in caught) and float(att.scores.abs().sum()) > 0
+
+
+@pytest.mark.parametrize("method", ["scaled_attention", "grad_ellm", "aieg", "integrated_gradients"])
+def test_a_call_from_inside_target_fn_is_refused(tiny_gpt2, method):
+    """A target_fn that calls the explainer it is running under is refused with a clear error
+    (the nested call ran in the middle of the outer one and broke it with internal errors);
+    the model is given back as it was, and calls after it work."""
+    before = model_state(tiny_gpt2)
+
+    def nested(logits):
+        tiny_gpt2.attribute("bad film", method="attention")
+        return logits[:, 20]
+
+    with pytest.raises(RuntimeError, match=r"attribute\(\) was called from inside a target_fn of a call on the same model"):
+        tiny_gpt2.attribute("the movie is very good and fun", method=method, target_fn=nested, n_steps=4)
+    assert model_state(tiny_gpt2) == before
+    fine = tiny_gpt2.attribute("the movie is very good and fun", method=method, target_fn=lambda z: z[:, 20], n_steps=4)
+    assert bool(torch.isfinite(fine.scores).all())
