@@ -20,7 +20,7 @@ from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock
 from .core.objective import LabelSet
-from .core.tokens import continuation, encoding_warnings, merge_message, one_bos, token_text_after
+from .core.tokens import check_in_vocab, continuation, encoding_warnings, merge_message, one_bos, token_text_after
 from .core.validation import check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
@@ -183,6 +183,7 @@ class Explainer:
         fast = bool(getattr(self.tokenizer, "is_fast", False))
         enc = self.tokenizer(full, add_special_tokens=add_special_tokens, return_offsets_mapping=fast or template is not None)
         ids, spans = one_bos(list(enc["input_ids"]), enc.get("offset_mapping"), getattr(self.tokenizer, "bos_token_id", None))
+        check_in_vocab(self.tokenizer, ids, self.vocab_size, "text")
         for message in encoding_warnings(self.tokenizer, text, full, ids, spans, leading_bos_ok=fields[0][0] == 0):
             warn(message)
         special = self.special_ids
@@ -283,6 +284,7 @@ class Explainer:
                 raise ValueError(f"target token id must be in [0, {self.vocab_size}), got {target}")
             return {"kind": "token", "id": int(target), "text": token_text_after(self.tokenizer, int(target))}
         toks = self.target_ids(target, context)
+        check_in_vocab(self.tokenizer, toks, self.vocab_size, "target")
         if multi_token and len(toks) > 1:
             return {"kind": "tokens", "id": None, "ids": [int(t) for t in toks], "text": target}
         if len(toks) != 1:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-__all__ = ["one_bos", "typed_specials", "unknown_pieces", "continuation", "merge_message", "encoding_warnings", "unknown_message",
+__all__ = ["check_in_vocab", "one_bos", "typed_specials", "unknown_pieces", "continuation", "merge_message", "encoding_warnings", "unknown_message",
            "token_text_after"]
 
 
@@ -204,3 +204,20 @@ def merge_message(tokenizer, context: str, text: str, alone: Sequence[int], what
             f"{tokenizer.convert_ids_to_tokens(own[k:])} alone but in {tokenizer.convert_ids_to_tokens(both[k:])} with "
             f"{what} after it; {what} is taken as tokenised alone: {tokenizer.convert_ids_to_tokens(list(alone))} "
             f"(ids {list(alone)}); pass token ids to choose others")
+
+
+def check_in_vocab(tokenizer, ids: Sequence[int], vocab_size: int, what: str) -> None:
+    """Refuse token ids the tokenizer gave that the model has no embedding for (a tokenizer with
+    tokens added and a model not resized to it), naming ``what`` (``"text"``, ``"target"``),
+    the first such token and both sizes.
+
+    Raises:
+        ValueError: an id ≥ ``vocab_size`` (the model's embedding rows).
+    """
+    bad = next(((k, int(i)) for k, i in enumerate(ids) if int(i) >= vocab_size), None)
+    if bad is not None:
+        k, i = bad
+        piece = tokenizer.convert_ids_to_tokens(i)
+        raise ValueError(f"{what}: token {piece!r} (id {i}, position {k}) is not a token of this model: its embeddings have "
+                         f"{vocab_size} rows and the tokenizer {len(tokenizer)} entries. Resize the model to its tokenizer "
+                         "(model.resize_token_embeddings(len(tokenizer))) or use the tokenizer it was trained with")

@@ -142,3 +142,21 @@ def test_numpy_and_tensor_ids_are_ids(tiny_gpt2):
 def test_generation_of_a_list_of_prompts_names_prompt(tiny_gpt2):
     with pytest.raises(TypeError, match=r"prompt must be a str .* got list; a generation explains one prompt"):
         tiny_gpt2.attribute_generation(["a b", "c"], method="saliency")
+
+
+def test_tokens_the_model_has_no_embedding_for_are_named():
+    """A tokenizer larger than the model's embeddings (tokens added, the model not resized):
+    a text or target holding such a token is refused naming it and both sizes (before, an
+    IndexError from the embedding); generated text too."""
+    m, t = make_tiny_gpt2()
+    m.resize_token_embeddings(64)
+    ex = aieg_fast.load_model(m, t)
+    high = next(i for i in range(64, len(t)) if t.decode([i]).strip())
+    word = t.decode([high])
+    with pytest.raises(ValueError, match=r"text: token .* \(id \d+, position \d+\) is not a token of this model: its embeddings have "
+                                         r"64 rows and the tokenizer \d+ entries"):
+        ex.attribute("the" + word, method="saliency")
+    with pytest.raises(ValueError, match=r"target: token .* is not a token of this model"):
+        ex.attribute(t.decode([5, 6]), target=word, method="saliency")
+    with pytest.raises(ValueError, match=r"is not a token of this model"):
+        ex.attribute_generation(t.decode([5, 6]), generated_text=word, method="saliency")
