@@ -68,11 +68,13 @@ def build_batch(adapter, encoded: Sequence[Tuple[List[int], List[bool]]], pad_id
         device: where the tensors go (default: the embeddings' device).
 
     Raises:
-        ValueError: unknown ``padding_side``, no examples.
+        ValueError: unknown ``padding_side``, no examples, a classifier's sequence that ends
+            with its pad token (:meth:`~aieg_fast.models.DecoderAdapter.check_pooled_position`).
     """
     check_choice("padding_side", padding_side, ("left", "right"))
     if not encoded:
         raise ValueError("encoded has no examples")
+    adapter.check_pooled_position([ids for ids, _ in encoded])
     emb = adapter.embeddings
     dev = adapter.input_device if device is None else device
     L = max(len(ids) for ids, _ in encoded)

@@ -373,3 +373,21 @@ class DecoderAdapter:
                 return self._cap(torch.nn.functional.linear(hidden.float(), head.weight.float().to(hidden.device), bias))
         p = next(head.parameters(), None)
         return self._cap(head(hidden if p is None else hidden.to(p.dtype)).to(hidden.device))
+
+    def check_pooled_position(self, rows) -> None:
+        """Refuse, for a classification head, a sequence that ends with the model's pad token
+        (``config.pad_token_id``): the model given token ids pools at the last token that is
+        not a pad, while the attribution reads the last position (as the model does given
+        embeddings), so the class logits explained would not be the model's own.
+
+        Raises:
+            ValueError: names the sequence, the pad token and what to do.
+        """
+        pad = getattr(self.model.config, "pad_token_id", None) if self.kind == "classifier" else None
+        if not isinstance(pad, int):
+            return
+        for r, ids in enumerate(rows):
+            if len(ids) and int(ids[-1]) == pad:
+                raise ValueError(f"sequence {r} ends with the model's pad token (id {pad}, config.pad_token_id): its "
+                                 "classification head reads the last token that is not a pad, so the class logits "
+                                 "explained would not be the model's; leave the trailing pad token(s) out")

@@ -126,3 +126,20 @@ def test_template_field_missing_from_the_text_is_refused(tiny_gpt2):
                             method="saliency")
     res = tiny_gpt2.attribute({"passage": "the movie is good"}, template='{passage} {"k": 1} {}', method="saliency")
     assert res.text.endswith('{"k": 1} {}')  # braces that name no field stay text
+
+
+def test_classifier_sequence_ending_with_its_pad_is_refused(tiny_gpt2_clf):
+    """A classification head pools at the last token that is not its pad token; a sequence
+    ending with that token would be explained at another position than the model's own logits
+    come from (before: F differed from the model's logit, silently). Without it, F is the
+    model's logit."""
+    ex = tiny_gpt2_clf
+    pad = ex.model.config.pad_token_id
+    assert isinstance(pad, int)
+    body = [i for i in (4, 6, 7, 8) if i != pad]
+    with pytest.raises(ValueError, match=rf"sequence 0 ends with the model's pad token \(id {pad}, config.pad_token_id\)"):
+        ex.attribute(input_ids=body + [pad], method="saliency", target=1)
+    res = ex.attribute(input_ids=body, method="saliency", target=1)
+    with torch.no_grad():
+        own = ex.model(torch.tensor([body])).logits[0, 1]
+    assert res.info["F_input"] == pytest.approx(float(own), abs=1e-5)
