@@ -132,7 +132,7 @@ def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
         rows = input_ids.tolist()
         return ([rows], True) if input_ids.dim() == 1 else (rows, False)
     if isinstance(input_ids, (list, tuple)):
-        if input_ids and all(isinstance(r, (list, tuple, torch.Tensor)) or _is_array(r) for r in input_ids):
+        if input_ids and all(isinstance(r, (list, tuple)) or ((torch.is_tensor(r) or _is_array(r)) and r.ndim >= 1) for r in input_ids):
             rows = [r.tolist() if isinstance(r, torch.Tensor) or _is_array(r) else list(r) for r in input_ids]
             return rows, False
         return [list(input_ids)], True

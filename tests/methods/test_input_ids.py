@@ -67,6 +67,7 @@ def test_ids_with_auto_steps(tiny_gpt2):
     ("the movie", TypeError, r"input_ids must be a list of token ids, a list of such lists or a LongTensor, got str"),
     ([5] * 100, ValueError, r"input_ids is 100 tokens long, but the model accepts at most 64 positions"),
     ([0, 0], ValueError, r"input_ids has no attributable token: all 2 are special tokens"),
+    ([torch.tensor(4), torch.tensor(6)], TypeError, r"input_ids\[0\] must be an int token id, got tensor\(4\)"),
 ])
 def test_bad_ids_are_refused(tiny_gpt2, given, err, match):
     before = model_state(tiny_gpt2)
@@ -143,3 +144,12 @@ def test_classifier_sequence_ending_with_its_pad_is_refused(tiny_gpt2_clf):
     with torch.no_grad():
         own = ex.model(torch.tensor([body])).logits[0, 1]
     assert res.info["F_input"] == pytest.approx(float(own), abs=1e-5)
+
+
+def test_a_list_of_numpy_integers_is_one_sequence(tiny_gpt2):
+    """numpy integer scalars in a list are token ids (before: read as rows of a batch, a
+    TypeError "'int' object is not iterable")."""
+    np = pytest.importorskip("numpy")
+    a = tiny_gpt2.attribute(input_ids=[np.int64(4), np.int64(6), np.int32(7)], method="saliency")
+    b = tiny_gpt2.attribute(input_ids=[4, 6, 7], method="saliency")
+    assert a.token_ids == [4, 6, 7] and torch.equal(a.scores, b.scores)
