@@ -68,7 +68,8 @@ class Occlusion(Method):
     partial inputs: the masked ones plus one, plus the prefix forward when there is one).
 
     Raises:
-        ValueError: ``measure="kl"`` with a multi-token target (the KL of which step is ambiguous).
+        ValueError: ``measure="kl"`` with a multi-token target (the KL of which step is ambiguous),
+            or with a ``contrast_target`` (the KL has none).
     """
 
     name = "occlusion"
@@ -106,6 +107,9 @@ class Occlusion(Method):
     def run(self, ctx, o):
         if o.measure == "kl" and ctx.step_ids is not None:
             raise ValueError("measure='kl' needs a single-token target; use measure='delta' for a multi-token target")
+        if o.measure == "kl" and ctx.contrast is not None:
+            raise ValueError("measure='kl' compares the whole next-token distributions, so it has no contrast: drop "
+                             "contrast_target, or use measure='delta' to explain z_target − z_contrast")
         batch = ctx.batch
         fixed = batch.fixed.cpu()
         words = None if ctx.word_ids is None else ctx.word_ids.cpu()

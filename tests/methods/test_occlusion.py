@@ -158,6 +158,8 @@ def test_bad_options_are_refused_before_any_work(tiny_llama):
             ex.attribute(TEXT, method="occlusion", **kw)
     with pytest.raises(ValueError, match="single-token target"):
         ex.attribute(TEXT, method="occlusion", measure="kl", target=" good and", target_fn="logprob")
+    with pytest.raises(ValueError, match="measure='kl' compares the whole next-token distributions, so it has no contrast"):
+        ex.attribute(TEXT, method="occlusion", measure="kl", target=5, contrast_target=6)  # before: the contrast ignored, recorded
     assert model_state(ex) == before
 
 
