@@ -141,7 +141,9 @@ def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
     diff = _differing(old, new, keys)
     if diff:
         pairs = [(k, *_what_differs(old.get(k), new.get(k))) for k in diff]
-        values = "; ".join(f"{k}: {_short(a)} recorded, {_short(b)} now" for k, a, b in pairs)
+        unwritten = "its default (not written)"  # a setting at its default is left out of some configs
+        said = {k: (unwritten if k not in old else _short(a), unwritten if k not in new else _short(b)) for k, a, b in pairs}
+        values = "; ".join(f"{k}: {a} recorded, {b} now" for k, (a, b) in said.items())
         raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}; {values}); "
                          f"use another {arg}")
 

@@ -73,9 +73,12 @@ def test_evaluate_takes_over_a_folder_without_results(tiny_gpt2, tmp_path, capsy
     assert E.evaluate(tiny_gpt2, n=1, **dict(kw, n_samples=2))["computed"] == 1
     assert "wrote no results" in capsys.readouterr().err
     assert json.loads((tmp_path / "config.json").read_text())["n_samples"] == 2
-    # with a record there, other settings are refused again
+    # with a record there, other settings are refused again; a default left out of config.json
+    # is said as such (it was "None recorded")
     with pytest.raises(ValueError, match="other settings"):
         E.evaluate(tiny_gpt2, n=1, **kw)
+    with pytest.raises(ValueError, match=r"metrics: its default \(not written\) recorded, 'hard' now"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, n_samples=2, metrics="hard"))
     # records without config.json: their settings are unknown, so the folder is refused
     (tmp_path / "config.json").unlink()
     with pytest.raises(ValueError, match=r"holds results \(records.jsonl.*\) but no config.json"):
