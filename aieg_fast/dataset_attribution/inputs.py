@@ -13,7 +13,7 @@ empty value means none: no target = the model's prediction, no template = the ru
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..datasets.rows import FILE_TYPES, is_empty, read_rows
@@ -36,6 +36,13 @@ class Example:
     target: Any = None
     contrast: Any = None
     template: Optional[str] = None
+    #: where the row is, for messages (``"data 'x.csv': row 0 (line 2)"``; not compared)
+    where: str = field(default="", compare=False)
+
+    @property
+    def named(self) -> str:
+        """The row for messages: where it is in the data, its index and its id."""
+        return f"{self.where} (data row {self.index}, id {self.id!r})" if self.where else f"data row {self.index} (id {self.id!r})"
 
 
 def _token(v, role: str, target_is_id: bool, where: str):
@@ -119,5 +126,17 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
             raise ValueError(f"{loc}: the template must contain '{{text}}' exactly once, got {template!r}")
         ident = get("id")
         out.append(Example(i, i if is_empty(ident) else ident, text, _token(get("target"), "target", target_is_id, loc),
-                           _token(get("contrast"), "contrast", target_is_id, loc), template))
+                           _token(get("contrast"), "contrast", target_is_id, loc), template, loc))
+    _refuse_repeated_ids(out)
     return out
+
+
+def _refuse_repeated_ids(examples: Sequence[Example]) -> None:
+    """Refuse an id column that gives two rows one id (the records' ids name the rows)."""
+    seen: Dict[Any, Example] = {}
+    for e in examples:  # a row without an id has its index as id, which a given id may repeat too
+        key = (type(e.id).__name__, e.id) if isinstance(e.id, (int, float, str)) else repr(e.id)
+        if key in seen:
+            raise ValueError(f"{e.where}: id {e.id!r} is also the id of {seen[key].where.rsplit(': ', 1)[-1]}; the ids must be "
+                             "unique (they name the records); fix the id column, or leave it out to number the rows")
+        seen[key] = e

@@ -154,7 +154,7 @@ def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example],
                 try:
                     ex.resolve_target(value, multi_token=s.target_fn == "logprob" and role == "target", context=full)
                 except (ValueError, TypeError) as err:
-                    return skip, type(err)(f"data row {e.index} (id {e.id!r}): {role} {value!r}: {err}")
+                    return skip, type(err)(f"{e.named}: {role} {value!r}: {err}")
     first = next((e for e in examples if e.index not in skip), None)
     return skip, _trial(ex, s, first) if trial and first is not None else None
 
@@ -169,7 +169,7 @@ def _trial(ex: "Explainer", s: DatasetRun, e: Example) -> Optional[BaseException
             warnings.simplefilter("ignore", AttributionWarning)
             ex.attribute([e.text], **s.call([e]))
     except (ValueError, TypeError) as err:
-        return type(err)(f"the settings were refused on data row {e.index} (id {e.id!r}), a text the model takes: {err}")
+        return type(err)(f"the settings were refused on {e.named}, a text the model takes: {err}")
     return None
 
 

@@ -66,6 +66,8 @@ def test_csv_tsv_columns_and_ids(tmp_path):
     ('{"text": "ok", "template": "no slot"}\n', {}, r"template must contain '\{text\}' exactly once"),
     ("\n\n", {}, r"holds no example"),
     ("[1, 2]", {}, r"item 0 is not an object"),
+    ('{"text": "a", "id": "x"}\n{"text": "b", "id": "y"}\n{"text": "c", "id": "x"}\n', {},
+     r"line 3: id 'x' is also the id of line 1; the ids must be unique"),
 ])
 def test_bad_data_names_the_row(tmp_path, content, kwargs, match):
     p = tmp_path / ("d.json" if content.startswith("[") else "d.jsonl")

@@ -127,7 +127,7 @@ def test_bad_settings_refused_before_any_file(tiny_gpt2, tmp_path):
     for kw, match in bad:
         with pytest.raises(ValueError, match=match):
             attribute_dataset(data, out, tiny_gpt2, **{**KW, **kw})
-    with pytest.raises(ValueError, match=r"data row 1 \(id 1\): target ' good good'.*not a single token"):
+    with pytest.raises(ValueError, match=r"data\.jsonl': line 2 \(data row 1, id 1\): target ' good good'.*not a single token"):
         attribute_dataset(_data(tmp_path, [ROWS[0], {"text": "bad", "target": " good good"}]), out, tiny_gpt2, **KW)
     with pytest.raises(ValueError, match="an Explainer already loaded"):
         attribute_dataset(data, out, tiny_gpt2, dtype="float32", **KW)
@@ -191,7 +191,7 @@ def test_settings_the_model_refuses_are_an_error_not_skipped_rows(tiny_gpt2, tmp
     a "skipped" record, the run exited 0 and its config blocked the corrected rerun)."""
     rows = [{"text": "the movie is good", "target": target}, {"text": "bad film", "target": target}]
     out = tmp_path / "o"
-    with pytest.raises(ValueError, match=r"the settings were refused on data row 0 \(id 0\), a text the model takes: .*" + match):
+    with pytest.raises(ValueError, match=r"the settings were refused on data .*data\.jsonl': line 1 \(data row 0, id 0\), a text the model takes: .*" + match):
         attribute_dataset(_data(tmp_path, rows), out, tiny_gpt2, n_steps=4, progress=False, **kw)
     assert not out.exists()
     fixed = dict(kw, baseline=None) if "baseline" in kw else dict(kw, method="integrated_gradients")
