@@ -149,6 +149,8 @@ def test_user_dataset_files_and_objects(tmp_path):
      r"labels \[' good', ' Good'\] are the same word up to case and spaces"),
     # every row with one comma too many: refused (the first column was read as the index)
     ("d.csv", b"text,label\ngreat, really great,1\nbad, really bad,0\n", {}, r"line 2 has 3 fields, the header 2"),
+    # in a TSV, quotes are text: the advice is to take the tab out, not to quote it
+    ("d.tsv", b'text\tlabel\n"a\ttab"\t1\n', {}, r"line 2 has 3 fields, the header 2 .*a TSV cell cannot hold a tab"),
     ("d.csv", b"text,label,text\nok,1,x\n", {}, r"the header \(line 1\) names the column\(s\) \['text'\] more than once"),
     # line numbers count quoted newlines and blank lines
     ("d.csv", b'text,label\n"the movie\nis\ngood",1\n\nbad,2\n', {"labels": [" no", " yes"]},

@@ -86,8 +86,10 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
                     raise ValueError(f"data {str(path)!r}: the header (line {line}) names the column(s) {twice} more than once")
                 continue
             if len(cells) > len(header):
+                fix = ("a TSV cell cannot hold a tab (quotes are text in .tsv): replace the tabs inside the text, or write the "
+                       "data as CSV or JSON lines") if tsv else "quote a text holding a comma"
                 raise ValueError(f"data {str(path)!r}: line {first} has {len(cells)} fields, the header {len(header)} "
-                                 f"({header}); quote a text holding a {'tab' if tsv else 'comma'}: {cells[:4]!r:.120}")
+                                 f"({header}); {fix}: {cells[:4]!r:.120}")
             rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)))))
             where.append(f"row {len(rows) - 1} (line {first})")
     except csv.Error as err:
