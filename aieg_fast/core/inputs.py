@@ -19,7 +19,7 @@ import torch
 __all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text", "as_id_list"]
 
 #: a ``{name}`` placeholder of a template (a field of a mapping text)
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")  # ``{{name}}`` is text
 
 
 def is_text(x) -> bool:
@@ -33,8 +33,9 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
     Args:
         text: a str, placed at ``{text}``; or a mapping field name → str, each placed at
             ``{<field>}`` (e.g. BoolQ's ``{"passage": ..., "question": ...}``). Braces of the
-            template that hold no name (``{}``, ``{"a": 1}``) are kept as they are; with a
-            mapping, a ``{name}`` the mapping does not give is refused (a missing field).
+            template that hold no name (``{}``, ``{"a": 1}``) are kept as they are (the template
+            is not a format string: ``{{name}}`` stays as it is); a ``{name}`` the text does not give is
+            refused (a missing field, or a field besides ``{text}`` for a str).
         template: None (the text alone; not with a mapping), or a str holding ``{text}`` (or each
             field of the mapping) exactly once.
 
@@ -45,8 +46,8 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
     Raises:
         TypeError: text neither a str nor a mapping of str to str; a template that is not a str.
         ValueError: an empty text or field (named); a mapping without a template, with a field
-            the template does not name exactly once, or missing a field the template names
-            (names the field and the template).
+            the template does not name exactly once, or missing a field the template names; a
+            str text with a template naming other fields (names the fields and the template).
     """
     if template is not None and not isinstance(template, str):
         raise TypeError(f"template must be a str with '{{text}}' or None, got {type(template).__name__}")
@@ -57,6 +58,10 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
             return text, [(0, len(text))]
         if template.count("{text}") != 1:
             raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
+        others = [f for f in dict.fromkeys(_PLACEHOLDER.findall(template)) if f != "text"]
+        if others:
+            raise ValueError(f"template names field(s) {others} besides {{text}}, which a text (a str) does not give: pass the "
+                             f"text as a mapping of every field, or take them out of the template: {template!r}")
         pre, post = template.split("{text}", 1)
         return pre + text + post, [(len(pre), len(pre) + len(text))]
     if not is_text(text):

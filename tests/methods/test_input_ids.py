@@ -127,6 +127,11 @@ def test_template_field_missing_from_the_text_is_refused(tiny_gpt2):
                             method="saliency")
     res = tiny_gpt2.attribute({"passage": "the movie is good"}, template='{passage} {"k": 1} {}', method="saliency")
     assert res.text.endswith('{"k": 1} {}')  # braces that name no field stay text
+    # a str text with a template naming another field: refused as for a mapping (it was kept as
+    # literal text, while evaluate read it as a column); braces that name nothing stay text
+    with pytest.raises(ValueError, match=r"template names field\(s\) \['other'\] besides \{text\}"):
+        tiny_gpt2.attribute("the movie is good", template="{text} {other}", method="saliency")
+    assert tiny_gpt2.attribute("the movie", template="{text} {{x}} {}", method="saliency").text == "the movie {{x}} {}"
 
 
 def test_classifier_sequence_ending_with_its_pad_is_refused(tiny_gpt2_clf):
