@@ -126,7 +126,7 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
     alpha0 = check_alpha_range(alpha_range)
     check_int("n_baseline_samples", n_baseline_samples, 1)
     check_baseline_noise(baseline_noise, n_baseline_samples)
-    check_int("seed", seed, 0)
+    check_int("seed", seed, 0, 2**64 - 1)  # what torch.Generator.manual_seed takes
     custom = baseline is not None or alpha0 > 0 or n_baseline_samples > 1
     if custom and not getattr(method, "uses_baseline", False):
         raise ValueError(

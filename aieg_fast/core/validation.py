@@ -1,6 +1,7 @@
 """Argument checks shared by the whole package; each error names the argument and the value."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Iterable, Mapping, Optional
 
@@ -20,10 +21,12 @@ def check_choice(name: str, value, choices) -> None:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
 
 
-def check_int(name: str, value, minimum: int) -> None:
-    """Raise ValueError unless ``value`` is an int (not bool) ≥ ``minimum``."""
+def check_int(name: str, value, minimum: int, maximum: Optional[int] = None) -> None:
+    """Raise ValueError unless ``value`` is an int (not bool) ≥ ``minimum`` (and ≤ ``maximum``)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}], got {value!r}")
 
 
 def check_bool(name: str, value) -> None:
@@ -61,16 +64,19 @@ def parse_memory(value) -> int:
         ValueError: unparseable value or not positive.
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value <= 0:
-            raise ValueError(f"max_memory must be positive, got {value!r}")
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"max_memory must be a positive finite number of bytes, got {value!r}")
         return int(value)
     m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([kKmMgGtT]?)(i?)[bB]?\s*", str(value))
     if not m:
         raise ValueError(f"max_memory must be bytes or a string like '4GB', got {value!r}")
-    num = float(m.group(1))
+    try:
+        num = float(m.group(1))
+    except ValueError:  # "1e", "1.2.3": the pattern's characters in no number's order
+        raise ValueError(f"max_memory must be bytes or a string like '4GB', got {value!r}") from None
     base = 1024 if m.group(3) else 1000
     mult = {"": 1, "k": base, "m": base**2, "g": base**3, "t": base**4}[m.group(2).lower()]
-    if num <= 0:
+    if not math.isfinite(num) or num <= 0:
         raise ValueError(f"max_memory must be positive, got {value!r}")
     return int(num * mult)
 

@@ -53,6 +53,11 @@ def test_max_memory_refused_up_front(tiny_gpt2, monkeypatch):
     _no_forward(tiny_gpt2, monkeypatch)
     with pytest.raises(ValueError, match="max_memory must be bytes or a string like '4GB', got 'lots'"):
         tiny_gpt2.attribute(TEXT, method="saliency", max_memory="lots")
+    for bad in (float("nan"), float("inf"), "1e", "nanGB"):  # were: cannot convert float NaN to integer, ...
+        with pytest.raises(ValueError, match="max_memory must be"):
+            tiny_gpt2.attribute(TEXT, method="saliency", max_memory=bad)
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, 18446744073709551615\], got 1180591620717411303424"):
+        tiny_gpt2.attribute(TEXT, method="integrated_gradients", n_baseline_samples=2, seed=2**70)  # was an OverflowError
 
 
 @pytest.mark.parametrize("make", [make_tiny_gpt2, make_tiny_llama], ids=["gpt2-tied", "llama-untied"])
