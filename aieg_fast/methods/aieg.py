@@ -177,6 +177,7 @@ class AIEG(Method):
     """
 
     name = "aieg"
+    without_attention = "attn_layers='none'"
     doc = "Attended Integrated and Emphasized Gradients (reconstruction, specs/aieg.md §6)"
     Options = AIEGOptions
     uses_baseline = True

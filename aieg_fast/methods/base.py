@@ -81,6 +81,9 @@ class Method:
     #: whether ``n_steps="auto"`` (steps chosen by accuracy, :mod:`~aieg_fast.core.adaptive_quadrature`)
     #: is supported; :attr:`auto_steps_refusal` says why not where it is not
     auto_steps: ClassVar[bool] = False
+    #: the options under which a method that needs attention by default runs without it
+    #: (named when a family without attention refuses the default), or None
+    without_attention: ClassVar[Optional[str]] = None
     auto_steps_refusal: ClassVar[str] = (
         "it takes no path steps (n_steps is not used); leave n_steps out"
     )

@@ -439,6 +439,7 @@ class HETA(Method):
     """
 
     name = "heta"
+    without_attention = "components='curvature,information'"
     doc = "HETA: attention-value gate x (Hessian sensitivity + KL of masking) (Pramanik et al., ICLR 2026)"
     Options = HETAOptions
     uses_baseline = True

@@ -94,7 +94,7 @@ def check_model(method: Method, opts, adapter) -> None:
         )
     if method.needs_attention(opts) and not adapter.has_attention:
         usable = [n for n, m in METHODS.items() if not m.needs_attention(m.options())]
-        hint = " or aieg with attn_layers='none'" if "aieg" in METHODS else ""
+        hint = "".join(f", or {n} with {m.without_attention}" for n, m in METHODS.items() if m.without_attention)
         raise ValueError(
             f"method {method.name!r} needs attention layers, but {adapter.arch} has none "
             f"({adapter.attention_free_reason}); use one of {usable}{hint}"
