@@ -34,6 +34,26 @@ def materialized(module: nn.Module):
     return align_module_device(module)
 
 
+def _refuse_meta_weights(model: nn.Module) -> None:
+    """Refuse a model with weights on the meta device that nothing loads (``model.to("meta")``,
+    ``init_empty_weights`` without loading): it has shapes but no values. Weights that
+    accelerate offloads (a hook loads them for each forward, :func:`materialized`) are fine.
+
+    Raises:
+        ValueError: names the first such parameter.
+    """
+    for name, module in model.named_modules():
+        hook = getattr(module, "_hf_hook", None)
+        if hook is not None and getattr(hook, "offload", False):
+            continue
+        meta = next((n for n, p in module.named_parameters(recurse=False) if p.is_meta), None)
+        if meta is not None:
+            full = f"{name}.{meta}" if name else meta
+            raise ValueError(f"model: parameter {full!r} is on the meta device (shapes without values, e.g. after "
+                             "model.to('meta') or init_empty_weights); load the weights (from_pretrained, load_state_dict) "
+                             "before explaining the model")
+
+
 def execution_device(module: nn.Module) -> torch.device:
     """Where ``module`` computes: its accelerate hook's execution device (a model dispatched with
     ``device_map``), else the device of its first parameter."""
@@ -137,6 +157,7 @@ class DecoderAdapter:
         arch = type(model).__name__
         if not self.serves(model):
             raise ValueError(f"model architecture {arch!r} is not supported by {type(self).__name__}; supported: {', '.join(self.architectures)}")
+        _refuse_meta_weights(model)
         cfg = model.config
         self.model = model
         self.arch = arch

@@ -165,3 +165,11 @@ def test_tokens_the_model_has_no_embedding_for_are_named():
         ex.attribute(t.decode([5, 6]), target=word, method="saliency")
     with pytest.raises(ValueError, match=r"is not a token of this model"):
         ex.attribute_generation(t.decode([5, 6]), generated_text=word, method="saliency")
+
+
+def test_a_model_on_the_meta_device_is_refused_at_load():
+    """Weights on the meta device that nothing loads (shapes without values) are refused at
+    load, naming a parameter (it was a RuntimeError from Tensor.item())."""
+    m, t = make_tiny_gpt2()
+    with pytest.raises(ValueError, match=r"model: parameter 'transformer\.wte\.weight' is on the meta device"):
+        aieg_fast.load_model(m.to("meta"), t)
