@@ -248,10 +248,7 @@ def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None
     extra = low_precision_hint(dtype)
     if extra:
         flags = [[dict(f, message=f["message"] + extra) if f["kind"] == "completeness" else f for f in fl] for fl in flags]
-    hint = ""
-    if getattr(method, "uses_baseline", False):
-        hint = (f"; with baseline {settings.record.get('baseline', 'reference')!r} the path may be numerically degenerate "
-                "for this model (try baseline='mean' or alpha_range=(0.05, 1))")
+    hint = method.non_finite_hint(opts, settings.record.get("baseline", "reference"), dtype)
     named = [dict(f, **(labels[b] if labels else {})) for b, fl in enumerate(flags) for f in fl]
     warn_flags(named, method.name, hint)
     return flags

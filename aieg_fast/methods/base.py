@@ -128,6 +128,18 @@ class Method:
         extra = (pilot or n_steps) if self.pilot_option else 0
         return (n_steps + extra) * BYTES_PER_STEP
 
+    def non_finite_hint(self, opts, baseline: str, dtype) -> str:
+        """What a warning of scores that are not finite adds: for a method that integrates from a
+        baseline, that its path may be degenerate for this model and what to try; "" otherwise.
+
+        Args:
+            opts: the method's options. baseline: the baseline as recorded. dtype: the model's
+                parameter dtype."""
+        if not self.uses_baseline:
+            return ""
+        return (f"; with baseline {baseline!r} the path may be numerically degenerate for this model (try "
+                "baseline='mean' or alpha_range=(0.05, 1))")
+
     def check_steps(self, opts, n_steps) -> None:
         """Refuse, before any work, ``n_steps="auto"`` where this method (with these options)
         cannot choose its steps by accuracy.

@@ -449,6 +449,15 @@ class HETA(Method):
         """No interpolation path: ``n_steps`` costs nothing here (0 bytes)."""
         return 0
 
+    def non_finite_hint(self, opts, baseline: str, dtype) -> str:
+        """For float16 weights with the curvature term: its second derivatives overflow float16
+        on some models (OPT, Falcon: the scores all NaN whatever the baseline), and what to do;
+        else the baseline hint of the information term's mask."""
+        if dtype == torch.float16 and "curvature" in opts.component_set():
+            return ("; the curvature term (second derivatives) can overflow float16 on this model: load it in bfloat16 or "
+                    "float32, or leave the term out (components='gate,information')")
+        return super().non_finite_hint(opts, baseline, dtype)
+
     def needs_attention(self, opts) -> bool:
         return "gate" in opts.component_set()
 

@@ -324,3 +324,24 @@ def test_both_presets_on_every_family(name, preset):
         keep = torch.tensor(s.attributable)
         assert torch.isfinite(s.scores).all() and float(s.scores.min()) >= 0 and float(s.scores[keep].sum()) > 0
         torch.testing.assert_close(b.scores, s.scores, atol=2e-5, rtol=1e-3)
+
+
+def test_float16_curvature_nan_warning_names_the_cause():
+    """On a float16 OPT, HETA's curvature term (second derivatives) overflows and the scores are
+    NaN whatever the baseline: the warning says so and what to do (it said to try another
+    baseline, which cannot help)."""
+    import transformers as T
+
+    from builders import byte_level_tokenizer
+
+    tk = byte_level_tokenizer()
+    torch.manual_seed(0)
+    cfg = T.OPTConfig(vocab_size=len(tk), hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
+                      max_position_embeddings=64, word_embed_proj_dim=16, pad_token_id=0, bos_token_id=0, eos_token_id=0)
+    ex = aieg_fast.load_model(T.OPTForCausalLM(cfg).half(), tk)
+    with pytest.warns(aieg_fast.NonFiniteAttributionWarning, match=r"the curvature term \(second derivatives\) can overflow "
+                                                                     r"float16 on this model: load it in bfloat16 or float32"):
+        res = ex.attribute(TEXT, method="heta", n_probes=2)
+    assert not bool(torch.isfinite(res.scores).all())
+    heta = aieg_fast.get_method("heta")
+    assert "try baseline='mean'" in heta.non_finite_hint(heta.options(components="gate,information"), "zero", torch.float16)
