@@ -393,8 +393,7 @@ class Explainer:
                 start), occlusion and heta (what replaces a masked token): None (the method's
                 default: the reference token ``ref_token_id``; ``"zero"`` for heta), ``"zero"``,
                 ``"mean"``, ``"unk"``, ``"pad"``, ``"eos"``, a token id, or a Tensor [d] / [L, d]
-                (:mod:`aieg_fast.core.baselines`).
-            alpha_range: ``(α0, 1)``: integrate from x(α0) (default ``(0, 1)``).
+                (:mod:`aieg_fast.core.baselines`). alpha_range: ``(α0, 1)``: integrate from x(α0).
             n_baseline_samples: average over this many baselines x′ + σε (ε ~ N(0, 1), seeded by
                 ``seed`` and each text's token ids: the same draws alone or in any batch); ``baseline_noise``
                 = σ (default 0.1 × the RMS of each text's attributable input embeddings; recorded).
@@ -478,7 +477,8 @@ class Explainer:
         """The :class:`Attribution` of every example of a call (:meth:`_result`), with the
         call's settings recorded in their options (and what the compiled path did in their info)."""
         out.info.update(compile_report(ctx))
-        options_out = dict(out.options, n_steps=ctx.n_steps, target_fn=call.target_fn_name, template=template)
+        options_out = dict(out.options, **({"n_steps": ctx.n_steps} if METHODS[method].uses_steps else {}), target_fn=call.target_fn_name,
+                           template=template)
         if isinstance(call.target_fn, LabelSet):
             options_out["label_set"] = list(call.target_fn.texts)
         for b, c in enumerate(call.contrast):

@@ -181,6 +181,7 @@ class AIEG(Method):
     doc = "Attended Integrated and Emphasized Gradients (reconstruction, specs/aieg.md §6)"
     Options = AIEGOptions
     uses_baseline = True
+    uses_steps = True
     shares_pilot = True
     pilot_option = "n_pilot"
     raw_signal = "ieg"

@@ -61,6 +61,9 @@ class Method:
     #: whether the method integrates from a baseline (``baseline``, ``alpha_range`` and
     #: ``n_baseline_samples`` apply; the baseline is recorded in its results)
     uses_baseline: ClassVar[bool] = False
+    #: whether the method integrates along a path of ``n_steps`` steps (recorded in its results'
+    #: options only then; the others take no steps)
+    uses_steps: ClassVar[bool] = False
     #: whether the method explains a multi-token target (F = Σ_t log p(y_t), teacher-forced):
     #: methods that reach the model only through the context's F and gradients
     multi_token_targets: ClassVar[bool] = False
@@ -118,11 +121,11 @@ class Method:
         return None
 
     def step_bytes(self, opts, n_steps: int) -> int:
-        """Memory (bytes) of the per-step arrays of one example: path methods (``uses_baseline``)
+        """Memory (bytes) of the per-step arrays of one example: path methods (:attr:`uses_steps`)
         keep about :data:`~aieg_fast.core.path.BYTES_PER_STEP` per step of the main grid and of
         the pilot grid; other methods take no steps (0). Checked before any work, so that a huge
         ``n_steps`` is refused with the memory it would need."""
-        if not self.uses_baseline:
+        if not self.uses_steps:
             return 0
         pilot = getattr(opts, self.pilot_option, None) if self.pilot_option else None
         extra = (pilot or n_steps) if self.pilot_option else 0

@@ -445,10 +445,6 @@ class HETA(Method):
     uses_baseline = True
     default_baseline = "zero"
 
-    def step_bytes(self, opts, n_steps: int) -> int:
-        """No interpolation path: ``n_steps`` costs nothing here (0 bytes)."""
-        return 0
-
     def non_finite_hint(self, opts, baseline: str, dtype) -> str:
         """For float16 weights with the curvature term: its second derivatives overflow float16
         on some models (OPT, Falcon: the scores all NaN whatever the baseline), and what to do;

@@ -65,6 +65,7 @@ class IntegratedDecisionGradients(Method):
     Options = IntegratedDecisionGradientsOptions
     multi_token_targets = True
     uses_baseline = True
+    uses_steps = True
     shares_pilot = True
     pilot_option = "n_pilot"
     auto_steps_refusal = (

@@ -63,6 +63,7 @@ class IntegratedGradients(Method):
     Options = IntegratedGradientsOptions
     multi_token_targets = True
     uses_baseline = True
+    uses_steps = True
     completeness = True
     auto_steps = True
 

@@ -91,10 +91,6 @@ class Occlusion(Method):
                              f"with {', '.join(f'{k}={values[k]!r}' for k in given)}")
         return opts
 
-    def step_bytes(self, opts, n_steps: int) -> int:
-        """No interpolation path: ``n_steps`` costs nothing here (0 bytes)."""
-        return 0
-
     def needs_words(self, opts) -> bool:
         return opts.granularity == "word"
 

@@ -173,3 +173,13 @@ def test_a_model_on_the_meta_device_is_refused_at_load():
     m, t = make_tiny_gpt2()
     with pytest.raises(ValueError, match=r"model: parameter 'transformer\.wte\.weight' is on the meta device"):
         aieg_fast.load_model(m.to("meta"), t)
+
+
+def test_n_steps_is_recorded_only_by_methods_that_take_steps(tiny_gpt2):
+    """A result records n_steps only for a path method; saliency, occlusion, attention, HETA ...
+    take none (they recorded the unused default, 50, as if it were used)."""
+    for method in ("saliency", "occlusion", "attention", "heta", "grad_ellm"):
+        assert "n_steps" not in tiny_gpt2.attribute(TEXT, method=method).options, method
+        assert "n_steps" not in tiny_gpt2.attribute_generation(TEXT, max_new_tokens=1, method=method).options, method
+    assert tiny_gpt2.attribute(TEXT, method="integrated_gradients", n_steps=6).options["n_steps"] == 6
+    assert tiny_gpt2.attribute_generation(TEXT, max_new_tokens=1, method="aieg", n_steps=6).options["n_steps"] == 6
