@@ -430,7 +430,7 @@ class Explainer:
         inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,
                                                                 self.adapter.max_positions, self.tokenizer)
         steps = n_steps if n_steps != "auto" else (max_steps or AUTO_MAX_STEPS)
-        check_step_memory(m.step_bytes(opts, steps) * len(inputs), steps, len(inputs))
+        check_step_memory(m, opts, steps, len(inputs))
         t0 = time.perf_counter()
         encoded, sources = self._encode_ids(inputs) if given_ids else self._encode_all(inputs, template, single)
         call = resolve_call(self, m, len(inputs), target_fn=target_fn, label_set=label_set, contrast_target=contrast_target,

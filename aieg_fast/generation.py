@@ -255,7 +255,7 @@ def attribute_generation(
     gen_ids, gen_offsets = _given_ids(ex, generated_text, full_prompt) if generated_text is not None else (None, None)
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
     rows = len(gen_ids) if gen_ids is not None else max_new_tokens
-    check_step_memory(m.step_bytes(opts, n_steps) * rows, n_steps, rows)
+    check_step_memory(m, opts, n_steps, rows)
     timing: Dict[str, float] = {}
     if gen_ids is None:
         t = time.perf_counter()

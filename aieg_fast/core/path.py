@@ -50,22 +50,25 @@ def _size(n: float) -> str:
     return f"{n:.3g} PB"
 
 
-def check_step_memory(need: int, n_steps: int, rows: int) -> None:
-    """Refuse, before any work, a call whose per-step arrays alone (``need`` bytes, from the
-    method's ``step_bytes`` × ``rows`` examples or generation steps) exceed this machine's
-    memory (:func:`machine_memory`).
+def check_step_memory(method, opts, n_steps: int, rows: int) -> None:
+    """Refuse, before any work, a call whose per-step arrays alone (the ``method``'s
+    ``step_bytes(opts, n_steps)`` × ``rows`` examples or generation steps) exceed this machine's
+    memory (:func:`machine_memory`), naming the grid that drives it (``method.largest_grid``:
+    ``n_steps``, or a pilot grid's option such as AIEG's ``n_pilot``).
 
     Raises:
-        ValueError: names ``n_steps``, the memory it would need and the memory there is.
+        ValueError: names that option and its value, the memory it would need and the memory there is.
     """
     have = machine_memory()
+    need = method.step_bytes(opts, n_steps) * rows
     if need > have:
-        per = need / max(rows, 1) / max(n_steps, 1)
+        setting, steps = method.largest_grid(opts, n_steps)
+        per = need / max(rows, 1) / max(steps, 1)
         fit = int(have / max(rows, 1) / max(per, 1))
         raise ValueError(
-            f"n_steps={n_steps} would need about {_size(need)} of memory for its per-step arrays alone "
-            f"({rows} row(s) × {n_steps} steps × about {_size(per)} per step), more than this machine's {_size(have)}; "
-            f"use n_steps well below {fit} (50 to 300 is usual)"
+            f"{setting}={steps} would need about {_size(need)} of memory for its per-step arrays alone "
+            f"({rows} row(s) × {steps} steps × about {_size(per)} per step), more than this machine's {_size(have)}; "
+            f"use {setting} well below {fit} (50 to 300 is usual)"
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional, Sequence
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from torch import Tensor
 
@@ -142,6 +142,12 @@ class Method:
             return ""
         return (f"; with baseline {baseline!r} the path may be numerically degenerate for this model (try "
                 "baseline='mean' or alpha_range=(0.05, 1))")
+
+    def largest_grid(self, opts, n_steps: int) -> Tuple[str, int]:
+        """(option, steps) of the larger of the main grid (``n_steps``) and the pilot grid
+        (:attr:`pilot_option`), the one a memory refusal names."""
+        pilot = getattr(opts, self.pilot_option, None) if self.pilot_option else None
+        return (self.pilot_option, int(pilot)) if isinstance(pilot, int) and pilot > n_steps else ("n_steps", n_steps)
 
     def check_steps(self, opts, n_steps) -> None:
         """Refuse, before any work, ``n_steps="auto"`` where this method (with these options)

@@ -33,6 +33,14 @@ def test_huge_n_steps_names_the_memory(tiny_gpt2, monkeypatch, method):
     assert model_state(tiny_gpt2) == before
 
 
+def test_a_huge_pilot_grid_names_its_own_option(tiny_gpt2, monkeypatch):
+    """AIEG's n_pilot drives the memory there: the refusal names it (it named n_steps and
+    advised n_steps well below 0)."""
+    _no_forward(tiny_gpt2, monkeypatch)
+    with pytest.raises(ValueError, match=r"n_pilot=1000000000 would need about .* use n_pilot well below \d+"):
+        tiny_gpt2.attribute(TEXT, method="aieg", n_steps=8, n_pilot=10**9)
+
+
 def test_gauss_legendre_counts_its_quadratic_memory(tiny_gpt2, monkeypatch):
     monkeypatch.setattr(path_module, "machine_memory", lambda: 10**9)  # a 1 GB machine
     with pytest.raises(ValueError, match=r"n_steps=20000 would need about [\d.]+ GB"):
