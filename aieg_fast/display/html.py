@@ -10,9 +10,16 @@ import secrets
 
 from ..core.validation import check_bool
 from .scale import grid, make_scale, no_signal, row_flags, strip
-from .words import describe_target, target_probability
+from .words import describe_target, printable, target_probability
 
 __all__ = ["to_html"]
+
+
+def _esc(s: str) -> str:
+    """``s`` for HTML: escaped, and the characters a browser would act on (bidirectional
+    overrides that reverse the rest of a line, controls) written visibly (:func:`printable`)."""
+    return _html.escape(printable(s))
+
 
 #: element ids ``aieg-fast-<run>-<n>``: the random run part keeps snippets of two processes (a notebook
 #: rerun after a restart, pages joining several runs' snippets) from sharing ids, which scope the CSS and
@@ -49,20 +56,20 @@ def _style(scale, v: float) -> str:
 
 
 def _legend(attr, scale, words: bool) -> str:
-    parts = [f"<b>{_html.escape(str(attr.method))}</b>"]
+    parts = [f"<b>{_esc(str(attr.method))}</b>"]
     if attr.scores.dim() == 2:
         parts.append(f"generation of {attr.scores.shape[0]} tokens")
     else:
-        parts.append(f"target <b>{_html.escape(describe_target(attr))}</b>")
+        parts.append(f"target <b>{_esc(describe_target(attr))}</b>")
     prob = target_probability(attr)
     if prob is not None:
         parts.append(f"p(target) = {prob:.3g}")
     if isinstance(attr.info.get("F_input"), (int, float)):
         parts.append(f"F(x) = {attr.info['F_input']:.4g}")
-    parts.append(f"model {_html.escape(str(attr.model or '?'))}")
+    parts.append(f"model {_esc(str(attr.model or '?'))}")
     lo = f"−{scale.vmax:.3g}" if scale.signed else "0"
     bar = f'{lo}<b class="aieg-bar"></b>+{scale.vmax:.3g}'
-    note = f' — <i>{_html.escape(scale.note)}</i>' if scale.note else ""
+    note = f' — <i>{_esc(scale.note)}</i>' if scale.note else ""
     unit = "words" if words else "tokens"
     kind = "diverging (blue − / red +)" if scale.signed else "sequential (0 → orange)"
     fixed = '<em class="aieg-w aieg-fixed">held fixed</em>'
@@ -86,7 +93,7 @@ def _strip_html(attr, words: bool, values: bool) -> str:
     scale = make_scale(vals, row_flags(attr))
     spans = []
     for lab, v, fx in zip(labels, vals, fixed):
-        text = _html.escape(lab)
+        text = _esc(lab)
         if fx:
             spans.append(f'<span class="aieg-w aieg-fixed" title="held fixed (template / special)">{text}</span>')
             continue
@@ -100,28 +107,28 @@ def _grid_html(attr, words: bool, values: bool) -> str:
     labels, row_labels, rows, visible = grid(attr, words)
     fixed_cols = [all(math.isnan(r[c]) for r in rows) for c in range(len(labels))]
     scale = make_scale([v for r, vis in zip(rows, visible) for v, ok in zip(r, vis) if ok])
-    head = "".join(f"<th{' class=aieg-fixed' if fx else ''}>{_html.escape(lab)}</th>" for lab, fx in zip(labels, fixed_cols))
+    head = "".join(f"<th{' class=aieg-fixed' if fx else ''}>{_esc(lab)}</th>" for lab, fx in zip(labels, fixed_cols))
     trs = [f'<tr class="aieg-head"><th></th>{head}</tr>']
     for t, (rl, r, vis) in enumerate(zip(row_labels, rows, visible)):
         cells = []
         bad = no_signal(row_flags(attr, t))
         for c, (v, ok) in enumerate(zip(r, vis)):
             if bad is not None and ok and not math.isnan(v):  # no signal: no colour, the reason on hover
-                tip = _html.escape(f"step {t + 1}: no signal ({bad['kind']}): {bad['message']}; value {v:+.4g}")
+                tip = _esc(f"step {t + 1}: no signal ({bad['kind']}): {bad['message']}; value {v:+.4g}")
                 cells.append(f'<td title="{tip}">{f"{v:+.2g}" if values else ""}</td>')
             elif not ok:
                 cells.append('<td class="aieg-future"></td>')
             elif math.isnan(v):
-                cells.append(f'<td class="aieg-fixed" title="{_html.escape(labels[c])}: held fixed"></td>')
+                cells.append(f'<td class="aieg-fixed" title="{_esc(labels[c])}: held fixed"></td>')
             else:
-                tip = _html.escape(f"step {t + 1} {rl!r} ← {labels[c]!r}: {v:+.4g}")
+                tip = _esc(f"step {t + 1} {rl!r} ← {labels[c]!r}: {v:+.4g}")
                 cells.append(f'<td title="{tip}" style="{_style(scale, v)}">{f"{v:+.2g}" if values else ""}</td>')
-        head_cell = _html.escape(rl)
+        head_cell = _esc(rl)
         if bad is not None:
-            head_cell = f'<span title="{_html.escape(bad["message"])}">⚠ {head_cell} (no signal)</span>'
+            head_cell = f'<span title="{_esc(bad["message"])}">⚠ {head_cell} (no signal)</span>'
         trs.append(f"<tr><th>{head_cell}</th>{''.join(cells)}</tr>")
-    gen = _html.escape(str(attr.info.get("generated_text", "")))
-    prompt = _html.escape(str(attr.info.get("prompt", "")))
+    gen = _esc(str(attr.info.get("generated_text", "")))
+    prompt = _esc(str(attr.info.get("prompt", "")))
     intro = f'<div class="aieg-legend">prompt: <b>{prompt}</b> · generated: <b>{gen}</b></div>'
     return _wrap(attr, scale, f'{intro}<div class="aieg-scroll"><table>{"".join(trs)}</table></div>', words)
 

@@ -4,7 +4,6 @@ for a generation result. The colours come from the scale the HTML view uses (:mo
 from __future__ import annotations
 
 import math
-import re
 from typing import Optional
 
 from rich.color import Color
@@ -16,19 +15,9 @@ from rich.text import Text
 
 from ..core.validation import check_bool, check_int
 from .scale import Scale, grid, make_scale, no_signal, row_flags, strip
-from .words import describe_target, target_probability
+from .words import describe_target, printable, target_probability
 
 __all__ = ["Heatmap", "show", "printable"]
-
-#: characters a terminal would act on instead of showing: C0 / C1 controls (ESC starts colour and
-#: cursor sequences) but tab and newline, and the bidirectional overrides and isolates
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(s: str) -> str:
-    """``s`` with the characters a terminal would act on written as escapes (``\\x1b``,
-    ``\\u202e``), so a token cannot move the cursor, recolour the screen or reverse the line."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
 
 #: narrowest line width :func:`show` draws to
 MIN_WIDTH = 20

@@ -9,10 +9,23 @@ from typing import List, Optional, Sequence
 
 import torch
 
-__all__ = ["aggregate_words", "describe_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts",
+__all__ = ["printable", "aggregate_words", "describe_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts",
            "token_word_index"]
 
 _WORD_MARKERS = ("Ġ", "▁", "Ċ", " ", "\n", "\t")
+
+
+#: characters a terminal or a browser would act on instead of showing: C0 / C1 controls (ESC starts
+#: colour and cursor sequences) but tab and newline, and the bidirectional overrides and isolates
+#: (they reverse the order in which the rest of a line is drawn)
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(s: str) -> str:
+    """``s`` with the characters a terminal or a browser would act on written as escapes
+    (``\\x1b``, ``\\u202e``), so a token cannot move the cursor, recolour the screen or reverse
+    the line (and the tokens, colours and values after it) in the terminal and HTML views."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
 
 
 def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = None, reduce: str = "sum"):

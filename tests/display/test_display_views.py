@@ -329,6 +329,17 @@ def test_save_writes_through_links_and_pipes(tmp_path, gen):
     assert not fifo.is_file() and json.loads(got[0])["tokens"] == a.tokens
 
 
+def test_html_writes_bidi_overrides_visibly(gen):
+    """A right-to-left override in a token reversed the rest of the HTML line in a browser (the
+    words after it drawn mirrored, beside the wrong colours and values): it is written as the
+    escape the terminal view shows, as are other control characters."""
+    res = _result(text="good \u202eevil movie \x1b[31m is bad")
+    for h in (res.to_html(), res.to_html(values=True, toggle=True), res._repr_html_()):
+        assert "\u202e" not in h and "\x1b" not in h and "\\u202e" in h and "\\x1b" in h
+    g = gen.to_html()
+    assert "\u202e" not in g
+
+
 def test_html_words_tokens_toggle(gen):
     res = _result()
     h = res.to_html(toggle=True)
