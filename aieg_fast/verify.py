@@ -53,18 +53,21 @@ def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: 
 
     Returns:
         0 when every method agrees within ``ATOL + RTOL·max|ref|``, 1 on a mismatch, 2 when the
-        extension is not available. A method that runs no kernel op is listed as ``n/a``.
+        extension is not available. A method that runs no kernel op is listed as ``n/a``, as is
+        one that needs attention layers on a model without them (Mamba).
 
     Raises:
-        ValueError: an unknown method, ``n_steps`` not an int ≥ 2, an empty text (before the
-            model is loaded).
+        ValueError: an unknown method, ``n_steps`` not an int ≥ 2, an empty text or list of texts
+            (before the model is loaded).
     """
     file = file or sys.stdout
     if not HAS_EXT:
         print(f"error: the compiled extension is not available: {build_info()['ext_error']}", file=sys.stderr)
         return 2
     names: List[str] = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else list(methods or list_methods())
-    texts = list(texts or [s for s, _ in sst2_sample()[:2]])
+    if texts is not None and not list(texts):
+        raise ValueError("texts is empty: give at least one text, or None for the two shipped SST-2 sentences")
+    texts = list(texts) if texts is not None else [s for s, _ in sst2_sample()[:2]]
     for name in names:  # checked before the model is loaded
         get_method(name)
     check_call_settings(n_steps, "auto", auto_ok=False)
@@ -75,6 +78,10 @@ def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: 
     print(f"{'method':32s} {'max abs diff':>13s} {'max rel diff':>13s} {'spearman':>9s}  status", file=file)
     bad = 0
     for name in names:
+        m = get_method(name)
+        if m.needs_attention(m.options()) and not ex.adapter.has_attention:
+            print(f"{name:32s} {'':13s} {'':13s} {'':9s}  n/a (needs attention layers, which {ex.adapter.arch} has none)", file=file)
+            continue
         worst = (0.0, 0.0, 1.0)
         ok, kernels = True, False
         for t in texts:

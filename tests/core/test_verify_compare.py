@@ -48,3 +48,28 @@ def test_verify_marks_methods_without_kernels_and_checks_first(tiny_gpt2_dir, mo
                       (dict(texts=[""]), "text is empty")):
         with pytest.raises(ValueError, match=match):
             V.verify(str(tiny_gpt2_dir), **{"n_steps": 4, **kw})
+    with pytest.raises(ValueError, match="texts is empty"):  # was: the two default sentences, silently
+        V.verify(str(tiny_gpt2_dir), n_steps=4, texts=[])
+
+
+def test_verify_lists_methods_a_family_cannot_run_as_na(monkeypatch):
+    """On a model without attention (Mamba) the methods that need it are rows of their own,
+    n/a, and the others are still checked (verify stopped at the first with an error)."""
+    import io
+
+    import aieg_fast
+    from aieg_fast import ops, verify as V
+    from builders import family_specs
+
+    if ops.unavailable_reason("cpu", None) is not None:
+        pytest.skip("no CPU extension")
+    spec = family_specs().get("mamba")
+    if spec is None:
+        pytest.skip("transformers has no Mamba here")
+    ex = aieg_fast.load_model(*spec.build())
+    monkeypatch.setattr(V, "load_model", lambda model=None, **kw: ex)
+    buf = io.StringIO()
+    assert V.verify("mamba", methods="attention,integrated_gradients", n_steps=4, texts=["a good movie"], file=buf) == 0
+    rows = {line.split()[0]: line for line in buf.getvalue().splitlines()[2:]}
+    assert "n/a (needs attention layers, which MambaForCausalLM has none)" in rows["attention"]
+    assert rows["integrated_gradients"].endswith("ok")
