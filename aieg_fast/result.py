@@ -360,7 +360,17 @@ def load_attribution(path) -> Attribution:
         raise ValueError(f"{path} is not a saved attribution (a JSON object with 'tokens' and 'scores', as "
                          f"Attribution.save writes), got {type(d).__name__}"
                          + (f" with keys {sorted(d)[:8]}" if isinstance(d, dict) else ""))
-    return Attribution.from_dict(d)
+    return _from_file_dict(d, path)
+
+
+def _from_file_dict(d, path, where: str = "") -> Attribution:
+    """:meth:`Attribution.from_dict` of a dict read from ``path``; a dict that is not a saved
+    result (a missing key, ragged or non-numeric scores) is a ValueError naming the file."""
+    try:
+        return Attribution.from_dict(d)
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
+        what = f"missing key {err}" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
+        raise ValueError(f"{path}{where} is not a saved attribution ({what})") from None
 
 
 def save_attributions(results, path) -> None:
@@ -426,7 +436,10 @@ def load_attributions(path) -> List[Attribution]:
     """
     d = _read_json(path)
     if isinstance(d, dict) and d.get("format") == MULTI_FORMAT:
-        return [Attribution.from_dict(x) for x in d["results"]]
+        results = d.get("results")
+        if not isinstance(results, list):
+            raise ValueError(f"{path} is not a file of attributions ('results' is not a list)")
+        return [_from_file_dict(x, path, f" result {i}") for i, x in enumerate(results)]
     if isinstance(d, dict) and "tokens" in d and "scores" in d:
-        return [Attribution.from_dict(d)]
+        return [_from_file_dict(d, path)]
     raise ValueError(f"{path} is not a file of attributions (no 'format': {MULTI_FORMAT!r} and no single result)")

@@ -450,6 +450,12 @@ def test_save_and_load_errors_name_the_path(tmp_path):
     for load in (aieg_fast.load_attribution, aieg_fast.Attribution.load):
         with pytest.raises(ValueError, match=r"is not a saved attribution .* got dict with keys \['a'\]"):
             load(tmp_path / "other.json")
+    # JSON close to a result but not one: ValueError naming the file (were KeyError, RuntimeError)
+    for i, bad in enumerate(('{"tokens": ["a", "b"], "scores": [1, 2]}', '{"tokens": ["a"], "token_ids": [1], "scores": [[1, 2], [3]]}',
+                             '{"format": "aieg_fast.attributions", "results": [{"tokens": ["a"], "scores": [1]}]}')):
+        (tmp_path / f"bad{i}.json").write_text(bad)
+        with pytest.raises(ValueError, match=rf"bad{i}.json( result 0)? is not a saved attribution \("):
+            (aieg_fast.load_attributions if i == 2 else aieg_fast.load_attribution)(tmp_path / f"bad{i}.json")
     with pytest.raises(TypeError, match=r"got one Attribution; save it with its .save\(path\), or pass \[result\]"):
         aieg_fast.save_attributions(res, tmp_path / "all.json")
 
