@@ -248,7 +248,7 @@ class Attribution:
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> Dict[str, Any]:
-        """A JSON-serialisable dict (scores as a list; NaN written as null)."""
+        """A JSON-serialisable dict (scores as a list; NaN and ±inf written as null, read back as NaN)."""
         def clean(x):
             if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
                 return None

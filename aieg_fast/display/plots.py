@@ -100,7 +100,7 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
             return _wrapped_strip(attr, labels, vals, flags, per, ax, figsize, words)
         row_labels, data, future = [], np.array([vals], dtype=float), None
         size = figsize or (min(2 + 0.45 * len(labels), 40), 2.2)
-    scale = make_scale(data[np.isfinite(data)].tolist(), flags)
+    scale = make_scale((data if future is None else data[~future]).ravel().tolist(), flags)  # as the other views: NaN kept
     if future is None and no_signal(flags) is not None:
         data = np.where(np.isfinite(data), 0.0, data)  # no signal: every cell white (0 on either colour map)
     elif future is not None and silent:
@@ -129,7 +129,7 @@ def _wrapped_strip(attr, labels, vals, flags, per: int, ax, figsize, words: bool
     n_rows = math.ceil(len(labels) / per)
     data = np.full((n_rows, per), np.nan)
     data.flat[: len(vals)] = vals
-    scale = make_scale([v for v in vals if math.isfinite(v)], flags)
+    scale = make_scale(list(vals), flags)
     if no_signal(flags) is not None:
         data = np.where(np.isfinite(data), 0.0, data)
     cmap, vmin, vmax = _cmap(scale)

@@ -71,7 +71,7 @@ def no_signal(flags: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
 def make_scale(values: Sequence[float], flags: Sequence[Dict[str, Any]] = ()) -> Scale:
     """The scale of ``values`` (NaN skipped): signed when any value is negative; ``note`` set
     for a near-zero (max |v| < 1e-9) or near-constant (spread < 1e-6·max |v|) set of 2+ values,
-    for values that are all NaN, and for a row whose ``flags`` (:attr:`Attribution.degenerate`)
+    for values none of which is finite (all NaN, or ±inf), and for a row whose ``flags`` (:attr:`Attribution.degenerate`)
     say it carries no signal (:data:`~aieg_fast.core.diagnostics.NO_SIGNAL_KINDS`); a
     ``completeness`` flag becomes the ``caveat``."""
     raw = [float(v) for v in values]
@@ -83,8 +83,8 @@ def make_scale(values: Sequence[float], flags: Sequence[Dict[str, Any]] = ()) ->
     caveat = "; ".join(f["message"] for f in flags if f.get("kind") == "completeness")
     if bad is not None:
         note = f"no signal ({bad['kind']}): {bad['message']}: no colour"
-    elif raw and not vals:
-        note = "no finite score (all NaN): no colour"
+    elif raw and not any(math.isfinite(v) for v in vals):
+        note = "no finite score (all NaN): no colour" if not vals else "no finite score (all ±inf or NaN): no colour"
     elif vals and vmax < ZERO_TOL:
         note = f"all scores ≈ 0 (max |score| = {vmax:.2g}): no colour"
     elif len(vals) > 1 and max(vals) - min(vals) <= FLAT_REL * vmax:

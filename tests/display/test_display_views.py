@@ -470,6 +470,20 @@ def test_show_infinite_score():
     assert "+inf" in out.getvalue()
 
 
+@pytest.mark.parametrize("fill", [float("inf"), float("nan")])
+def test_no_finite_score_is_said_by_every_view(fill):
+    """Scores none of which is finite: every view says so (all +inf was called "all scores ≈ 0",
+    and the plot said nothing for all NaN)."""
+    res = _result(scores=None)
+    res.scores[:] = fill
+    want = "no finite score (all NaN)" if fill != fill else "no finite score (all ±inf or NaN)"
+    out = io.StringIO()
+    res.show(file=out, words=False, width=70)
+    assert want in out.getvalue() and want in res.to_html()
+    pytest.importorskip("matplotlib")
+    assert want in res.plot(words=False).axes[0].get_title()
+
+
 def test_show_escapes_terminal_controls():
     """A token holding an escape sequence, a NUL or a right-to-left override is printed as escapes
     (a terminal would otherwise act on them), in the text, the table and the header."""
