@@ -47,7 +47,7 @@ from .core.diagnostics import warn
 from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequence_pilot_logits
 from .core.model_state import holding_model_lock, model_prepared
 from .core.inputs import as_id_list
-from .core.tokens import check_in_vocab, continuation, merge_message, token_text_after, unknown_message, unknown_pieces
+from .core.tokens import check_in_vocab, continuation, merge_message, token_text_after, typed_specials, unknown_message, unknown_pieces
 from .core.validation import check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
@@ -110,6 +110,10 @@ def _given_ids(ex, generated_text, context: str):
         if not ids:
             raise ValueError(f"generated_text {generated_text!r} has no tokens")
         check_in_vocab(ex.tokenizer, ids, ex.vocab_size, "generated_text")
+        typed = typed_specials(ex.tokenizer, generated_text, ids, leading_bos_ok=False)
+        if typed:
+            warn(f"generated_text holds {typed}, typed as text: the tokenizer reads each as its special token, so the "
+                 "steps there explain that token (an EOS, say), not the text")
         unknown = unknown_pieces(ex.tokenizer, generated_text, ids, offsets)
         if unknown:
             warn(unknown_message(ex.tokenizer, unknown, "generated_text"))

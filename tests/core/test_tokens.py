@@ -4,6 +4,7 @@ warned; targets and forced continuations are tokenised as the model would produc
 the prompt, with a warning when the boundary merges."""
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -168,3 +169,12 @@ def test_target_given_by_id_reads_as_typed(tiny_llama, tiny_gpt2):
         assert (" great", i) in [(n, j) for n, j, _ in ex.predict("the movie is", top_k=ex.vocab_size)]
     assert tiny_llama.tokenizer.decode([tiny_llama.tokenizer.convert_tokens_to_ids("▁great")]) == "great"  # the cause
     assert token_text_after(tiny_gpt2.tokenizer, tiny_gpt2.tokenizer.convert_tokens_to_ids("reat")) == "reat"  # no space added
+
+
+def test_special_token_typed_in_generated_text_is_warned(tiny_gpt2):
+    """A special-token string typed in generated_text becomes that token (here EOS): warned, as
+    in a prompt (it was silent)."""
+    eos = tiny_gpt2.tokenizer.eos_token
+    with pytest.warns(AttributionWarning, match=rf"generated_text holds \['{re.escape(eos)}'\], typed as text"):
+        res = tiny_gpt2.attribute_generation("the movie is", generated_text=f" good{eos} and", method="saliency")
+    assert tiny_gpt2.tokenizer.eos_token_id in res.info["generated_ids"]
