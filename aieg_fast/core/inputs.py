@@ -53,7 +53,7 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
         raise TypeError(f"template must be a str with '{{text}}' or None, got {type(template).__name__}")
     if isinstance(text, str):
         if not text.strip():
-            raise ValueError(f"text is empty, got {text!r}")
+            raise ValueError(f"text is empty{'' if not text else ' (only whitespace)'}, got {text!r}")
         if template is None:
             return text, [(0, len(text))]
         if template.count("{text}") != 1:
@@ -76,7 +76,7 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
         if n != 1:
             raise ValueError(f"template must contain '{{{k}}}' exactly once (text field {k!r}), found it {n} times: {template!r}")
         if not v.strip():
-            raise ValueError(f"text[{k!r}] is empty, got {v!r}")
+            raise ValueError(f"text[{k!r}] is empty{'' if not v else ' (only whitespace)'}, got {v!r}")
     missing = [f for f in dict.fromkeys(_PLACEHOLDER.findall(template)) if f not in text]
     if missing:
         raise ValueError(f"template names field(s) {missing} that text does not give (text has {sorted(text)}): "

@@ -78,7 +78,7 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
     (["the movie", "--option", "bogus=1"], "unknown option"),
     (["the movie", "--option", "alpha_range=0.5"], "alpha_range is a setting of the call, not a method option "
                                                     "(attribute(..., alpha_range=...); aieg-fast explain: --alpha-start)"),
-    (["   "], "text is empty"),
+    (["   "], "text is empty (only whitespace)"),
     (["the movie", "--template", "no field here"], "template must contain '{text}' exactly once"),
     (["the movie", "--n-steps", "1"], "n_steps must be an int >= 2 or 'auto', got 1"),
     (["the movie", "--method", "saliency", "--n-steps", "auto"], "n_steps='auto' is not available for method 'saliency'"),
