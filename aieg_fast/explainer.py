@@ -21,7 +21,7 @@ from .core.path import bytes_per_path_point, check_chunk_settings, check_step_me
 from .core.model_state import holding_model_lock
 from .core.objective import LabelSet
 from .core.tokens import check_in_vocab, continuation, encoding_warnings, merge_message, one_bos, token_text_after
-from .core.validation import check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
+from .core.validation import DEFAULT_N_STEPS, check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
 from .prediction import label_probs, predict
@@ -339,7 +339,7 @@ class Explainer:
         text: Union[str, Sequence[str], None] = None,
         method: str = "aieg",
         target=None,
-        n_steps: Union[int, str] = 50,
+        n_steps: Union[int, str] = DEFAULT_N_STEPS,
         internal_batch_size: Optional[int] = None,
         *,
         input_ids=None,

@@ -48,7 +48,7 @@ from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequ
 from .core.model_state import holding_model_lock, model_prepared
 from .core.inputs import as_id_list
 from .core.tokens import check_in_vocab, continuation, merge_message, token_text_after, typed_specials, unknown_message, unknown_pieces
-from .core.validation import check_bool, check_call_settings, check_int
+from .core.validation import DEFAULT_N_STEPS, check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
 
@@ -168,7 +168,7 @@ def attribute_generation(
     max_new_tokens: Optional[int] = None,
     generated_text: Optional[Union[str, Sequence[int]]] = None,
     method: str = "aieg",
-    n_steps: int = 50,
+    n_steps: int = DEFAULT_N_STEPS,
     internal_batch_size: Optional[int] = None,
     template: Optional[str] = None,
     backend: str = "auto",

@@ -11,7 +11,7 @@ from .. import ops
 from ..core.baselines import BASELINE_NAMES, check_alpha_range
 from ..core.inputs import fill_template
 from ..core.path import check_chunk_settings
-from ..core.validation import TARGET_FNS, check_call_settings, check_int
+from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_int
 from ..datasets import DATASETS, TASKS, load_dataset
 from ..explainer import load_model
 from ..methods.registry import get_method, list_methods, option_value
@@ -50,8 +50,9 @@ def add_parser(sub) -> None:
     e.add_argument("--alpha-start", type=float, default=0.0, help="path methods: integrate over [ALPHA_START, 1]")
     e.add_argument("--n-baseline-samples", type=int, default=1, help="path methods: average over this many noisy baselines")
     e.add_argument("--seed", type=int, default=0, help="seed of the baseline noise")
-    e.add_argument("--n-steps", type=_steps_arg, default=50,
-                   help="path steps, or 'auto' (IG: refine until --tolerance, at most --max-steps points)")
+    e.add_argument("--n-steps", type=_steps_arg, default=None,
+                   help="path methods (IG, IDG, AIEG): path steps (default 50), or 'auto' (IG: refine until --tolerance, "
+                        "at most --max-steps points)")
     e.add_argument("--tolerance", type=float, default=None, help="with --n-steps auto: relative completeness error (default 0.05)")
     e.add_argument("--max-steps", type=int, default=None, help="with --n-steps auto: the most path points (default 257)")
     e.add_argument("--internal-batch-size", type=int, default=None)
@@ -174,6 +175,10 @@ def _check_before_loading(args, text, options) -> None:
     """
     fill_template(text, args.template)
     m = get_method(args.method)
+    if args.n_steps is not None and not m.uses_steps:
+        steps = [n for n in list_methods() if get_method(n).uses_steps]
+        raise ValueError(f"--n-steps: method {m.name!r} takes no path steps (only {steps} do); leave --n-steps out")
+    args.n_steps = DEFAULT_N_STEPS if args.n_steps is None else args.n_steps
     check_call_settings(args.n_steps, args.backend, args.tolerance, args.max_steps, auto_ok=args.generate is None)
     m.check_steps(m.options(**options), args.n_steps)
     check_chunk_settings(args.internal_batch_size, None)

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import torch
 
-__all__ = ["CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_bool", "check_options", "parse_memory", "parse_dtype",
+__all__ = ["DEFAULT_N_STEPS", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_bool", "check_options", "parse_memory", "parse_dtype",
            "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
@@ -19,6 +19,10 @@ def check_choice(name: str, value, choices) -> None:
     """Raise ValueError unless ``value`` is one of ``choices``."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+#: path steps of the path methods (IG, IDG, AIEG) when a call names none.
+DEFAULT_N_STEPS = 50
 
 
 def check_int(name: str, value, minimum: int, maximum: Optional[int] = None) -> None:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.diagnostics import AttributionWarning
-from ..core.validation import TARGET_FNS, check_call_settings, check_choice, check_placement
+from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_choice, check_placement
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
 from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, made_folder, part_files, part_path, rank_device, read_jsonl,
@@ -281,7 +281,7 @@ def attribute_dataset(
     template: Optional[str] = None,
     target_fn: str = "logit",
     label_set: Optional[Sequence] = None,
-    n_steps: int = 50,
+    n_steps: int = DEFAULT_N_STEPS,
     batch_size: int = 8,
     internal_batch_size: Optional[int] = None,
     baseline=None,

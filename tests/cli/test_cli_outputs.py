@@ -81,7 +81,9 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
     (["   "], "text is empty (only whitespace)"),
     (["the movie", "--template", "no field here"], "template must contain '{text}' exactly once"),
     (["the movie", "--n-steps", "1"], "n_steps must be an int >= 2 or 'auto', got 1"),
-    (["the movie", "--method", "saliency", "--n-steps", "auto"], "n_steps='auto' is not available for method 'saliency'"),
+    (["the movie", "--method", "saliency", "--n-steps", "auto"], "--n-steps: method 'saliency' takes no path steps"),
+    (["the movie", "--method", "occlusion", "--n-steps", "7"], "--n-steps: method 'occlusion' takes no path steps (only ['integrated_gradients', "
+                                                               "'integrated_decision_gradients', 'aieg'] do)"),
     (["the movie", "--generate", "2", "--n-steps", "auto"], "pass an int here"),
     (["the movie", "--internal-batch-size", "0"], "internal_batch_size"),
     (["the movie", "--n-baseline-samples", "0"], "n_baseline_samples must be an int >= 1, got 0"),
