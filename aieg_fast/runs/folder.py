@@ -58,8 +58,9 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
             results without ``config.json`` (settings unknown).
     """
     cfg_path = Path(out) / CONFIG_FILE
-    _refuse_results_without_config(out, arg)
-    if cfg_path.exists() and holds_results(out):
+    results = holds_results(out)
+    _refuse_results_without_config(out, arg, results)
+    if cfg_path.exists() and results:
         old = json.loads(cfg_path.read_text(encoding="utf-8"))
         _refuse_differences(out, old, config, set(config) | set(old), arg)
     else:
@@ -79,10 +80,11 @@ def holds_results(out) -> bool:
                for p in root.rglob("*"))
 
 
-def _refuse_results_without_config(out, arg: str) -> None:
-    """Refuse a folder that holds results but no ``config.json``: the settings they were
-    computed with are unknown, so new results could not be told apart from them."""
-    if not (Path(out) / CONFIG_FILE).is_file() and holds_results(out):
+def _refuse_results_without_config(out, arg: str, results: bool) -> None:
+    """Refuse a folder that holds results (``results``: :func:`holds_results`) but no
+    ``config.json``: the settings they were computed with are unknown, so new results could
+    not be told apart from them."""
+    if results and not (Path(out) / CONFIG_FILE).is_file():
         found = sorted(p.name for p in Path(out).iterdir() if p.name not in _SETTINGS_FILES)[:3]
         raise ValueError(f"{arg} {str(out)!r} holds results ({', '.join(found)}) but no {CONFIG_FILE}: the settings they were "
                          f"computed with are unknown; use another {arg} (or restore its {CONFIG_FILE})")
@@ -225,8 +227,9 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:
         ValueError: names the settings that differ and ``arg``, as :func:`check_or_write_config`.
     """
     cfg_path = Path(out) / CONFIG_FILE
-    _refuse_results_without_config(out, arg)
-    if not cfg_path.is_file() or not holds_results(out):
+    results = holds_results(out)
+    _refuse_results_without_config(out, arg, results)
+    if not cfg_path.is_file() or not results:
         return
     _refuse_differences(out, json.loads(cfg_path.read_text(encoding="utf-8")), settings, settings, arg)
 
