@@ -19,7 +19,6 @@ from .core.context import Context, progress_bar, run_method, shared_paths
 from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock
-from .core.objective import LabelSet
 from .core.tokens import check_in_vocab, continuation, encoding_warnings, merge_message, one_bos, token_text_after
 from .core.validation import DEFAULT_N_STEPS, check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
@@ -477,14 +476,11 @@ class Explainer:
         """The :class:`Attribution` of every example of a call (:meth:`_result`), with the
         call's settings recorded in their options (and what the compiled path did in their info)."""
         out.info.update(compile_report(ctx))
-        options_out = dict(out.options, **({"n_steps": ctx.n_steps} if METHODS[method].uses_steps else {}), target_fn=call.target_fn_name,
-                           template=template)
-        if isinstance(call.target_fn, LabelSet):
-            options_out["label_set"] = list(call.target_fn.texts)
+        n_steps = ctx.n_steps if METHODS[method].uses_steps else None
         for b, c in enumerate(call.contrast):
             if c is not None:
                 tinfo[b] = dict(tinfo[b], contrast_id=c["id"], contrast_text=c["text"])
-        return [self._result(batch, b, ctx, out, tinfo[b], method, {**options_out, **call.record_of(b)}, used, sources[b], trim,
+        return [self._result(batch, b, ctx, out, tinfo[b], method, call.recorded_options(out.options, n_steps, template, b), used, sources[b], trim,
                              flags[b]) for b in range(batch.B)]
 
     def _encode_all(self, texts, template, single: bool):

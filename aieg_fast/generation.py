@@ -279,7 +279,7 @@ def attribute_generation(
     flags = flag_rows(m, opts, out, [(out.scores[t][: Lp + t].cpu(), ~full_fixed[: Lp + t]) for t in range(T)], call,
                       [{"step": t} for t in range(T)], dtype=ex.adapter.embeddings.weight.dtype)
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source, flags,
-                     dict(out.options, **({"n_steps": n_steps} if m.uses_steps else {}), target_fn=call.target_fn_name, template=template, **call.record_of(),
+                     dict(call.recorded_options(out.options, n_steps if m.uses_steps else None, template),
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"], interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
 

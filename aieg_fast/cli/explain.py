@@ -166,6 +166,11 @@ def _write_outputs(res, args) -> int:
     return status
 
 
+def _n_steps(args) -> int:
+    """--n-steps, or the library's default when it is left out."""
+    return DEFAULT_N_STEPS if args.n_steps is None else args.n_steps
+
+
 def _check_before_loading(args, text, options) -> None:
     """The checks that need no model, run before it is loaded (which can take minutes): the text
     and template, the method and its options, the step settings and the internal batch size.
@@ -178,9 +183,9 @@ def _check_before_loading(args, text, options) -> None:
     if args.n_steps is not None and not m.uses_steps:
         steps = [n for n in list_methods() if get_method(n).uses_steps]
         raise ValueError(f"--n-steps: method {m.name!r} takes no path steps (only {steps} do); leave --n-steps out")
-    args.n_steps = DEFAULT_N_STEPS if args.n_steps is None else args.n_steps
-    check_call_settings(args.n_steps, args.backend, args.tolerance, args.max_steps, auto_ok=args.generate is None)
-    m.check_steps(m.options(**options), args.n_steps)
+    n_steps = _n_steps(args)
+    check_call_settings(n_steps, args.backend, args.tolerance, args.max_steps, auto_ok=args.generate is None)
+    m.check_steps(m.options(**options), n_steps)
     check_chunk_settings(args.internal_batch_size, None)
     check_int("n_baseline_samples", args.n_baseline_samples, 1)
     check_alpha_range((args.alpha_start, 1.0))
@@ -220,13 +225,13 @@ def run(args) -> int:
         calls.update(baseline=args.baseline, alpha_range=(args.alpha_start, 1.0), n_baseline_samples=args.n_baseline_samples, seed=args.seed)
     if args.generate is not None:
         res = ex.attribute_generation(
-            text, max_new_tokens=args.generate, method=args.method, n_steps=args.n_steps,
+            text, max_new_tokens=args.generate, method=args.method, n_steps=_n_steps(args),
             internal_batch_size=args.internal_batch_size, template=template, backend=args.backend,
             progress=not args.no_progress, **calls, **options,
         )
     else:
         res = ex.attribute(
-            text, method=args.method, target=target, n_steps=args.n_steps, internal_batch_size=args.internal_batch_size,
+            text, method=args.method, target=target, n_steps=_n_steps(args), internal_batch_size=args.internal_batch_size,
             template=template, backend=args.backend, progress=not args.no_progress, **calls, **options,
         )
     res.show(words=not args.tokens)

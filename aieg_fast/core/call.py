@@ -50,6 +50,18 @@ class CallSettings:
             return self.record
         return dict(self.record, baseline_noise=list(self.row_noise) if b is None else self.row_noise[b])
 
+    def recorded_options(self, method_options: Dict[str, Any], n_steps: Optional[int], template: Optional[str],
+                         b: Optional[int] = None) -> Dict[str, Any]:
+        """The options a result records: the method's resolved ``method_options``, ``n_steps``
+        (None for a method without a path: it is then left out), the objective's name, the
+        ``template``, the label set of ``target_fn="label_logprob"`` and the baseline record of
+        row ``b`` (:meth:`record_of`)."""
+        out = dict(method_options, **({} if n_steps is None else {"n_steps": n_steps}), target_fn=self.target_fn_name,
+                   template=template)
+        if isinstance(self.target_fn, LabelSet):
+            out["label_set"] = list(self.target_fn.texts)
+        return dict(out, **self.record_of(b))
+
     @property
     def target_fn_name(self) -> str:
         return target_fn_name(self.target_fn, any(c is not None for c in self.contrast))
