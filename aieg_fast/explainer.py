@@ -70,7 +70,11 @@ class Explainer:
         compile: the default of :meth:`attribute`'s ``compile`` (``load_model(compile=...)``).
         compiled_stacks (dict): backend name → its :class:`~aieg_fast.core.compiled.CompiledStack`
             (the compiled graphs, kept between calls).
+        loaded_by_name (bool): :func:`load_model` loaded the model by its name (run folders then
+            record the name; else also a digest of the weights: ``models.run_model_name``).
     """
+
+    loaded_by_name = False
 
     def __init__(self, model, tokenizer, name: str = "", device=None, ref_token_id: Optional[int] = None, compile=False):
         check_compile(compile)
@@ -589,6 +593,8 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
         raise ValueError(f"dtype={dtype} applies to models loaded by name; this model object is "
                          f"{next(model.parameters()).dtype} (convert it with model.to({dtype}) first)")
     m, tok, name = load_hf_model(model, tokenizer, dtype, device_map, model_kwargs)
-    return Explainer(m, tok, name, device, ref_token_id, compile=compile)
+    ex = Explainer(m, tok, name, device, ref_token_id, compile=compile)
+    ex.loaded_by_name = m is not model  # a model object is explained as it is given
+    return ex
 
 

@@ -2,6 +2,7 @@
 object) to a ``transformers`` model and tokenizer."""
 from __future__ import annotations
 
+import hashlib
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -11,7 +12,7 @@ import torch
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class
 
-__all__ = ["load_hf_model", "model_kind"]
+__all__ = ["load_hf_model", "model_kind", "weights_digest", "run_model_name"]
 
 
 def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = None, device_map=None,
@@ -188,3 +189,28 @@ def _load_sst2(tokenizer, dtype, adapter_dir=None):
     if tokenizer is not None:
         tok = _tokenizer(tokenizer)
     return m, tok, name
+
+
+def weights_digest(model) -> str:
+    """SHA-256 (hex) of a model's parameters: each one's name, dtype, shape and bytes, in name
+    order (a parameter on the ``meta`` device, offloaded by accelerate, adds its name, dtype and
+    shape only). Two models share a digest when their weights are equal bit for bit; one changed
+    weight changes it. Reads every parameter once (about a second per GB on a CPU)."""
+    h = hashlib.sha256()
+    for name, p in sorted(model.named_parameters(), key=lambda item: item[0]):
+        h.update(f"{name}|{p.dtype}|{tuple(p.shape)}".encode())
+        if p.device.type != "meta" and p.numel():
+            h.update(memoryview(p.detach().contiguous().flatten().view(torch.uint8).cpu().numpy()))
+    return h.hexdigest()
+
+
+def run_model_name(ex) -> str:
+    """How a run folder's ``config.json`` names the model of explainer ``ex``: the name it was
+    loaded by (embedded name, hub id or folder: the folder's settings check compares names), or,
+    for a model object (``load_model(obj, tok)`` or ``Explainer(obj, tok)``), its name or class
+    with the first 16 hex digits of :func:`weights_digest`, so a rerun with another model object
+    (another seed, a fine-tune, an ablation made in memory) is refused rather than resumed."""
+    name = ex.name or type(ex.model).__name__
+    if getattr(ex, "loaded_by_name", False):
+        return name
+    return f"{name} (weights sha256 {weights_digest(ex.model)[:16]})"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from aieg_fast import cli
 from aieg_fast import eval as E
@@ -203,3 +204,23 @@ def test_short_texts_with_no_top_k_token_are_noted(tiny_gpt2, tmp_path):
                **{**KW, "template": None})
     md = (tmp_path / "run" / "summary.md").read_text()
     assert "The top-k removed no token from 1 of 2 examples (int(0.2 · |attributable|) = 0: fewer than 5" in md
+
+
+def test_rerun_with_another_model_object_refused(tiny_gpt2, tmp_path):
+    """A model given as an object is named in config.json with a digest of its weights: another
+    object of the same class (another seed, a weight changed in memory) is refused, not resumed
+    with the first model's records; the same weights resume."""
+    import aieg_fast
+    from builders import make_tiny_gpt2
+
+    out = tmp_path / "run"
+    E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, **KW)
+    other = aieg_fast.load_model(*make_tiny_gpt2(seed=1))
+    with pytest.raises(ValueError, match=r"holds results with other settings \(model; .*weights sha256"):
+        E.evaluate(other, methods="saliency", n=2, out_dir=out, **KW)
+    m, t = make_tiny_gpt2()  # the fixture's weights again, in a new object: resumed
+    assert E.evaluate(aieg_fast.load_model(m, t), methods="saliency", n=2, out_dir=out, **KW)["computed"] == 1
+    with torch.no_grad():
+        m.get_input_embeddings().weight[3, 0] += 1.0  # one weight changed in memory
+    with pytest.raises(ValueError, match=r"other settings \(model;"):
+        E.evaluate(aieg_fast.load_model(m, t), methods="saliency", n=3, out_dir=out, **KW)
