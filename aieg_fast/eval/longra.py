@@ -37,6 +37,7 @@ method) and ``longra_topk.png`` (:mod:`aieg_fast.eval.longra_report`).
 """
 from __future__ import annotations
 
+import math
 import re
 import sys
 import time
@@ -116,24 +117,32 @@ def longra_metrics(scores, attributable: Sequence[bool], relative_pos: int, dist
         ks: the k of ``relative_top<k>``.
 
     Returns:
-        ``{"relative_rank", "relative_top<k>" for k in ks, "distractor_mass"}``.
+        ``{"relative_rank", "relative_top<k>" for k in ks, "distractor_mass"}``; when a score
+        of an attributable token is not finite (NaN, ±inf: no order and no mass), every metric
+        is NaN and ``non_finite`` is True (the summaries leave such values out).
 
     Raises:
-        ValueError: ``relative_pos`` out of range or not attributable, a distractor position out
-            of range, lengths that differ.
+        ValueError: scores not 1-D, ``relative_pos`` not an int, out of range or not
+            attributable, a distractor position out of range, lengths that differ.
     """
-    s = torch.as_tensor(scores, dtype=torch.float64).flatten()
+    s = torch.as_tensor(scores, dtype=torch.float64)
+    if s.dim() != 1:
+        raise ValueError(f"scores must be 1-D (one score per token), got shape {tuple(s.shape)}")
     e = torch.as_tensor(list(attributable), dtype=torch.bool)
     if s.numel() != e.numel():
         raise ValueError(f"scores has {s.numel()} entries, attributable {e.numel()}")
-    if not 0 <= relative_pos < s.numel() or not bool(e[relative_pos]):
+    if isinstance(relative_pos, bool) or not isinstance(relative_pos, int) or not 0 <= relative_pos < s.numel() \
+            or not bool(e[relative_pos]):
         raise ValueError(f"relative_pos must be an attributable position in [0, {s.numel()}), got {relative_pos}")
     if any(not 0 <= p < s.numel() for p in distractor_pos):
         raise ValueError(f"distractor_pos must be positions in [0, {s.numel()}), got {list(distractor_pos)}")
+    if not bool(torch.isfinite(s[e]).all()):
+        return {"relative_rank": math.nan, **{f"relative_top{k}": math.nan for k in ks}, "distractor_mass": math.nan,
+                "non_finite": True}
     others = e.clone()
     others[relative_pos] = False
     rank = 1 + int((s[others] >= s[relative_pos]).sum())
-    mass = s.abs() * e
+    mass = torch.where(e, s.abs(), torch.zeros_like(s))  # a fixed position's score, finite or not, is no mass
     total = float(mass.sum())
     d = torch.zeros_like(e)
     d[list(distractor_pos)] = True
@@ -204,6 +213,8 @@ def _instance(ex: "Explainer", rec: dict, kept: dict, methods: Sequence[str], sp
                 raise type(err)(f"methods: {m!r} on {rec['id']}: {err}") from err
             base = base or a
         r = longra_metrics(a.scores, a.attributable, kept["relative_pos"], kept["distractor_pos"], settings["ks"])
+        if r.get("non_finite"):
+            print(f"note: {m!r} gave scores that are not finite on {rec['id']}; its metrics there are NaN", file=sys.stderr)
         r.update(time_attribution_s=time.perf_counter() - t0, scores=[float(x) for x in a.scores.tolist()],
                  signal_flags=[f["kind"] for f in a.degenerate])
         out["methods"][m] = r

@@ -70,6 +70,7 @@ def plot_longra_topk(out: Path, records: Sequence[dict], methods: Sequence[str],
     fig, ax = plt.subplots(figsize=(5, 4))
     for m in methods:
         ranks = np.array([r["methods"][m]["relative_rank"] for r in records if m in r["methods"]], dtype=float)
+        ranks = ranks[np.isfinite(ranks)]  # a non-finite attribution has no rank
         if ranks.size:
             ax.plot(ks, [(ranks <= k).mean() for k in ks], marker="o", ms=3, label=f"{m} (n={ranks.size})",
                     linestyle="--" if m in CONTROLS else "-")

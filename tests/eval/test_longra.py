@@ -10,6 +10,7 @@ import pytest
 
 from aieg_fast import eval as E
 from aieg_fast.eval import longra as L
+from aieg_fast.eval.longra_report import summarise_longra
 
 PROMPT = "the movie is good . (a terrible story) . the film was"
 REC = {"id": "t0", "index": 0, "prompt": PROMPT, "target": "great", "reference": " great", "relative": "good",
@@ -32,8 +33,33 @@ def test_metrics_on_hand_built_scores():
     assert math.isnan(L.longra_metrics([0.0] * 6, attributable, 2, [3], ks=(1,))["distractor_mass"])
     with pytest.raises(ValueError, match="relative_pos must be an attributable position"):
         L.longra_metrics(scores, attributable, 0, [3])
+    with pytest.raises(ValueError, match=r"relative_pos must be an attributable position .* got True"):
+        L.longra_metrics(scores, attributable, True, [3])
+    with pytest.raises(ValueError, match=r"scores must be 1-D .* shape \(2, 3\)"):
+        L.longra_metrics([[0.0, 1, 2], [3, 4, 5]], attributable, 2, [3])
     with pytest.raises(ValueError, match="distractor_pos must be positions"):
         L.longra_metrics(scores, attributable, 2, [9])
+
+
+@pytest.mark.parametrize("scores", [[0, math.nan] * 3, [0, 5, math.nan, 3, 2, 1], [0, 5, 1, math.inf, 2, 1]])
+def test_non_finite_scores_rank_nothing(scores, tmp_path):
+    """NaN compares False with everything: it ranked the relative word first (top-1 = 1). A
+    non-finite attributable score now gives NaN metrics flagged non_finite, which the summary
+    leaves out of its n and mean."""
+    attributable = [False, True, True, True, True, True]
+    m = L.longra_metrics(scores, attributable, 2, [4, 5], ks=(1, 3))
+    assert m["non_finite"] is True
+    assert all(math.isnan(m[k]) for k in ("relative_rank", "relative_top1", "relative_top3", "distractor_mass"))
+    # a fixed position's score is no mass and no rival, finite or not
+    ok = L.longra_metrics([math.nan, 1.0, 9.0, 0.1, 0.1, 0.1], attributable, 2, [3, 4], ks=(1,))
+    assert ok["relative_rank"] == 1 and ok["distractor_mass"] == pytest.approx(0.2 / 10.3) and "non_finite" not in ok
+    good = {"methods": {"saliency": L.longra_metrics([0, 1.0, 9.0, 0.1, 0.1, 0.1], attributable, 2, [3, 4], ks=(1,))},
+            "n_attributable": 5, "distractor_share": 0.4}
+    bad = {"methods": {"saliency": m}, "n_attributable": 5, "distractor_share": 0.4}
+    config = {"ks": [1], "model": "m", "dataset": "longra", "target_fn": "logit", "n_steps": 4, "seed": 0}
+    res = summarise_longra(tmp_path, [good, bad], ["saliency"], config, "saliency", plot=False)
+    top1 = next(r for r in res["rows"] if r["method"] == "saliency" and r["metric"] == "relative_top1")
+    assert top1["n"] == 1 and top1["mean"] == 1.0
 
 
 def test_spans_of_relative_word_and_distractor(tiny_gpt2):
