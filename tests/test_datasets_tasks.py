@@ -200,3 +200,14 @@ def test_number_label_words_are_read_as_words(tmp_path):
     f.write_text('{"text": "fine", "stars": "3"}\n{"text": "great", "stars": 5}\n', encoding="utf-8")
     _, recs = D.user_dataset(f, label_field="stars", labels=[" 1", " 2", " 3", " 4", " 5"])
     assert [r["label"] for r in recs] == [2, 4]
+
+
+def test_jsonl_with_line_separator_characters_inside_strings(tmp_path):
+    """JSON allows U+2028, U+0085 and U+001C raw inside a string (json.dumps(ensure_ascii=False)
+    writes them so); str.splitlines cut the line there and the row was refused as not JSON."""
+    f = tmp_path / "d.jsonl"
+    texts = ["the movie is good\u2028and great", "bad\x85film", "ok\x1cfine"]
+    f.write_text("".join(json.dumps({"text": t, "gold": i % 2}, ensure_ascii=False) + "\n" for i, t in enumerate(texts)),
+                 encoding="utf-8")
+    spec, recs = D.user_dataset(f, label_field="gold", labels=[" bad", " good"])
+    assert [r["text"] for r in recs] == texts

@@ -50,7 +50,9 @@ def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
             raise ValueError(f"data {str(path)!r}: not JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
         return rows, [f"item {i}" for i in range(len(rows))]
     rows, where = [], []
-    for no, line in enumerate(text.splitlines(), start=1):
+    # lines end at "\n" only: str.splitlines would also cut at U+2028, U+0085 and other characters
+    # that JSON allows raw inside a string (json.dumps(..., ensure_ascii=False) writes them so)
+    for no, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

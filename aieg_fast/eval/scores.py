@@ -115,10 +115,15 @@ def retention_probs(scores: Tensor, pi, eligible: Optional[Tensor] = None, sign:
     uniformly; if all ã = 0, r = π (specs/grad_ellm.md §5.3).
 
     Args:
-        scores: Tensor[L]. pi: a number or Tensor[P] in [0, 1]. eligible: bool [L] (default all).
+        scores: Tensor[L]. pi: a number, or P numbers in [0, 1] (a list, tuple, numpy array or
+            Tensor[P]). eligible: bool [L] (default all).
 
     Returns:
         Tensor[P, L] (or [L] for a scalar π), float64, 0 at non-eligible positions.
+
+    Raises:
+        ValueError: ``sign`` unknown, ``scores`` not 1-D, a π outside [0, 1] or NaN, ``eligible``
+            selecting nothing.
     """
     if sign not in ("relu", "abs"):
         raise ValueError(f"sign must be 'relu' or 'abs', got {sign!r}")
@@ -126,10 +131,14 @@ def retention_probs(scores: Tensor, pi, eligible: Optional[Tensor] = None, sign:
     if a.dim() != 1:
         raise ValueError(f"scores must be 1-D, got shape {tuple(a.shape)}")
     e = torch.ones_like(a, dtype=torch.bool) if eligible is None else eligible.detach().cpu().bool()
-    scalar = not torch.is_tensor(pi) and not isinstance(pi, (list, tuple))
-    P = torch.as_tensor([pi] if scalar else pi, dtype=torch.float64).view(-1)
-    if ((P < 0) | (P > 1)).any():
-        raise ValueError(f"pi must lie in [0, 1], got {pi!r}")
+    try:
+        P = torch.as_tensor(pi.detach().cpu() if torch.is_tensor(pi) else pi, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"pi must be a number or a 1-D sequence of numbers in [0, 1], got {pi!r}") from None
+    scalar = P.dim() == 0  # a number, or a 0-d tensor / array; a list, tuple, array or tensor of them gives [P, L]
+    if P.dim() > 1 or not bool(((P >= 0) & (P <= 1)).all()):  # NaN fails both comparisons
+        raise ValueError(f"pi must be a number or a 1-D sequence of numbers in [0, 1], got {pi!r}")
+    P = P.view(-1)
     at = (a.abs() if sign == "abs" else a.clamp_min(0))[e]
     n = at.numel()
     if n == 0:
@@ -184,7 +193,7 @@ def top_k_positions(scores: Tensor, candidates: Tensor, topk: float = 0.20, dig_
         raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
     if isinstance(tie_seed, bool) or not isinstance(tie_seed, int):
         raise ValueError(f"tie_seed must be an int, got {tie_seed!r}")
-    s = scores.detach().float().cpu()
+    s = scores.detach().cpu().double()  # float64 scores keep their order (float32 would tie close ones)
     cand = candidates.detach().cpu().bool() if not dig_compat else torch.ones_like(candidates, dtype=torch.bool, device="cpu")
     k = int(int(cand.sum()) * topk + 1e-9)
     if k == 0:

@@ -30,14 +30,32 @@ REFERENCE_METHOD = "integrated_gradients"
 
 
 def bootstrap_ci(x: Sequence[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> Tuple[float, float]:
-    """Percentile bootstrap CI of the mean (NaN when fewer than 2 values)."""
+    """Percentile bootstrap CI of the mean of the finite values of ``x`` (NaN / ±inf left out, as
+    :func:`mean_ci` does): (low, high), NaN when fewer than 2 remain. ``level`` is a fraction in
+    (0, 1) (0.95 for a 95 % interval).
+
+    Raises:
+        ValueError: ``x`` not 1-D, ``level`` outside (0, 1) (e.g. 95 for 0.95), ``n_boot`` < 1.
+    """
+    _check_level(level)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be an int >= 1, got {n_boot!r}")
     x = np.asarray(x, dtype=float)
+    if x.ndim != 1:
+        raise ValueError(f"x must be a 1-D sequence of numbers, got shape {x.shape}")
+    x = x[np.isfinite(x)]
     if x.size < 2:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
     means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(1)
     a = (1 - level) / 2
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+def _check_level(level) -> None:
+    """Refuse a confidence level that is not a fraction in (0, 1) (ValueError naming it)."""
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must be a fraction in (0, 1) (0.95 for a 95 % interval), got {level!r}")
 
 
 def bootstrap_band(curves, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Tuple[np.ndarray, np.ndarray]:
@@ -50,7 +68,10 @@ def bootstrap_band(curves, n_boot: int = 1000, seed: int = 0, level: float = 0.9
     Returns:
         (lo, hi), each ndarray[P]; NaN everywhere when n < 2.
     """
+    _check_level(level)
     c = np.asarray(curves, dtype=float)
+    if c.ndim != 2:
+        raise ValueError(f"curves must be [n, P] (one curve per example), got shape {c.shape}")
     n, P = c.shape
     if n < 2:
         return np.full(P, np.nan), np.full(P, np.nan)
@@ -65,9 +86,16 @@ def paired_test(x: Sequence[float], y: Sequence[float], n_perm: int = 20000, see
 
     scipy installed: Wilcoxon signed-rank (zero differences dropped). Otherwise: sign-flip
     permutation test of the mean difference, exact for ≤ 16 pairs, else ``n_perm`` random flips.
-    All differences zero gives p = 1.
+    All differences zero gives p = 1. Pairs with a non-finite value are left out; none left
+    gives (NaN, "none").
+
+    Raises:
+        ValueError: ``x`` and ``y`` not 1-D sequences of one length (they are pairs).
     """
-    d = np.asarray(x, dtype=float) - np.asarray(y, dtype=float)
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.ndim != 1 or y.shape != x.shape:
+        raise ValueError(f"x and y must be 1-D sequences of one length (paired values), got shapes {x.shape} and {y.shape}")
+    d = x - y
     d = d[np.isfinite(d)]
     if d.size == 0:
         return float("nan"), "none"
@@ -154,15 +182,18 @@ def vs_reference(pairs: Sequence[Tuple[Optional[float], Optional[float]]], metho
         seed: seed of the permutation test when scipy is missing (:func:`paired_test`).
 
     Returns:
-        ``{"mean_diff", "p_vs_reference", "reference", "test"}``: the mean of method − reference,
-        the two-sided uncorrected p-value, the reference's name and the test's name, over the
-        pairs where both values are finite; NaN, NaN, "" and "" when no test ran (``method`` is
-        the reference, ``reference`` is not among ``methods``, or fewer than two pairs remain).
+        ``{"mean_diff", "p_vs_reference", "reference", "test", "n_pairs"}``: the mean of method −
+        reference, the two-sided uncorrected p-value, the reference's name and the test's name,
+        over the ``n_pairs`` pairs where both values are finite (fewer than the method's own n
+        where the reference's value is missing or not finite); NaN, NaN, "" and "" when no test
+        ran (``method`` is the reference, ``reference`` is not among ``methods``, or fewer than
+        two pairs remain).
     """
-    out = {"mean_diff": float("nan"), "p_vs_reference": float("nan"), "reference": "", "test": ""}
+    out = {"mean_diff": float("nan"), "p_vs_reference": float("nan"), "reference": "", "test": "", "n_pairs": 0}
     if method == reference or reference not in methods:
         return out
     both = [(v, w) for v, w in pairs if v is not None and w is not None and math.isfinite(v) and math.isfinite(w)]
+    out["n_pairs"] = len(both)
     if len(both) >= 2:
         out["mean_diff"] = float(np.mean([v - w for v, w in both]))
         out["p_vs_reference"], out["test"] = paired_test([v for v, _ in both], [w for _, w in both], seed=seed)
@@ -178,7 +209,9 @@ def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, re
     :data:`~aieg_fast.eval.metrics.METRICS`), plus the ``uniform`` control's π-Soft rows (the
     control ignores the scores, so its value is the same under every soft map). Keys:
     ``method``, ``metric``, ``better``, ``n``, ``mean``, ``ci_low``, ``ci_high``,
-    ``p_vs_reference`` (NaN without a test), ``reference`` ("" without a test), ``test``.
+    ``p_vs_reference`` (NaN without a test), ``reference`` ("" without a test), ``test``, and
+    the test's ``mean_diff`` (method − reference) and ``n_pairs`` (the records where both are
+    finite: the test's n, which can be below ``n``).
 
     Raises:
         ValueError: a name in ``metrics`` that is not in :data:`~aieg_fast.eval.metrics.METRICS`.
@@ -200,7 +233,6 @@ def summarise(records: Sequence[dict], methods: Sequence[str], seed: int = 0, re
                 get = lambda r, key=metric: r["methods"].get(m, {}).get(key)  # noqa: E731
             pairs = [(get(r), r["methods"].get(reference, {}).get(metric)) for r in records]
             test = vs_reference(pairs, m, reference, methods, seed)
-            test.pop("mean_diff")
             rows.append({"method": m, "metric": metric, "better": better, **mean_ci([v for v, _ in pairs], seed), **test})
     return rows
 

@@ -409,3 +409,29 @@ def test_equal_keep_probabilities_share_their_forwards(case, monkeypatch):
     mixed = _with_scores(a, a.scores - a.scores[e].mean())
     M.evaluate_attribution(ex, mixed, n_samples=2, pis=(0.3, 0.7), ctx=_forced_ctx(ex, mixed, seed=3, instance_id="memo2"))
     assert len(calls) == 4
+
+
+def test_retention_probs_takes_any_sequence_of_pis_and_refuses_nan():
+    """A numpy array of π counted as one scalar and gave only the first row; NaN π gave NaN
+    keep probabilities."""
+    import numpy as np
+
+    s = torch.tensor([0.5, 0.1, 0.0, 0.9, 0.3, 0.2])
+    R = M.retention_probs(s, [0.2, 0.5])
+    assert R.shape == (2, 6)
+    assert torch.equal(M.retention_probs(s, np.array([0.2, 0.5])), R)
+    assert torch.equal(M.retention_probs(s, torch.tensor([0.2, 0.5], dtype=torch.float64)), R)
+    assert torch.equal(M.retention_probs(s, np.float64(0.5)), R[1])
+    for bad in (float("nan"), [0.2, float("nan")], "0.5", [[0.2]]):
+        with pytest.raises(ValueError, match=r"pi must be a number or a 1-D sequence of numbers in \[0, 1\]"):
+            M.retention_probs(s, bad)
+
+
+def test_top_k_keeps_float64_order():
+    """Scores were compared in float32, so float64 scores 1e-9 apart tied (and a random one won)."""
+    s = torch.ones(32, dtype=torch.float64)
+    s[24] = 1 + 1e-9
+    cand = torch.zeros(32, dtype=torch.bool)
+    cand[6:25] = True
+    assert M.top_k_positions(s, cand, 1 / 19 + 1e-9, ties="first").tolist() == [24]
+    assert all(M.top_k_positions(s, cand, 1 / 19 + 1e-9, tie_seed=seed).tolist() == [24] for seed in range(5))

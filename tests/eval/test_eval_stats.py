@@ -165,3 +165,26 @@ def test_longra_summary_tests_methods_against_the_reference_but_not_the_uniform_
     uni = rows[("uniform", "relative_rank")]
     assert uni["mean"] == pytest.approx(4.5) and uni["reference"] == "" and uni["test"] == ""
     assert "mean_diff" in (tmp_path / "summary.csv").read_text().splitlines()[0]
+
+
+def test_bad_statistics_inputs_refused_and_nan_left_out():
+    """Pairs of two lengths were broadcast into an unpaired test (or a raw numpy error); level=95
+    gave numpy's quantile error; one NaN made the bootstrap interval NaN."""
+    with pytest.raises(ValueError, match=r"x and y must be 1-D sequences of one length .* shapes \(3,\) and \(1,\)"):
+        E.paired_test([1, 2, 3], [0])
+    with pytest.raises(ValueError, match=r"shapes \(3,\) and \(2,\)"):
+        E.paired_test([1, 2, 3], [0, 1])
+    with pytest.raises(ValueError, match=r"level must be a fraction in \(0, 1\) .* got 95"):
+        E.bootstrap_ci([1.0, 2.0, 3.0], level=95)
+    with pytest.raises(ValueError, match=r"level must be a fraction"):
+        E.bootstrap_band([[1.0, 2.0], [2.0, 3.0]], level=0)
+    assert E.bootstrap_ci([1.0, 2.0, 3.0, 4.0, float("nan")]) == E.bootstrap_ci([1.0, 2.0, 3.0, 4.0])
+
+
+def test_summarise_rows_say_how_many_pairs_the_test_used():
+    """A row's n counts the method's finite values; its test only the records where the reference
+    is finite too: the rows now carry that count (n_pairs) and the test's mean difference."""
+    recs = [{"methods": {"sal": {"log_odds": v}, "ig": {"log_odds": w}}} for v, w in [(1.0, 0.5), (2.0, float("nan")), (3.0, 1.0)]]
+    rows = E.summarise(recs, ["sal", "ig"], reference="ig", metrics=["log_odds"])
+    sal = next(r for r in rows if r["method"] == "sal")
+    assert sal["n"] == 3 and sal["n_pairs"] == 2 and sal["mean_diff"] == pytest.approx(1.25)
