@@ -345,12 +345,44 @@ def run_method(method, ctx, opts, sequence: bool = False):
     prepared (eval mode, frozen parameters; restored afterwards) and the kernel backends
     recorded (:func:`aieg_fast.ops.recording`). The one place methods are invoked.
 
+    A method that makes no forward of its own (one that reads only the inputs, or a random
+    control) leaves the prediction to this function: the missing targets are filled after it
+    runs, so its results name the token they explain.
+
     Returns:
         (the method's output, {op: backend that ran})
+
+    Raises:
+        TypeError / ValueError: the output is not what a method returns (names the method, what
+            was expected and what was received; a user's registered method meets this first).
     """
     with model_prepared(ctx.model), ops.recording() as used:
         out = method.run_sequence(ctx, opts) if sequence else method.run(ctx, opts)
+        _check_output(method, out, None if sequence else ctx.batch)
+        if not sequence:  # a generated sequence's targets are its tokens
+            ctx.ensure_targets()
     return out, dict(used)
+
+
+def _check_output(method, out, batch) -> None:
+    """Refuse an output without ``scores`` of 1-D tensors (and, for ``run``, one Tensor[L] per
+    row of ``batch``, L its padded length)."""
+    name = getattr(method, "name", type(method).__name__)
+    scores = getattr(out, "scores", None)
+    if scores is None or not isinstance(getattr(out, "options", {}), dict) or not isinstance(getattr(out, "info", {}), dict):
+        raise TypeError(f"method {name!r} returned {type(out).__name__}; a method returns a MethodOutput "
+                        "(scores: one Tensor[L] per example, options and info dicts)")
+    bad = [i for i, sc in enumerate(scores) if not torch.is_tensor(sc) or sc.dim() != 1]
+    if bad:
+        sc = scores[bad[0]]
+        got = f"a tensor of shape {tuple(sc.shape)}" if torch.is_tensor(sc) else type(sc).__name__
+        raise TypeError(f"method {name!r}: scores[{bad[0]}] is {got}; each score entry must be a 1-D Tensor[L]")
+    if batch is not None:
+        L = batch.ids.shape[1]
+        if len(scores) != batch.B or any(sc.shape[0] != L for sc in scores):
+            raise ValueError(f"method {name!r} returned {len(scores)} score tensor(s) of length(s) "
+                             f"{sorted({int(sc.shape[0]) for sc in scores})}; expected {batch.B} (one per example) of "
+                             f"length {L} (the padded batch: ctx.batch.ids.shape[1])")
 
 
 @contextlib.contextmanager

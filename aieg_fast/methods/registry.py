@@ -2,6 +2,7 @@
 ``name:option=value`` spec parser used by ``evaluate`` and the CLI."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Dict, List, Tuple
 
@@ -26,14 +27,31 @@ def register(cls):
     """Class decorator: add a :class:`Method` subclass to the registry under ``cls.name``.
 
     Raises:
-        TypeError: not a Method subclass. ValueError: no name, or the name is taken.
+        TypeError: not a Method subclass; a name that is not a str; ``Options`` that is not a
+            dataclass (subclass :class:`~aieg_fast.methods.base.Options` with ``@dataclass(frozen=True)``).
+        ValueError: no name, a name with whitespace or one of ``: , = [ ]`` (the
+            ``name:option=value`` specs of ``evaluate`` and the CLI could not name it), a name
+            that is taken, or defaults that the options' own ``validate()`` refuses (every call
+            left at its defaults would fail).
     """
     if not (isinstance(cls, type) and issubclass(cls, Method)):
         raise TypeError(f"register expects a Method subclass, got {cls!r}")
+    if not isinstance(cls.name, str):
+        raise TypeError(f"{cls.__name__}.name must be a str, got {cls.name!r}")
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
+    if any(c.isspace() or c in ":,=[]" for c in cls.name):
+        raise ValueError(f"{cls.__name__}.name {cls.name!r} holds whitespace or one of ': , = [ ]'; a method spec "
+                         "('name:option=value') could not name it")
     if cls.name in METHODS:
         raise ValueError(f"a method named {cls.name!r} is already registered ({type(METHODS[cls.name]).__name__})")
+    if not (isinstance(cls.Options, type) and dataclasses.is_dataclass(cls.Options)):
+        raise TypeError(f"{cls.__name__}.Options must be a dataclass (subclass aieg_fast.Options with "
+                        f"@dataclass(frozen=True)), got {cls.Options!r}")
+    try:
+        cls.options()
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{cls.__name__}: its default options are refused by its own checks ({err})") from None
     METHODS[cls.name] = cls()
     return cls
 

@@ -1,0 +1,84 @@
+"""A user's own method registered with ``aieg_fast.register`` (README, "Adding a method"): one
+that makes no forward of its own still names the token it explains, a malformed output is
+refused naming the method, and a malformed class is refused at registration."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+import pytest
+import torch
+
+import aieg_fast as A
+
+
+@contextlib.contextmanager
+def registered(cls):
+    """Register ``cls`` for the test and take it out afterwards (the contract suite runs over
+    every registered method)."""
+    A.register(cls)
+    try:
+        yield cls.name
+    finally:
+        A.METHODS.pop(cls.name, None)
+
+
+def _method(name, run):
+    return type(f"M_{name}", (A.Method,), {"name": name, "gradients": False, "run": lambda self, ctx, o: run(ctx)})
+
+
+def _ones(ctx):
+    L = ctx.batch.ids.shape[1]
+    return A.MethodOutput([torch.arange(L, dtype=torch.float32).masked_fill(ctx.batch.fixed[b], 0) for b in range(ctx.batch.B)])
+
+
+def test_method_without_forward_explains_the_predicted_token(tiny_gpt2):
+    """The target was left at id -1 (no forward filled it) and decoding it failed after the work."""
+    with registered(_method("user_ones", _ones)) as name:
+        a = tiny_gpt2.attribute("the movie is good", method=name)
+        pred = tiny_gpt2.attribute("the movie is good", method="saliency")
+        assert a.target["id"] == pred.target["id"] >= 0 and a.target["text"] == pred.target["text"]
+        assert a.target_prob == pytest.approx(pred.target_prob)
+        both = tiny_gpt2.attribute(["the movie is good", "bad"], method=name)
+        assert [r.target["id"] for r in both][0] == pred.target["id"]
+
+
+@pytest.mark.parametrize("run, err, match", [
+    (lambda ctx: [torch.zeros(ctx.batch.ids.shape[1])], TypeError, r"method 'user_bad' returned list; a method returns a MethodOutput"),
+    (lambda ctx: A.MethodOutput([[0.0] * ctx.batch.ids.shape[1]]), TypeError, r"scores\[0\] is list; each score entry must be a 1-D"),
+    (lambda ctx: A.MethodOutput([torch.zeros(ctx.batch.ids.shape[1], 2)]), TypeError, r"scores\[0\] is a tensor of shape \(\d+, 2\)"),
+    (lambda ctx: A.MethodOutput([torch.zeros(3)]), ValueError, r"1 score tensor\(s\) of length\(s\) \[3\]; expected 1 .* of length \d+"),
+    (lambda ctx: A.MethodOutput([]), ValueError, r"0 score tensor\(s\) .* expected 1 \(one per example\)"),
+])
+def test_malformed_output_is_refused_naming_the_method(tiny_gpt2, run, err, match):
+    with registered(_method("user_bad", run)) as name:
+        with pytest.raises(err, match=match):
+            tiny_gpt2.attribute("the movie is good", method=name)
+
+
+@dataclasses.dataclass(frozen=True)
+class _KOptions(A.Options):
+    k: int = -5
+
+    def validate(self):
+        if self.k < 0:
+            raise ValueError(f"k must be >= 0, got {self.k}")
+
+
+class _NotDataclass:
+    k = 1
+
+
+@pytest.mark.parametrize("attrs, err, match", [
+    ({"name": 123}, TypeError, r"name must be a str, got 123"),
+    ({"name": "my:method"}, ValueError, r"name 'my:method' holds whitespace or one of"),
+    ({"name": " sal "}, ValueError, r"holds whitespace"),
+    ({"name": "user_nd", "Options": _NotDataclass}, TypeError, r"Options must be a dataclass"),
+    ({"name": "user_k", "Options": _KOptions}, ValueError, r"its default options are refused by its own checks \(k must be >= 0, got -5\)"),
+])
+def test_malformed_method_refused_at_registration(attrs, err, match):
+    cls = type("Bad", (A.Method,), {"run": lambda self, ctx, o: _ones(ctx), **attrs})
+    before = A.list_methods()
+    with pytest.raises(err, match=match):
+        A.register(cls)
+    assert A.list_methods() == before
