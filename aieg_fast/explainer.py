@@ -70,8 +70,8 @@ class Explainer:
         compile: the default of :meth:`attribute`'s ``compile`` (``load_model(compile=...)``).
         compiled_stacks (dict): backend name → its :class:`~aieg_fast.core.compiled.CompiledStack`
             (the compiled graphs, kept between calls).
-        loaded_by_name (bool): :func:`load_model` loaded the model by its name (run folders then
-            record the name; else also a digest of the weights: ``models.run_model_name``).
+        loaded_by_name (bool): :func:`load_model` loaded the model by its name (read by
+            ``models.run_model_settings``: the embedded models' weights are not hashed).
     """
 
     loaded_by_name = False

@@ -43,7 +43,7 @@ from ..core.diagnostics import AttributionWarning
 from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_choice, check_placement
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
-from ..models import run_model_name
+from ..models import run_model_settings
 from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, made_folder, part_files, part_path, rank_device, read_jsonl,
                     record_former_setting, remove_parts, repair_jsonl, shard, start, write_jsonl)
 from .inputs import Example, read_examples
@@ -378,7 +378,7 @@ def _config(ex: "Explainer", s: DatasetRun, examples: Sequence[Example], text_co
     import torch
 
     dtype = next(ex.model.parameters()).dtype
-    return {"model": run_model_name(ex), **_settings(s, text_column, target_is_id),
+    return {**run_model_settings(ex), **_settings(s, text_column, target_is_id),
             "dtype": str(dtype).replace("torch.", "") if dtype != torch.float32 else "float32"}
 
 

@@ -50,7 +50,7 @@ import torch
 from ..core.diagnostics import AttributionWarning
 from ..core.validation import check_placement
 from ..datasets import DATASETS, load_records
-from ..models import run_model_name
+from ..models import run_model_settings
 from ..runs import made_folder
 from .checks import check_method_options, check_models, check_n_steps, check_positive_int, check_seed, method_settings
 from .folder import prepare_folder
@@ -325,7 +325,7 @@ def evaluate_longra(
             raise ValueError("model: LongRA needs a causal LM (it predicts the next word), got a classification head")
         settings = {"seed": seed, "n_steps": n_steps, "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks,
                     "method_options": method_options}
-        config = {"model": run_model_name(ex), "dataset": dataset, "task": "longra", **settings,
+        config = {**run_model_settings(ex), "dataset": dataset, "task": "longra", **settings,
                   "filter": "one-token target and relative word; greedy prediction right with and without the distractor"}
         dtype_now = next(ex.model.parameters()).dtype
         if dtype_now != torch.float32:

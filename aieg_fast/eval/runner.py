@@ -49,7 +49,7 @@ from ..core.validation import check_placement
 from ..datasets import DatasetSpec
 from ..explainer import load_model
 from ..methods.registry import parse_method_spec
-from ..models import model_kind, run_model_name
+from ..models import model_kind, run_model_settings
 from ..runs import CONFIG_FILE, Dist, made_folder, part_path, rank_device, shard, start as start_processes
 from .checks import check_method_options, check_models, method_settings
 from .metrics import (
@@ -193,7 +193,7 @@ def run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> d
     """The recorded settings (``config.json``) of a run (also of
     :func:`~aieg_fast.eval.generation_runner.evaluate_generation`, which adds its own)."""
     config = {
-        "model": run_model_name(ex), "dataset": dataset, "max_tokens": s.max_tokens, "seed": s.seed,
+        **run_model_settings(ex), "dataset": dataset, "max_tokens": s.max_tokens, "seed": s.seed,
         "topk": s.topk, "n_steps": s.n_steps, "n_samples": s.n_samples, "pis": s.pis, "prob_space": s.prob_space,
         "normalise": s.normalise, "template": s.template, "labels": list(s.labels), "method_options": s.method_options,
         # always recorded: folders written before soft maps / random ties existed are refused, not mixed

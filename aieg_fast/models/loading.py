@@ -12,7 +12,7 @@ import torch
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class
 
-__all__ = ["load_hf_model", "model_kind", "weights_digest", "run_model_name"]
+__all__ = ["load_hf_model", "model_kind", "weights_digest", "run_model_settings"]
 
 
 def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = None, device_map=None,
@@ -204,13 +204,14 @@ def weights_digest(model) -> str:
     return h.hexdigest()
 
 
-def run_model_name(ex) -> str:
-    """How a run folder's ``config.json`` names the model of explainer ``ex``: the name it was
-    loaded by (embedded name, hub id or folder: the folder's settings check compares names), or,
-    for a model object (``load_model(obj, tok)`` or ``Explainer(obj, tok)``), its name or class
-    with the first 16 hex digits of :func:`weights_digest`, so a rerun with another model object
-    (another seed, a fine-tune, an ablation made in memory) is refused rather than resumed."""
+def run_model_settings(ex) -> dict:
+    """How a run folder's ``config.json`` records the model of explainer ``ex``:
+    ``{"model": its name (or class), "model_weights": "sha256:" + the first 16 hex digits of
+    :func:`weights_digest`}``, so a rerun in the folder with other weights under the same name
+    (a model object of another seed, a fine-tune or a weight ablated in memory; a folder or
+    ``gpt-nano`` trained again in place) is refused rather than resumed with the first model's
+    records. ``model_weights`` is None for the models the installed package fixes
+    (SmolLM2-135M-Instruct, ``smollm2-sst2``): they are not read again."""
     name = ex.name or type(ex.model).__name__
-    if getattr(ex, "loaded_by_name", False):
-        return name
-    return f"{name} (weights sha256 {weights_digest(ex.model)[:16]})"
+    fixed = getattr(ex, "loaded_by_name", False) and name in (DEFAULT_MODEL, SST2_NAME)
+    return {"model": name, "model_weights": None if fixed else "sha256:" + weights_digest(ex.model)[:16]}

@@ -27,6 +27,10 @@ METHODS_FILE = "methods.json"
 COMMAND_FILE = "command.json"
 #: sub-folder of the per-process parts of a torchrun run.
 PARTS_DIR = "parts"
+#: settings a folder written before they were recorded takes from the run that resumes it (what
+#: its records were computed with is not known; from then on they are checked): the model's
+#: weights digest (``models.run_model_settings``).
+ADOPTED_SETTINGS = ("model_weights",)
 #: the files that record how a run was asked for, not what it computed.
 _SETTINGS_FILES = (CONFIG_FILE, METHODS_FILE, COMMAND_FILE)
 
@@ -51,7 +55,8 @@ def writable_folder(out_dir, arg: str = "out_dir") -> Path:
 
 
 def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None:
-    """Write ``config.json``, or refuse a folder whose recorded settings differ from ``config``.
+    """Write ``config.json``, or refuse a folder whose recorded settings differ from ``config``
+    (a folder without one of :data:`ADOPTED_SETTINGS` first records it from ``config``).
 
     Raises:
         ValueError: the recorded settings differ (names them and ``arg``), or the folder holds
@@ -62,6 +67,10 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
     _refuse_results_without_config(out, arg, results)
     if cfg_path.exists() and results:
         old = json.loads(cfg_path.read_text(encoding="utf-8"))
+        adopted = {k: config[k] for k in ADOPTED_SETTINGS if k in config and k not in old}
+        if adopted:  # a folder from before the setting was recorded: taken to hold what runs now
+            old.update(adopted)
+            write_json(cfg_path, old)
         _refuse_differences(out, old, config, set(config) | set(old), arg)
     else:
         _forget_settings_without_results(out, config)

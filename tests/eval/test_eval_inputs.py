@@ -206,21 +206,41 @@ def test_short_texts_with_no_top_k_token_are_noted(tiny_gpt2, tmp_path):
     assert "The top-k removed no token from 1 of 2 examples (int(0.2 · |attributable|) = 0: fewer than 5" in md
 
 
-def test_rerun_with_another_model_object_refused(tiny_gpt2, tmp_path):
-    """A model given as an object is named in config.json with a digest of its weights: another
-    object of the same class (another seed, a weight changed in memory) is refused, not resumed
-    with the first model's records; the same weights resume."""
+def test_rerun_with_other_weights_under_one_name_refused(tiny_gpt2, tmp_path):
+    """config.json records a digest of the weights: another model object of the same class
+    (another seed, a weight changed in memory) or a model folder saved again in place is refused,
+    not resumed with the first model's records; the same weights resume; a folder from before
+    the digest was recorded takes it from the run that resumes it, and checks it from then on."""
     import aieg_fast
     from builders import make_tiny_gpt2
 
     out = tmp_path / "run"
     E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, **KW)
+    assert json.loads((out / "config.json").read_text())["model_weights"].startswith("sha256:")
     other = aieg_fast.load_model(*make_tiny_gpt2(seed=1))
-    with pytest.raises(ValueError, match=r"holds results with other settings \(model; .*weights sha256"):
+    with pytest.raises(ValueError, match=r"holds results with other settings \(model_weights; model_weights: 'sha256:"):
         E.evaluate(other, methods="saliency", n=2, out_dir=out, **KW)
     m, t = make_tiny_gpt2()  # the fixture's weights again, in a new object: resumed
     assert E.evaluate(aieg_fast.load_model(m, t), methods="saliency", n=2, out_dir=out, **KW)["computed"] == 1
     with torch.no_grad():
         m.get_input_embeddings().weight[3, 0] += 1.0  # one weight changed in memory
-    with pytest.raises(ValueError, match=r"other settings \(model;"):
+    with pytest.raises(ValueError, match=r"other settings \(model_weights;"):
         E.evaluate(aieg_fast.load_model(m, t), methods="saliency", n=3, out_dir=out, **KW)
+    # a model folder trained again in place, loaded by its path
+    folder, run = tmp_path / "model", tmp_path / "run2"
+    m0, t0 = make_tiny_gpt2()
+    m0.save_pretrained(folder)
+    t0.save_pretrained(folder)
+    E.evaluate(str(folder), methods="saliency", n=1, out_dir=run, **KW)
+    m.save_pretrained(folder)  # the changed weights, same name
+    with pytest.raises(ValueError, match=r"other settings \(model_weights;"):
+        E.evaluate(str(folder), methods="saliency", n=2, out_dir=run, **KW)
+    # a folder written before the digest: adopted, then checked
+    cfg = json.loads((run / "config.json").read_text())
+    del cfg["model_weights"]
+    (run / "config.json").write_text(json.dumps(cfg))
+    assert E.evaluate(str(folder), methods="saliency", n=2, out_dir=run, **KW)["computed"] == 1
+    assert "model_weights" in json.loads((run / "config.json").read_text())
+    m0.save_pretrained(folder)
+    with pytest.raises(ValueError, match=r"other settings \(model_weights;"):
+        E.evaluate(str(folder), methods="saliency", n=3, out_dir=run, **KW)
