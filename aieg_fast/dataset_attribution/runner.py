@@ -217,7 +217,7 @@ def _merge(out: Path) -> List[dict]:
 
 
 #: what a record keeps of its data row, compared with the data on resume (record key → Example field)
-_ROW_KEYS = {"example_text": "text", "example_target": "target", "example_contrast": "contrast", "example_template": "template"}
+_ROW_KEYS = {"id": "id", "example_text": "text", "example_target": "target", "example_contrast": "contrast", "example_template": "template"}
 
 
 def _head(e: Example, s: DatasetRun) -> dict:
@@ -386,7 +386,7 @@ def _settings(s: DatasetRun, text_column, target_is_id) -> dict:
     """The part of the recorded settings that needs no model (checked before it is loaded)."""
     return {"method": s.method, "options": s.options, "option_values": resolved_options(s.method, s.options), "n_steps": s.n_steps, "target_fn": s.target_fn, "label_set": s.label_set,
             "template": s.template, "baseline": s.baseline if s.baseline is None or isinstance(s.baseline, (str, int)) else "tensor",
-            "text_column": text_column or "text", "target_is_id": bool(target_is_id)}
+            "text_column": text_column or "text", "target_is_id": bool(target_is_id), "batch_size": s.batch_size}
 
 
 def _former_option_values(recorded: dict) -> Optional[dict]:

@@ -326,11 +326,16 @@ def _todo(rows: Sequence[dict], methods: Sequence[str], done: Dict[str, dict], h
 
     Raises:
         ValueError: a record of the folder holds another prompt under the same id, or (teacher
-            forced) another reference, the text its steps explain.
+            forced) another reference, the text its steps explain, or has method lines without
+            its first line (the continuation they explain).
     """
     todo = []
     for row in rows:
         d = done.get(row["id"])
+        if d is not None and "skipped" not in d and "generated_ids" not in d:
+            raise ValueError(f"out_dir holds method lines for id {row['id']!r} without its first line (the prompt and the "
+                             "generated continuation the methods explain; records.jsonl edited or merged by hand?); "
+                             "remove that id's lines or use another out_dir")
         if d is not None and "skipped" not in d and d.get("prompt") != row["prompt"]:
             raise ValueError(f"out_dir holds a record for id {row['id']!r} with another prompt ({d.get('prompt')!r:.60}); "
                              "use another out_dir for other prompts")

@@ -183,7 +183,7 @@ def pi_soft(
     (:func:`~aieg_fast.eval.scores.map_scores`), ``n_samples`` Bernoulli draws each; the uniforms
     depend only on (seed, instance_id, π index), never on the method or the soft map.
     ``uniform=True`` is the control row r_i = π (then ``attr`` only supplies the input; its
-    scores and the soft map are ignored).
+    scores and the soft map are ignored; ``attr`` may be None when ``ctx`` gives the input).
 
     Args:
         soft_map: ``"relu"`` (default), ``"minmax"`` or ``"abs"``. sign: ``"relu"`` / ``"abs"``,
@@ -195,7 +195,8 @@ def pi_soft(
 
     Raises:
         ValueError: bad ``pis`` (must be increasing, inside (0, 1)), ``n_samples``, ``curves``,
-            ``soft_map`` / ``sign`` (before any forward).
+            ``soft_map`` / ``sign`` (before any forward). TypeError: ``attr`` not an
+            :class:`~aieg_fast.result.Attribution` (None is taken only as above).
     """
     pis = check_pis(pis)
     n_samples = check_positive_int("n_samples", n_samples)
@@ -203,7 +204,8 @@ def pi_soft(
     if not curves or any(c not in ("nc", "ns") for c in curves):
         raise ValueError(f"curves must be a non-empty subset of ('nc', 'ns'), got {curves!r}")
     soft_map = _pi_soft_map(soft_map, sign)
-    ctx = context_for(ex, attr, ctx, prepare_kw)
+    if not (uniform and attr is None and ctx is not None):
+        ctx = context_for(ex, attr, ctx, prepare_kw)
     L, d = ctx.embeds.shape
     G = len(pis)
     P = torch.tensor(pis, dtype=torch.float64)

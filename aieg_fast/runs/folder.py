@@ -29,8 +29,8 @@ COMMAND_FILE = "command.json"
 PARTS_DIR = "parts"
 #: settings a folder written before they were recorded takes from the run that resumes it (what
 #: its records were computed with is not known; from then on they are checked): the model's
-#: weights digest (``models.run_model_settings``).
-ADOPTED_SETTINGS = ("model_weights",)
+#: weights digest (``models.run_model_settings``) and attribute-dataset's batch size.
+ADOPTED_SETTINGS = ("model_weights", "batch_size")
 #: the files that record how a run was asked for, not what it computed.
 _SETTINGS_FILES = (CONFIG_FILE, METHODS_FILE, COMMAND_FILE)
 
@@ -240,7 +240,9 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:
     _refuse_results_without_config(out, arg, results)
     if not cfg_path.is_file() or not results:
         return
-    _refuse_differences(out, json.loads(cfg_path.read_text(encoding="utf-8")), settings, settings, arg)
+    old = json.loads(cfg_path.read_text(encoding="utf-8"))
+    keys = [k for k in settings if k in old or k not in ADOPTED_SETTINGS]  # an adopted one is recorded later
+    _refuse_differences(out, old, settings, keys, arg)
 
 
 def part_path(out, name: str, rank: int) -> Path:

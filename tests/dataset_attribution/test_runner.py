@@ -84,11 +84,11 @@ def test_resume_and_a_cut_last_line(tiny_gpt2, tmp_path, capsys):
     assert (fewer["n_examples"], fewer["computed"], fewer["done_before"]) == (2, 0, 2) and len(_records(out)) == 6
     # other settings, or other data, in the same folder: refused before any work
     with pytest.raises(ValueError, match=r"other settings \(n_steps; n_steps: "):
-        attribute_dataset(data, out, tiny_gpt2, **dict(KW, n_steps=5))
+        attribute_dataset(data, out, tiny_gpt2, batch_size=2, **dict(KW, n_steps=5))
     changed = [dict(r) for r in ROWS]
     changed[1]["text"] = "another text"
     with pytest.raises(ValueError, match="data row 1 with another text"):
-        attribute_dataset(_data(tmp_path, changed), out, tiny_gpt2, **KW)
+        attribute_dataset(_data(tmp_path, changed), out, tiny_gpt2, batch_size=2, **KW)
     assert [r["index"] for r in _records(out)] == list(range(6))  # nothing lost
 
 
@@ -166,6 +166,7 @@ def test_parquet(tiny_gpt2, tmp_path, monkeypatch):
     (lambda r: dict(r, target=" good") if "target" not in r else r, "target"),   # a target column added
     (lambda r: dict(r, contrast=" bad") if "target" in r else r, "contrast"),
     (lambda r: dict(r, template="Text: {text} :"), "template"),
+    (lambda r: dict(r, id="NEW") if r.get("id") == "a" else r, "id"),   # an id column edited: joins by id would go wrong
 ])
 def test_resume_refuses_rows_whose_target_contrast_or_template_changed(tiny_gpt2, tmp_path, change, field):
     """A record explains its row as it was: a rerun whose data gives the row another target,
@@ -196,3 +197,18 @@ def test_settings_the_model_refuses_are_an_error_not_skipped_rows(tiny_gpt2, tmp
     assert not out.exists()
     fixed = dict(kw, baseline=None) if "baseline" in kw else dict(kw, method="integrated_gradients")
     assert attribute_dataset(_data(tmp_path, rows), out, tiny_gpt2, n_steps=4, progress=False, **fixed)["skipped"] == 0
+
+
+def test_resume_with_another_batch_size_refused_and_older_folders_adopt_it(tiny_gpt2, tmp_path):
+    """batch_size decides which examples share a padded call; it was not recorded, so a rerun
+    with another one resumed silently. It is now in config.json; a folder from before takes it
+    from the run that resumes it."""
+    out = tmp_path / "o"
+    attribute_dataset(_data(tmp_path), out, tiny_gpt2, batch_size=2, **KW)
+    with pytest.raises(ValueError, match=r"other settings \(batch_size; batch_size: 2 recorded, 3 now\)"):
+        attribute_dataset(_data(tmp_path), out, tiny_gpt2, batch_size=3, **KW)
+    cfg = json.loads((out / "config.json").read_text())
+    del cfg["batch_size"]
+    (out / "config.json").write_text(json.dumps(cfg))
+    assert attribute_dataset(_data(tmp_path), out, tiny_gpt2, batch_size=3, **KW)["done_before"] == len(ROWS)
+    assert json.loads((out / "config.json").read_text())["batch_size"] == 3

@@ -104,6 +104,11 @@ def test_evaluate_generation_records_resume_and_summary(tiny_gpt2, tmp_path, mon
                               topk_sweep=(0.1, 0.5), **FAST)
     with pytest.raises(ValueError, match="out_dir"):
         G.evaluate_generation(ex, PROMPTS, methods="saliency", out_dir=out, **dict(FAST, n_new_tokens=2))
+    # an id whose first line (prompt and continuation) was taken out by hand: named as such, not as another prompt
+    kept = [l for l in (out / "records.jsonl").read_text().splitlines() if not ('"id": "a"' in l and "generated_ids" in l)]
+    (out / "records.jsonl").write_text("\n".join(kept) + "\n")
+    with pytest.raises(ValueError, match=r"method lines for id 'a' without its first line"):
+        G.evaluate_generation(ex, PROMPTS, methods="saliency", out_dir=out, topk_sweep=(0.1, 0.5), **FAST)
 
 
 def test_teacher_forced_prompt_only_and_refused_input(tiny_gpt2, tmp_path):

@@ -293,6 +293,8 @@ def test_pi_soft_endpoints_auc_and_uniform(case):
     # uniform retention ignores the scores entirely
     u2 = M.pi_soft(ex, _with_scores(a, torch.randn(len(a.token_ids))), pis=pis, n_samples=2, uniform=True, ctx=ctx)
     assert u["ns"]["curve"] == u2["ns"]["curve"]
+    # the documented control call without an attribution: ctx gives the input (it raised TypeError)
+    assert M.pi_soft(ex, None, pis=pis, n_samples=2, uniform=True, ctx=ctx) == u
 
 
 def test_common_random_numbers_and_seed(case):
