@@ -252,6 +252,7 @@ def attribute_generation(
     m = get_method(method)
     check_call_settings(n_steps, backend, auto_ok=False)
     opts = m.options(**options)
+    m.check_steps(opts, n_steps)
     check_model(m, opts, ex.adapter)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = _encode_prompt(ex, prompt, template)
     call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,

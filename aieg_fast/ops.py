@@ -34,6 +34,7 @@ from ._ext import CPU_OPS, CUDA_OPS, EXT_ERROR, HAS_EXT, WITH_CUDA
 
 __all__ = [
     "BACKENDS",
+    "MAX_GRID_POINTS",
     "resolve_backend",
     "recording",
     "record_used",
@@ -48,6 +49,9 @@ __all__ = [
 ]
 
 BACKENDS = ("auto", "ext", "reference")
+#: the most points :func:`adaptive_alphas` lays out (each point is a forward and a backward pass
+#: of the model: ten million is far past any path; a larger M only exhausted memory)
+MAX_GRID_POINTS = 10_000_000
 _KERNEL_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
@@ -176,6 +180,12 @@ def _check_real(x, name: str) -> None:
         raise TypeError(f"{name} should be a real-valued tensor, got dtype {x.dtype}")
 
 
+def _check_has_values(x: Tensor, name: str, op: str) -> None:
+    """Refuse a tensor on the meta device for an op whose result depends on the values."""
+    if x.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device, which holds no values; {op} depends on them")
+
+
 def _check_shape(ok: bool, name: str, expected: str, x: Tensor) -> None:
     if not ok:
         raise ValueError(f"{name} should have shape {expected}, got shape {list(x.shape)}")
@@ -260,13 +270,22 @@ def adaptive_alphas(
     Returns:
         (alphas Tensor[M], widths Tensor[M]) on ``pilot_logits``' device, float32 (float64 for a
         float64 pilot).
+
+    Raises:
+        TypeError: ``pilot_logits`` not a real tensor, ``n_steps`` not an int,
+            ``idg_compat_quirk`` not a bool. ValueError: ``alloc`` unknown, ``n_steps`` outside
+            [2, :data:`MAX_GRID_POINTS`], ``pilot_logits`` on the meta device (the grid depends
+            on its values, which that device does not hold).
     """
     _check_choice("alloc", alloc, reference.ALLOC_MODES)
     _check_real(pilot_logits, "pilot_logits")
+    _check_has_values(pilot_logits, "pilot_logits", "adaptive_alphas")
     if isinstance(n_steps, bool) or not isinstance(n_steps, Integral):
         raise TypeError(f"n_steps should be an int, got {type(n_steps).__name__}")
-    if n_steps < 2:
-        raise ValueError(f"n_steps must be >= 2, got {n_steps}")
+    if not 2 <= n_steps <= MAX_GRID_POINTS:
+        raise ValueError(f"n_steps must be in [2, {MAX_GRID_POINTS}], got {n_steps}")
+    if not isinstance(idg_compat_quirk, bool):
+        raise TypeError(f"idg_compat_quirk should be True or False, got {idg_compat_quirk!r}")
     pilot = pilot_logits.detach().reshape(-1)
     if _dispatch(backend, pilot, op="adaptive_alphas") == "reference":
         return reference.adaptive_alphas(pilot, int(n_steps), alloc, bool(idg_compat_quirk))
@@ -301,13 +320,15 @@ def emphasis_factors(
         Tensor[M], float32 (float64 for float64 logits).
 
     Raises:
-        ValueError: a bad option or combination (:func:`reference.check_emphasis_options`), or
-            inputs of different lengths. TypeError: a non-tensor or complex/bool input.
+        ValueError: a bad option or combination (:func:`reference.check_emphasis_options`),
+            inputs of different lengths, an input on the meta device (the factors depend on the
+            values). TypeError: a non-tensor or complex/bool input.
     """
     reference.check_emphasis_options(mode, sign, norm, slopes)
     named = [(path_logits, "path_logits"), (alphas, "alphas"), (widths, "widths")]
     for x, name in named + ([] if slopes is None else [(slopes, "slopes")]):
         _check_real(x, name)
+        _check_has_values(x, name, "emphasis_factors")
     M = path_logits.numel()
     if alphas.numel() != M or widths.numel() != M or (slopes is not None and slopes.numel() != M):
         if slopes is None:

@@ -5,7 +5,7 @@ import functools
 
 import torch
 
-from .validation import check_choice
+from .validation import check_choice, check_int
 
 __all__ = ["INTEGRATION_RULES", "quadrature"]
 
@@ -20,15 +20,21 @@ def quadrature(rule: str, n_steps: int, dtype=torch.float64):
             ``uniform`` (linspace points, weight 1/M each — the form of specs/aieg.md §9, and
             what AIEG with ``ef_mode="none"`` uses), ``gausslegendre`` (captum's default),
             ``riemann_left``, ``riemann_right``, ``riemann_middle``.
-        n_steps: M ≥ 2.
+        n_steps: M ≥ 2 (an int).
+        dtype: a floating-point ``torch.dtype`` of the returned tensors (default float64).
 
     Returns:
         (alphas Tensor[M], weights Tensor[M]); Σ weights = 1.
 
     Raises:
-        ValueError: unknown ``rule``.
+        ValueError: unknown ``rule``, ``n_steps`` not an int ≥ 2.
+        TypeError: ``dtype`` not a floating-point ``torch.dtype`` (an integer dtype would round
+            every weight to 0).
     """
     check_choice("integration", rule, INTEGRATION_RULES)
+    check_int("n_steps", n_steps, 2)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype (e.g. torch.float32), got {dtype!r}")
     a, w = _quadrature64(rule, n_steps)
     return a.to(dtype, copy=True), w.to(dtype, copy=True)
 

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from torch import Tensor
 
+from ..core.diagnostics import warn
 from ..core.path import BYTES_PER_STEP
 from ..core.validation import check_options
 
@@ -151,13 +152,23 @@ class Method:
 
     def check_steps(self, opts, n_steps) -> None:
         """Refuse, before any work, ``n_steps="auto"`` where this method (with these options)
-        cannot choose its steps by accuracy.
+        cannot choose its steps by accuracy. A pilot of more points than ``n_steps`` is warned
+        (:class:`~aieg_fast.core.diagnostics.AttributionWarning`): the adaptive grid deals the
+        ``n_steps`` points over the pilot's intervals and leaves the intervals without one out
+        of the integral (IDG's rule; its authors vary N and M apart), so with a pilot much
+        larger than ``n_steps`` the scores can cover a small part of the path.
 
         Raises:
             ValueError: naming the method and why, and what to pass instead.
         """
         if n_steps == "auto" and not self.auto_steps:
             raise ValueError(f"n_steps='auto' is not available for method {self.name!r}: {self.auto_steps_refusal}")
+        pilot = getattr(opts, self.pilot_option, None) if self.pilot_option else None
+        if isinstance(pilot, int) and isinstance(n_steps, int) and pilot > n_steps:
+            warn(f"{self.name}: {self.pilot_option}={pilot} > n_steps={n_steps}: the adaptive grid puts the {n_steps} points "
+                 f"over the pilot's {pilot - 1} intervals and leaves the intervals without a point out of the integral, so "
+                 f"the scores can cover a small part of the path (info['alphas'] holds the grid; the default "
+                 f"{self.pilot_option} is n_steps)")
 
     def needs_words(self, opts) -> bool:
         """Whether the method groups tokens into words with these options; the caller then fills

@@ -754,7 +754,15 @@ _BAD = [
      ValueError, r"path_logits, alphas, widths and slopes must have the same length, got 4, 4, 4, 3"),
     ("emphasis_factors", (torch.randn(4), torch.rand(4), torch.rand(4), "completeness", "abs", "none", "s"), TypeError,
      r"slopes should be a torch.Tensor, got str"),
-    ("adaptive_alphas", (torch.randn(4), 1), ValueError, r"n_steps must be >= 2, got 1"),
+    ("adaptive_alphas", (torch.randn(4), 1), ValueError, r"n_steps must be in \[2, 10000000\], got 1"),
+    # a huge grid exhausted memory (the reference built Python lists until the process was killed)
+    ("adaptive_alphas", (torch.randn(4), 2**40), ValueError, r"n_steps must be in \[2, 10000000\], got 1099511627776"),
+    # any truthy value was read as True: the official code's quirky grid without a word
+    ("adaptive_alphas", (torch.randn(4), 8, "idg_minmax", "no"), TypeError, r"idg_compat_quirk should be True or False, got 'no'"),
+    ("adaptive_alphas", (torch.randn(4, device="meta"), 8), ValueError,
+     r"pilot_logits is on the meta device, which holds no values; adaptive_alphas depends on them"),
+    ("emphasis_factors", (torch.randn(4, device="meta"), torch.rand(4), torch.rand(4)), ValueError,
+     r"path_logits is on the meta device, which holds no values; emphasis_factors depends on them"),
     ("adaptive_alphas", (torch.randn(4), 5.0), TypeError, r"n_steps should be an int, got float"),
     ("adaptive_alphas", (torch.randn(4), 5, "rel"), ValueError,
      r"alloc must be one of \['abs', 'idg_minmax'\], got 'rel'"),
@@ -826,3 +834,16 @@ def test_ext_refuses_inputs_that_require_grad():
     assert e.grad is not None and torch.allclose(e.grad, torch.full((3, 4), 1.5))
     with torch.no_grad():  # no gradient asked: the kernel runs
         ops.interpolate_path(e, torch.zeros(3, 4), torch.rand(2), backend="ext")
+
+
+def test_quadrature_checks_its_arguments():
+    """n_steps < 2, a float or a bool gave raw ZeroDivisionError / IndexError / TypeError; an
+    integer dtype returned weights [0, 0, 0] (the docstring promises Σ weights = 1)."""
+    a, w = aieg_fast.quadrature("trapezoid", 3, torch.float32)
+    assert a.dtype == torch.float32 and float(w.sum()) == pytest.approx(1.0)
+    for bad in (1, 0, -1, 2.5, "5", None, True):
+        with pytest.raises(ValueError, match=r"n_steps must be an int >= 2, got"):
+            aieg_fast.quadrature("trapezoid", bad)
+    for bad in (torch.int64, "float32"):
+        with pytest.raises(TypeError, match=r"dtype must be a floating-point torch.dtype"):
+            aieg_fast.quadrature("trapezoid", 3, bad)
