@@ -222,11 +222,17 @@ def interpolate_path(
         baseline_embeds (Tensor[L, d]): baseline embeddings E′ (cast to the accumulation dtype
             if its dtype differs from ``input_embeds``').
         alphas (Tensor[m]): path positions (any shape with m elements; any real dtype).
-        fixed_mask (Tensor[L] of bool, optional): positions that copy ``input_embeds``.
+        fixed_mask (Tensor[L] of bool, or of 0/1 integers, optional): positions that copy
+            ``input_embeds`` (nonzero: fixed; a floating-point mask is refused).
         backend: "auto", "ext" or "reference".
 
     Returns:
         Tensor[m, L, d] in ``input_embeds``' dtype.
+
+    Raises:
+        TypeError: a non-tensor, ``input_embeds`` not float32/float64/float16/bfloat16, a
+            complex or bool ``baseline_embeds`` / ``alphas``, a floating-point ``fixed_mask``.
+        ValueError: shapes other than above; an unknown ``backend``.
     """
     _check_float(input_embeds, "input_embeds")
     _check_real(baseline_embeds, "baseline_embeds")
@@ -239,7 +245,9 @@ def interpolate_path(
     baseline_embeds, alphas = baseline_embeds.to(dev), alphas.to(dev).reshape(-1)
     if fixed_mask is not None:
         _check_tensor(fixed_mask, "fixed_mask")
-        _check_shape(fixed_mask.numel() == L, "fixed_mask", f"[{L}]", fixed_mask)
+        if fixed_mask.is_floating_point() or fixed_mask.is_complex():  # 0.5 would be read as True
+            raise TypeError(f"fixed_mask should be a bool (or 0/1 integer) tensor, got dtype {fixed_mask.dtype}")
+        _check_shape(fixed_mask.dim() == 1 and fixed_mask.numel() == L, "fixed_mask", f"[{L}]", fixed_mask)
         fixed_mask = fixed_mask.to(dev).reshape(-1)
     used = _dispatch(backend, input_embeds, baseline_embeds, alphas, fixed_mask, op="interpolate_path")
     if used == "reference":
@@ -329,6 +337,8 @@ def emphasis_factors(
     for x, name in named + ([] if slopes is None else [(slopes, "slopes")]):
         _check_real(x, name)
         _check_has_values(x, name, "emphasis_factors")
+    for x, name in named + ([] if slopes is None else [(slopes, "slopes")]):
+        _check_shape(x.dim() == 1, name, "[M]", x)
     M = path_logits.numel()
     if alphas.numel() != M or widths.numel() != M or (slopes is not None and slopes.numel() != M):
         if slopes is None:
@@ -372,6 +382,10 @@ def integrate_gradients(
 
     Returns:
         Tensor[L] or Tensor[L, d], float32 (float64 for float64 grads).
+
+    Raises:
+        TypeError: a non-tensor, ``grads`` not of a kernel dtype, a complex or bool ``weights`` /
+            ``delta``. ValueError: shapes other than above, an unknown ``reduce`` or ``backend``.
     """
     _check_choice("reduce", reduce, reference.INTEGRATE_REDUCES)
     _check_float(grads, "grads")
@@ -408,7 +422,12 @@ def attention_gradient_product(
         backend: "auto", "ext" or "reference".
 
     Returns:
-        Tensor[Q, K], float32 (float64 for float64 attn).
+        Tensor[Q, K], float32 (float64 for float64 attn); NaN for H = 0 under a head mean.
+
+    Raises:
+        TypeError: a non-tensor, ``attn`` not of a kernel dtype, a complex or bool ``grad`` /
+            ``weights``. ValueError: shapes other than above, ``grad`` missing where ``reduce``
+            needs it, an unknown ``reduce`` or ``backend``.
     """
     _check_choice("reduce", reduce, reference.AGP_REDUCES)
     _check_float(attn, "attn")
@@ -449,9 +468,11 @@ def posnorm(
         backend: "auto", "ext" or "reference".
 
     Returns:
-        Tensor[..., L], float32 (float64 for float64 scores). For L = 0 both backends return the
-        empty result (``reference.posnorm`` itself raises IndexError there for "minmax" and
-        "relu_max").
+        Tensor[..., L], float32 (float64 for float64 scores); empty for L = 0.
+
+    Raises:
+        TypeError: a non-tensor, ``scores`` not of a kernel dtype. ValueError: ``scores`` 0-d,
+            ``valid_mask`` not broadcastable to it, an unknown ``mode`` or ``backend``.
     """
     _check_choice("mode", mode, reference.POSNORM_MODES)
     _check_float(scores, "scores")
@@ -462,8 +483,6 @@ def posnorm(
                      f"broadcastable to {list(scores.shape)} (scores)", valid_mask)
         valid_mask = valid_mask.to(scores.device)
     if _dispatch(backend, scores, valid_mask, op="posnorm") == "reference":
-        if scores.shape[-1] == 0:
-            return scores.new_zeros(scores.shape, dtype=acc_dtype(scores))
         return reference.posnorm(scores, valid_mask, mode)
     return torch.ops.aieg_fast.posnorm.default(scores, valid_mask, mode)
 

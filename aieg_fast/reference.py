@@ -70,8 +70,10 @@ def interpolate_path(
 
     Args:
         input_embeds (Tensor[L, d]): token embeddings E of the input.
-        baseline_embeds (Tensor[L, d]): baseline embeddings E′ (same dtype and device).
-        alphas (Tensor[m]): path positions in [0, 1] (any float dtype; cast to the embeddings').
+        baseline_embeds (Tensor[L, d]): baseline embeddings E′ (same device; another dtype is
+            cast to the accumulation dtype).
+        alphas (Tensor[m]): path positions, usually in [0, 1] (not checked: α outside it
+            extrapolates the line; any float dtype, cast to the accumulation dtype).
         fixed_mask (Tensor[L] of bool, optional): positions held fixed; they copy ``input_embeds``
             for every α (BOS, template and other special tokens).
 
@@ -341,7 +343,8 @@ def emphasis_factors(
 
     Args:
         path_logits (Tensor[M]): target logit f_m = F(γ(α_m)) (or slopes, for ``"autograd"``).
-        alphas (Tensor[M]): sorted path positions.
+        alphas (Tensor[M]): path positions in increasing order (not checked: unsorted ones give negative
+            finite-difference steps, so "signed" weights of the wrong sign).
         widths (Tensor[M]): sub-step widths δ_m.
         mode: "fd", "autograd", "none" or "completeness".
         sign: "abs", "signed", "relu" or "minmax".

@@ -62,26 +62,27 @@ CALL_SETTINGS = {
 
 
 def parse_memory(value) -> int:
-    """Bytes from an int or a string such as ``"4GB"``, ``"512MiB"``, ``"2e9"``.
+    """Bytes from a number or a string such as ``"4GB"``, ``"512MiB"``, ``"2e9"``, ``"1e-3GB"``
+    (units k, M, G, T, powers of 1000, or with ``i`` of 1024, any case; the ``B`` optional).
 
     Raises:
-        ValueError: unparseable value or not positive.
+        ValueError: an unparseable value, or one that is not a finite number of at least one
+            byte (names ``max_memory`` and the value).
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value) or value <= 0:
-            raise ValueError(f"max_memory must be a positive finite number of bytes, got {value!r}")
-        return int(value)
-    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([kKmMgGtT]?)(i?)[bB]?\s*", str(value))
-    if not m:
-        raise ValueError(f"max_memory must be bytes or a string like '4GB', got {value!r}")
-    try:
-        num = float(m.group(1))
-    except ValueError:  # "1e", "1.2.3": the pattern's characters in no number's order
-        raise ValueError(f"max_memory must be bytes or a string like '4GB', got {value!r}") from None
-    base = 1024 if m.group(3) else 1000
-    mult = {"": 1, "k": base, "m": base**2, "g": base**3, "t": base**4}[m.group(2).lower()]
-    if not math.isfinite(num) or num <= 0:
-        raise ValueError(f"max_memory must be positive, got {value!r}")
+        num, mult = float(value), 1
+    else:
+        m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([kmgt]?)(i?)b?\s*", str(value), flags=re.IGNORECASE)
+        try:
+            num = float(m.group(1)) if m else math.nan
+        except ValueError:  # "1e", "1.2.3": the pattern's characters in no number's order
+            num = math.nan
+        if math.isnan(num):
+            raise ValueError(f"max_memory must be bytes or a string like '4GB', got {value!r}")
+        mult = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}[m.group(2).lower()]
+        mult = (1024 if m.group(3) else 1000) ** mult
+    if not math.isfinite(num * mult) or num * mult < 1:
+        raise ValueError(f"max_memory must be a finite number of at least one byte, got {value!r}")
     return int(num * mult)
 
 

@@ -46,13 +46,25 @@ def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = N
         (words: List[str], word_scores: List[float], token_to_word: List[int]).
 
     Raises:
-        ValueError: unknown ``reduce`` or length mismatch.
+        ValueError: unknown ``reduce``; ``scores`` not one number per token (another length, or
+            not 1-D); ``special`` of another length than ``tokens``.
+        TypeError: a token that is not a str.
     """
     if reduce not in ("sum", "mean", "max"):
         raise ValueError(f"reduce must be 'sum', 'mean' or 'max', got {reduce!r}")
-    vals = [float(x) for x in (scores.tolist() if torch.is_tensor(scores) else scores)]
+    bad = next((i for i, t in enumerate(tokens) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"tokens must be strings (raw token strings), got {tokens[bad]!r} at index {bad}")
+    arr = torch.as_tensor(scores.detach().cpu() if torch.is_tensor(scores) else scores, dtype=torch.float64) \
+        if not isinstance(scores, (str, bytes)) else None
+    if arr is None or arr.dim() != 1:
+        raise ValueError(f"scores must be one number per token (a 1-D tensor or list), got "
+                         f"{'shape ' + str(tuple(arr.shape)) if arr is not None else repr(scores)}")
+    vals = arr.tolist()
     if len(vals) != len(tokens):
         raise ValueError(f"scores has {len(vals)} entries but tokens has {len(tokens)}")
+    if special is not None and len(special) != len(tokens):
+        raise ValueError(f"special has {len(special)} entries but tokens has {len(tokens)}")
     groups = marker_groups(tokens, special)
     words, tok2word = [], [0] * len(tokens)
     for g_idx, g in enumerate(groups):

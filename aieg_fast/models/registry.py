@@ -17,16 +17,28 @@ def register_adapter(model_type: str, adapter: Type[DecoderAdapter], *, replace:
     """Register ``adapter`` for models whose ``config.model_type`` is ``model_type``.
 
     Raises:
-        TypeError: ``adapter`` is not a :class:`DecoderAdapter` subclass.
-        ValueError: an empty model_type, an adapter without ``architectures``, or a model_type
-            already registered (unless ``replace=True``).
+        TypeError: ``adapter`` is not a :class:`DecoderAdapter` subclass; its ``architectures``
+            is not a tuple (or list) of class names (a str, or a class object).
+        ValueError: an empty model_type, an adapter without ``architectures``, one that leaves
+            a hook every family declares (``decoder``, ``blocks``, ``config_sizes``; with
+            attention also ``attention``, ``qkv_points``, ``o_proj``) to the base class, or a
+            model_type already registered (unless ``replace=True``).
     """
     if not (isinstance(adapter, type) and issubclass(adapter, DecoderAdapter)):
         raise TypeError(f"adapter must be a DecoderAdapter subclass, got {adapter!r}")
     if not isinstance(model_type, str) or not model_type:
         raise ValueError(f"model_type must be a non-empty str, got {model_type!r}")
-    if not adapter.architectures:
+    archs = adapter.architectures
+    if not isinstance(archs, (tuple, list)) or not all(isinstance(a, str) and a for a in archs):
+        raise TypeError(f"{adapter.__name__}.architectures must be a tuple of transformers class names "
+                        f"(e.g. ('LlamaForCausalLM',)), got {archs!r}")
+    if not archs:
         raise ValueError(f"adapter {adapter.__name__} declares no architectures")
+    hooks = ("decoder", "blocks", "config_sizes") + (("attention", "qkv_points", "o_proj") if adapter.has_attention else ())
+    missing = [h for h in hooks if getattr(adapter, h) is getattr(DecoderAdapter, h)]
+    if missing:
+        raise ValueError(f"adapter {adapter.__name__} does not implement {missing} (DecoderAdapter leaves them to each "
+                         "family; subclass the adapter of a family close to yours, e.g. LlamaAdapter, to inherit them)")
     if model_type in _ADAPTERS and not replace:
         raise ValueError(f"model_type {model_type!r} already has the adapter {_ADAPTERS[model_type].__name__}; pass replace=True")
     _ADAPTERS[model_type] = adapter

@@ -130,3 +130,15 @@ def test_greedy_generation_has_offsets(tiny_gpt2):
     Lp = res.prompt_length
     gen = "".join(res.text[o[0]:o[1]] for o in res.offsets[Lp:] if o)
     assert gen == res.text[len("café"):]
+
+
+@pytest.mark.parametrize("args, err, match", [
+    ((["a", "Ġb"], [1.0, 2.0], [True]), ValueError, r"special has 1 entries but tokens has 2"),      # IndexError before
+    ((["a"], [1.0], [True, False]), ValueError, r"special has 2 entries but tokens has 1"),         # accepted silently
+    ((["a", "Ġb"], torch.zeros(2, 3)), ValueError, r"scores must be one number per token .* shape \(2, 3\)"),
+    ((["a"], torch.tensor(1.0)), ValueError, r"scores must be one number per token .* shape \(\)"),
+    ((["a", None], [1.0, 2.0]), TypeError, r"tokens must be strings .* got None at index 1"),
+])
+def test_aggregate_words_names_bad_input(args, err, match):
+    with pytest.raises(err, match=match):
+        aieg_fast.aggregate_words(*args)

@@ -466,6 +466,12 @@ def test_parse_memory():
     assert aieg_fast.parse_memory("512MiB") == 512 * 1024**2
     with pytest.raises(ValueError, match="max_memory"):
         aieg_fast.parse_memory("lots")
+    # units in any case, negative exponents; below one byte or infinite refused (0.5 gave 0)
+    assert aieg_fast.parse_memory("4GIB") == aieg_fast.parse_memory("4gib") == 4 * 1024**3
+    assert aieg_fast.parse_memory("1e-3GB") == 1_000_000 and aieg_fast.parse_memory("2e9") == 2_000_000_000
+    for bad in (0.5, "0.5", "1e400", float("inf"), -3, "-4GB", 0):
+        with pytest.raises(ValueError, match=r"max_memory must be a finite number of at least one byte"):
+            aieg_fast.parse_memory(bad)
 
 
 @pytest.mark.parametrize("opts", [{}, {"ef_sign": "signed"}, {"ef_sign": "relu"}, {"ef_norm": "none"}, {"ef_mode": "none"}, {"adaptive": False}])

@@ -153,6 +153,20 @@ def test_register_adapter_bad_input():
         register_adapter("x", object)
     with pytest.raises(ValueError, match="no adapter is registered"):
         unregister_adapter("no-such-family")
+    from aieg_fast.models import DecoderAdapter, LlamaAdapter, supported_architectures
+
+    before = supported_architectures()
+    # a str matched by substring (and listed letter by letter); a class object is not a name
+    for archs, shown in (("MyLlamaForCausalLM", "'MyLlamaForCausalLM'"), ((LlamaAdapter,), "LlamaAdapter")):
+        bad = type("Bad", (LlamaAdapter,), {"architectures": archs})
+        with pytest.raises(TypeError, match=rf"Bad.architectures must be a tuple of transformers class names .*{shown}"):
+            register_adapter("my-llama", bad)
+    # the base class's hooks: a bare NotImplementedError at load time
+    bare = type("Bare", (DecoderAdapter,), {"architectures": ("MyLlamaForCausalLM",)})
+    with pytest.raises(ValueError, match=r"adapter Bare does not implement \['decoder', 'blocks', 'config_sizes', "
+                                         r"'attention', 'qkv_points', 'o_proj'\]"):
+        register_adapter("my-llama", bare)
+    assert supported_architectures() == before
 
 
 def test_renamed_subclass_of_a_supported_model():
