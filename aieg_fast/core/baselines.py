@@ -200,6 +200,9 @@ def row_noise(batch) -> List[float]:
 def noisy_baseline(batch, sigmas: Sequence[float], seed: int, sample: int) -> Tensor:
     """x′ + σ_b ε at the attributable positions of ``batch`` (a :class:`~aieg_fast.core.batch.Batch`;
     fixed positions and padding stay x′): Tensor[B, L, d] in the baseline's dtype and device.
+    With ``alpha_range`` the batch's baseline is already the path's start x(α0)
+    (:func:`shift_baseline`), so the noise is σ where the integral begins (a choice: noise on x′
+    before the shift would be (1 − α0)·σ there).
 
     Each row's ε ~ N(0, 1) [n, d] is drawn for its own n tokens from a CPU generator seeded by
     (``seed``, ``sample``, the row's token ids), and scaled by its own σ (``sigmas``, one per
