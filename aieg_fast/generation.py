@@ -249,11 +249,7 @@ def attribute_generation(
     max_new_tokens = _new_tokens(max_new_tokens, generated_text)
     _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory,
                            dict(interpolate_generated=interpolate_generated, progress=progress, shared=shared))
-    m = get_method(method)
-    check_call_settings(n_steps, backend, auto_ok=False)
-    opts = m.options(**options)
-    m.check_steps(opts, n_steps)
-    check_model(m, opts, ex.adapter)
+    m, opts = _method_checked(ex, method, options, n_steps, backend)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = _encode_prompt(ex, prompt, template)
     call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
                         n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed, contexts=[full_prompt])
@@ -283,6 +279,18 @@ def attribute_generation(
                      dict(call.recorded_options(out.options, n_steps if m.uses_steps else None, template),
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"], interpolate_generated=bool(interpolate_generated),
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
+
+
+def _method_checked(ex, method, options, n_steps, backend):
+    """(method, validated options) of a generation call, after the checks that need no input:
+    the step settings (no ``"auto"``: each step would choose its own grid), the options, the
+    pilot against the steps and the model's family (ValueError / TypeError naming the argument)."""
+    m = get_method(method)
+    check_call_settings(n_steps, backend, auto_ok=False)
+    opts = m.options(**options)
+    m.check_steps(opts, n_steps)
+    check_model(m, opts, ex.adapter)
+    return m, opts
 
 
 def _new_tokens(max_new_tokens, generated_text) -> int:
