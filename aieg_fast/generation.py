@@ -283,8 +283,9 @@ def attribute_generation(
 
 def _method_checked(ex, method, options, n_steps, backend):
     """(method, validated options) of a generation call, after the checks that need no input:
-    the step settings (no ``"auto"``: each step would choose its own grid), the options, the
-    pilot against the steps and the model's family (ValueError / TypeError naming the argument)."""
+    the step settings (an int ``n_steps``: ``"auto"`` is for ``Explainer.attribute`` only), the
+    options, the pilot against the steps and the model's family (ValueError / TypeError naming
+    the argument)."""
     m = get_method(method)
     check_call_settings(n_steps, backend, auto_ok=False)
     opts = m.options(**options)
