@@ -6,8 +6,13 @@ import sys
 from ..datasets import DATASETS
 from ..training import train_nano
 from .common import DefaultsHelpFormatter
+from .train_sentiment import as_flags
 
-__all__ = ["add_parser", "run"]
+__all__ = ["FLAGS", "add_parser", "run"]
+
+#: argument of :func:`~aieg_fast.training.train_nano` → the option that sets it.
+FLAGS = {"out_dir": "--out", "train_file": "--train-file", "dev_file": "--dev-file", "data_dir": "--data-dir", "epochs": "--epochs",
+         "batch_size": "--batch-size", "lr": "--lr", "max_train": "--max-train", "seed": "--seed", "arch": "--arch"}
 
 
 def add_parser(sub) -> None:
@@ -19,7 +24,8 @@ def add_parser(sub) -> None:
                     help=f"folder with {train} and optionally {dev} (default: $AIEG_FAST_DATA, else the copies shipped with the package)")
     tn.add_argument("--train-file", default=None, help=f"sentence<TAB>label file (default: DATA_DIR/{train})")
     tn.add_argument("--dev-file", default=None, help=f"default: DATA_DIR/{dev}, else the shipped SST-2 dev set")
-    tn.add_argument("--out", default=None, help="output folder (default: <cache>/gpt-nano-sst2, loaded by --model gpt-nano)")
+    tn.add_argument("--out", default=None, help="output folder (default: <cache>/gpt-nano-sst2 with --arch gpt2, loaded by "
+                    "--model gpt-nano; <cache>/llama-nano-sst2 with --arch llama, loaded by --model llama-nano)")
     tn.add_argument("--epochs", type=int, default=2, help="passes over the training rows")
     tn.add_argument("--batch-size", type=int, default=64, help="rows per optimizer step")
     tn.add_argument("--lr", type=float, default=2e-3, help="peak AdamW learning rate (warm-up, cosine decay)")
@@ -32,18 +38,26 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    """Train, print the history and where the model went; 0, or 2 on a missing data file."""
+    """Train, print the history and where the model went; 0, or 2 on a missing data file.
+
+    Raises:
+        ValueError, RuntimeError: as :func:`~aieg_fast.training.train_nano`'s, arguments named
+            by their options (--out, --lr, ...).
+    """
     try:
         res = train_nano(args.train_file, args.dev_file, data_dir=args.data_dir, out_dir=args.out, epochs=args.epochs,
                          batch_size=args.batch_size, lr=args.lr, max_train=args.max_train, seed=args.seed, arch=args.arch,
                          progress=not args.no_progress)
     except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {as_flags(str(err), FLAGS)}", file=sys.stderr)
         return 2
+    except (ValueError, RuntimeError) as err:
+        raise type(err)(as_flags(str(err), FLAGS)) from None
     for h in res["history"]:
         print(f"epoch {h['epoch']}: train loss {h['train_loss']:.4f}, train accuracy {h['train_accuracy']:.4f}, "
               f"dev accuracy {h['dev_accuracy']:.4f}")
     name = "GPT-nano" if args.arch == "gpt2" else "LLaMA-nano"
+    model = res["out_dir"] if args.out is not None else ("gpt-nano" if args.arch == "gpt2" else "llama-nano")
     print(f"{name} ({res['n_params']:,} parameters) trained on {res['n_train']:,} rows in {res['seconds']:.0f} s; "
-          f"SST-2 dev accuracy {res['dev_accuracy']:.4f}; saved to {res['out_dir']} (load it with --model {'gpt-nano' if args.arch == 'gpt2' else 'llama-nano'})")
+          f"SST-2 dev accuracy {res['dev_accuracy']:.4f}; saved to {res['out_dir']} (load it with --model {model})")
     return 0

@@ -3,11 +3,29 @@ on one half of the BoolQ dev set, scored on the other) with LoRA
 (:func:`aieg_fast.training.train_sentiment`); the adapter shipped as ``smollm2-sst2`` was made by it."""
 from __future__ import annotations
 
+import json
+import re
+import sys
+from pathlib import Path
 
 from ..training import TRAIN_TASKS, train_sentiment
+from ..training.sentiment import sentiment_out_dir
 from .common import DefaultsHelpFormatter
 
-__all__ = ["add_parser", "run"]
+__all__ = ["FLAGS", "add_parser", "as_flags", "run"]
+
+#: argument of :func:`~aieg_fast.training.train_sentiment` → the option that sets it.
+FLAGS = {"out_dir": "--out", "train_file": "--train-file", "n_train": "--n-train", "epochs": "--epochs", "task": "--task",
+         "batch_size": "--batch-size", "micro_batch_size": "--micro-batch-size", "lr": "--lr", "seed": "--seed",
+         "checkpoint_every": "--checkpoint-every", "max_steps": "--max-steps", "n_dev": "--n-dev"}
+
+
+def as_flags(message: str, flags: dict) -> str:
+    """``message`` with each argument name of ``flags`` that stands as a word (not inside a path
+    or a longer name) written as its option: "max_steps must be ..." → "--max-steps must be ..."."""
+    for name, flag in flags.items():
+        message = re.sub(rf"(?<![\w/.-]){name}(?![\w/.-])", flag, message)
+    return message
 
 
 def add_parser(sub) -> None:
@@ -18,7 +36,7 @@ def add_parser(sub) -> None:
                     help="sst2: SST-2 train, scored on SST-2 dev; boolq: the BoolQ dev records with even idx (1,635), "
                          "scored on those with odd idx (boolq-heldout, the set to evaluate the model on)")
     ts.add_argument("--out", default=None, help="output folder (default: <cache>/smollm2-<task>-train); the finished adapter "
-                    "loads with --model OUT")
+                    "loads with --model and this folder")
     ts.add_argument("--train-file", default=None, help="training rows in the task's format (default: the copy shipped with the "
                     "package: SST-2 train, BoolQ's even half)")
     ts.add_argument("--n-train", type=int, default=None, help="training rows, the first of a seeded shuffle (default: 16000 for "
@@ -36,17 +54,38 @@ def add_parser(sub) -> None:
     ts.set_defaults(fn=run)
 
 
+def _resume_hint(out: Path) -> str:
+    """How a rerun goes on after an interruption: from the step ``out/progress.json`` records, if any."""
+    try:
+        step = json.loads((out / "progress.json").read_text(encoding="utf-8"))["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no checkpoint was saved yet: a rerun of the same command starts from step 0"
+    return f"rerun the same command to resume from the last checkpoint (step {step}, in {out / 'checkpoint'})"
+
+
 def run(args) -> int:
-    """Train (or resume); print where it stands; 0."""
-    res = train_sentiment(task=args.task, out_dir=args.out, train_file=args.train_file, n_train=args.n_train, epochs=args.epochs,
-                          batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
-                          lr=args.lr, seed=args.seed, checkpoint_every=args.checkpoint_every, max_steps=args.max_steps,
-                          n_dev=args.n_dev, progress=not args.no_progress)
+    """Train (or resume); print where it stands; 0, or 130 when interrupted (Ctrl-C, SIGTERM:
+    says from which step a rerun resumes).
+
+    Raises:
+        ValueError, RuntimeError: as :func:`~aieg_fast.training.train_sentiment`'s, arguments
+            named by their options (--max-steps, --out, ...).
+    """
+    try:
+        res = train_sentiment(task=args.task, out_dir=args.out, train_file=args.train_file, n_train=args.n_train,
+                              epochs=args.epochs, batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
+                              lr=args.lr, seed=args.seed, checkpoint_every=args.checkpoint_every, max_steps=args.max_steps,
+                              n_dev=args.n_dev, progress=not args.no_progress)
+    except (ValueError, RuntimeError) as err:
+        raise type(err)(as_flags(str(err), FLAGS)) from None
+    except KeyboardInterrupt:
+        print(f"interrupted; {_resume_hint(sentiment_out_dir(args.task, args.out))}", file=sys.stderr)
+        return 130
     if not res["finished"]:
         print(f"stopped at step {res['step']} of {res['steps']} after {res['seconds']:.0f} s; rerun the same command to continue "
               f"(checkpoint in {res['out_dir']})")
         return 0
     print(f"SmolLM2 ({args.task}) trained in {res['steps']} steps ({res['seconds']:.0f} s); accuracy {res['dev_accuracy']:.4f} "
-          f"on {res['n_dev']} rows of {res['dev_dataset']}; adapter saved to {res['out_dir']} (load it with --model OUT)"
+          f"on {res['n_dev']} rows of {res['dev_dataset']}; adapter saved to {res['out_dir']} (load it with --model {res['out_dir']})"
           + (f"; {res['split']}" if res.get("split") else ""))
     return 0

@@ -27,6 +27,7 @@ import torch
 from ..core.batch import right_pad
 from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
+from ..runs import writable_folder
 
 __all__ = ["ARCHS", "LLAMA_NANO_CONFIG", "NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
 
@@ -61,15 +62,24 @@ def _encode(tok, texts: Sequence[str], max_length: int) -> List[List[int]]:
     return [list(e) if e else [tok.pad_token_id] for e in enc]
 
 
+def _diverged(what: str, step: int) -> RuntimeError:
+    return RuntimeError(f"{what} at step {step}; lower lr (nothing was saved)")
+
+
 @torch.no_grad()
-def _accuracy(model, seqs: List[List[int]], labels: List[int], pad_id: int, batch_size: int = 256) -> float:
+def _accuracy(model, seqs: List[List[int]], labels: List[int], pad_id: int, batch_size: int = 256, step: int = 0) -> float:
+    """Share of ``seqs`` whose highest logit is their label; RuntimeError when a logit is inf or
+    nan (weights diverged by ``step``)."""
     model.eval()
     correct = 0
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # similar lengths per batch
     for s in range(0, len(order), batch_size):
         idx = order[s : s + batch_size]
         ids, mask = right_pad([seqs[i] for i in idx], pad_id)
-        pred = model(input_ids=ids, attention_mask=mask).logits.argmax(-1)
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        if not bool(torch.isfinite(logits).all()):
+            raise _diverged("the logits became inf or nan", step)
+        pred = logits.argmax(-1)
         correct += int((pred == torch.tensor([labels[i] for i in idx])).sum())
     return correct / max(1, len(seqs))
 
@@ -80,8 +90,8 @@ def _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr)
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     if max_train is not None and (isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 2):
         raise ValueError(f"max_train must be an int >= 2 or None, got {max_train!r}")
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite positive number, got {lr!r}")
 
 
 def _data_files(train_file, dev_file, data_dir) -> Tuple[Path, Path]:
@@ -135,7 +145,11 @@ def _optimizer(model, total: int, lr: float, weight_decay: float):
 
 
 def _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress) -> List[dict]:
-    """The training loop; one history entry (loss, accuracies) per epoch."""
+    """The training loop; one history entry (loss, accuracies) per epoch.
+
+    Raises:
+        RuntimeError: the loss or a weight became inf or nan (names the step).
+    """
     total = math.ceil(len(tr) / batch_size) * epochs
     opt, sched = _optimizer(model, total, lr, weight_decay)
     gen = torch.Generator().manual_seed(seed)
@@ -145,7 +159,7 @@ def _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, 
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc="train-nano", unit="step", file=sys.stderr)
-    history = []
+    history, step = [], 0
     try:
         for epoch in range(epochs):
             model.train()
@@ -156,6 +170,9 @@ def _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, 
                 ids, mask = right_pad([tr[i] for i in idx], pad_id)
                 y = labels_t[idx]
                 outp = model(input_ids=ids, attention_mask=mask, labels=y)
+                step += 1
+                if not bool(torch.isfinite(outp.loss)):
+                    raise _diverged(f"loss became {float(outp.loss.detach())}", step)
                 opt.zero_grad(set_to_none=True)
                 outp.loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -167,7 +184,9 @@ def _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, 
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{loss_sum / seen:.3f}")
-            dev_acc = _accuracy(model, dv, dv_labels, pad_id)
+            if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+                raise _diverged("the weights became inf or nan", step)
+            dev_acc = _accuracy(model, dv, dv_labels, pad_id, step=step)
             history.append({"epoch": epoch + 1, "train_loss": loss_sum / seen, "train_accuracy": correct / seen, "dev_accuracy": dev_acc})
     finally:
         if bar is not None:
@@ -199,7 +218,8 @@ def train_nano(
         train_file, dev_file: ``sentence<TAB>label`` files with a header (default:
             ``sst2_train.tsv`` / ``sst2_dev.tsv`` in ``data_dir``, else ``$AIEG_FAST_DATA``,
             else the copies shipped with the package).
-        out_dir: where to save (default :func:`nano_path`).
+        out_dir: where to save (default :func:`nano_path` of ``arch``); created, and checked
+            writable, before the tokenizer loads.
         epochs, batch_size, lr, weight_decay: AdamW with linear warm-up (5 % of the steps) and
             cosine decay to 0; dropout 0.1 (GPT-2 default).
         max_length: training texts are truncated to this many tokens.
@@ -215,21 +235,26 @@ def train_nano(
         "n_params", "seconds", "history"}`` (also written to ``out_dir/training.json``).
 
     Raises:
-        ValueError: a bad argument (named), a malformed data file (names the file and line).
+        ValueError: a bad argument (named), a malformed data file (names the file and line), a
+            data file without rows, an ``out_dir`` that is not a writable folder.
         FileNotFoundError: a missing data file.
+        RuntimeError: the loss or the weights became inf or nan (nothing saved).
     """
     _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr)
     if arch not in ARCHS:
         raise ValueError(f"arch must be one of {list(ARCHS)}, got {arch!r}")
     train_file, dev_file = _data_files(train_file, dev_file, data_dir)
-    out = Path(out_dir) if out_dir is not None else nano_path(arch)
-
-    tok = _embedded_tokenizer() if tokenizer is None else tokenizer
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     tr_texts, tr_labels = _texts_labels(train_file)
     if max_train is not None:
         tr_texts, tr_labels = tr_texts[:max_train], tr_labels[:max_train]
     dv_texts, dv_labels = _texts_labels(dev_file)
+    for what, f, texts in (("train_file", train_file, tr_texts), ("dev_file", dev_file, dv_texts)):
+        if not texts:
+            raise ValueError(f"{what} {str(f)!r} holds no rows")
+    out = writable_folder(out_dir if out_dir is not None else nano_path(arch), "out_dir")
+
+    tok = _embedded_tokenizer() if tokenizer is None else tokenizer
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     tr = _encode(tok, tr_texts, max_length)
     dv = _encode(tok, dv_texts, max_length)
 
@@ -239,7 +264,6 @@ def train_nano(
     history = _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress)
     seconds = time.perf_counter() - t0
     model.eval()
-    out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     summary = {

@@ -29,17 +29,22 @@ the other, disjoint half ``boolq-heldout`` (odd ``idx``, 1,635), which is what `
 dev set is split in two, deterministically, and the split is recorded in ``training.json``.
 
 Training is resumable: every ``checkpoint_every`` steps the adapter, optimizer, scheduler and step
-are saved in ``out_dir/checkpoint``; a rerun with the same settings continues from there (a run
-killed mid-way loses at most that many steps). The finished adapter (``adapter_config.json``,
+are saved in ``out_dir/checkpoint`` (written beside, then renamed over the former one); a rerun with
+the same settings (the micro-batch size may change) continues from there (a run killed mid-way
+loses at most that many steps). A folder holding a checkpoint or a finished adapter of other
+settings is refused before the model loads, naming the settings that differ. The finished adapter (``adapter_config.json``,
 ``adapter_model.safetensors``) and ``training.json`` (settings, loss curve, SST-2 dev accuracy,
 time) go in ``out_dir``; ``load_model("smollm2-sst2")`` merges the copy shipped in
 ``aieg_fast/data/smollm2-sst2`` (see :func:`aieg_fast.models.load_hf_model`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -53,9 +58,11 @@ from ..core.batch import right_pad
 from ..core.inputs import fill_template
 from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
 from ..models import SST2_NAME, cache_dir, load_hf_model
+from ..runs import writable_folder
+from ..runs.records import write_json
 
 __all__ = ["LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "accumulate_grads", "last_logits", "train_sentiment",
-           "sentiment_accuracy"]
+           "sentiment_accuracy", "sentiment_out_dir"]
 
 #: task → (training dataset, evaluation dataset, default output name, default n_train, default epochs);
 #: the datasets give the template and label words (:data:`aieg_fast.datasets.DATASETS`).
@@ -183,13 +190,17 @@ def sentiment_accuracy(model, tok, rows: Sequence[Tuple[object, int]], template:
     return correct / max(1, len(rows))
 
 
-def _check(n_train, batch_size, lr, checkpoint_every, micro_batch_size) -> None:
+def _check(n_train, batch_size, lr, checkpoint_every, micro_batch_size, max_steps=None, n_dev=None) -> None:
+    """Refuse a count that is not a positive int (``max_steps`` and ``n_dev`` may be None) and an
+    ``lr`` that is not a finite positive number (ValueError naming the argument and the value)."""
     for name, v in (("n_train", n_train), ("batch_size", batch_size), ("checkpoint_every", checkpoint_every),
-                    ("micro_batch_size", micro_batch_size)):
+                    ("micro_batch_size", micro_batch_size), ("max_steps", max_steps), ("n_dev", n_dev)):
+        if v is None and name in ("max_steps", "n_dev"):
+            continue
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
-    if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0):
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite positive number, got {lr!r}")
 
 
 def _schedule(opt, total: int):
@@ -199,45 +210,173 @@ def _schedule(opt, total: int):
     )
 
 
-def _save_checkpoint(ckpt: Path, model, opt, sched, step: int, losses: List[float], settings: dict) -> None:
+def sentiment_out_dir(task: str = "sst2", out_dir=None) -> Path:
+    """The folder :func:`train_sentiment` writes to: ``out_dir``, else ``<cache>/<name>-train``
+    (``smollm2-sst2-train``, ``smollm2-boolq-train``).
+
+    Raises:
+        ValueError: an unknown task.
+    """
+    if task not in TRAIN_TASKS:
+        raise ValueError(f"task must be one of {list(TRAIN_TASKS)}, got {task!r}")
+    return Path(out_dir) if out_dir is not None else cache_dir() / (TRAIN_TASKS[task][2] + "-train")
+
+
+#: settings that may change between the runs of one training: pieces of any size give the batch's mean loss.
+_FREE_SETTINGS = ("micro_batch_size",)
+
+
+def _short(v, n: int = 60) -> str:
+    text = repr(v)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _other_settings(old: dict, new: dict) -> str:
+    """"" when ``old`` and ``new`` agree on every setting but :data:`_FREE_SETTINGS`, else each
+    one that differs as "name: recorded value recorded, new value now", joined by "; "."""
+    said = lambda d, k: _short(d[k]) if k in d else "absent"  # noqa: E731
+    keys = sorted((set(old) | set(new)) - set(_FREE_SETTINGS))
+    return "; ".join(f"{k}: {said(old, k)} recorded, {said(new, k)} now" for k in keys
+                     if k not in old or k not in new or old[k] != new[k])
+
+
+def _read_checkpoint(out: Path) -> Tuple[Optional[dict], Optional[Path]]:
+    """(state, its file) of the checkpoint in ``out``, read on the CPU, or (None, None): none.
+    ``checkpoint.tmp/state.pt``, a checkpoint that earlier versions of this module left there when
+    killed before renaming it, is read when ``checkpoint/state.pt`` is missing (unreadable: a
+    note on stderr, then none).
+
+    Raises:
+        ValueError: ``checkpoint/state.pt`` cannot be read or lacks a part (names the file).
+    """
+    keys = {"adapter", "optimizer", "scheduler", "step", "losses", "settings"}
+    for f in (out / "checkpoint" / "state.pt", out / "checkpoint.tmp" / "state.pt"):
+        if not f.is_file():
+            continue
+        try:
+            state = torch.load(f, map_location="cpu", weights_only=False)
+            problem = "" if isinstance(state, dict) and keys <= set(state) else "parts of a checkpoint are missing"
+        except Exception as err:  # torch.load raises many kinds on a torn or foreign file
+            problem = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        if not problem:
+            return state, f
+        if f.parent.name == "checkpoint.tmp":
+            print(f"note: {f} cannot be read ({problem}) and is not resumed", file=sys.stderr)
+            break
+        raise ValueError(f"checkpoint {str(f)!r} cannot be resumed ({problem}); pass another out_dir, "
+                         f"or delete {str(f.parent)!r} to start again")
+    return None, None
+
+
+def _recorded_state(out: Path, settings: dict) -> Optional[dict]:
+    """The checkpoint's state in ``out`` (None: none), read before the model loads.
+
+    Raises:
+        ValueError: ``out`` holds a finished adapter (``training.json``) or a checkpoint made with
+            other settings (names each with its recorded and its new value), an unreadable
+            ``training.json`` or checkpoint.
+    """
+    fix = f"pass another out_dir, or delete the folder {str(out)!r} to start again"
+    done = out / "training.json"
+    if done.is_file():
+        try:
+            old = json.loads(done.read_text(encoding="utf-8"))["settings"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"out_dir: {str(done)!r} is not a readable training record ({type(err).__name__}); {fix}") from None
+        diff = _other_settings(old if isinstance(old, dict) else {}, settings)
+        if diff:
+            raise ValueError(f"out_dir {str(out)!r} holds an adapter trained with other settings ({diff}); {fix}")
+    state, f = _read_checkpoint(out)
+    if state is not None:
+        diff = _other_settings(state["settings"], settings)
+        if diff:
+            raise ValueError(f"out_dir {str(out)!r} holds a checkpoint ({f}) made with other settings ({diff}); {fix}")
+    return state
+
+
+def _save_checkpoint(out: Path, model, opt, sched, step: int, losses: List[float], running: List[float], settings: dict,
+                     seconds: float) -> None:
+    """Write ``out/checkpoint/state.pt`` (adapter, optimizer, scheduler, step, losses per 10 steps,
+    the losses since the last of them, settings) and ``out/progress.json`` (step, seconds): each
+    written in full beside, then renamed over the former one, so a kill leaves that or this."""
     from peft import get_peft_model_state_dict
 
-    tmp = ckpt.with_name(ckpt.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
-    torch.save({"adapter": get_peft_model_state_dict(model), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                "step": step, "losses": losses, "settings": settings}, tmp / "state.pt")
-    if ckpt.exists():
-        import shutil
+    ckpt = out / "checkpoint"
+    ckpt.mkdir(exist_ok=True)
+    tmp = ckpt / "state.pt.tmp"
+    with open(tmp, "wb") as fh:
+        torch.save({"adapter": get_peft_model_state_dict(model), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                    "step": step, "losses": losses, "running": running, "settings": settings}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, ckpt / "state.pt")
+    shutil.rmtree(out / "checkpoint.tmp", ignore_errors=True)  # an older one a former version left unrenamed
+    write_json(out / "progress.json", {"step": step, "seconds": seconds})
 
-        shutil.rmtree(ckpt)
-    tmp.rename(ckpt)  # the old checkpoint is replaced only once the new one is complete
 
-
-def _load_checkpoint(ckpt: Path, model, opt, sched, settings: dict) -> Tuple[int, List[float]]:
+def _resume(state: Optional[dict], model, opt, sched) -> Tuple[int, List[float], List[float]]:
+    """Load a checkpoint's state into the model, optimizer and scheduler: (step, losses per 10
+    steps, losses since the last of them; checkpoints before these were kept: none); (0, [], []) for None."""
+    if state is None:
+        return 0, [], []
     from peft import set_peft_model_state_dict
 
-    f = ckpt / "state.pt"
-    if not f.is_file():
-        return 0, []
-    state = torch.load(f, weights_only=False)
-    if state["settings"] != settings:
-        raise ValueError(
-            f"out_dir holds a checkpoint made with other settings ({state['settings']}); pass another out_dir "
-            f"or delete {ckpt} to start again"
-        )
     set_peft_model_state_dict(model, state["adapter"])
     opt.load_state_dict(state["optimizer"])
     sched.load_state_dict(state["scheduler"])
-    return int(state["step"]), list(state["losses"])
+    return int(state["step"]), list(state["losses"]), list(state.get("running", []))
+
+
+def _elapsed(out: Path, step: int) -> float:
+    """Seconds the runs before this one trained (``progress.json``); 0 at step 0, and 0 with a
+    note on stderr when the file cannot be read."""
+    f = out / "progress.json"
+    if not step or not f.is_file():
+        return 0.0
+    try:
+        return float(json.loads(f.read_text(encoding="utf-8"))["seconds"])
+    except (ValueError, KeyError, TypeError) as err:
+        print(f"note: {f} cannot be read ({type(err).__name__}); the training time is counted from 0 seconds", file=sys.stderr)
+        return 0.0
+
+
+def _held_out_split(recs: List[dict], path: Path, given: bool, train_name: str, eval_name: str) -> Tuple[List[dict], str]:
+    """The training records of a task with a held-out half, and the split note saying how they
+    were made. A file given loses the rows whose fields (question and passage) are in the scored
+    set ``eval_name`` (said on stderr).
+
+    Raises:
+        ValueError: every row of the file given is in the scored set.
+    """
+    train_parity, held = DATASETS[train_name].parity, DATASETS[eval_name].parity
+    if not given:
+        return recs, (f"trained on {train_name} ({path.name} rows with idx % 2 == {train_parity}), scored on {eval_name} "
+                      f"(idx % 2 == {held}): disjoint halves of the same set")
+    content = lambda r: tuple(sorted(r["fields"].items()))  # noqa: E731
+    scored = {content(r) for r in DATASETS[eval_name].records(dataset_path(eval_name))}
+    kept = [r for r in recs if content(r) not in scored]
+    dropped = len(recs) - len(kept)
+    if not kept:
+        raise ValueError(f"train_file {str(path)!r}: all its {len(recs)} rows are in {eval_name}, the set the adapter is "
+                         "scored on; no row is left to train on")
+    if dropped:
+        print(f"note: {dropped} of the {len(recs)} rows of {path.name} are in {eval_name} (the scored set) and are left "
+              "out of training", file=sys.stderr)
+    which = (f"less {dropped} whose question and passage are in {eval_name}" if dropped
+             else f"none of which is in {eval_name}")
+    return kept, (f"trained on {len(kept)} rows of {path.name} (all rows of the file given, {which}), scored on {eval_name} "
+                  f"(idx % 2 == {held}): no training row is in the scored set")
 
 
 def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
     """(train spec, train path, train rows, eval rows, split note, n_train, epochs, output name)
     of a task (the defaults of :data:`TRAIN_TASKS` filled in): rows are (text or field
-    mapping, label) pairs.
+    mapping, label) pairs. An ``n_train`` above the rows there are becomes their number (said
+    on stderr).
 
     Raises:
-        ValueError: an unknown task, an ``epochs`` that is not a positive int.
+        ValueError: an unknown task, an ``epochs`` that is not a positive int, a training file
+            without rows (or, for a task with a held-out set, only rows of that set).
     """
     if task not in TRAIN_TASKS:
         raise ValueError(f"task must be one of {list(TRAIN_TASKS)}, got {task!r}")
@@ -248,26 +387,104 @@ def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
     spec = DATASETS[train_name]
     path = Path(train_file) if train_file is not None else SHIPPED_DATA_DIR / spec.shipped
     recs = (replace(spec, parity=None) if train_file is not None else spec).records(path)  # a file of one's own: all rows
-    pairs = lambda rs: [(r["fields"]["text"] if list(r["fields"]) == ["text"] else r["fields"], r["label"]) for r in rs]  # noqa: E731
-    dev = DATASETS[eval_name].records(dataset_path(eval_name))
+    if not recs:
+        raise ValueError(f"train_file {str(path)!r} holds no rows")
     split = ""
     if spec.parity is not None:
-        split = (f"trained on {train_name} ({path.name} rows with idx % 2 == {spec.parity}"
-                 f"{'' if train_file is None else ', all rows of the file given'}), scored on {eval_name} "
-                 f"(idx % 2 == {DATASETS[eval_name].parity}): disjoint halves of the same set")
-    return (spec, path, pairs(recs), pairs(dev[:n_dev] if n_dev is not None else dev), split,
-            n_default if n_train is None else n_train, epochs, name)
+        recs, split = _held_out_split(recs, path, train_file is not None, train_name, eval_name)
+    n_train = n_default if n_train is None else n_train
+    if n_train is not None and n_train > len(recs):
+        print(f"note: n_train is {n_train} but {path.name} gives {len(recs)} training rows; all {len(recs)} are used "
+              "(and recorded as n_train)", file=sys.stderr)
+        n_train = len(recs)
+    pairs = lambda rs: [(r["fields"]["text"] if list(r["fields"]) == ["text"] else r["fields"], r["label"]) for r in rs]  # noqa: E731
+    dev = DATASETS[eval_name].records(dataset_path(eval_name))
+    return spec, path, pairs(recs), pairs(dev[:n_dev] if n_dev is not None else dev), split, n_train, epochs, name
 
 
-def _settings(spec, train_path: Path, task: str, n_train, batch_size: int, lr: float, seed: int, epochs: int, micro: int) -> dict:
-    """The settings a checkpoint must match to resume (and ``training.json`` records)."""
+def _settings(spec, train_path: Path, given: bool, task: str, n_train, batch_size: int, lr: float, seed: int, epochs: int) -> dict:
+    """The settings a checkpoint must match to resume (and ``training.json`` records); a training
+    file given is also known by the first 16 hex digits of its bytes' SHA-256."""
     settings = {"n_train": n_train, "batch_size": batch_size, "lr": lr, "seed": seed, "lora": LORA_CONFIG,
                 "template": spec.template, "labels": list(spec.labels), "train_file": train_path.name}
+    if given:  # only then, so checkpoints of the shipped file made before it was recorded resume
+        settings["train_file_sha256"] = hashlib.sha256(train_path.read_bytes()).hexdigest()[:16]
     if task != "sst2" or epochs != 1:  # only then, so SST-2 checkpoints made before tasks existed resume
         settings.update(task=task, epochs=epochs)
-    if micro < batch_size:  # likewise
-        settings.update(micro_batch_size=micro)
     return settings
+
+
+def _stop_if_diverged(model, params, loss: float, step: int, out: Path, probe: Optional[tuple] = None) -> None:
+    """Raise RuntimeError when the loss of ``step`` or a trained weight after it is inf or nan,
+    or, given ``probe`` (token-id lists, pad id; before a checkpoint), when the weights give inf
+    or nan logits on those rows (weights large but finite may, and a checkpoint must not keep them)."""
+    what = None
+    if not math.isfinite(loss):
+        what = f"loss became {loss}"
+    elif not all(bool(torch.isfinite(p).all()) for p in params):
+        what = "the LoRA weights became inf or nan"
+    elif probe is not None:
+        model.eval()  # no dropout: the dropout stream of the training steps is left as it was
+        with torch.no_grad():
+            finite = bool(torch.isfinite(last_logits(model, *probe)).all())
+        model.train()
+        what = None if finite else "the logits became inf or nan"
+    if what is None:
+        return
+    kept = (f"the checkpoint in {out / 'checkpoint'} is kept" if (out / "checkpoint" / "state.pt").is_file()
+            else "no checkpoint was saved")
+    raise RuntimeError(f"{what} at step {step}; lower lr (no adapter saved; {kept})")
+
+
+def _train_steps(model, opt, sched, params, data: tuple, out: Path, settings: dict, resumed: tuple, stop: int,
+                 checkpoint_every: int, progress: bool) -> Tuple[int, List[float], float]:
+    """Optimizer steps from the resumed one to ``stop``, a checkpoint every ``checkpoint_every``
+    steps and at ``stop``.
+
+    Args:
+        data: (token-id lists, label-word targets, index batches of every step, rows per piece, pad id).
+        resumed: (step, losses per 10 steps, losses since the last of them, seconds trained before).
+
+    Returns:
+        (step reached, losses per 10 steps, seconds trained in all).
+
+    Raises:
+        RuntimeError: the loss, the LoRA weights or (checked before each checkpoint) the logits
+            became inf or nan (that step is not saved).
+    """
+    seqs, targets, batches, micro, pad_id = data
+    step, losses, running, t_prev = resumed
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(batches), initial=step, desc="train-sentiment", unit="step", file=sys.stderr)
+    t0 = time.perf_counter()
+    model.train()
+    torch.manual_seed(settings["seed"] + step)  # dropout stream, reproducible per resume point
+    try:
+        while step < stop:
+            opt.zero_grad(set_to_none=True)
+            loss = accumulate_grads(model, seqs, targets, batches[step], micro, pad_id)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            save = step % checkpoint_every == 0 or step == stop
+            _stop_if_diverged(model, params, loss, step, out, ([seqs[i] for i in batches[step - 1][:micro]], pad_id) if save else None)
+            running.append(loss)
+            if step % 10 == 0 or step == len(batches):
+                losses.append(sum(running) / len(running))
+                running = []
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1] if losses else running[-1]:.3f}")
+            if save:
+                _save_checkpoint(out, model, opt, sched, step, losses, running, settings, t_prev + time.perf_counter() - t0)
+    finally:
+        if bar is not None:
+            bar.close()
+    return step, losses, t_prev + time.perf_counter() - t0
 
 
 def train_sentiment(
@@ -293,22 +510,24 @@ def train_sentiment(
         task: ``"sst2"`` or ``"boolq"`` (:data:`TRAIN_TASKS`: the training and scored datasets,
             their template and label words).
         out_dir: where the adapter, ``training.json`` and the checkpoint go (default
-            ``<cache>/smollm2-sst2-train``, ``<cache>/smollm2-boolq-train``).
+            :func:`sentiment_out_dir`: ``<cache>/smollm2-sst2-train``, ``<cache>/smollm2-boolq-train``).
         train_file: the training rows in the task's format (default: the copy shipped with the
-            package: SST-2 train, BoolQ's even half).
+            package: SST-2 train, BoolQ's even half). Rows of a given BoolQ file that are in the
+            scored set (same question and passage) are left out.
         epochs: passes over the rows, each in its own seeded order (default 1 for SST-2, 3 for BoolQ).
         n_train: rows used, the first of a seeded shuffle of the train set (default 16,000 for
-            SST-2, all 1,635 for BoolQ).
-        batch_size, lr, seed: batches of this many rows; peak AdamW learning rate; seed of the
-            shuffle, LoRA initialisation and dropout.
+            SST-2, all 1,635 for BoolQ; more than there are: all, recorded as their number).
+        batch_size, lr, seed: batches of this many rows; peak AdamW learning rate (finite, > 0);
+            seed of the shuffle, LoRA initialisation and dropout.
         checkpoint_every: steps between checkpoints (resume on rerun).
-        max_steps: stop after this many steps in this call (the run resumes next call); None to
-            finish.
-        n_dev: score the first n rows of the scored set at the end (default all: 872 SST-2 dev
-            sentences; the 1,635 of ``boolq-heldout``).
+        max_steps: stop after this many steps (≥ 1) in this call (the run resumes next call); None
+            to finish.
+        n_dev: score the first n (≥ 1) rows of the scored set at the end (default all: 872 SST-2
+            dev sentences; the 1,635 of ``boolq-heldout``).
         micro_batch_size: rows per forward/backward inside a step, the gradients summed over the
             pieces (gradient accumulation: the same mean loss as the whole batch, at the memory of
             a piece); default :data:`MICRO_BATCH` of the task (4 for BoolQ), else the whole batch.
+            It may change between the runs of one training (``training.json`` records the last).
 
     Returns:
         the contents of ``training.json`` when finished (``"finished": True``, ``"dev_accuracy"``
@@ -317,17 +536,21 @@ def train_sentiment(
         the step reached.
 
     Raises:
-        ValueError: a bad argument (named) or a checkpoint of other settings in ``out_dir``.
+        ValueError: a bad argument (named), a training file without rows, an ``out_dir`` that is
+            not a writable folder, or that holds a finished adapter or a checkpoint of other
+            settings (each named, before the model loads), an unreadable checkpoint (named).
+        RuntimeError: the loss or the weights became inf or nan (no adapter saved; the last
+            checkpoint kept).
         ImportError: ``peft`` is not installed.
     """
     micro = MICRO_BATCH.get(task, batch_size) if micro_batch_size is None else micro_batch_size
-    _check(1 if n_train is None else n_train, batch_size, lr, checkpoint_every, micro)
+    _check(1 if n_train is None else n_train, batch_size, lr, checkpoint_every, micro, max_steps, n_dev)
     spec, train_path, rows, dev, split, n_train, epochs, name = _task_rows(task, train_file, n_dev, n_train, epochs)
     from peft import LoraConfig, get_peft_model
 
-    out = Path(out_dir) if out_dir is not None else cache_dir() / (name + "-train")
-    ckpt = out / "checkpoint"
-    settings = _settings(spec, train_path, task, n_train, batch_size, lr, seed, epochs, micro)
+    out = writable_folder(sentiment_out_dir(task) if out_dir is None else out_dir, "out_dir")
+    settings = _settings(spec, train_path, train_file is not None, task, n_train, batch_size, lr, seed, epochs)
+    state = _recorded_state(out, settings)
 
     model, tok, _ = load_hf_model(None, dtype=torch.float32)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -345,39 +568,10 @@ def train_sentiment(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = _schedule(opt, len(batches))
-    step, losses = _load_checkpoint(ckpt, model, opt, sched, settings)
-    t_prev = json.loads((out / "progress.json").read_text())["seconds"] if (out / "progress.json").is_file() and step else 0.0
+    step, losses, running = _resume(state, model, opt, sched)
     stop = len(batches) if max_steps is None else min(len(batches), step + max_steps)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(batches), initial=step, desc="train-sentiment", unit="step", file=sys.stderr)
-    t0, running = time.perf_counter(), []
-    model.train()
-    torch.manual_seed(seed + step)  # dropout stream, reproducible per resume point
-    try:
-        while step < stop:
-            opt.zero_grad(set_to_none=True)
-            loss = accumulate_grads(model, seqs, targets, batches[step], micro, pad_id)
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            step += 1
-            running.append(loss)
-            if step % 10 == 0 or step == len(batches):
-                losses.append(sum(running) / len(running))
-                running = []
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{losses[-1] if losses else running[-1]:.3f}")
-            if step % checkpoint_every == 0 or step == stop:
-                _save_checkpoint(ckpt, model, opt, sched, step, losses, settings)
-                (out / "progress.json").write_text(json.dumps({"step": step, "seconds": t_prev + time.perf_counter() - t0}))
-    finally:
-        if bar is not None:
-            bar.close()
-    seconds = t_prev + time.perf_counter() - t0
+    step, losses, seconds = _train_steps(model, opt, sched, params, (seqs, targets, batches, micro, pad_id), out, settings,
+                                         (step, losses, running, _elapsed(out, step)), stop, checkpoint_every, progress)
     if step < len(batches):
         return {"finished": False, "step": step, "steps": len(batches), "out_dir": str(out), "seconds": seconds}
     model.eval()
@@ -385,8 +579,8 @@ def train_sentiment(
     model.save_pretrained(out)
     record = {"finished": True, "out_dir": str(out), "dev_accuracy": acc, "n_dev": len(dev), "steps": len(batches),
               "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}),
-              "seconds": seconds, "losses_per_10_steps": losses, "settings": settings,
+              "seconds": seconds, "losses_per_10_steps": losses, "settings": settings, "micro_batch_size": micro,
               "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
               "threads": torch.get_num_threads()}
-    (out / "training.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    write_json(out / "training.json", record)
     return record

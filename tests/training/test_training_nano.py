@@ -95,3 +95,58 @@ def test_train_llama_nano(tmp_path, monkeypatch):
     assert a.target["id"] == 1 and bool(torch.isfinite(a.scores).all())
     with pytest.raises(ValueError, match="arch"):
         train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", arch="mamba")
+
+
+def _no_tokenizer():
+    raise AssertionError("the tokenizer was loaded before the input was checked")
+
+
+def test_train_nano_checks_its_folder_and_rows_before_loading(tmp_path, monkeypatch):
+    import aieg_fast.training.nano as nano
+
+    monkeypatch.setattr(nano, "_embedded_tokenizer", _no_tokenizer)
+    _write(tmp_path / "train.tsv", 20, 0)
+    _write(tmp_path / "dev.tsv", 10, 1)
+    (tmp_path / "taken").write_text("a file")
+    with pytest.raises(ValueError, match=f"out_dir {str(tmp_path / 'taken')!r} is not a writable folder"):
+        nano.train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", out_dir=tmp_path / "taken", progress=False)
+    assert (tmp_path / "taken").read_text() == "a file"
+    (tmp_path / "empty.tsv").write_text("sentence\tlabel\n")
+    for args, what in (((tmp_path / "empty.tsv", tmp_path / "dev.tsv"), "train_file"), ((tmp_path / "train.tsv", tmp_path / "empty.tsv"), "dev_file")):
+        with pytest.raises(ValueError, match=f"{what} {str(tmp_path / 'empty.tsv')!r} holds no rows"):
+            nano.train_nano(*args, out_dir=tmp_path / "o", progress=False)
+    with pytest.raises(ValueError, match="lr must be a finite positive number, got inf"):
+        nano.train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", lr=float("inf"), out_dir=tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+def test_train_nano_stops_when_the_loss_is_no_longer_finite(tmp_path):
+    from aieg_fast.training.nano import train_nano
+
+    _write(tmp_path / "train.tsv", 64, 0)
+    _write(tmp_path / "dev.tsv", 8, 1)
+    with pytest.raises(RuntimeError, match=r"became (nan|inf|inf or nan) at step \d+; lower lr \(nothing was saved\)"):
+        train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", epochs=2, batch_size=16, lr=1e30, tokenizer=byte_level_tokenizer(),
+                   progress=False, out_dir=tmp_path / "o")
+    assert list((tmp_path / "o").iterdir()) == []
+
+
+def test_train_nano_command_names_the_folder_it_saved_to(tmp_path, monkeypatch, capsys):
+    import aieg_fast.training.nano as nano
+    from aieg_fast import cli
+
+    monkeypatch.setattr(nano, "_embedded_tokenizer", byte_level_tokenizer)
+    _write(tmp_path / "train.tsv", 40, 0)
+    _write(tmp_path / "dev.tsv", 10, 1)
+    out = tmp_path / "mine"
+    argv = ["train-nano", "--train-file", str(tmp_path / "train.tsv"), "--dev-file", str(tmp_path / "dev.tsv"), "--epochs", "1",
+            "--no-progress"]
+    assert cli.main([*argv, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"saved to {out} (load it with --model {out})" in printed
+    assert cli.main([*argv, "--out", str(tmp_path / "x"), "--lr", "nan"]) == 2
+    assert "error: --lr must be a finite positive number, got nan" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["train-nano", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert "<cache>/llama-nano-sst2 with --arch llama" in helptext and "<cache>/gpt-nano-sst2 with --arch gpt2" in helptext

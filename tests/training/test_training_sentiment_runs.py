@@ -1,0 +1,240 @@
+"""``train_sentiment``'s folder, checkpoints and refusals, on a one-layer random LLaMA with a
+word-level tokenizer standing in for the embedded 135M model (the recipe is the same; seconds
+instead of minutes). Refusals that must come before the model loads run with a loader that fails."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+import aieg_fast.training.sentiment as sentiment
+from aieg_fast import cli
+from aieg_fast.training import train_sentiment
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="needs peft")
+
+WORDS = ["<unk>", "<pad>", "<s>", "</s>", "negative", "positive", "no", "yes", "Review", "Question", "Answer", ":", "?",
+         "Is", "this", "review", "or", "a", "great", "fine", "dull", "bad", "film", "the", "is"]
+
+
+def _tiny_base(*args, **kwargs):
+    """(model, tokenizer, name) as ``load_hf_model(None)`` gives them: each label word is one token."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    t = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    cfg = LlamaConfig(num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, hidden_size=16, intermediate_size=32,
+                      vocab_size=len(WORDS), max_position_embeddings=4096, pad_token_id=1, bos_token_id=2, eos_token_id=3)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(cfg), tok, "tiny"
+
+
+def _no_model(*args, **kwargs):
+    raise AssertionError("the model was loaded before the input was checked")
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    monkeypatch.setattr(sentiment, "load_hf_model", _tiny_base)
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Call to make the next model load fail the test."""
+    return lambda: monkeypatch.setattr(sentiment, "load_hf_model", _no_model)
+
+
+def _rows(path, n, word="film"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["sentence\tlabel"] + [f"{'a great fine' if i % 2 else 'a dull bad'} {word} {i} \t{i % 2}" for i in range(n)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _kw(tmp_path, **more):
+    kw = dict(out_dir=tmp_path / "run", train_file=_rows(tmp_path / "t.tsv", 8), n_train=8, batch_size=2, lr=1e-3,
+              checkpoint_every=1, n_dev=4, progress=False)
+    return dict(kw, **more)
+
+
+@pytest.mark.parametrize("bad, msg", [
+    (dict(max_steps=0), "max_steps must be a positive int, got 0"), (dict(max_steps=-3), "max_steps must be a positive int, got -3"),
+    (dict(n_dev=0), "n_dev must be a positive int, got 0"), (dict(n_dev=-869), "n_dev must be a positive int, got -869"),
+    (dict(lr=float("inf")), "lr must be a finite positive number, got inf"), (dict(lr=float("nan")), "lr must be a finite"),
+])
+def test_counts_and_lr_are_checked_before_the_model_loads(tmp_path, no_model, bad, msg):
+    no_model()
+    with pytest.raises(ValueError, match=msg):
+        train_sentiment(**_kw(tmp_path, **bad))
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_command_names_its_options(tmp_path, no_model, capsys):
+    no_model()
+    assert cli.main(["train-sentiment", "--out", str(tmp_path / "run"), "--max-steps", "0", "--no-progress"]) == 2
+    assert "error: --max-steps must be a positive int, got 0" in capsys.readouterr().err
+    (tmp_path / "taken").write_text("a file")
+    assert cli.main(["train-sentiment", "--out", str(tmp_path / "taken"), "--train-file", str(_rows(tmp_path / "t.tsv", 8)),
+                     "--no-progress"]) == 2
+    assert f"error: --out {str(tmp_path / 'taken')!r} is not a writable folder" in capsys.readouterr().err
+
+
+def test_an_empty_training_file_or_an_unusable_out_is_refused_before_the_model_loads(tmp_path, no_model):
+    no_model()
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("sentence\tlabel\n")
+    with pytest.raises(ValueError, match=f"train_file {str(empty)!r} holds no rows"):
+        train_sentiment(**_kw(tmp_path, train_file=empty))
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(ValueError, match="out_dir .* is not a writable folder"):
+        train_sentiment(**_kw(tmp_path, out_dir=tmp_path / "file"))
+    assert (tmp_path / "file").read_text() == "not a folder"
+
+
+def test_another_training_file_of_the_same_name_is_refused(tmp_path, tiny, no_model):
+    kw = _kw(tmp_path, train_file=_rows(tmp_path / "a" / "t.tsv", 8))
+    assert train_sentiment(max_steps=1, **kw)["step"] == 1
+    no_model()
+    with pytest.raises(ValueError, match=r"other settings \(train_file_sha256: '[0-9a-f]{16}' recorded, '[0-9a-f]{16}' now\)"):
+        train_sentiment(max_steps=1, **dict(kw, train_file=_rows(tmp_path / "b" / "t.tsv", 8, word="movie")))
+
+
+def test_a_finished_adapter_or_checkpoint_of_other_settings_is_refused_before_the_model_loads(tmp_path, tiny, no_model):
+    kw = _kw(tmp_path)
+    assert train_sentiment(**kw)["finished"]
+    assert train_sentiment(**_kw(tmp_path, out_dir=tmp_path / "half", max_steps=1))["step"] == 1
+    import shutil
+
+    shutil.rmtree(tmp_path / "run" / "checkpoint")  # what the former message told the user to do
+    no_model()
+    for out, what in ((tmp_path / "run", "an adapter trained"), (tmp_path / "half", "a checkpoint")):
+        with pytest.raises(ValueError) as err:
+            train_sentiment(**dict(kw, out_dir=out, lr=2e-3, n_train=6))
+        assert f"holds {what}" in str(err.value)
+        assert "(lr: 0.001 recorded, 0.002 now; n_train: 8 recorded, 6 now)" in str(err.value)
+        assert "pass another out_dir" in str(err.value)
+    assert (tmp_path / "run" / "adapter_model.safetensors").is_file() and (tmp_path / "half" / "checkpoint" / "state.pt").is_file()
+
+
+def test_the_command_says_which_folder_to_load(tmp_path, tiny, capsys):
+    out = tmp_path / "run"
+    assert cli.main(["train-sentiment", "--out", str(out), "--train-file", str(_rows(tmp_path / "t.tsv", 4)), "--n-train", "4",
+                     "--batch-size", "2", "--n-dev", "2", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert f"(load it with --model {out})" in printed and "--model OUT" not in printed
+
+
+def test_a_checkpoint_left_unrenamed_by_an_earlier_version_resumes(tmp_path, tiny):
+    kw = _kw(tmp_path)
+    assert train_sentiment(max_steps=2, **kw)["step"] == 2
+    # the former save removed checkpoint/ and then renamed checkpoint.tmp/: a kill in between left this
+    (tmp_path / "run" / "checkpoint").rename(tmp_path / "run" / "checkpoint.tmp")
+    assert train_sentiment(max_steps=1, **kw)["step"] == 3
+    assert torch.load(tmp_path / "run" / "checkpoint" / "state.pt", weights_only=False)["step"] == 3
+    assert not (tmp_path / "run" / "checkpoint.tmp").exists()
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoint").iterdir()) == ["state.pt"]
+    assert json.loads((tmp_path / "run" / "progress.json").read_text())["step"] == 3
+
+
+def test_a_torn_progress_file_is_ignored_and_a_torn_checkpoint_named(tmp_path, tiny, no_model, capsys):
+    kw = _kw(tmp_path)
+    train_sentiment(max_steps=1, **kw)
+    (tmp_path / "run" / "progress.json").write_text('{"step": 1, "sec')
+    assert train_sentiment(max_steps=1, **kw)["step"] == 2
+    assert "progress.json cannot be read" in capsys.readouterr().err
+    state = tmp_path / "run" / "checkpoint" / "state.pt"
+    state.write_bytes(state.read_bytes()[:100])
+    no_model()
+    with pytest.raises(ValueError, match=f"checkpoint {str(state)!r} cannot be resumed"):
+        train_sentiment(max_steps=1, **kw)
+
+
+def test_a_diverging_run_stops_and_saves_no_adapter(tmp_path, tiny, capsys):
+    with pytest.raises(RuntimeError, match=r"became inf or nan at step 1; lower lr \(no adapter saved; no checkpoint was saved"):
+        train_sentiment(**_kw(tmp_path, lr=1e30))  # finite weights after step 1, but logits beyond float32
+    assert not (tmp_path / "run" / "adapter_model.safetensors").exists() and not (tmp_path / "run" / "training.json").exists()
+    assert not (tmp_path / "run" / "checkpoint" / "state.pt").exists()
+    assert cli.main(["train-sentiment", "--out", str(tmp_path / "cli"), "--train-file", str(tmp_path / "t.tsv"), "--lr", "1e30",
+                     "--no-progress"]) == 2
+    assert "at step 1; lower --lr (no adapter saved" in capsys.readouterr().err
+    assert not (tmp_path / "cli" / "adapter_model.safetensors").exists()
+
+
+def test_a_loss_turning_nan_keeps_the_last_checkpoint(tmp_path, tiny, monkeypatch):
+    real, calls = sentiment.accumulate_grads, []
+
+    def nan_at_third_step(*args):
+        calls.append(real(*args))
+        return float("nan") if len(calls) == 3 else calls[-1]
+
+    monkeypatch.setattr(sentiment, "accumulate_grads", nan_at_third_step)
+    with pytest.raises(RuntimeError, match=r"loss became nan at step 3; lower lr \(no adapter saved; the checkpoint in .* is kept"):
+        train_sentiment(**_kw(tmp_path))
+    assert torch.load(tmp_path / "run" / "checkpoint" / "state.pt", weights_only=False)["step"] == 2
+    assert not (tmp_path / "run" / "adapter_model.safetensors").exists()
+
+
+def test_n_train_above_the_rows_is_said_and_recorded_as_used(tmp_path, tiny, capsys):
+    done = train_sentiment(**_kw(tmp_path, n_train=100))
+    assert "n_train is 100 but t.tsv gives 8 training rows" in capsys.readouterr().err
+    assert done["settings"]["n_train"] == 8 and done["steps"] == 4
+
+
+def test_the_micro_batch_size_may_change_between_runs(tmp_path, tiny):
+    kw = _kw(tmp_path, batch_size=4)
+    assert train_sentiment(max_steps=1, micro_batch_size=2, **kw)["step"] == 1
+    done = train_sentiment(micro_batch_size=1, **kw)
+    assert done["finished"] and done["steps"] == 2
+    assert json.loads((tmp_path / "run" / "training.json").read_text())["micro_batch_size"] == 1
+
+
+def test_an_interrupted_command_says_where_a_rerun_resumes(tmp_path, tiny, monkeypatch, capsys):
+    real, calls = sentiment.accumulate_grads, []
+
+    def stop_at_third_step(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(sentiment, "accumulate_grads", stop_at_third_step)
+    out = tmp_path / "run"
+    assert cli.main(["train-sentiment", "--out", str(out), "--train-file", str(_rows(tmp_path / "t.tsv", 8)), "--batch-size", "2",
+                     "--checkpoint-every", "1", "--no-progress"]) == 130
+    assert f"rerun the same command to resume from the last checkpoint (step 2, in {out / 'checkpoint'})" in capsys.readouterr().err
+
+
+def test_losses_per_10_steps_span_a_resume(tmp_path, tiny, monkeypatch):
+    real, seen = sentiment.accumulate_grads, []
+
+    def record(*args):
+        seen.append(real(*args))
+        return seen[-1]
+
+    monkeypatch.setattr(sentiment, "accumulate_grads", record)
+    kw = _kw(tmp_path, train_file=_rows(tmp_path / "t12.tsv", 12), n_train=12, batch_size=1, checkpoint_every=5)
+    train_sentiment(max_steps=5, **kw)
+    done = train_sentiment(**kw)
+    assert len(seen) == 12
+    assert done["losses_per_10_steps"] == pytest.approx([sum(seen[:10]) / 10, sum(seen[10:]) / 2])
+
+
+def test_boolq_rows_of_the_scored_set_are_left_out(tmp_path, tiny, no_model, capsys):
+    from aieg_fast.datasets import DATASETS, dataset_path
+
+    held = DATASETS["boolq-heldout"].records(dataset_path("boolq-heldout"))[:2]
+    own = [{"idx": 100 + i, "question": "is the film good", "passage": f"the film was {i}", "label": i % 2} for i in range(3)]
+    f = tmp_path / "boolq.jsonl"
+    f.write_text("".join(json.dumps({k: r[k] for k in ("idx", "question", "passage", "label")}) + "\n" for r in held + own))
+    done = train_sentiment(task="boolq", out_dir=tmp_path / "run", train_file=f, batch_size=3, epochs=1, n_dev=2, progress=False)
+    assert "2 of the 5 rows of boolq.jsonl are in boolq-heldout" in capsys.readouterr().err
+    assert done["steps"] == 1 and "trained on 3 rows of boolq.jsonl" in done["split"] and "less 2" in done["split"]
+    assert "disjoint halves" not in done["split"]
+    f.write_text("".join(json.dumps({k: r[k] for k in ("idx", "question", "passage", "label")}) + "\n" for r in held))
+    no_model()
+    with pytest.raises(ValueError, match="all its 2 rows are in boolq-heldout"):
+        train_sentiment(task="boolq", out_dir=tmp_path / "x", train_file=f, progress=False)
