@@ -3,6 +3,7 @@ object) to a ``transformers`` model and tokenizer."""
 from __future__ import annotations
 
 import hashlib
+import json
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -75,6 +76,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         return m, tok, str(model)
     if isinstance(model, (str, Path)):
         name = str(model)
+        _refuse_unfinished_training(name)
         try:
             config = AutoConfig.from_pretrained(name)
         except (OSError, ValueError) as err:
@@ -156,6 +158,20 @@ def _tokenizer(tokenizer):
         raise ValueError(f"tokenizer must be a tokenizer object, a hub id or a local tokenizer directory; {str(tokenizer)!r} "
                          f"is {where} and could not be loaded from the hub ({type(err).__name__}: "
                          f"{str(err).splitlines()[0] if str(err) else ''})") from err
+
+
+def _refuse_unfinished_training(folder: str) -> None:
+    """Refuse a ``train-sentiment`` output folder whose training has not finished (a checkpoint,
+    no adapter yet), saying so, where the loader would call it a folder without a config."""
+    path = Path(folder)
+    if not (path / "checkpoint").is_dir() or (path / "config.json").is_file() or (path / "adapter_config.json").is_file():
+        return
+    try:
+        step = f" at step {int(json.loads((path / 'progress.json').read_text(encoding='utf-8'))['step'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        step = ""
+    raise ValueError(f"model {folder!r}: its training stopped{step} and has not finished (a checkpoint, no adapter yet); "
+                     f"rerun the same `aieg-fast train-sentiment --out {folder}` command to finish it")
 
 
 def _is_adapter_dir(model) -> bool:

@@ -511,6 +511,12 @@ def test_works_without_extension(tmp_path):
 def test_missing_model_path(tmp_path):
     with pytest.raises(ValueError, match=r"hub id or a local model directory; .* is a local directory without a loadable config"):
         aieg_fast.load_model(str(tmp_path))
+    # a train-sentiment folder whose training stopped: said so (it was "without a loadable config")
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "progress.json").write_text('{"step": 3, "seconds": 9.0}')
+    with pytest.raises(ValueError, match=r"its training stopped at step 3 and has not finished .* rerun the same "
+                                         r"`aieg-fast train-sentiment --out"):
+        aieg_fast.load_model(str(tmp_path))
 
 
 @pytest.mark.parametrize(
