@@ -61,3 +61,16 @@ __all__ = [
     "save_attributions",
     "__version__",
 ]
+
+#: subpackages loaded on first use as attributes (``aieg_fast.eval.evaluate``, ``aieg_fast.datasets.BOOLQ_TEMPLATE``
+#: after a bare ``import aieg_fast``), so that importing the package does not import the evaluation stack.
+_LAZY_SUBMODULES = ("attribution", "cli", "core", "datasets", "dataset_attribution", "display", "eval", "explainer", "generation",
+                    "methods", "models", "prediction", "result", "runs", "training", "verify")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -87,3 +87,13 @@ def test_transformers_floor_is_declared_alike_and_installed():
     assert pyproject == makefile
     assert Version(checked).release[:2] == Version(pyproject).release[:2]
     assert Version(transformers.__version__) >= Version(pyproject)
+
+
+def test_subpackages_are_reached_from_a_bare_import():
+    """The README calls aieg_fast.datasets.BOOLQ_TEMPLATE and help(aieg_fast.eval.metrics) after
+    `import aieg_fast`; in a fresh interpreter they raised AttributeError (nothing imported them)."""
+    code = ("import sys, aieg_fast; assert 'aieg_fast.eval' not in sys.modules; "
+            "print(aieg_fast.datasets.BOOLQ_TEMPLATE.startswith('{passage}'), aieg_fast.eval.metrics.__name__, "
+            "aieg_fast.eval.generation_runner.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0 and out.stdout.split() == ["True", "aieg_fast.eval.metrics", "aieg_fast.eval.generation_runner"], out.stderr[-2000:]
