@@ -500,7 +500,9 @@ def posnorm(scores: Tensor, valid_mask: Optional[Tensor] = None, mode: str = "mi
     * ``"none"``: p_i = s_i.
 
     Invalid positions get 0. A row with no valid position is all 0. A row with a NaN or ±inf
-    among its valid scores gets NaN at every valid position (the row is undefined).
+    among its valid scores gets NaN at every valid position (the row is undefined). Finite scores
+    whose range or sum overflows the accumulation dtype (|s| near 3e38 in float32) are normalised
+    all the same: the range from halved values, the sum in float64.
 
     Args:
         scores (Tensor[..., L]): token scores.
@@ -528,6 +530,10 @@ def posnorm(scores: Tensor, valid_mask: Optional[Tensor] = None, mode: str = "mi
         rng = hi - lo
         safe = torch.where(rng > 0, rng, torch.ones_like(rng))
         out = torch.where(rng > 0, (s_clean - lo) / safe, torch.ones_like(s))
+        big = torch.isinf(rng)  # finite extremes whose range overflows: the same ratio from halves
+        if bool(big.any()):
+            halves = (s_clean * 0.5 - lo * 0.5) / torch.where(big, hi * 0.5 - lo * 0.5, torch.ones_like(rng))
+            out = torch.where(big, halves, out)
     elif mode == "relu_max":
         hi = torch.where(valid, s_clean, torch.full_like(s, -float("inf"))).amax(-1, keepdim=True)
         safe = torch.where(hi > 0, hi, torch.ones_like(hi))
@@ -537,6 +543,10 @@ def posnorm(scores: Tensor, valid_mask: Optional[Tensor] = None, mode: str = "mi
         safe = torch.where(tot > 0, tot, torch.ones_like(tot))
         uniform = 1.0 / count.clamp_min(1).to(acc)
         out = torch.where(tot > 0, s_clean.abs() / safe, uniform.expand_as(s))
+        big = torch.isinf(tot)  # a sum past the accumulation dtype's range: the shares in float64
+        if bool(big.any()):
+            a64 = s_clean.abs().double()
+            out = torch.where(big, (a64 / a64.sum(-1, keepdim=True)).to(acc), out)
     out = torch.where(valid, out, zero)
     out = torch.where(nonfinite_row & valid, torch.full_like(out, float("nan")), out)
     return out

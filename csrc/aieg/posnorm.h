@@ -28,6 +28,7 @@ struct PosnormStats {
   acc lo;       // min over valid, +inf if none
   acc hi;       // max over valid, -inf if none
   acc abs_sum;  // sum of |s| over valid
+  double abs_sum_wide;  // the same sum in double (read only when abs_sum overflows acc)
 };
 
 // The cleaned score: valid and finite scores pass, everything else is 0.
@@ -48,6 +49,10 @@ AIEG_HOST_DEVICE inline acc posnorm_value(acc s, bool valid, const PosnormStats<
       return c;
     case PosnormMode::MinMax: {
       const acc rng = st.hi - st.lo;
+      if (!is_finite(rng)) {  // finite extremes whose range overflows: the same ratio from halves
+        const acc h = acc(0.5);
+        return (c * h - st.lo * h) / (st.hi * h - st.lo * h);
+      }
       return rng > acc(0) ? (c - st.lo) / rng : acc(1);
     }
     case PosnormMode::ReluMax:
@@ -55,6 +60,8 @@ AIEG_HOST_DEVICE inline acc posnorm_value(acc s, bool valid, const PosnormStats<
     case PosnormMode::AbsSum:
     default: {
       const int64_t n = st.count > 1 ? st.count : 1;
+      if (!is_finite(st.abs_sum))  // a sum past acc's range: the share in double
+        return static_cast<acc>(static_cast<double>(abs_val(c)) / st.abs_sum_wide);
       return st.abs_sum > acc(0) ? abs_val(c) / st.abs_sum : acc(1) / static_cast<acc>(n);
     }
   }

@@ -27,7 +27,7 @@ void posnorm_kernel(const PosnormParams& p) {
       const scalar_t* sr = s + r * L;
       const bool* vr = p.valid ? p.valid + r * L : nullptr;
       acc* orow = out + r * L;
-      PosnormStats<acc> st{0, false, pos_inf<acc>(), -pos_inf<acc>(), acc(0)};
+      PosnormStats<acc> st{0, false, pos_inf<acc>(), -pos_inf<acc>(), acc(0), 0.0};
       double abs_sum = 0;  // rounded once to the accumulation dtype, like torch's accurate sum
       for (int64_t j = 0; j < L; ++j) {
         const bool v = vr ? vr[j] : true;
@@ -40,6 +40,7 @@ void posnorm_kernel(const PosnormParams& p) {
         st.hi = std::max(st.hi, c);
         abs_sum += static_cast<double>(abs_val(c));
       }
+      st.abs_sum_wide = abs_sum;
       st.abs_sum = static_cast<acc>(abs_sum);
       for (int64_t j = 0; j < L; ++j)
         orow[j] = posnorm_value(load_acc(sr[j]), vr ? vr[j] : true, st, p.mode);

@@ -39,7 +39,8 @@ __global__ void posnorm_kernel(PosnormParams p) {
     st.nonfinite = cuda::block_reduce(nonfinite, cuda::OrOp{}, smem_i) != 0;
     st.lo = cuda::block_reduce(lo, cuda::MinOp{}, smem_a);
     st.hi = cuda::block_reduce(hi, cuda::MaxOp{}, smem_a);
-    st.abs_sum = static_cast<acc>(cuda::block_reduce(abs_sum, cuda::SumOp{}, smem_d));
+    st.abs_sum_wide = cuda::block_reduce(abs_sum, cuda::SumOp{}, smem_d);
+    st.abs_sum = static_cast<acc>(st.abs_sum_wide);
     for (int64_t j = threadIdx.x; j < L; j += blockDim.x)
       out[r * L + j] = posnorm_value(cuda::load(sr, j), vr == nullptr || vr[j], st, p.mode);
   }

@@ -853,3 +853,15 @@ def test_quadrature_checks_its_arguments():
     for bad in (torch.int64, "float32"):
         with pytest.raises(TypeError, match=r"dtype must be a floating-point torch.dtype"):
             aieg_fast.quadrature("trapezoid", 3, bad)
+
+
+@pytest.mark.parametrize("backend", ["reference", pytest.param("ext", marks=requires_ext)])
+def test_posnorm_finite_scores_whose_range_or_sum_overflows(backend):
+    """Finite scores near float32's limit gave NaN (a range of inf: inf/inf) or zeros (a sum of
+    inf), while the reference promises a defined result for every input."""
+    x = torch.tensor([[-3e38, 3e38, 0.0, 1.0]])
+    torch.testing.assert_close(ops.posnorm(x, backend=backend), torch.tensor([[0.0, 1.0, 0.5, 0.5]]))
+    big = ops.posnorm(torch.tensor([[3e38, 3e38, 3e38, 1.0]]), mode="abs_sum", backend=backend)
+    torch.testing.assert_close(big[0, :3], torch.full((3,), 1 / 3))
+    assert 0 < float(big[0, 3]) < 1e-38
+    assert torch.equal(ops.posnorm(x, backend=backend), R.posnorm(x))  # the kernel follows its spec
