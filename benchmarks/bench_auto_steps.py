@@ -14,9 +14,9 @@ For each sentence, in one process and one after the other (so the ratios are sid
 3. a fixed trapezoid call at the smallest sweep size that converges on this sentence (timed);
 4. Gauss–Legendre, the default rule of Captum and of Inseq (our ``integration="gausslegendre"``
    has Captum's points and weights), at n = 8, 16, 32, … until it converges (timed calls).
-   Captum and Inseq themselves run only when installed (``--peers``); at equal settings they
-   took 0.98–1.10× and 1.13–1.19× our time (benchmarks/RESULTS.md), so the rule's step count,
-   not the tool, sets their time to convergence.
+   Captum and Inseq themselves are not run by this script; at equal settings they took
+   0.98–1.10× and 1.13–1.19× our time (``bench_peers.py``, benchmarks/RESULTS.md), so the rule's
+   step count, not the tool, sets their time to convergence.
 
 Reported: per method the steps and seconds to convergence per sentence; for the fixed rules also
 the one n_steps that converges on every sentence (what a user who must pick one n_steps for a
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -38,6 +37,9 @@ from pathlib import Path
 import torch
 
 from aieg_fast.verify import spearman
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TEMPLATE = "Review: {text}\nIs this review positive or negative? Answer:"
@@ -214,6 +216,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    info = machine.print_header(argv, script=__file__)
     warnings.simplefilter("ignore")
     import aieg_fast
     from aieg_fast.datasets import sst2_sample
@@ -223,7 +226,7 @@ def main(argv=None):
         out = gl_followup(ex, args.gl_followup[0], int(args.gl_followup[1]), args)
         print(json.dumps({"n": len(out), "ok": sum(o["ok"] for o in out), "err_le_tol": sum(o["error"] <= args.tolerance for o in out)}))
         if args.out:
-            Path(args.out).write_text(json.dumps({"argv": sys.argv[1:], "records": out}, indent=1))
+            Path(args.out).write_text(json.dumps({"argv": sys.argv[1:], "machine": info["cpu"], "records": out}, indent=1))
         return
     recs = []
     for text, _ in sst2_sample()[args.start : args.start + args.n]:
@@ -239,7 +242,8 @@ def main(argv=None):
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        meta = {"torch": torch.__version__, "machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+        meta = {"torch": torch.__version__, "machine": info["cpu"], "cores": info["cores"], "transformers": info["transformers"],
+                "threads": torch.get_num_threads(),
                 "argv": sys.argv[1:], "template": TEMPLATE}
         Path(args.out).write_text(json.dumps({"meta": meta, "args": vars(args), "summary": summary, "records": recs}, indent=1))
     if args.plot:

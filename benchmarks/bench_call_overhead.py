@@ -18,6 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -33,6 +36,7 @@ def main(argv=None) -> int:
     from builders import make_tiny_gpt2
 
     torch.set_num_threads(1)
+    machine.print_header(argv, script=__file__)
     ex = aieg_fast.load_model(*make_tiny_gpt2())
     text = " ".join(["the movie is good and the actors are great"] * 3)
     ids = ex.encode(text)[0]

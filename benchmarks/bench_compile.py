@@ -33,7 +33,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_peers import Tools, load_explainer, machine_info, make_prompt, pick_target  # noqa: E402
+import machine  # noqa: E402
+from bench_peers import Tools, load_explainer, make_prompt, pick_target  # noqa: E402
 
 TOOLS = ("bound", "eager", "compiled")
 
@@ -137,12 +138,9 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     ap.add_argument("--check-points", action="store_true", help="only compare F and gradients of each path point, compiled against eager")
     args = ap.parse_args(argv)
+    info = machine.print_header(argv, script=__file__, threads=args.threads or "default")
     if args.check_points:
         return check_points(args)
-    info = machine_info()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, torch threads {args.threads or 'default'}; python {info['python']}, "
-          f"torch {info['torch']}, transformers {info['transformers']}")
-    print(f"command: python benchmarks/bench_compile.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     res = run(args)
     print(f"\n{res['model']}, L = {res['L']}, IG n_steps {res['n_steps']}, internal batch {res['ibs']}, {res['calls']} calls each "
           f"after one warm-up call; compiling ({res['backend']}) took {res['compile_seconds']:.1f} s in the warm-up call\n")

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 TEXT = "the movie is good and the actors are great"
 
 
@@ -41,9 +43,13 @@ def main(argv=None) -> int:
     import aieg_fast
     from builders import family_specs
 
-    torch.set_num_threads(1)
     specs = family_specs()
-    names = sorted(specs) if args.only is None else args.only.split(",")
+    names = sorted(specs) if args.only is None else [x.strip() for x in args.only.split(",") if x.strip()]
+    bad = [x for x in names if x not in specs]
+    if bad or not names:
+        ap.error(f"--only: unknown famil{'y' if len(bad) == 1 else 'ies'} {', '.join(bad) or repr(args.only)}; choose from {', '.join(sorted(specs))}")
+    torch.set_num_threads(1)
+    machine.print_header(argv, script=__file__)
     print("| family | L | IG ms (50 steps) | bound ms | IG ÷ bound | saliency ms |")
     print("|---|---|---|---|---|---|")
     for name in names:

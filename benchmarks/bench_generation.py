@@ -31,6 +31,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -39,6 +40,9 @@ from aieg_fast import METHODS, get_method
 from aieg_fast.core.context import run_method
 from aieg_fast.datasets import sst2_sample
 from aieg_fast.verify import spearman
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 
 PROMPT_TOKENS = 64
 NEW_TOKENS = 16
@@ -148,6 +152,7 @@ def main(argv=None):
     p.add_argument("--no-inseq", action="store_true")
     p.add_argument("--no-per-step", action="store_true")
     args = p.parse_args(argv)
+    machine.print_header(argv, script=__file__)
     torch.manual_seed(0)
     ex = aieg_fast.load_model()
     prompt = make_prompt(ex)

@@ -26,14 +26,18 @@ other jobs on a shared machine) and as wall time.
 from __future__ import annotations
 
 import argparse
-import platform
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 import aieg_fast
 from aieg_fast.core.curvature import rademacher_probes
 from aieg_fast.core.model_state import model_prepared
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 
 WORDS = ("it 's a charming and often affecting journey . unflinchingly bleak and desperate . the acting , costumes , "
          "music , cinematography and sound are all astounding given the production 's austere locales . ").split()
@@ -247,11 +251,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=1, help="runs of each implementation (alternating order); the fastest counts")
     ap.add_argument("--profile", action="store_true", help="profile one token's HVPs both ways instead")
     args = ap.parse_args()
+    machine.print_header()
     lengths = [int(x) for x in args.lengths.split(",")]
     sample = args.sample.split(",")
     sample += [sample[-1]] * (len(lengths) - len(sample))
     ex = aieg_fast.load_model()
-    print(f"model: {ex.name}  torch {torch.__version__}  threads {torch.get_num_threads()}  {platform.processor() or platform.machine()}")
+    print(f"model: {ex.name}")
     if args.profile:
         for L in lengths:
             profile_hvps(ex, L, args.probes)

@@ -261,12 +261,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.worker:
         return worker_long(args)
-    import bench_peers as bp
+    import machine
 
-    info = bp.machine_info()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, torch threads {args.threads or 'default'}; torch {info['torch']}, "
-          f"transformers {info['transformers']}, aieg_fast {info['aieg_fast']}")
-    print(f"command: python benchmarks/bench_long.py {' '.join(argv if argv is not None else sys.argv[1:])}")
+    info = machine.print_header(argv, script=__file__, threads=args.threads or "default")
     results = {"machine": info}
     if args.only in (None, "tight"):
         results["tight"] = tight(args)

@@ -7,7 +7,8 @@ sentence and overall: Spearman's ρ of the two score rows over the attributable 
 result's relative completeness error |Σ IG − ΔF| / |ΔF|, whether the bfloat16 result was
 flagged (``res.degenerate``), and the seconds of each call.
 
-``--n-steps auto`` runs both with steps chosen by accuracy (tolerance 0.05, at most 256 points),
+``--n-steps auto`` runs both with steps chosen by accuracy (tolerance 0.05, at most 257 points,
+the package default max_steps),
 so that both results are converged where they can be and the difference left is the precision's.
 
 ``--legacy`` also runs the bfloat16 model the way the package did before issue 18 (Δ = E − E′
@@ -31,6 +32,9 @@ from pathlib import Path
 import torch
 
 from aieg_fast.verify import spearman
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 
 TEMPLATE = "Review: {text}\nIs this review positive or negative? Answer:"
 
@@ -65,7 +69,7 @@ def legacy_precision(adapter):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=20)
-    p.add_argument("--n-steps", type=lambda v: v if v == "auto" else int(v), default=50, help="an int, or auto (tolerance 0.05, max 256 points)")
+    p.add_argument("--n-steps", type=lambda v: v if v == "auto" else int(v), default=50, help="an int, or auto (tolerance 0.05, at most 257 points: the package default max_steps)")
     p.add_argument("--ibs", type=int, default=10)
     p.add_argument("--no-template", action="store_true", help="bare sentence, the model's next token (default: the README prompt, ' positive')")
     p.add_argument("--legacy", action="store_true")
@@ -73,6 +77,7 @@ def main(argv=None):
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
+    info = machine.print_header(argv, script=__file__)
     warnings.simplefilter("ignore")
     import aieg_fast
     from aieg_fast.datasets import sst2_sample
@@ -116,7 +121,7 @@ def main(argv=None):
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"argv": sys.argv[1:], "torch": torch.__version__, "summary": summary, "records": recs}, indent=1))
+        Path(args.out).write_text(json.dumps({"argv": sys.argv[1:], "torch": torch.__version__, "machine": info, "summary": summary, "records": recs}, indent=1))
 
 
 if __name__ == "__main__":

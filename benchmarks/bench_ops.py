@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import platform
 import sys
+from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import torch
@@ -28,6 +28,9 @@ from torch.utils.benchmark import Timer
 
 from aieg_fast import ops, reference
 from aieg_fast import EXT_ERROR, HAS_EXT, build_info
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -149,31 +152,50 @@ def run(devices: List[str], dtypes: List[str], quick: bool, m: int, min_run_time
     return rows
 
 
+def _csv_of(choices):
+    """argparse type: a comma list whose items must all be in ``choices``."""
+    def parse(text):
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in items if x not in choices]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"unknown value(s) {', '.join(bad) or repr(text)}; choose from {', '.join(choices)}")
+        return items
+    return parse
+
+
+OPS = tuple(dict.fromkeys(c[0] for c in _cases(True, 50)))  # the op names, in table order (no tensors are made here)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="auto", help="cpu, cuda, or auto (cpu, plus cuda when available)")
-    ap.add_argument("--dtypes", default="float32,bfloat16", help="comma list of " + ",".join(DTYPES))
-    ap.add_argument("--ops", default="", help="comma list of ops to run (default all)")
+    ap.add_argument("--device", default="auto", help="cpu, cuda, or auto (cpu, plus cuda when available); comma list allowed")
+    ap.add_argument("--dtypes", default="float32,bfloat16", type=_csv_of(tuple(DTYPES)), help="comma list of " + ",".join(DTYPES))
+    ap.add_argument("--ops", default=None, type=_csv_of(OPS), help="comma list of ops to run (default all): " + ",".join(OPS))
     ap.add_argument("--m", type=int, default=50, help="path steps / batch size (default 50)")
     ap.add_argument("--quick", action="store_true", help="small sizes only")
     ap.add_argument("--min-run-time", type=float, default=None, help="seconds per measurement (default 0.3, quick 0.05)")
     ap.add_argument("--max-gb", type=float, default=6.0, help="skip cases needing more memory than this")
     args = ap.parse_args(argv)
-    if not HAS_EXT:
-        print(f"aieg_fast._C is not available: {EXT_ERROR}", file=sys.stderr)
-        return 1
     if args.device == "auto":
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     else:
-        devices = args.device.split(",")
+        devices = [d.strip() for d in args.device.split(",") if d.strip()]
+    for d in devices:
+        if d.split(":")[0] not in ("cpu", "cuda"):
+            ap.error(f"--device {d!r}: choose cpu, cuda or auto")
+        if d.startswith("cuda") and not torch.cuda.is_available():
+            raise SystemExit(f"--device {d!r}: CUDA is not available here")
+    machine.print_header(argv, script=__file__)
+    if not HAS_EXT:
+        print(f"aieg_fast._C is not available: {EXT_ERROR}", file=sys.stderr)
+        return 1
     mrt = args.min_run_time if args.min_run_time is not None else (0.05 if args.quick else 0.3)
-    print(f"# torch {torch.__version__}, threads {torch.get_num_threads()}, {platform.processor() or platform.machine()}")
     print(f"# extension: {build_info()}")
     if "cuda" in devices:
         print(f"# cuda: {torch.cuda.get_device_name()}")
     print("| op | device | dtype | shape | ext ms | ref ms | ext GB/s | ref GB/s | ref/ext |")
     print("|---|---|---|---|---:|---:|---:|---:|---:|")
-    run(devices, args.dtypes.split(","), args.quick, args.m, mrt, args.max_gb, args.ops.split(",") if args.ops else None)
+    run(devices, args.dtypes, args.quick, args.m, mrt, args.max_gb, args.ops)
     return 0
 
 

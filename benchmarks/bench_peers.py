@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -60,6 +60,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+import machine  # noqa: E402
+
+MODELS = ("tiny-gpt2", "smollm")
+TOOLS = ("ours", "captum", "inseq", "bound")
+PEER_TOOLS = ("captum", "inseq")  # the ones that need a package of their own
 METHOD_NAMES = {"ig": "integrated_gradients", "saliency": "saliency", "ixg": "input_x_gradient"}
 INSEQ_NAMES = {"ig": "integrated_gradients", "saliency": "saliency", "ixg": "input_x_gradient"}
 
@@ -372,9 +379,10 @@ def worker_completeness(args):
         row["ours_idg"] = abs(float(r.scores.sum()) - dF) / abs(dF)
         r = ex.attribute(prompt, method="aieg", target=tid, n_steps=n, internal_batch_size=args.ibs)
         row["ours_aieg_ieg"] = abs(sum(r.info["ieg"]) - dF) / abs(dF)
-        for rule in ("gausslegendre", "riemann_trapezoid"):
-            _, extra = T.captum("ig", n_steps=n, rule=rule)
-            row[f"captum_{rule}"] = abs(extra["delta"]) / abs(dF)
+        if installed("captum"):
+            for rule in ("gausslegendre", "riemann_trapezoid"):
+                _, extra = T.captum("ig", n_steps=n, rule=rule)
+                row[f"captum_{rule}"] = abs(extra["delta"]) / abs(dF)
         rows.append(row)
         print(f"  completeness n_steps={n}: " + ", ".join(f"{k}={v:.2e}" for k, v in row.items() if k not in ("n_steps", "dF")), file=sys.stderr, flush=True)
     Path(args.json).write_text(json.dumps({"model": args.model, "L": args.L, "target_id": tid, "rows": rows}))
@@ -390,33 +398,34 @@ def run_child(argv, timeout=None):
     cmd = [sys.executable, __file__, *argv, "--json", path]
     p = subprocess.run(cmd, env=env, timeout=timeout)
     if p.returncode != 0:
+        os.unlink(path)
         return {"error": f"child exited with {p.returncode}: {' '.join(argv)}"}
     out = json.loads(Path(path).read_text())
     os.unlink(path)
     return out
 
 
-def machine_info():
-    import torch
-    import transformers
+machine_info = machine.info  # kept for scripts that imported it from here
 
-    info = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "cpu": platform.processor()}
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    info["cores"] = os.cpu_count()
-    for mod in ("captum", "inseq", "aieg_fast"):
-        try:
-            from importlib.metadata import version
 
-            info[mod] = version(mod)
-        except Exception:  # noqa: BLE001
-            info[mod] = "?"
-    return info
+def installed(tool: str) -> bool:
+    """Whether a peer tool's package can be imported (ours and bound need nothing extra)."""
+    return tool not in PEER_TOOLS or importlib.util.find_spec(tool) is not None
+
+
+def not_installed_msg(tool: str) -> str:
+    return f"{tool} not installed (pip install {tool})"
+
+
+def csv_of(choices):
+    """argparse type: a comma-separated list whose items must all be in ``choices``."""
+    def parse(text):
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in items if x not in choices]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"unknown value(s) {', '.join(bad) or repr(text)}; choose from {', '.join(choices)}")
+        return ",".join(items)
+    return parse
 
 
 def _fmt_mem(rec):
@@ -434,6 +443,8 @@ def table(all_res):
         if "error" in res:
             lines.append(f"| {res['error']} |||||||||")
             continue
+        for t in res.get("not_installed", ()):
+            lines.append(f"| {res['model']} | {res['L']} | all | {t} | {not_installed_msg(t)} |||||")
         for method, recs in res["results"].items():
             ours = recs.get("ours", {})
             bound = recs.get("bound", {})
@@ -457,20 +468,25 @@ def completeness_table(res):
     cols = ["ours_trapezoid", "ours_gausslegendre", "ours_uniform", "ours_idg", "ours_aieg_ieg", "captum_riemann_trapezoid", "captum_gausslegendre"]
     lines = ["| n_steps | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for row in res["rows"]:
-        lines.append(f"| {row['n_steps']} | " + " | ".join(f"{row[c]:.2e}" for c in cols) + " |")
+        lines.append(f"| {row['n_steps']} | " + " | ".join(f"{row[c]:.2e}" if c in row else "n/a" for c in cols) + " |")
+    if not installed("captum"):
+        lines.append(f"\ncaptum columns n/a: {not_installed_msg('captum')}")
     return "\n".join(lines)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="tiny GPT-2 + SmolLM at L=64, n_steps 50, 3 runs")
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny GPT-2 + SmolLM at L=64, n_steps 50 (cannot be combined with --lengths, --n-steps or --full)")
     ap.add_argument("--full", action="store_true", help="L in {64, 256, 1024} and the completeness table")
-    ap.add_argument("--models", default="tiny-gpt2,smollm")
+    ap.add_argument("--models", default="tiny-gpt2,smollm", type=csv_of(MODELS), help=f"comma-separated, from {', '.join(MODELS)}")
     ap.add_argument("--lengths", default=None, help="comma-separated prompt lengths (default 64 quick, 64,256,1024 full)")
-    ap.add_argument("--methods", default="ig,saliency,ixg")
-    ap.add_argument("--tools", default="ours,captum,inseq,bound")
+    ap.add_argument("--methods", default="ig,saliency,ixg", type=csv_of(tuple(METHOD_NAMES)),
+                    help=f"comma-separated, from {', '.join(METHOD_NAMES)}")
+    ap.add_argument("--tools", default="ours,captum,inseq,bound", type=csv_of(TOOLS),
+                    help=f"comma-separated, from {', '.join(TOOLS)}; a peer whose package is missing is reported, not run")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--n-steps", type=int, default=50)
+    ap.add_argument("--n-steps", type=int, default=None, help="IG path points (default 50)")
     ap.add_argument("--ibs", type=int, default=10, help="internal batch size (path points per forward/backward)")
     ap.add_argument("--completeness", action="store_true", help="also the completeness table")
     ap.add_argument("--completeness-only", action="store_true")
@@ -493,24 +509,41 @@ def main(argv=None):
     if args.worker == "completeness":
         return worker_completeness(args)
 
+    if args.quick and (args.lengths is not None or args.n_steps is not None or args.full):
+        ap.error("--quick fixes L=64 and n_steps=50: drop --lengths / --n-steps / --full, or drop --quick")
     if args.quick:
-        args.lengths, args.n_steps = "64", 50
+        args.lengths = "64"
+    if args.n_steps is None:
+        args.n_steps = 50
     lengths = args.lengths or ("64,256,1024" if args.full else "64")
-    lengths = [int(x) for x in lengths.split(",")]
-    info = machine_info()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, torch threads {args.threads or 'default'}; python {info['python']}, "
-          f"torch {info['torch']}, transformers {info['transformers']}, captum {info['captum']}, inseq {info['inseq']}, aieg_fast {info['aieg_fast']}")
-    print(f"command: python benchmarks/bench_peers.py {' '.join(argv if argv is not None else sys.argv[1:])}")
-    all_res, comp = [], []
+    try:
+        lengths = [int(x) for x in lengths.split(",")]
+    except ValueError:
+        ap.error(f"--lengths must be comma-separated integers, got {args.lengths!r}")
+    info = machine.print_header(argv, script=__file__, threads=args.threads or "default")
     if not args.completeness_only:
+        print(f"# timing settings (what runs): models {args.models}, lengths {','.join(map(str, lengths))}, methods {args.methods}, "
+              f"tools {args.tools}, runs {args.runs}, n_steps {args.n_steps}, ibs {args.ibs}")
+    if args.completeness or args.completeness_only or args.full:
+        print(f"# completeness settings: models {args.models}, L {args.completeness_L}, n_steps {args.steps}, ibs 32")
+    missing = [t for t in args.tools.split(",") if not installed(t)]
+    for t in missing:
+        print(f"# {not_installed_msg(t)}: its column is left out", flush=True)
+    tools = ",".join(t for t in args.tools.split(",") if t not in missing)
+    failed = 0
+    all_res, comp = [], []
+    if not args.completeness_only and tools:
         for model in args.models.split(","):
             for L in lengths:
-                if True:
-                    t0 = time.perf_counter()
-                    res = run_child(["--worker", "time", "--model", model, "--L", str(L), "--methods", args.methods, "--tools", args.tools,
-                                     "--runs", str(args.runs), "--n-steps", str(args.n_steps), "--ibs", str(args.ibs), "--threads", str(args.threads)])
-                    print(f"  ({model}, L={L}) done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-                    all_res.append(res)
+                t0 = time.perf_counter()
+                res = run_child(["--worker", "time", "--model", model, "--L", str(L), "--methods", args.methods, "--tools", tools,
+                                 "--runs", str(args.runs), "--n-steps", str(args.n_steps), "--ibs", str(args.ibs), "--threads", str(args.threads)])
+                print(f"  ({model}, L={L}) done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+                if "error" in res:
+                    failed += 1
+                else:
+                    res["not_installed"] = missing
+                all_res.append(res)
         print()
         print(f"n_steps={args.n_steps}, internal_batch_size={args.ibs}, median of {args.runs} runs (all runs listed); "
               "peak RSS = max over runs of the call's resident high-water mark (process total, model included)")
@@ -528,12 +561,19 @@ def main(argv=None):
         for model in args.models.split(","):
             r = run_child(["--worker", "completeness", "--model", model, "--L", str(args.completeness_L), "--steps", args.steps, "--ibs", "32", "--threads", str(args.threads)])
             comp.append(r)
-            if "error" not in r:
+            if "error" in r:
+                failed += 1
+                print(f"\ncompleteness, {model}: {r['error']}")
+            else:
                 print(f"\ncompleteness error |ΣIG − ΔF| / |ΔF|, {model}, L={r['L']}:\n")
                 print(completeness_table(r))
     if args.out:
         Path(args.out).write_text(json.dumps({"machine": info, "args": vars(args), "timing": all_res, "completeness": comp}, indent=1))
+    if failed:
+        print(f"\n{failed} child run(s) failed (see above)", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

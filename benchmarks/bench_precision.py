@@ -7,13 +7,19 @@ tokens, the top-20 % overlap and the largest difference relative to the largest 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 import aieg_fast
 from aieg_fast.datasets import SENTIMENT_LABELS, SENTIMENT_TEMPLATE, load_dataset
 from aieg_fast.verify import spearman
+from aieg_fast.core.validation import DTYPES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 
 
 def top_overlap(a: torch.Tensor, b: torch.Tensor, frac: float = 0.2) -> float:
@@ -22,12 +28,16 @@ def top_overlap(a: torch.Tensor, b: torch.Tensor, frac: float = 0.2) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=8)
-    p.add_argument("--dtypes", default="bfloat16")
+    p.add_argument("--dtypes", default="bfloat16", help="comma list of " + ",".join(DTYPES) + " (each against a float32 reference)")
     p.add_argument("--methods", default="integrated_gradients,aieg,saliency")
     p.add_argument("--n-steps", type=int, default=20)
     args = p.parse_args()
+    bad = [d for d in args.dtypes.split(",") if d not in DTYPES]
+    if bad:
+        p.error(f"--dtypes: unknown {', '.join(bad)}; choose from {', '.join(DTYPES)}")
+    machine.print_header()
     texts = [t for t, _ in load_dataset("sst2-sample")[: args.n]]
     ref = aieg_fast.load_model()
     kw = dict(template=SENTIMENT_TEMPLATE, target_fn="label_logprob", label_set=list(SENTIMENT_LABELS), n_steps=args.n_steps)

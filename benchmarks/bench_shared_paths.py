@@ -25,6 +25,9 @@ import aieg_fast
 from aieg_fast.datasets import SENTIMENT_LABELS, SENTIMENT_TEMPLATE, load_dataset
 from aieg_fast.methods import parse_method_spec
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
+
 PROTOCOL = json.loads((Path(__file__).resolve().parent / "study19" / "protocol.json").read_text(encoding="utf-8"))
 
 
@@ -44,6 +47,7 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=4)
     p.add_argument("--n-steps", type=int, default=PROTOCOL["settings"]["n_steps"])
     a = p.parse_args(argv)
+    machine.print_header(argv, script=__file__)
     warnings.simplefilter("ignore")  # the attributions' own findings (e.g. PosNorm inflation) are not timed here
     ex = aieg_fast.load_model(a.model)
     specs = [parse_method_spec(s) for v, s in PROTOCOL["variants"].items() if v != "random"]

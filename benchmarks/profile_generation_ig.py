@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 
 
 def main(argv=None):
@@ -42,6 +43,7 @@ def main(argv=None):
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    machine.print_header(argv, script=__file__)
     ex = aieg_fast.load_model()
     prompt = bg.make_prompt(ex)
     gen_ids = ex.attribute_generation(prompt, max_new_tokens=bg.NEW_TOKENS, method="attention").info["generated_ids"]

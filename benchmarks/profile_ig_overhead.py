@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 
 
 def main(argv=None):
@@ -45,6 +46,7 @@ def main(argv=None):
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    machine.print_header(argv, script=__file__)
     ex = bp.load_explainer(args.model, args.L)
     prompt = bp.make_prompt(ex, args.L)
     tid, ttext = bp.pick_target(ex, prompt)

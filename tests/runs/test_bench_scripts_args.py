@@ -1,0 +1,45 @@
+"""benchmarks/: bad arguments are argparse errors (exit 2) before any model is loaded, and the
+shared header names the machine and the command."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name):
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_machine_header(capsys):
+    machine = _load("machine")
+    info = machine.print_header(["--runs", "1"], script=str(BENCH / "bench_x.py"))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("# machine: ") and "cores" in out[0] and "torch" in out[0]
+    assert out[1].startswith("# command: python ") and out[1].endswith("bench_x.py --runs 1")
+    assert {"cpu", "cores", "torch", "transformers", "threads"} <= set(info)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--tools", "ours,nosuch"], ["--models", "gpt5"], ["--methods", "ig,shap"], ["--quick", "--n-steps", "5"],
+    ["--quick", "--lengths", "128"],
+])
+def test_bench_peers_refuses(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        _load("bench_peers").main(argv)
+    assert e.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--dtypes", "fp32"], ["--ops", "nosuch"], ["--device", "tpu"]])
+def test_bench_ops_refuses(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        _load("bench_ops").main(argv)
+    assert e.value.code == 2
+    assert "error:" in capsys.readouterr().err
