@@ -339,7 +339,9 @@ def emphasis_factors(
 
     Degenerate cases: with ``norm="l1"``, if Σ|w| = 0 (flat logit, no rising interval for
     ``relu``, constant ``minmax``) every EF is 1/M, which reduces to IG on the grid. If any
-    input value is NaN or ±inf (``slopes`` included), every EF is NaN.
+    input value is NaN or ±inf (``slopes`` included), every EF is NaN. Finite logits whose
+    increments overflow the accumulation dtype (|f| near 3e38 in float32, a model already
+    diverged) give inf or NaN factors: not rescaled, unlike :func:`posnorm`.
 
     Args:
         path_logits (Tensor[M]): target logit f_m = F(γ(α_m)) (or slopes, for ``"autograd"``).
