@@ -152,25 +152,14 @@ def run(devices: List[str], dtypes: List[str], quick: bool, m: int, min_run_time
     return rows
 
 
-def _csv_of(choices):
-    """argparse type: a comma list whose items must all be in ``choices``."""
-    def parse(text):
-        items = [x.strip() for x in text.split(",") if x.strip()]
-        bad = [x for x in items if x not in choices]
-        if bad or not items:
-            raise argparse.ArgumentTypeError(f"unknown value(s) {', '.join(bad) or repr(text)}; choose from {', '.join(choices)}")
-        return items
-    return parse
-
-
 OPS = tuple(dict.fromkeys(c[0] for c in _cases(True, 50)))  # the op names, in table order (no tensors are made here)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="auto", help="cpu, cuda, or auto (cpu, plus cuda when available); comma list allowed")
-    ap.add_argument("--dtypes", default="float32,bfloat16", type=_csv_of(tuple(DTYPES)), help="comma list of " + ",".join(DTYPES))
-    ap.add_argument("--ops", default=None, type=_csv_of(OPS), help="comma list of ops to run (default all): " + ",".join(OPS))
+    ap.add_argument("--dtypes", default="float32,bfloat16", type=machine.csv_of(tuple(DTYPES)), help="comma list of " + ",".join(DTYPES))
+    ap.add_argument("--ops", default=None, type=machine.csv_of(OPS), help="comma list of ops to run (default all): " + ",".join(OPS))
     ap.add_argument("--m", type=int, default=50, help="path steps / batch size (default 50)")
     ap.add_argument("--quick", action="store_true", help="small sizes only")
     ap.add_argument("--min-run-time", type=float, default=None, help="seconds per measurement (default 0.3, quick 0.05)")

@@ -417,17 +417,6 @@ def not_installed_msg(tool: str) -> str:
     return f"{tool} not installed (pip install {tool})"
 
 
-def csv_of(choices):
-    """argparse type: a comma-separated list whose items must all be in ``choices``."""
-    def parse(text):
-        items = [x.strip() for x in text.split(",") if x.strip()]
-        bad = [x for x in items if x not in choices]
-        if bad or not items:
-            raise argparse.ArgumentTypeError(f"unknown value(s) {', '.join(bad) or repr(text)}; choose from {', '.join(choices)}")
-        return ",".join(items)
-    return parse
-
-
 def _fmt_mem(rec):
     if not rec.get("peak_mib"):
         return "-"
@@ -479,11 +468,11 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="tiny GPT-2 + SmolLM at L=64, n_steps 50 (cannot be combined with --lengths, --n-steps or --full)")
     ap.add_argument("--full", action="store_true", help="L in {64, 256, 1024} and the completeness table")
-    ap.add_argument("--models", default="tiny-gpt2,smollm", type=csv_of(MODELS), help=f"comma-separated, from {', '.join(MODELS)}")
+    ap.add_argument("--models", default="tiny-gpt2,smollm", type=machine.csv_of(MODELS, joined=True), help=f"comma-separated, from {', '.join(MODELS)}")
     ap.add_argument("--lengths", default=None, help="comma-separated prompt lengths (default 64 quick, 64,256,1024 full)")
-    ap.add_argument("--methods", default="ig,saliency,ixg", type=csv_of(tuple(METHOD_NAMES)),
+    ap.add_argument("--methods", default="ig,saliency,ixg", type=machine.csv_of(tuple(METHOD_NAMES), joined=True),
                     help=f"comma-separated, from {', '.join(METHOD_NAMES)}")
-    ap.add_argument("--tools", default="ours,captum,inseq,bound", type=csv_of(TOOLS),
+    ap.add_argument("--tools", default="ours,captum,inseq,bound", type=machine.csv_of(TOOLS, joined=True),
                     help=f"comma-separated, from {', '.join(TOOLS)}; a peer whose package is missing is reported, not run")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--n-steps", type=int, default=None, help="IG path points (default 50)")

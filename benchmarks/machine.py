@@ -8,6 +8,7 @@ torch threads, peer tool versions) for a script's --out JSON; ``describe()`` the
 """
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import shlex
@@ -93,3 +94,16 @@ def print_header(argv=None, script=None, threads=None, file=None) -> dict:
     for line in describe(argv, script, d=d):
         print(line, file=file or sys.stdout, flush=True)
     return d
+
+
+def csv_of(choices, joined: bool = False):
+    """argparse type: a comma-separated list whose items must all be in ``choices`` (an argparse
+    error naming the unknown ones otherwise); the list, or with ``joined`` the items joined by
+    commas again."""
+    def parse(text):
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in items if x not in choices]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"unknown value(s) {', '.join(bad) or repr(text)}; choose from {', '.join(choices)}")
+        return ",".join(items) if joined else items
+    return parse
