@@ -347,7 +347,8 @@ def run_method(method, ctx, opts, sequence: bool = False):
 
     A method that makes no forward of its own (one that reads only the inputs, or a random
     control) leaves the prediction to this function: the missing targets are filled after it
-    runs, so its results name the token they explain.
+    runs, so its results name the token they explain. Held-fixed positions get 0 here, as the
+    method contract says, also where the method's arithmetic gave NaN there (a non-finite F).
 
     Returns:
         (the method's output, {op: backend that ran})
@@ -361,6 +362,8 @@ def run_method(method, ctx, opts, sequence: bool = False):
         _check_output(method, out, None if sequence else ctx.batch)
         if not sequence:  # a generated sequence's targets are its tokens
             ctx.ensure_targets()
+            # held-fixed positions score 0 whatever the arithmetic gave (Δ = 0 times a NaN gradient is NaN)
+            out.scores = [sc.masked_fill(ctx.batch.fixed[b].to(sc.device), 0.0) for b, sc in enumerate(out.scores)]
     return out, dict(used)
 
 

@@ -4,6 +4,7 @@ refused naming the method, and a malformed class is refused at registration."""
 from __future__ import annotations
 
 import contextlib
+import math
 import dataclasses
 
 import pytest
@@ -82,3 +83,18 @@ def test_malformed_method_refused_at_registration(attrs, err, match):
     with pytest.raises(err, match=match):
         A.register(cls)
     assert A.list_methods() == before
+
+
+def test_fixed_positions_score_zero_even_when_the_method_gives_nan_there(tiny_llama):
+    """IG with a non-finite F gave NaN at held-fixed positions (Δ = 0 times a NaN gradient);
+    the contract says they hold 0, whatever the method computed."""
+    def nan_everywhere(ctx):
+        L = ctx.batch.ids.shape[1]
+        return A.MethodOutput([torch.full((L,), float("nan")) for _ in range(ctx.batch.B)])
+
+    with registered(_method("user_nan", nan_everywhere)) as name:
+        with pytest.warns(A.NonFiniteAttributionWarning):
+            a = tiny_llama.attribute("the movie is good", method=name)
+    fixed = [not x for x in a.attributable]
+    assert any(fixed) and all(float(s) == 0.0 for s, f in zip(a.scores, fixed) if f)
+    assert all(math.isnan(float(s)) for s, f in zip(a.scores, fixed) if not f)
