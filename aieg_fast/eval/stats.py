@@ -20,6 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..core.validation import check_int
 from .metrics import HARD_METRICS, METRICS, metric_base
 
 __all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "chance_check", "summarise",
@@ -38,8 +39,7 @@ def bootstrap_ci(x: Sequence[float], n_boot: int = 2000, seed: int = 0, level: f
         ValueError: ``x`` not 1-D, ``level`` outside (0, 1) (e.g. 95 for 0.95), ``n_boot`` < 1.
     """
     _check_level(level)
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
-        raise ValueError(f"n_boot must be an int >= 1, got {n_boot!r}")
+    check_int("n_boot", n_boot, 1)
     x = np.asarray(x, dtype=float)
     if x.ndim != 1:
         raise ValueError(f"x must be a 1-D sequence of numbers, got shape {x.shape}")

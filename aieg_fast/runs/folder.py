@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from .records import read_jsonl, repair_jsonl, write_json
 
 __all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods",
-           "record_former_setting", "part_path", "part_files", "remove_parts"]
+           "record_former_setting", "setting_differences", "part_path", "part_files", "remove_parts"]
 
 #: file name of the settings in an output folder.
 CONFIG_FILE = "config.json"
@@ -66,11 +66,10 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
     results = holds_results(out)
     _refuse_results_without_config(out, arg, results)
     if cfg_path.exists() and results:
+        for key in ADOPTED_SETTINGS:  # a folder from before the setting was recorded: taken to hold what runs now
+            if key in config:
+                record_former_setting(out, key, lambda recorded, value=config[key]: value)
         old = json.loads(cfg_path.read_text(encoding="utf-8"))
-        adopted = {k: config[k] for k in ADOPTED_SETTINGS if k in config and k not in old}
-        if adopted:  # a folder from before the setting was recorded: taken to hold what runs now
-            old.update(adopted)
-            write_json(cfg_path, old)
         _refuse_differences(out, old, config, set(config) | set(old), arg)
     else:
         _forget_settings_without_results(out, config)
@@ -146,15 +145,21 @@ def _short(v, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+def setting_differences(old: dict, new: dict, keys, absent: str = "its default (not written)") -> List[str]:
+    """Each key of ``keys`` whose value differs between the recorded settings ``old`` and the new
+    ones ``new``, as ``"key: <recorded> recorded, <new> now"`` (values shortened; of two dicts only
+    their entries that differ; ``absent`` for a key one side lacks), sorted by key."""
+    said = lambda d, k, v: _short(v) if k in d else absent  # noqa: E731
+    pairs = [(k, *_what_differs(old.get(k), new.get(k))) for k in _differing(old, new, keys)]
+    return [f"{k}: {said(old, k, a)} recorded, {said(new, k, b)} now" for k, a, b in pairs]
+
+
 def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
     """Raise the "other settings" error naming every key of ``keys`` whose value differs, with
-    the recorded and the new value of each."""
+    the recorded and the new value of each (a setting at its default is left out of some configs)."""
     diff = _differing(old, new, keys)
     if diff:
-        pairs = [(k, *_what_differs(old.get(k), new.get(k))) for k in diff]
-        unwritten = "its default (not written)"  # a setting at its default is left out of some configs
-        said = {k: (unwritten if k not in old else _short(a), unwritten if k not in new else _short(b)) for k, a, b in pairs}
-        values = "; ".join(f"{k}: {a} recorded, {b} now" for k, (a, b) in said.items())
+        values = "; ".join(setting_differences(old, new, keys))
         raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}; {values}); "
                          f"use another {arg}")
 

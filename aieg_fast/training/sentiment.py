@@ -58,7 +58,7 @@ from ..core.batch import right_pad
 from ..core.inputs import fill_template
 from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
 from ..models import SST2_NAME, cache_dir, load_hf_model
-from ..runs import writable_folder
+from ..runs import setting_differences, writable_folder
 from ..runs.records import write_json
 
 __all__ = ["LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "accumulate_grads", "last_logits", "train_sentiment",
@@ -226,18 +226,11 @@ def sentiment_out_dir(task: str = "sst2", out_dir=None) -> Path:
 _FREE_SETTINGS = ("micro_batch_size",)
 
 
-def _short(v, n: int = 60) -> str:
-    text = repr(v)
-    return text if len(text) <= n else text[: n - 3] + "..."
-
-
 def _other_settings(old: dict, new: dict) -> str:
     """"" when ``old`` and ``new`` agree on every setting but :data:`_FREE_SETTINGS`, else each
     one that differs as "name: recorded value recorded, new value now", joined by "; "."""
-    said = lambda d, k: _short(d[k]) if k in d else "absent"  # noqa: E731
-    keys = sorted((set(old) | set(new)) - set(_FREE_SETTINGS))
-    return "; ".join(f"{k}: {said(old, k)} recorded, {said(new, k)} now" for k in keys
-                     if k not in old or k not in new or old[k] != new[k])
+    keys = (set(old) | set(new)) - set(_FREE_SETTINGS)
+    return "; ".join(setting_differences(old, new, keys, absent="absent"))
 
 
 def _read_checkpoint(out: Path) -> Tuple[Optional[dict], Optional[Path]]:
