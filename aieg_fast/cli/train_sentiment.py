@@ -37,9 +37,8 @@ def add_parser(sub) -> None:
                          "scored on those with odd idx (boolq-heldout, the set to evaluate the model on)")
     ts.add_argument("--out", default=None, help="output folder (default: <cache>/smollm2-<task>-train); the finished adapter "
                     "loads with --model and this folder")
-    ts.add_argument("--train-file", default=None, help="training rows in the task's format (default: the copy shipped with the "
-                    "package: SST-2 train, BoolQ's even half; $AIEG_FAST_DATA is not read for it, while the scored set is read "
-                    "as evaluate reads it: from $AIEG_FAST_DATA when set, else the shipped copy)")
+    ts.add_argument("--train-file", default=None, help="training rows in the task's format (default: SST-2 train or BoolQ's even half, read "
+                    "as evaluate reads the scored set: from $AIEG_FAST_DATA when set, else the copy shipped with the package)")
     ts.add_argument("--n-train", type=int, default=None, help="training rows, the first of a seeded shuffle (default: 16000 for "
                     "sst2, all for boolq)")
     ts.add_argument("--epochs", type=int, default=None, help="passes over the rows (default: 1 for sst2, 3 for boolq)")

@@ -25,13 +25,13 @@ distribution is noise around x′ rather than training examples).
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from ..models import materialized
+from .validation import check_number
 
 __all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "row_noise", "shift_baseline"]
 
@@ -101,9 +101,7 @@ def check_baseline_noise(baseline_noise, n_baseline_samples=None) -> None:
     sample would be ignored."""
     if baseline_noise is None:
         return
-    if isinstance(baseline_noise, bool) or not isinstance(baseline_noise, (int, float)) or not math.isfinite(baseline_noise) \
-            or baseline_noise < 0:
-        raise ValueError(f"baseline_noise must be a finite number >= 0 or None, got {baseline_noise!r}")
+    check_number("baseline_noise", baseline_noise, 0.0, optional=True)
     if n_baseline_samples is not None and not (isinstance(n_baseline_samples, int) and n_baseline_samples > 1):
         raise ValueError(f"baseline_noise={baseline_noise!r} is used only with n_baseline_samples > 1 (the noisy baselines "
                          f"it spreads), got n_baseline_samples={n_baseline_samples!r}; pass n_baseline_samples=K as well")

@@ -18,7 +18,7 @@ from torch import Tensor
 from .. import ops
 from ..reference import uniform_alphas
 from .compiled import chunk_rows
-from .validation import parse_memory
+from .validation import check_positive_int, parse_memory
 
 __all__ = [
     "TOKEN_REDUCTIONS", "reduce_tokens", "path_chunks", "integrate", "integrate_emphasized", "path_logits",
@@ -79,9 +79,7 @@ def check_chunk_settings(internal_batch_size, max_memory) -> None:
     Raises:
         ValueError: naming the argument and the value.
     """
-    if internal_batch_size is not None and (isinstance(internal_batch_size, bool) or not isinstance(internal_batch_size, int)
-                                            or internal_batch_size < 1):
-        raise ValueError(f"internal_batch_size must be a positive int or None, got {internal_batch_size!r}")
+    check_positive_int("internal_batch_size", internal_batch_size, optional=True)
     if max_memory is not None:
         parse_memory(max_memory)
 

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from typing import Any, Iterable, Mapping, Optional
 
 import torch
 
-__all__ = ["DEFAULT_N_STEPS", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_bool", "check_options", "parse_memory", "parse_dtype",
+__all__ = ["DEFAULT_N_STEPS", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
            "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
@@ -25,12 +26,41 @@ def check_choice(name: str, value, choices) -> None:
 DEFAULT_N_STEPS = 50
 
 
-def check_int(name: str, value, minimum: int, maximum: Optional[int] = None) -> None:
-    """Raise ValueError unless ``value`` is an int (not bool) ≥ ``minimum`` (and ≤ ``maximum``)."""
+def check_int(name: str, value, minimum: int, maximum: Optional[int] = None, *, optional: bool = False) -> None:
+    """Raise ValueError unless ``value`` is an int (not bool) ≥ ``minimum`` (and ≤ ``maximum``), or
+    None where ``optional``."""
+    if optional and value is None:
+        return
+    none = " or None" if optional else ""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be an int >= {minimum}{none}, got {value!r}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}], got {value!r}")
+        raise ValueError(f"{name} must be an int in [{minimum}, {maximum}]{none}, got {value!r}")
+
+
+def check_positive_int(name: str, value, *, optional: bool = False):
+    """``value`` unchanged.
+
+    Raises:
+        ValueError: ``value`` is not an int ≥ 1 (bools are refused), nor None where ``optional``;
+            the message names ``name`` and the value.
+    """
+    if optional and value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
+    return value
+
+
+def check_number(name: str, value, minimum: float = 0.0, *, strict: bool = False, optional: bool = False) -> None:
+    """Raise ValueError unless ``value`` is a finite real number (not bool) ≥ ``minimum`` (> where
+    ``strict``), or None where ``optional``; the message names ``name`` and the value."""
+    if optional and value is None:
+        return
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < minimum or (strict and value == minimum):
+        bound = f"{'>' if strict else '>='} {minimum:g}"
+        raise ValueError(f"{name} must be a finite number {bound}{' or None' if optional else ''}, got {value!r}")
 
 
 def check_bool(name: str, value) -> None:

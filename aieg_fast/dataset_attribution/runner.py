@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.diagnostics import AttributionWarning
-from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_choice, check_placement
+from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
 from ..models import run_model_settings
@@ -117,11 +117,8 @@ def _check_run(method, options, n_steps, target_fn, label_set, batch_size, inter
     check_choice("target_fn", target_fn, TARGET_FNS)
     if target_fn == "label_logprob" and not label_set:
         raise ValueError("target_fn='label_logprob' needs label_set (the label tokens)")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    if internal_batch_size is not None and (isinstance(internal_batch_size, bool) or not isinstance(internal_batch_size, int)
-                                            or internal_batch_size < 1):
-        raise ValueError(f"internal_batch_size must be a positive int or None, got {internal_batch_size!r}")
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("internal_batch_size", internal_batch_size, optional=True)
     if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):
         raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
 

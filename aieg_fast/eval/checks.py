@@ -5,7 +5,7 @@ import numbers
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..core.baselines import check_alpha_range, check_baseline_noise, check_baseline_value
-from ..core.validation import check_int
+from ..core.validation import check_int, check_positive_int
 from ..methods.registry import check_model, get_method, parse_method_spec, resolved_options
 
 __all__ = ["BASELINE_KEYS", "check_labels", "check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models",
@@ -32,17 +32,6 @@ def check_topk(topk) -> float:
     if isinstance(topk, bool) or not isinstance(topk, (int, float)) or not (0 < topk <= 1):
         raise ValueError(f"topk must be a fraction in (0, 1], got {topk!r}")
     return float(topk)
-
-
-def check_positive_int(name: str, v) -> int:
-    """``v`` unchanged.
-
-    Raises:
-        ValueError: ``v`` is not an int ≥ 1 (bools are refused); the message names ``name``.
-    """
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return v
 
 
 def check_pis(pis) -> List[float]:

@@ -44,11 +44,9 @@ def check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_
                     normalise, soft_maps, ties) -> Tuple[Optional[List[float]], List[float], List[str]]:
     """Check the numeric and named settings (in this order); return the top-k sweep (sorted, no
     repeats, None when empty), the π grid and the soft maps as lists."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    check_positive_int("n", n)
     check_n_steps(n_steps)
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
+    check_positive_int("max_tokens", max_tokens, optional=True)
     if isinstance(start, bool) or not isinstance(start, int) or not (0 <= start < n):
         raise ValueError(f"start must be an int in [0, n) = [0, {n}), got {start!r}")
     check_seed(seed)

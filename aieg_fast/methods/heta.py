@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -35,7 +34,7 @@ from ..core.model_state import model_prepared
 from ..core.objective import target_scores
 from ..core.occlusion import occlude, occlusion_groups, reference_outputs, runs_after_prefix, spread
 from ..core.path import machine_memory
-from ..core.validation import check_choice, check_int
+from ..core.validation import check_choice, check_int, check_number
 from ..core.value_flow import ROLLOUTS, VALUE_SOURCES, flow_gate, residual_values, value_norms
 from .base import Method, MethodOutput, Options
 from .registry import register
@@ -56,12 +55,6 @@ PRESETS: Dict[str, Dict[str, str]] = {
     # the norm without biases, M_T normalised over every context position (special tokens included)
     "official": dict(rollout="per_head", value_source="residual", gate_norm="context"),
 }
-
-
-def _number(name: str, value, minimum: float = 0.0) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= minimum
-    if not ok:
-        raise ValueError(f"{name} must be a finite number >= {minimum:g}, got {value!r}")
 
 
 def _optional_int(name: str, value, minimum: int) -> None:
@@ -133,8 +126,8 @@ class HETAOptions(Options):
     def validate(self):
         check_choice("preset", self.preset, tuple(PRESETS))
         self.component_set()
-        _number("beta", self.beta)
-        _number("gamma", self.gamma)
+        check_number("beta", self.beta)
+        check_number("gamma", self.gamma)
         check_int("n_probes", self.n_probes, 1)
         check_choice("objective", self.objective, OBJECTIVES)
         check_choice("component_norm", self.component_norm, COMPONENT_NORMS)
@@ -144,7 +137,7 @@ class HETAOptions(Options):
         for name, choices in (("rollout", ROLLOUTS), ("value_source", VALUE_SOURCES), ("gate_norm", GATE_NORMS)):
             if getattr(self, name) is not None:
                 check_choice(name, getattr(self, name), choices)
-        _number("window_overlap", self.window_overlap)
+        check_number("window_overlap", self.window_overlap)
         if not self.window_overlap < 1:
             raise ValueError(f"window_overlap must be in [0, 1), got {self.window_overlap!r}")
         check_int("probe_seed", self.probe_seed, 0)

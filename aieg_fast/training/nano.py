@@ -27,7 +27,9 @@ import torch
 from ..core.batch import right_pad
 from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
+from ..core.validation import check_int, check_number, check_positive_int
 from ..runs import writable_folder
+from .schedule import warmup_cosine
 
 __all__ = ["ARCHS", "LLAMA_NANO_CONFIG", "NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
 
@@ -86,12 +88,9 @@ def _accuracy(model, seqs: List[List[int]], labels: List[int], pad_id: int, batc
 
 def _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr) -> None:
     for name, v in (("epochs", epochs), ("batch_size", batch_size), ("max_length", max_length), ("n_positions", n_positions)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    if max_train is not None and (isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 2):
-        raise ValueError(f"max_train must be an int >= 2 or None, got {max_train!r}")
-    if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a finite positive number, got {lr!r}")
+        check_positive_int(name, v)
+    check_int("max_train", max_train, 2, optional=True)
+    check_number("lr", lr, 0.0, strict=True)
 
 
 def _data_files(train_file, dev_file, data_dir) -> Tuple[Path, Path]:
@@ -137,11 +136,7 @@ def _optimizer(model, total: int, lr: float, weight_decay: float):
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-    warm = max(1, total // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
-    )
-    return opt, sched
+    return opt, warmup_cosine(opt, total)
 
 
 def _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress) -> List[dict]:

@@ -60,6 +60,8 @@ from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_D
 from ..models import SST2_NAME, cache_dir, load_hf_model
 from ..runs import setting_differences, writable_folder
 from ..runs.records import write_json
+from ..core.validation import check_number, check_positive_int
+from .schedule import warmup_cosine
 
 __all__ = ["LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "accumulate_grads", "last_logits", "train_sentiment",
            "sentiment_accuracy", "sentiment_out_dir"]
@@ -195,19 +197,9 @@ def _check(n_train, batch_size, lr, checkpoint_every, micro_batch_size, max_step
     ``lr`` that is not a finite positive number (ValueError naming the argument and the value)."""
     for name, v in (("n_train", n_train), ("batch_size", batch_size), ("checkpoint_every", checkpoint_every),
                     ("micro_batch_size", micro_batch_size), ("max_steps", max_steps), ("n_dev", n_dev)):
-        if v is None and name in ("max_steps", "n_dev"):
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    if not (isinstance(lr, (int, float)) and not isinstance(lr, bool) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a finite positive number, got {lr!r}")
-
-
-def _schedule(opt, total: int):
-    warm = max(1, total // 20)
-    return torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, total - warm)))
-    )
+        if v is not None or name not in ("max_steps", "n_dev"):  # None: leave out (the message names no None)
+            check_positive_int(name, v)
+    check_number("lr", lr, 0.0, strict=True)
 
 
 def sentiment_out_dir(task: str = "sst2", out_dir=None) -> Path:
@@ -375,10 +367,9 @@ def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
         raise ValueError(f"task must be one of {list(TRAIN_TASKS)}, got {task!r}")
     train_name, eval_name, name, n_default, e_default = TRAIN_TASKS[task]
     epochs = e_default if epochs is None else epochs
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+    check_positive_int("epochs", epochs)
     spec = DATASETS[train_name]
-    path = Path(train_file) if train_file is not None else SHIPPED_DATA_DIR / spec.shipped
+    path = Path(train_file) if train_file is not None else dataset_path(train_name)  # $AIEG_FAST_DATA, else shipped
     recs = (replace(spec, parity=None) if train_file is not None else spec).records(path)  # a file of one's own: all rows
     if not recs:
         raise ValueError(f"train_file {str(path)!r} holds no rows")
@@ -397,7 +388,8 @@ def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
 
 def _settings(spec, train_path: Path, given: bool, task: str, n_train, batch_size: int, lr: float, seed: int, epochs: int) -> dict:
     """The settings a checkpoint must match to resume (and ``training.json`` records); a training
-    file given is also known by the first 16 hex digits of its bytes' SHA-256."""
+    file other than the shipped copy (given, or read from the data folder) is also known by the
+    first 16 hex digits of its bytes' SHA-256."""
     settings = {"n_train": n_train, "batch_size": batch_size, "lr": lr, "seed": seed, "lora": LORA_CONFIG,
                 "template": spec.template, "labels": list(spec.labels), "train_file": train_path.name}
     if given:  # only then, so checkpoints of the shipped file made before it was recorded resume
@@ -504,9 +496,11 @@ def train_sentiment(
             their template and label words).
         out_dir: where the adapter, ``training.json`` and the checkpoint go (default
             :func:`sentiment_out_dir`: ``<cache>/smollm2-sst2-train``, ``<cache>/smollm2-boolq-train``).
-        train_file: the training rows in the task's format (default: the copy shipped with the
-            package: SST-2 train, BoolQ's even half). Rows of a given BoolQ file that are in the
-            scored set (same question and passage) are left out.
+        train_file: the training rows in the task's format (default: the task's training set,
+            SST-2 train or BoolQ's even half, from ``$AIEG_FAST_DATA`` when set, else the copy
+            shipped with the package, as the scored set is found: :func:`aieg_fast.datasets.dataset_path`).
+            Rows of a given BoolQ file that are in the scored set (same question and passage) are
+            left out.
         epochs: passes over the rows, each in its own seeded order (default 1 for SST-2, 3 for BoolQ).
         n_train: rows used, the first of a seeded shuffle of the train set (default 16,000 for
             SST-2, all 1,635 for BoolQ; more than there are: all, recorded as their number).
@@ -529,6 +523,7 @@ def train_sentiment(
         the step reached.
 
     Raises:
+        FileNotFoundError: ``$AIEG_FAST_DATA`` is set and lacks the training or scored set's file.
         ValueError: a bad argument (named), a training file without rows, an ``out_dir`` that is
             not a writable folder, or that holds a finished adapter or a checkpoint of other
             settings (each named, before the model loads), an unreadable checkpoint (named).
@@ -542,7 +537,7 @@ def train_sentiment(
     from peft import LoraConfig, get_peft_model
 
     out = writable_folder(sentiment_out_dir(task) if out_dir is None else out_dir, "out_dir")
-    settings = _settings(spec, train_path, train_file is not None, task, n_train, batch_size, lr, seed, epochs)
+    settings = _settings(spec, train_path, train_path != SHIPPED_DATA_DIR / spec.shipped, task, n_train, batch_size, lr, seed, epochs)
     state = _recorded_state(out, settings)
 
     model, tok, _ = load_hf_model(None, dtype=torch.float32)
@@ -560,7 +555,7 @@ def train_sentiment(
     model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **LORA_CONFIG))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    sched = _schedule(opt, len(batches))
+    sched = warmup_cosine(opt, len(batches))
     step, losses, running = _resume(state, model, opt, sched)
     stop = len(batches) if max_steps is None else min(len(batches), step + max_steps)
     step, losses, seconds = _train_steps(model, opt, sched, params, (seqs, targets, batches, micro, pad_id), out, settings,

@@ -115,7 +115,7 @@ def test_train_nano_checks_its_folder_and_rows_before_loading(tmp_path, monkeypa
     for args, what in (((tmp_path / "empty.tsv", tmp_path / "dev.tsv"), "train_file"), ((tmp_path / "train.tsv", tmp_path / "empty.tsv"), "dev_file")):
         with pytest.raises(ValueError, match=f"{what} {str(tmp_path / 'empty.tsv')!r} holds no rows"):
             nano.train_nano(*args, out_dir=tmp_path / "o", progress=False)
-    with pytest.raises(ValueError, match="lr must be a finite positive number, got inf"):
+    with pytest.raises(ValueError, match="lr must be a finite number > 0, got inf"):
         nano.train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", lr=float("inf"), out_dir=tmp_path / "o")
     assert not (tmp_path / "o").exists()
 
@@ -145,7 +145,7 @@ def test_train_nano_command_names_the_folder_it_saved_to(tmp_path, monkeypatch, 
     printed = capsys.readouterr().out
     assert f"saved to {out} (load it with --model {out})" in printed
     assert cli.main([*argv, "--out", str(tmp_path / "x"), "--lr", "nan"]) == 2
-    assert "error: --lr must be a finite positive number, got nan" in capsys.readouterr().err
+    assert "error: --lr must be a finite number > 0, got nan" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["train-nano", "--help"])
     helptext = " ".join(capsys.readouterr().out.split())

@@ -64,7 +64,7 @@ def _kw(tmp_path, **more):
 @pytest.mark.parametrize("bad, msg", [
     (dict(max_steps=0), "max_steps must be a positive int, got 0"), (dict(max_steps=-3), "max_steps must be a positive int, got -3"),
     (dict(n_dev=0), "n_dev must be a positive int, got 0"), (dict(n_dev=-869), "n_dev must be a positive int, got -869"),
-    (dict(lr=float("inf")), "lr must be a finite positive number, got inf"), (dict(lr=float("nan")), "lr must be a finite"),
+    (dict(lr=float("inf")), "lr must be a finite number > 0, got inf"), (dict(lr=float("nan")), "lr must be a finite"),
 ])
 def test_counts_and_lr_are_checked_before_the_model_loads(tmp_path, no_model, bad, msg):
     no_model()
@@ -238,3 +238,20 @@ def test_boolq_rows_of_the_scored_set_are_left_out(tmp_path, tiny, no_model, cap
     no_model()
     with pytest.raises(ValueError, match="all its 2 rows are in boolq-heldout"):
         train_sentiment(task="boolq", out_dir=tmp_path / "x", train_file=f, progress=False)
+
+
+def test_the_default_training_file_is_read_from_the_data_folder(tmp_path, tiny, no_model, monkeypatch):
+    """With $AIEG_FAST_DATA set, the training set is read from there, as the scored set is (it
+    was always the shipped copy) and known by its digest; a folder without it is refused before
+    the model loads, naming the file."""
+    data = tmp_path / "data"
+    _rows(data / "sst2_train.tsv", 6)
+    _rows(data / "sst2_dev.tsv", 4, word="movie")
+    monkeypatch.setenv("AIEG_FAST_DATA", str(data))
+    kw = _kw(tmp_path, train_file=None, n_train=6)
+    done = train_sentiment(**kw)
+    assert done["steps"] == 3 and len(done["settings"].get("train_file_sha256", "")) == 16
+    (data / "sst2_train.tsv").unlink()
+    no_model()
+    with pytest.raises(FileNotFoundError, match=r"'sst2-train' needs sst2_train.tsv in .*data"):
+        train_sentiment(**dict(kw, out_dir=tmp_path / "other"))
