@@ -352,7 +352,6 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     sequence, or ``run`` on the batch of the T contexts (with the pilot pass shared, for
     methods that have one). Returns (output with one row per step, {op: backend})."""
     full_ids, full_fixed = encoded[-1]
-    T = len(gen_ids)
     if call.contrast[0] is not None and call.contrast[0]["id"] in gen_ids:
         warn(f"contrast_target {call.contrast[0]['text']!r} is generated at some step; F is 0 there")
     out, used, hidden = _run_steps(ex, m, opts, encoded, Lp, gen_ids, shared, settings, timing, bar, call)

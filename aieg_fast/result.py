@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -11,6 +10,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from .core.validation import check_int
+from .runs.records import json_safe, replace_file
 from .display import aggregate_words, html, plots, terminal
 from .display.words import group_text, marker_groups, marker_text, offset_groups, reduce_groups, token_display_texts, visible
 
@@ -248,20 +248,12 @@ class Attribution:
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> Dict[str, Any]:
-        """A JSON-serialisable dict (scores as a list; NaN and ±inf written as null, read back as NaN)."""
-        def clean(x):
-            if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
-                return None
-            if isinstance(x, list):
-                return [clean(v) for v in x]
-            if isinstance(x, dict):
-                return {k: clean(v) for k, v in x.items()}
-            if torch.is_tensor(x):
-                return clean(x.tolist())
-            return x
-
+        """A JSON-serialisable dict: scores as a list; tensors, numpy arrays and numpy scalars (e.g.
+        in ``info``) as lists and numbers; NaN and ±inf written as null. :meth:`from_dict` reads a
+        null score back as NaN; a null elsewhere (``info``, ``timing``, ``target_prob``) stays None,
+        as JSON keeps no difference between a missing value and a non-finite one."""
         words, wscores = self.words()
-        return clean(
+        return json_safe(
             {
                 "tokens": self.tokens,
                 "token_ids": self.token_ids,
@@ -411,20 +403,7 @@ def _write_json(path, obj) -> None:
         raise ValueError(f"path must name a file to write, got {str(path)!r} (a folder)")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"path {str(path)!r}: the folder {str(path.parent)!r} does not exist")
-    text = json.dumps(obj, ensure_ascii=False, indent=1)
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        real = Path(os.path.realpath(path))
-        if not real.is_file():
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            return
-        path = real
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    replace_file(path, json.dumps(obj, ensure_ascii=False, indent=1).encode("utf-8"))
 
 
 def load_attributions(path) -> List[Attribution]:

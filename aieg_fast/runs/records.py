@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Iterable, List, Optional, Tuple
 
-__all__ = ["json_safe", "read_jsonl", "repair_jsonl", "append_jsonl", "write_jsonl", "write_json", "TORN_SUFFIX"]
+__all__ = ["json_safe", "read_jsonl", "repair_jsonl", "append_jsonl", "write_jsonl", "write_json", "replace_file", "TORN_SUFFIX"]
 
 #: suffix of the file that keeps the bytes :func:`repair_jsonl` removed
 TORN_SUFFIX = ".torn"
@@ -27,13 +27,16 @@ TORN_SUFFIX = ".torn"
 
 def json_safe(x):
     """``x`` with NaN / inf floats replaced by None (in nested dicts, lists and tuples; tuples
-    become lists), so that ``json.dumps(..., allow_nan=False)`` writes strict JSON."""
+    become lists; tensors, numpy arrays and numpy scalars become their ``tolist()``), so that
+    ``json.dumps(..., allow_nan=False)`` writes strict JSON."""
     if isinstance(x, float):
         return x if math.isfinite(x) else None
     if isinstance(x, dict):
         return {k: json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
+    if hasattr(x, "tolist") and callable(x.tolist):  # a tensor, numpy array or numpy scalar
+        return json_safe(x.tolist())
     return x
 
 
@@ -140,7 +143,7 @@ def repair_jsonl(path) -> List[str]:
             fh.write(clean[len(data):])
             os.fsync(fh.fileno())
     else:
-        _replace(p, clean)
+        replace_file(p, clean)
     return [f"{p}: {n}" for n in notes] + ([f"{p}: the removed bytes are kept in {p.name}{TORN_SUFFIX}"] if removed else [])
 
 
@@ -160,21 +163,37 @@ def append_jsonl(path, records: Iterable[dict]) -> None:
         os.fsync(fh.fileno())
 
 
-def _replace(path: Path, data: bytes) -> None:
+def replace_file(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, flushed to the
+    disk, renamed over ``path`` (a kill leaves the old file or the new one, and a failed write
+    leaves no temporary file). A symbolic link to a file has that file replaced (the link stays);
+    a path that is not a regular file (a device such as ``/dev/stdout``, a named pipe, a link to
+    one) is written through, as ``open`` would."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        real = Path(os.path.realpath(path))
+        if not real.is_file():
+            with open(path, "wb") as fh:
+                fh.write(data)
+            return
+        path = real
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_jsonl(path, records: Iterable[dict]) -> None:
     """Write the records as a whole new file atomically: a temporary file in the same folder,
     flushed to the disk, renamed over ``path`` (a kill leaves the old file or the new one)."""
-    _replace(Path(path), b"".join(_line(r) for r in records))
+    replace_file(path, b"".join(_line(r) for r in records))
 
 
 def write_json(path, obj, sort_keys: bool = False) -> None:
     """Write ``obj`` as an indented JSON document, atomically as :func:`write_jsonl`."""
-    _replace(Path(path), json.dumps(obj, indent=1, sort_keys=sort_keys).encode("utf-8"))
+    replace_file(path, json.dumps(obj, indent=1, sort_keys=sort_keys).encode("utf-8"))

@@ -304,6 +304,20 @@ def test_save_that_fails_leaves_the_old_file(tmp_path, gen):
     assert p.read_bytes() == before and sorted(x.name for x in tmp_path.iterdir()) == ["one.json"]
 
 
+def test_save_numpy_and_tensor_values_in_info(tmp_path):
+    """Values a user puts into ``info`` from numpy or torch are written as numbers and lists
+    (a numpy scalar raised TypeError); a non-finite one is written as null and reads back as None."""
+    import numpy as np
+
+    a = _result()
+    a.info.update(mean=np.float32(0.25), count=np.int64(3), grid=np.arange(3), t=torch.tensor([1.5, float("nan")]),
+                  bad=float("inf"))
+    a.save(tmp_path / "one.json")
+    back = aieg_fast.load_attribution(tmp_path / "one.json")
+    assert back.info["mean"] == 0.25 and back.info["count"] == 3 and back.info["grid"] == [0, 1, 2]
+    assert back.info["t"] == [1.5, None] and back.info["bad"] is None
+
+
 def test_save_writes_through_links_and_pipes(tmp_path, gen):
     """A link to a file: the file is written and the link stays a link. A named pipe (as
     /dev/stdout can be): written through to its reader. Before, both were replaced by a new

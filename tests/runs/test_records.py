@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from aieg_fast.runs import TORN_SUFFIX, append_jsonl, read_jsonl, repair_jsonl, write_jsonl
+from aieg_fast.runs.records import write_json
 
 
 def _lines(n):
@@ -62,3 +63,19 @@ def test_write_jsonl_replaces_the_whole_file(tmp_path):
     assert read_jsonl(p) == ([{"index": 0, "scores": [0.0, None]}], [])
     assert sorted(x.name for x in tmp_path.iterdir()) == ["r.jsonl"]  # no temporary file left
     assert read_jsonl(tmp_path / "missing.jsonl") == ([], [])
+
+
+def test_run_files_written_through_a_link_keep_the_link(tmp_path):
+    """A run folder's records or config reached by a symbolic link (e.g. onto a larger disk): the
+    file it points to is replaced and the link stays (it was replaced by a regular file)."""
+    real, link = tmp_path / "real.jsonl", tmp_path / "records.jsonl"
+    real.write_text("")
+    link.symlink_to(real)
+    write_jsonl(link, [{"id": "a"}])
+    assert link.is_symlink() and read_jsonl(real)[0] == [{"id": "a"}]
+    conf, conf_link = tmp_path / "real.json", tmp_path / "config.json"
+    conf.write_text("{}")
+    conf_link.symlink_to(conf)
+    write_json(conf_link, {"n_steps": 20})
+    assert conf_link.is_symlink() and json.loads(conf.read_text()) == {"n_steps": 20}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "real.json", "real.jsonl", "records.jsonl"]
