@@ -150,12 +150,12 @@ def mark_intervals(errors: Tensor, rule: str, budget: int) -> Tensor:
 def _evaluate(ctx, new: List[Tensor], grids: List[NestedGrid]) -> None:
     """Forward + backward of the new points of every example, merged into its grid."""
     delta = ctx.batch.delta
-    delta = delta if delta.dtype == torch.float64 else delta.float()
+    delta = delta if delta.dtype == torch.float64 else delta.float()  # a float64 model keeps its precision here
     f_new = [torch.empty(a.numel(), dtype=torch.float64, device=ctx.device) for a in new]
     c_new = [torch.empty(a.numel(), delta.shape[1], dtype=torch.float32, device=ctx.device) for a in new]
     for b, ms, f, g in path_chunks(ctx, [a.to(torch.float32) for a in new], True):
         f_new[b][ms] = f.double()
-        c_new[b][ms] = torch.einsum("mld,ld->ml", g.float(), delta[b])
+        c_new[b][ms] = torch.einsum("mld,ld->ml", g.to(delta.dtype), delta[b]).float()
     for b, grid in enumerate(grids):
         if new[b].numel():
             grid.add(new[b], f_new[b], c_new[b])

@@ -27,7 +27,8 @@ class IntegratedGradientsOptions(Options):
         token_reduction: ``"sum"`` (default, signed), ``"l2"`` or ``"sum_abs"`` over d.
         refine: with ``n_steps="auto"``, how the trapezoid grid is refined: ``"adaptive"``
             (default: bisect the intervals with the largest errors) or ``"uniform"`` (bisect all;
-            :mod:`~aieg_fast.core.adaptive_quadrature`). Not used with an int ``n_steps``.
+            :mod:`~aieg_fast.core.adaptive_quadrature`). With an int ``n_steps`` only the default
+            is accepted (another would be ignored).
     """
 
     integration: str = "trapezoid"
@@ -50,7 +51,7 @@ class IntegratedGradients(Method):
     Cost: M forward/backward passes in chunks of ``internal_batch_size`` points.
 
     ``n_steps="auto"`` (:func:`~aieg_fast.core.adaptive_quadrature.integrate_auto`): a trapezoid
-    grid of 9 points refined by bisection, every gradient kept, until the relative completeness
+    grid of 9 points (``max_steps`` when fewer) refined by bisection, every gradient kept, until the relative completeness
     error |Σ_i IG_i − (F(x) − F(x′))| / |F(x) − F(x′)| is within ``tolerance`` (call argument,
     default 0.05) or the next refinement would pass ``max_steps`` points (default 257). Needs
     ``integration="trapezoid"`` and ``token_reduction="sum"``. ``info`` adds ``alphas``,
@@ -69,8 +70,12 @@ class IntegratedGradients(Method):
 
     def check_steps(self, opts, n_steps) -> None:
         """``n_steps="auto"`` refines a trapezoid grid and checks the signed token sum: it needs
-        ``integration="trapezoid"`` and ``token_reduction="sum"`` (ValueError otherwise)."""
+        ``integration="trapezoid"`` and ``token_reduction="sum"`` (ValueError otherwise). A
+        ``refine`` other than the default with an int ``n_steps`` is refused, as ``tolerance`` and
+        ``max_steps`` are: it would be ignored."""
         if n_steps != "auto":
+            if opts.refine != IntegratedGradientsOptions.refine:
+                raise ValueError(f"refine={opts.refine!r} applies to n_steps='auto' only; got n_steps={n_steps!r}")
             return
         if opts.integration != "trapezoid":
             raise ValueError(f"n_steps='auto' refines a trapezoid grid (nested points, every gradient kept); "

@@ -145,10 +145,27 @@ def test_auto_refused_with_a_reason(tiny_gpt2, kwargs, match):
     (dict(n_steps=20, tolerance=0.01), r"tolerance=0.01 applies to n_steps='auto' only; got n_steps=20"),
     (dict(n_steps=20, max_steps=64), r"max_steps=64 applies to n_steps='auto' only"),
     (dict(n_steps="AUTO"), r"n_steps must be an int >= 2 or 'auto', got 'AUTO'"),
+    (dict(n_steps=8, refine="uniform"), r"refine='uniform' applies to n_steps='auto' only; got n_steps=8"),
 ])
 def test_auto_settings_without_auto(tiny_gpt2, kwargs, match):
     with pytest.raises(ValueError, match=match):
         tiny_gpt2.attribute(TEXT, method=IG, **kwargs)
+    if "refine" in kwargs:  # it was accepted and ignored, in both calls
+        with pytest.raises(ValueError, match=match):
+            tiny_gpt2.attribute_generation(TEXT, max_new_tokens=2, method=IG, **kwargs)
+
+
+def test_auto_on_a_float64_model():
+    """A float64 model (it failed: a float32 gradient times the float64 Δ): the uniform
+    refinement equals the fixed trapezoid grid of the same size, as in float32."""
+    from builders import make_tiny_llama
+
+    m, t = make_tiny_llama()
+    ex = aieg_fast.Explainer(m.to(torch.float64), t)
+    auto = ex.attribute(TEXT, method=IG, n_steps="auto", refine="uniform", tolerance=1e-12, max_steps=17)
+    fixed = ex.attribute(TEXT, method=IG, n_steps=17)
+    assert auto.info["n_steps_used"] == 17
+    torch.testing.assert_close(auto.scores, fixed.scores, rtol=1e-5, atol=1e-7)
 
 
 def test_generation_refuses_auto(tiny_gpt2):
