@@ -69,13 +69,13 @@ from ..core.validation import check_placement
 from ..datasets import DATASETS, is_dataset_file, load_records, template_fields, user_dataset
 from ..generation import continuation_ids
 from ..result import Attribution
-from ..runs import made_folder, rank_device, start as start_processes
+from ..runs import check_recorded_config, made_folder, rank_device, start as start_processes
 from .checks import check_method_options, check_models, method_settings
 from .context import prepare, step_attribution
 from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, control_attribution, flat_metrics, pi_soft, score_attribution
 from .records import append_record
 from .run_checks import check_methods, check_run_settings
-from .runner import (CONTROLS, DEFAULT_METHODS, NO_SUMMARY, RunSettings, eval_target_fn, explainer_for, run_config, run_shards,
+from .runner import (CONTROLS, DEFAULT_METHODS, NO_SUMMARY, RunSettings, eval_target_fn, explainer_for, run_config, run_shards, settings_config,
                      summarise_run)
 from .stats import REFERENCE_METHOD
 
@@ -488,6 +488,12 @@ def evaluate_generation(
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
     check_chunk_settings(internal_batch_size, None)
+    check_recorded_config(out_dir, dict(  # a resume with other settings: refused before the model loads
+        settings_config(dataset, metrics, max_tokens=None, seed=seed, topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis,
+                        prob_space="vocab", normalise=normalise, method_options=method_options, soft_maps=soft_maps, ties=ties,
+                        target_fn=target_fn, topk_sweep=topk_sweep),
+        template=template, labels=[], task="generation", n_new_tokens=n_new_tokens, teacher_forced=bool(teacher_forced),
+        interpolate_generated=bool(interpolate_generated)))
     with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         if ex.adapter.kind != "causal_lm":

@@ -51,7 +51,7 @@ from ..core.diagnostics import AttributionWarning
 from ..core.validation import check_placement
 from ..datasets import DATASETS, load_records
 from ..models import run_model_settings
-from ..runs import made_folder
+from ..runs import check_recorded_config, made_folder
 from .checks import check_method_options, check_models, check_n_steps, check_positive_int, check_seed, method_settings
 from .folder import prepare_folder
 from .longra_report import LONGRA_KS, summarise_longra
@@ -318,13 +318,14 @@ def evaluate_longra(
     if len(data) < n:
         print(f"note: {dataset} has {len(data)} instances; looking at {len(data)}, not n = {n}", file=sys.stderr)
     data = data[:n]
+    settings = {"seed": seed, "n_steps": n_steps, "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks,
+                "method_options": method_options}
+    check_recorded_config(out_dir, {"dataset": dataset, "task": "longra", **settings})  # before the model loads
     with made_folder(out_dir) as out:  # a run refused after this leaves no new folder
         ex = explainer_for(model, device=device, dtype=dtype, device_map=device_map)
         check_models(ex, specs, method_options, CONTROLS)
         if ex.adapter.kind != "causal_lm":
             raise ValueError("model: LongRA needs a causal LM (it predicts the next word), got a classification head")
-        settings = {"seed": seed, "n_steps": n_steps, "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks,
-                    "method_options": method_options}
         config = {**run_model_settings(ex), "dataset": dataset, "task": "longra", **settings,
                   "filter": "one-token target and relative word; greedy prediction right with and without the distractor"}
         dtype_now = next(ex.model.parameters()).dtype

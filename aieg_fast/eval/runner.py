@@ -50,7 +50,7 @@ from ..datasets import DatasetSpec
 from ..explainer import load_model
 from ..methods.registry import parse_method_spec
 from ..models import model_kind, run_model_settings
-from ..runs import CONFIG_FILE, Dist, made_folder, part_path, rank_device, shard, start as start_processes
+from ..runs import CONFIG_FILE, Dist, check_recorded_config, made_folder, part_path, rank_device, shard, start as start_processes
 from .checks import check_method_options, check_models, method_settings
 from .metrics import (
     CONTROLS,
@@ -189,20 +189,31 @@ def _prompt(ex: "Explainer", spec: DatasetSpec, template, labels) -> Tuple[Optio
 # ============================================================================================
 # settings and resume
 # ============================================================================================
+def settings_config(dataset: str, metrics: str, *, max_tokens, seed, topk, n_steps, n_samples, pis, prob_space, normalise,
+                    method_options, soft_maps, ties, target_fn, topk_sweep) -> dict:
+    """The part of a run's ``config.json`` that needs no model (:func:`run_config` adds the model,
+    template and labels), with ``metrics`` and ``topk_sweep`` None where the config leaves them out:
+    what :func:`~aieg_fast.runs.check_recorded_config` compares before the model is loaded."""
+    return {
+        "dataset": dataset, "max_tokens": max_tokens, "seed": seed, "topk": topk, "n_steps": n_steps, "n_samples": n_samples,
+        "pis": pis, "prob_space": prob_space, "normalise": normalise, "method_options": method_options,
+        # always recorded: folders written before soft maps / random ties existed are refused, not mixed
+        "soft_maps": list(soft_maps), "ties": ties, "target_fn": target_fn,
+        # only when not the default / when asked, so folders written before these options resume
+        "metrics": None if metrics == "all" else metrics, "topk_sweep": list(topk_sweep) if topk_sweep else None,
+    }
+
+
 def run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> dict:
     """The recorded settings (``config.json``) of a run (also of
     :func:`~aieg_fast.eval.generation_runner.evaluate_generation`, which adds its own)."""
-    config = {
-        **run_model_settings(ex), "dataset": dataset, "max_tokens": s.max_tokens, "seed": s.seed,
-        "topk": s.topk, "n_steps": s.n_steps, "n_samples": s.n_samples, "pis": s.pis, "prob_space": s.prob_space,
-        "normalise": s.normalise, "template": s.template, "labels": list(s.labels), "method_options": s.method_options,
-        # always recorded: folders written before soft maps / random ties existed are refused, not mixed
-        "soft_maps": list(s.soft_maps), "ties": s.ties, "target_fn": s.target_fn,
-    }
-    if metrics != "all":  # only when not the default, so folders written before the option resume
-        config["metrics"] = metrics
-    if s.topk_sweep:  # only when asked, so folders written before the sweep existed still resume
-        config["topk_sweep"] = list(s.topk_sweep)
+    config = {**run_model_settings(ex), "template": s.template, "labels": list(s.labels), **settings_config(
+        dataset, metrics, max_tokens=s.max_tokens, seed=s.seed, topk=s.topk, n_steps=s.n_steps, n_samples=s.n_samples, pis=s.pis,
+        prob_space=s.prob_space, normalise=s.normalise, method_options=s.method_options, soft_maps=s.soft_maps, ties=s.ties,
+        target_fn=s.target_fn, topk_sweep=s.topk_sweep)}
+    for key in ("metrics", "topk_sweep"):
+        if config[key] is None:
+            del config[key]
     dtype = next(ex.model.parameters()).dtype
     if dtype != torch.float32:  # only when not the default, so folders written before --dtype resume
         config["dtype"] = str(dtype).replace("torch.", "")
@@ -489,6 +500,11 @@ def evaluate(
                                template=template, labels=labels, id_field=id_field)
     target_fn = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space)  # BoolQ: contrast
     _check_label_words(model, spec, labels)
+    dataset = str(dataset) if isinstance(dataset, (str, Path)) else spec.name
+    check_recorded_config(out_dir, settings_config(  # a resume with other settings: refused before the model loads
+        dataset, metrics, max_tokens=max_tokens, seed=seed, topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis,
+        prob_space=prob_space, normalise=normalise, method_options=method_options, soft_maps=soft_maps, ties=ties,
+        target_fn=target_fn, topk_sweep=topk_sweep))
     with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, spec, template, labels)
@@ -498,7 +514,7 @@ def evaluate(
             n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise, ties=ties,
             internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
             hard_only=metrics == "hard", soft_maps=tuple(soft_maps), target_fn=target_fn)
-        config = run_config(ex, str(dataset) if isinstance(dataset, (str, Path)) else spec.name, settings, metrics)
+        config = run_config(ex, dataset, settings, metrics)
         computed, skipped = _run_shards(procs, ex, settings, config, out, data, start, methods, progress)
         if not procs.main:  # rank 0 merged the parts and reports
             return dict(NO_SUMMARY, computed=computed, skipped=skipped, out_dir=str(out), rank=procs.rank)

@@ -244,3 +244,29 @@ def test_rerun_with_other_weights_under_one_name_refused(tiny_gpt2, tmp_path):
     m0.save_pretrained(folder)
     with pytest.raises(ValueError, match=r"other settings \(model_weights;"):
         E.evaluate(str(folder), methods="saliency", n=3, out_dir=run, **KW)
+
+
+def test_a_resume_with_other_settings_is_refused_before_the_model_loads(tiny_gpt2, tmp_path, monkeypatch):
+    """Classification, generation and LongRA runs: a rerun on a folder with records whose settings
+    differ is refused naming the setting, before the model loads (it loaded a whole model first);
+    the same settings pass that check and resume."""
+    from aieg_fast.eval import generation_runner as G
+
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded before the recorded settings were compared")
+
+    GEN = {k: v for k, v in KW.items() if k not in ("labels", "template")}
+    runs = {
+        "label": lambda model, **kw: E.evaluate(model, methods="saliency", n=1, out_dir=tmp_path / "label", **{**KW, **kw}),
+        "gen": lambda model, **kw: G.evaluate_generation(model, [{"id": "a", "prompt": "the movie is good"}], methods="saliency",
+                                                         out_dir=tmp_path / "gen", n_new_tokens=2, **{**GEN, **kw}),
+        "longra": lambda model, **kw: E.evaluate_longra(model, methods="saliency", n=2, out_dir=tmp_path / "longra", progress=False,
+                                                        plot=False, **{"n_steps": 4, **kw}),
+    }
+    for name, run in runs.items():
+        run(tiny_gpt2)
+        monkeypatch.setattr(runner, "load_model", refuse)
+        with pytest.raises(ValueError, match=r"holds results with other settings \(n_steps; n_steps: 4 recorded, 6 now\)"):
+            run("some-model", n_steps=6)
+        assert run(tiny_gpt2)["computed"] == 0, name  # the same settings resume (nothing left to compute)
+        monkeypatch.undo()
