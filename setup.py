@@ -108,7 +108,8 @@ def extension_setup():
     defines = [f"-DAIEG_FAST_VERSION={VERSION}", f"-DAIEG_TORCH_VERSION={torch.__version__}"]
     # No fused multiply-add contraction: the kernels round each step like the reference does. The host
     # C++ standard is left to torch (C++20 for torch 2.13 headers); csrc/aieg/*.h and the .cu are C++17.
-    cxx = opt + ["-ffp-contract=off"] + (["-fopenmp"] if openmp else []) + defines
+    # -g0: no debug information (Python's own CFLAGS ask for -g, which made the library 22 MB); DEBUG=1 keeps it.
+    cxx = opt + ([] if "-g" in opt else ["-g0"]) + ["-ffp-contract=off"] + (["-fopenmp"] if openmp else []) + defines
     # csrc/*.cpp: the schemas (ops.cpp) and the device-neutral part of each op (<op>.cpp: prepare_<op>).
     sources = csrc("*.cpp") + csrc("cpu/*.cpp")
     link = ["-fopenmp"] if openmp else []

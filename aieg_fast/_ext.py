@@ -47,7 +47,8 @@ if EXT_ERROR is not None and os.environ.get("AIEG_FAST_NO_EXT_WARNING", "") in (
     warnings.warn(
         f"aieg_fast: the compiled kernels are not available ({EXT_ERROR}); running on the PyTorch reference "
         "kernels (same results, slower). To build them against the installed torch, reinstall from the source "
-        "with `pip install --no-build-isolation .` (a C++ compiler is needed); AIEG_FAST_NO_EXT_WARNING=1 silences this.",
+        "with `pip install --force-reinstall --no-deps --no-build-isolation .` (a C++ compiler is needed; without "
+        "--force-reinstall pip keeps an installed copy of the same version); AIEG_FAST_NO_EXT_WARNING=1 silences this.",
         ExtensionWarning, stacklevel=2)
 
 HAS_EXT: bool = _C is not None

@@ -89,6 +89,20 @@ def test_transformers_floor_is_declared_alike_and_installed():
     assert Version(transformers.__version__) >= Version(pyproject)
 
 
+def test_version_and_python_floor_are_declared_alike():
+    """aieg_fast.__version__ is pyproject.toml's version (setup.py and the extension read that
+    one; nothing tied the package's own to it), and the README states pyproject's Python floor."""
+    import re
+
+    import aieg_fast
+
+    text = (ROOT / "pyproject.toml").read_text()
+    assert aieg_fast.__version__ == re.search(r'^version = "([^"]+)"', text, re.M).group(1)
+    floor = re.search(r'^requires-python = ">=([0-9.]+)"', text, re.M).group(1)
+    assert f"Python ≥ {floor}," in (ROOT / "README.md").read_text()
+    assert (ROOT / "LICENSE").is_file() and 'license-files = ["LICENSE"]' in text
+
+
 def test_subpackages_are_reached_from_a_bare_import():
     """The README calls aieg_fast.datasets.BOOLQ_TEMPLATE and help(aieg_fast.eval.metrics) after
     `import aieg_fast`; in a fresh interpreter they raised AttributeError (nothing imported them)."""

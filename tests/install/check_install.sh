@@ -42,6 +42,8 @@ mkdir -p "$WORK/egg"  # the metadata goes there, not into the checkout
 SDIST=$(ls "$WORK"/sdist/aieg_fast-*.tar.gz)
 tar -tzf "$SDIST" >"$WORK/sdist.txt"
 grep -q "csrc/cuda/posnorm_kernel.cu" "$WORK/sdist.txt" || fail "the source archive lacks csrc/cuda (MANIFEST.in)"
+grep -q "^aieg_fast-[^/]*/LICENSE$" "$WORK/sdist.txt" || fail "the source archive lacks the licence text (MANIFEST.in)"
+! grep -q "^aieg_fast-[^/]*/tests/" "$WORK/sdist.txt" || fail "the source archive holds a fragment of tests/ (MANIFEST.in prunes it)"
 
 step "2. wheel from the sdist against torch $TORCH (pip wheel --no-build-isolation --no-deps)"
 "$PY" -m pip wheel -v --no-build-isolation --no-deps -w "$WORK/wheel" "$SDIST" >"$WORK/wheel.log" 2>&1 \
