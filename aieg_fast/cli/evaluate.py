@@ -229,8 +229,9 @@ def run(args) -> int:
 
 def _check_task_options(args, task: str) -> None:
     """Refuse options that the task would ignore (the generation-only ones on a label task or
-    LongRA, ``--ks`` outside LongRA, the label-task and soft-metric ones on LongRA, a file's label
-    and target fields together).
+    LongRA, ``--ks`` outside LongRA, the label-task and soft-metric ones on LongRA, the soft-metric
+    ones with ``--metrics hard``, ``--data-dir`` with a data file, a file's label and target fields
+    together).
 
     Raises:
         ValueError: names the options and the task.
@@ -250,8 +251,13 @@ def _check_task_options(args, task: str) -> None:
     if task == "longra":  # its own metrics (top-k hits, distractor mass) on its own prompts
         wrong += given("template", "labels", "label_field", "text_field", "id_field", "max_tokens", "start", "topk",
                        "topk_sweep", "metrics", "pis", "n_samples", "prob_space", "soft_maps", "ties")
+    elif args.metrics == "hard":
+        wrong += given("pis", "n_samples", "soft_maps")
+    if is_dataset_file(args.dataset):
+        wrong += given("data_dir")
     if wrong:
-        raise ValueError(f"{', '.join(wrong)}: not used by the {task} task of --dataset {args.dataset!r} (they would be ignored)")
+        why = " with --metrics hard" if args.metrics == "hard" and task != "longra" else ""
+        raise ValueError(f"{', '.join(wrong)}: not used by the {task} task of --dataset {args.dataset!r}{why} (they would be ignored)")
 
 
 def _run_task(args, task: str) -> int:

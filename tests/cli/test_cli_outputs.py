@@ -104,6 +104,10 @@ def test_bad_settings_refused_before_loading(capsys, no_model, extra, match):
      r"--template, --topk, --metrics: not used by the longra task of --dataset 'longra'"),
     (["--dataset", "longra", "--n-samples", "2", "--soft-maps", "relu", "--ties", "first", "--start", "1"],
      r"--start, --n-samples, --soft-maps, --ties: not used by the longra task"),
+    (["--metrics", "hard", "--pis", "0.5", "--n-samples", "3"],
+     r"--pis, --n-samples: not used by the sentiment task of --dataset 'sst2-sample' with --metrics hard"),
+    (["--dataset", "{file}", "--label-field", "label", "--labels", " bad", " good", "--data-dir", "/nonexistent"],
+     r"--data-dir: not used by the classification task of --dataset '.*rows.jsonl'"),
 ])
 def test_evaluate_refuses_options_its_task_ignores(tmp_path, capsys, monkeypatch, extra, match):
     from aieg_fast.eval import runner
@@ -112,7 +116,9 @@ def test_evaluate_refuses_options_its_task_ignores(tmp_path, capsys, monkeypatch
         raise AssertionError("the model was loaded")
 
     monkeypatch.setattr(runner, "load_model", refuse)
-    out = tmp_path / "run"
+    out, rows = tmp_path / "run", tmp_path / "rows.jsonl"
+    rows.write_text('{"text": "a fine film", "label": 1}\n')
+    extra = [str(rows) if a == "{file}" else a for a in extra]
     assert cli.main(["evaluate", "--dataset", "sst2-sample", "--out", str(out), "--no-progress", *extra]) == 2
     assert re.search(match, capsys.readouterr().err) and not out.exists()
 
