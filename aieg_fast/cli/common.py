@@ -9,7 +9,7 @@ from pathlib import Path
 from ..core.validation import DEVICE_MAPS, DTYPES
 from ..datasets import DATASETS
 from ..models import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME
-from ..runs import COMMAND_FILE
+from ..runs import COMMAND_FILE, replace_file
 
 __all__ = ["add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE", "DefaultsHelpFormatter"]
 
@@ -99,7 +99,7 @@ def write_command(args, folder) -> Path:
     opts = {k.replace("_", "-"): _absolute(k, v) for k, v in sorted(vars(args).items()) if k not in _NOT_OPTIONS}
     path = Path(folder) / COMMAND_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"command": args.cmd, **opts}, indent=1, default=str) + "\n", encoding="utf-8")
+    replace_file(path, (json.dumps({"command": args.cmd, **opts}, indent=1, default=str) + "\n").encode("utf-8"))
     return path
 
 

@@ -44,7 +44,7 @@ from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, 
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
 from ..models import run_model_settings
-from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, made_folder, part_files, part_path, rank_device, read_jsonl,
+from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, claim_folder, made_folder, part_files, part_path, rank_device, read_jsonl,
                     record_former_setting, remove_parts, repair_jsonl, shard, start, write_jsonl)
 from .inputs import Example, read_examples
 from .output import check_parquet, write_parquet
@@ -172,10 +172,11 @@ def _trial(ex: "Explainer", s: DatasetRun, e: Example) -> Optional[BaseException
 
 
 def _prepare(out: Path, config: dict, examples: Sequence[Example], s: DatasetRun) -> Optional[BaseException]:
-    """Rank 0 before the work: settings checked or written, the records repaired, parts left by
+    """Rank 0 before the work: the folder held (:func:`~aieg_fast.runs.claim_folder`), settings checked or written, the records repaired, parts left by
     an interrupted torchrun run merged, and every record checked against the data (its text,
     target, contrast and template)."""
     try:
+        claim_folder(out)  # no second run on the folder while this one runs (it would lose records)
         check_or_write_config(out, config)
         for note in repair_jsonl(out / RECORDS_FILE):
             print(f"note: {note}", flush=True)

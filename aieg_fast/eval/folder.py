@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from ..runs import append_jsonl, check_or_record_methods, check_or_write_config, part_files, remove_parts
+from ..runs import append_jsonl, check_or_record_methods, check_or_write_config, claim_folder, part_files, remove_parts
 from .records import RECORDS_FILE, read_records, repair_records
 
 __all__ = ["prepare_folder", "gather_parts"]
@@ -37,7 +37,8 @@ def gather_parts(out: Path) -> int:
 
 def prepare_folder(out: Path, config: dict, methods: Optional[Dict[str, dict]] = None,
                    former: Optional[Callable[[str], Optional[dict]]] = None) -> Optional[BaseException]:
-    """Rank 0's part of starting a run: check or write ``config.json``, repair the records, merge
+    """Rank 0's part of starting a run: hold the folder (:func:`aieg_fast.runs.claim_folder`: a
+    second run on it at the same time is refused), check or write ``config.json``, repair the records, merge
     parts an interrupted torchrun run left, and check or record the options of each method spec
     (``methods``: spec → resolved options; ``former``: a spec's options under the former
     defaults, for a folder without ``methods.json``; :func:`aieg_fast.runs.check_or_record_methods`).
@@ -47,6 +48,7 @@ def prepare_folder(out: Path, config: dict, methods: Optional[Dict[str, dict]] =
     and said on stderr; its example is computed again.
     """
     try:
+        claim_folder(out)  # no second run on the folder while this one runs
         check_or_write_config(out, config)
         notes: List[str] = repair_records(out / RECORDS_FILE)
         for note in notes:

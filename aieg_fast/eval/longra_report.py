@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..runs import replace_file
 from .metrics import CONTROLS
 from .report import fmt, stars, write_csv
 from .stats import mean_ci, vs_reference
@@ -136,6 +137,6 @@ def summarise_longra(out: Path, records: Sequence[dict], methods: Sequence[str],
         lines += ["", f"No instance passed the filter ({reasons}): " + "; ".join(why or ["see the reasons"]) + ". There is "
                   "nothing to check; use a larger or fine-tuned model, or look at more instances."]
     text = "\n".join(lines) + "\n"
-    (out / "summary.md").write_text(text, encoding="utf-8")
+    replace_file(out / "summary.md", text.encode("utf-8"))  # whole or not at all (a kill mid-write)
     png = plot_longra_topk(out, kept, methods) if plot else None
     return {"rows": rows, "summary_md": text, "kept": len(kept), "filtered": filtered, "plot": str(png) if png else None}

@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 from typing import List, Optional, Sequence
 
 import numpy as np
 
+from ..runs import replace_file
 from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
@@ -43,11 +45,13 @@ def chance_lines(records: Sequence[dict]) -> List[str]:
 
 
 def write_csv(path: Path, rows: List[dict]) -> None:
-    """Write ``rows`` (dicts with the same keys) to ``path`` as CSV with a header line."""
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
+    """Write ``rows`` (dicts with the same keys) to ``path`` as CSV with a header line, the file
+    replaced whole (:func:`aieg_fast.runs.replace_file`)."""
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=list(rows[0].keys()))
+    w.writeheader()
+    w.writerows(rows)
+    replace_file(path, buf.getvalue().encode("utf-8"))
 
 
 def fmt(v, nd=3) -> str:
@@ -262,7 +266,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
         lines += ["", f"{len(refused)} example(s) skipped, their input refused (records with 'skipped'):", ""]
         lines += [f"- {r['id']}: {r['skipped']}" for r in refused]
     text = "\n".join(lines) + "\n"
-    (out / "summary.md").write_text(text, encoding="utf-8")
+    replace_file(out / "summary.md", text.encode("utf-8"))  # whole or not at all (a kill mid-write)
     return text
 
 

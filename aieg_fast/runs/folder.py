@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 from .records import read_jsonl, repair_jsonl, write_json
 
-__all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods",
+__all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods", "claim_folder", "LOCK_FILE",
            "record_former_setting", "setting_differences", "part_path", "part_files", "remove_parts"]
 
 #: file name of the settings in an output folder.
@@ -31,8 +31,12 @@ PARTS_DIR = "parts"
 #: its records were computed with is not known; from then on they are checked): the model's
 #: weights digest (``models.run_model_settings``) and attribute-dataset's batch size.
 ADOPTED_SETTINGS = ("model_weights", "batch_size")
+#: the empty file a running command holds locked (:func:`claim_folder`).
+LOCK_FILE = ".lock"
 #: the files that record how a run was asked for, not what it computed.
-_SETTINGS_FILES = (CONFIG_FILE, METHODS_FILE, COMMAND_FILE)
+_SETTINGS_FILES = (CONFIG_FILE, METHODS_FILE, COMMAND_FILE, LOCK_FILE)
+#: folder → the descriptor of its lock file, for the folders this process holds
+_CLAIMS: Dict[Path, int] = {}
 
 
 def writable_folder(out_dir, arg: str = "out_dir") -> Path:
@@ -73,7 +77,7 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None
         _refuse_differences(out, old, config, set(config) | set(old), arg)
     else:
         _forget_settings_without_results(out, config)
-        cfg_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+        write_json(cfg_path, config)
 
 
 def holds_results(out) -> bool:
@@ -226,10 +230,52 @@ def made_folder(out_dir, arg: str = "out_dir") -> Iterator[Path]:
     try:
         yield out
     except BaseException:
+        _release(out, remove=fresh)
         if fresh:
             with contextlib.suppress(OSError):  # rmdir removes only an empty folder
                 out.rmdir()
         raise
+    _release(out, remove=False)
+
+
+def claim_folder(out, arg: str = "out_dir") -> None:
+    """Hold the folder ``out`` for this process until its :func:`made_folder` block ends (or the
+    process does: the operating system then lets it go, so a killed run leaves no stale claim).
+    Two runs on one folder at the same time would each rewrite the records file while the other
+    appends to it, and records would be lost; the second is refused instead. Under torchrun rank
+    0 holds it for the run. A second claim by the holder is a no-op. Where there is no ``fcntl``
+    (not POSIX), nothing is held.
+
+    Raises:
+        ValueError: another process holds ``out`` (names ``arg`` and the folder).
+    """
+    key = Path(out).resolve()
+    if key in _CLAIMS:
+        return
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return
+    fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise ValueError(f"{arg} {str(out)!r} is in use by another run (it holds {key / LOCK_FILE}): two runs on one folder "
+                         f"would lose records; wait for that run to end, or use another {arg}") from None
+    _CLAIMS[key] = fd
+
+
+def _release(out, remove: bool) -> None:
+    """Let go of the claim on ``out`` if this process holds it (``remove``: delete the lock file
+    too, for a folder about to be removed)."""
+    fd = _CLAIMS.pop(Path(out).resolve(), None)
+    if fd is None:
+        return
+    if remove:
+        with contextlib.suppress(OSError):
+            os.unlink(Path(out).resolve() / LOCK_FILE)
+    os.close(fd)
 
 
 def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:

@@ -1,0 +1,86 @@
+"""A run folder is held by one command at a time (runs.claim_folder): two attribute-dataset
+commands on one folder lost records (each rewrote the file while the other appended to it)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from aieg_fast import eval as E
+from aieg_fast.runs import LOCK_FILE, claim_folder, holds_results, made_folder
+
+HOLD = """
+import sys, time
+from aieg_fast.runs import claim_folder, made_folder
+with made_folder(sys.argv[1]) as out:
+    claim_folder(out)
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def _holder(folder):
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_folder_held_by_another_process_is_refused_until_it_ends(tmp_path):
+    out = tmp_path / "run"
+    p = _holder(out)
+    try:
+        with pytest.raises(ValueError, match=r"out_dir '.*run' is in use by another run .*use another out_dir"):
+            with made_folder(out) as o:
+                claim_folder(o)
+    finally:
+        p.kill()
+        p.wait()
+    with made_folder(out) as o:  # the killed holder left no stale claim
+        claim_folder(o)
+        claim_folder(o)  # a second claim by the holder is a no-op
+    assert (out / LOCK_FILE).is_file() and not holds_results(out)
+
+
+def test_a_refused_fresh_folder_is_removed_with_its_lock_file(tmp_path):
+    out = tmp_path / "fresh"
+    with pytest.raises(RuntimeError):
+        with made_folder(out) as o:
+            claim_folder(o)
+            raise RuntimeError("refused after the claim")
+    assert not out.exists()
+
+
+def test_evaluate_on_a_folder_in_use_is_refused_and_writes_nothing(tiny_gpt2, tmp_path):
+    out = tmp_path / "run"
+    p = _holder(out)
+    try:
+        with pytest.raises(ValueError, match=r"is in use by another run"):
+            E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, n_steps=4, progress=False, plot=False, labels=(10, 11),
+                       template="{text} :", metrics="hard")
+        assert sorted(x.name for x in out.iterdir()) == [LOCK_FILE]
+    finally:
+        p.kill()
+        p.wait()
+    res = E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, n_steps=4, progress=False, plot=False, labels=(10, 11),
+                     template="{text} :", metrics="hard")
+    assert res["computed"] == 1
+
+
+def test_attribute_dataset_on_a_folder_in_use_is_refused(tiny_gpt2, tmp_path):
+    """The command that lost records when two of it shared a folder."""
+    import json
+
+    from aieg_fast.dataset_attribution import attribute_dataset
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": f"the movie is good {i}"}) + "\n" for i in range(3)), encoding="utf-8")
+    out = tmp_path / "o"
+    p = _holder(out)
+    try:
+        with pytest.raises(ValueError, match=r"is in use by another run"):
+            attribute_dataset(data, out, tiny_gpt2, method="saliency", progress=False)
+    finally:
+        p.kill()
+        p.wait()
+    assert attribute_dataset(data, out, tiny_gpt2, method="saliency", progress=False)["computed"] == 3
