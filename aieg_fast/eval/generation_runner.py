@@ -488,23 +488,19 @@ def evaluate_generation(
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
     check_chunk_settings(internal_batch_size, None)
-    check_recorded_config(out_dir, dict(  # a resume with other settings: refused before the model loads
-        settings_config(dataset, metrics, max_tokens=None, seed=seed, topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis,
-                        prob_space="vocab", normalise=normalise, method_options=method_options, soft_maps=soft_maps, ties=ties,
-                        target_fn=target_fn, topk_sweep=topk_sweep),
-        template=template, labels=[], task="generation", n_new_tokens=n_new_tokens, teacher_forced=bool(teacher_forced),
-        interpolate_generated=bool(interpolate_generated)))
+    kw = dict(max_tokens=None, seed=seed, topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space="vocab",
+              normalise=normalise, method_options=method_options, soft_maps=tuple(soft_maps), ties=ties, target_fn=target_fn,
+              topk_sweep=topk_sweep)  # p over the vocabulary, no labels
+    gen = dict(n_new_tokens=n_new_tokens, teacher_forced=bool(teacher_forced), interpolate_generated=bool(interpolate_generated))
+    check_recorded_config(out_dir, dict(settings_config(dataset, metrics, **kw), template=template, labels=[], task="generation",
+                                        **gen))  # a resume with other settings: refused before the model loads
     with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         if ex.adapter.kind != "causal_lm":
             raise ValueError("model: evaluate_generation needs a causal language model, not a classification head")
         check_models(ex, specs, method_options, CONTROLS)
-        s = GenerationSettings(  # p over the vocabulary, no labels
-            specs=specs, max_tokens=None, template=template, labels=[], label_ids=[], seed=seed, topk=topk, n_steps=n_steps,
-            n_samples=n_samples, pis=pis, prob_space="vocab", normalise=normalise, ties=ties, internal_batch_size=internal_batch_size,
-            method_options=method_options, topk_sweep=topk_sweep, hard_only=metrics == "hard", soft_maps=tuple(soft_maps),
-            target_fn=target_fn, n_new_tokens=n_new_tokens, teacher_forced=bool(teacher_forced),
-            interpolate_generated=bool(interpolate_generated))
+        s = GenerationSettings(specs=specs, template=template, labels=[], label_ids=[], internal_batch_size=internal_batch_size,
+                               hard_only=metrics == "hard", **kw, **gen)
         config = dict(run_config(ex, dataset, s, metrics), task="generation", n_new_tokens=n_new_tokens,
                       teacher_forced=s.teacher_forced, interpolate_generated=s.interpolate_generated)
         computed, left = run_shards(procs, config, out, lambda done: _todo(rows, methods, done, s.hard_only, s.teacher_forced),

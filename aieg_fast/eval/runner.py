@@ -189,6 +189,12 @@ def _prompt(ex: "Explainer", spec: DatasetSpec, template, labels) -> Tuple[Optio
 # ============================================================================================
 # settings and resume
 # ============================================================================================
+def _name(dataset, spec: DatasetSpec) -> str:
+    """The recorded name of ``dataset``: as given (a registered name or a file), else (records
+    given in Python) the spec's name."""
+    return str(dataset) if isinstance(dataset, (str, Path)) else spec.name
+
+
 def settings_config(dataset: str, metrics: str, *, max_tokens, seed, topk, n_steps, n_samples, pis, prob_space, normalise,
                     method_options, soft_maps, ties, target_fn, topk_sweep) -> dict:
     """The part of a run's ``config.json`` that needs no model (:func:`run_config` adds the model,
@@ -485,9 +491,9 @@ def evaluate(
     Raises:
         ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a
             method spec included), an empty or malformed data file (names the file and line),
-            settings that differ from those recorded in ``out_dir``, records there of other data
-            (a changed file, ``data_dir`` or ``text_field``); all before ``config.json`` or any
-            record is written. FileNotFoundError: missing data file.
+            settings that differ from those recorded in ``out_dir`` (before the model loads),
+            records there of other data (a changed file, ``data_dir`` or ``text_field``); all
+            before ``config.json`` or any record is written. FileNotFoundError: missing data file.
     """
     methods, specs = check_methods(methods, reference, CONTROLS)
     topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
@@ -498,22 +504,17 @@ def evaluate(
     check_chunk_settings(internal_batch_size, None)
     spec, data = load_examples(dataset, data_dir, n, start, text_field=text_field, label_field=label_field,
                                template=template, labels=labels, id_field=id_field)
-    target_fn = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space)  # BoolQ: contrast
+    target_fn, dataset = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space), _name(dataset, spec)
     _check_label_words(model, spec, labels)
-    dataset = str(dataset) if isinstance(dataset, (str, Path)) else spec.name
-    check_recorded_config(out_dir, settings_config(  # a resume with other settings: refused before the model loads
-        dataset, metrics, max_tokens=max_tokens, seed=seed, topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis,
-        prob_space=prob_space, normalise=normalise, method_options=method_options, soft_maps=soft_maps, ties=ties,
-        target_fn=target_fn, topk_sweep=topk_sweep))
+    kw = dict(max_tokens=max_tokens, seed=seed, topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, ties=ties,
+              normalise=normalise, method_options=method_options, soft_maps=tuple(soft_maps), target_fn=target_fn, topk_sweep=topk_sweep)
+    check_recorded_config(out_dir, settings_config(dataset, metrics, **kw))  # a resume with other settings: before the model
     with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, spec, template, labels)
         check_models(ex, specs, method_options, CONTROLS)
-        settings = RunSettings(
-            specs=specs, max_tokens=max_tokens, template=template, labels=labels, label_ids=label_ids, seed=seed, topk=topk,
-            n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, normalise=normalise, ties=ties,
-            internal_batch_size=internal_batch_size, method_options=method_options, topk_sweep=topk_sweep,
-            hard_only=metrics == "hard", soft_maps=tuple(soft_maps), target_fn=target_fn)
+        settings = RunSettings(specs=specs, template=template, labels=labels, label_ids=label_ids,
+                               internal_batch_size=internal_batch_size, hard_only=metrics == "hard", **kw)
         config = run_config(ex, dataset, settings, metrics)
         computed, skipped = _run_shards(procs, ex, settings, config, out, data, start, methods, progress)
         if not procs.main:  # rank 0 merged the parts and reports
