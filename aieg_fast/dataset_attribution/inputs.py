@@ -98,7 +98,8 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
         FileNotFoundError: a missing file. ValueError: an unknown file type, a file that is not
             JSON / CSV, a ``limit`` that is not a positive int, a missing column, a row without a non-empty string text, a target that
             is not a token string or an integer, a template without ``{text}`` exactly once, no
-            row at all; each names the data, the row (the line for JSON lines) and the value.
+            row at all, ``target_is_id`` without a target or contrast column; each names the data,
+            the row (the line for JSON lines) and the value.
         TypeError: data of another kind.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -114,6 +115,8 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
     keys = list(getattr(data, "column_names", None) or dict.fromkeys(k for r in rows for k in r))
     cols = _columns(keys, {"text": text_column, "target": target_column, "contrast": contrast_column,
                            "template": template_column, "id": id_column}, what)
+    if target_is_id and cols["target"] is None and cols["contrast"] is None:
+        raise ValueError(f"target_is_id: {what} has no target or contrast column to read as ids (columns: {keys[:8]})")
     out = []
     for i, (r, w) in enumerate(zip(rows, where)):
         loc = f"{what}: {w}"

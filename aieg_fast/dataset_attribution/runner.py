@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+from ..core.baselines import check_baseline_value
 from ..core.diagnostics import AttributionWarning
 from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
@@ -109,14 +110,19 @@ def plan_batches(examples: Sequence[Example], s: DatasetRun) -> List[List[Exampl
     return batches
 
 
-def _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template) -> None:
+def _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template,
+               baseline) -> None:
+    """The settings that need no model (ValueError / TypeError naming each)."""
     check_call_settings(n_steps, backend)
+    check_baseline_value(baseline)
     get_method(method).options(**options)  # unknown options and bad values, named
     if not isinstance(target_fn, str):
         raise TypeError(f"target_fn must be one of {list(TARGET_FNS)} (a callable cannot be recorded), got {type(target_fn).__name__}")
     check_choice("target_fn", target_fn, TARGET_FNS)
     if target_fn == "label_logprob" and not label_set:
         raise ValueError("target_fn='label_logprob' needs label_set (the label tokens)")
+    if label_set is not None and target_fn != "label_logprob":
+        raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
     check_positive_int("batch_size", batch_size)
     check_positive_int("internal_batch_size", internal_batch_size, optional=True)
     if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):
@@ -335,7 +341,7 @@ def attribute_dataset(
     """
     t0 = time.perf_counter()
     options = dict(options or {})
-    _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template)
+    _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template, baseline)
     check_placement(device, dtype, device_map)
     if parquet:
         check_parquet()

@@ -112,10 +112,11 @@ def test_command_json_resumes_a_run_given_relative_paths(tiny_gpt2_dir, tmp_path
     capsys.readouterr()
     assert cli.main(["evaluate", "--config", str(work / "evb" / "command.json")]) == 0
     assert "computed 0 example(s)" in capsys.readouterr().out
-    # from another folder the recorded relative paths name other files: refused, both values named
+    # from another folder the recorded relative paths name other files: refused (before the model
+    # loads, on the dataset), both values named
     monkeypatch.chdir(tmp_path)
     assert cli.main(["evaluate", "--config", str(work / "evb" / "command.json")]) == 2
-    assert "(dataset, model; dataset: 'data.jsonl' recorded, " in capsys.readouterr().err
+    assert "(dataset; dataset: 'data.jsonl' recorded, " in capsys.readouterr().err
     monkeypatch.chdir(work)
     assert cli.main([*argv, "--seed", "5"]) == 2
     assert "other settings (seed; seed: 0 recorded, 5 now)" in capsys.readouterr().err

@@ -212,3 +212,24 @@ def test_resume_with_another_batch_size_refused_and_older_folders_adopt_it(tiny_
     (out / "config.json").write_text(json.dumps(cfg))
     assert attribute_dataset(_data(tmp_path), out, tiny_gpt2, batch_size=3, **KW)["done_before"] == len(ROWS)
     assert json.loads((out / "config.json").read_text())["batch_size"] == 3
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(baseline="bogus"), r"baseline must be one of .* got 'bogus'"),
+    (dict(label_set=[" good", " bad"]), r"label_set is used only with target_fn='label_logprob', got target_fn='logit'"),
+    (dict(target_is_id=True), r"target_is_id: .* has no target or contrast column to read as ids"),
+])
+def test_settings_refused_before_the_model_loads(tmp_path, monkeypatch, kw, match):
+    """Checked from the settings and the data alone (they were found after the model loaded, or
+    target_is_id without targets was accepted and did nothing)."""
+    from aieg_fast.dataset_attribution import runner
+
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded before the settings were checked")
+
+    monkeypatch.setattr(runner, "load_model", refuse)
+    data = tmp_path / "texts.jsonl"
+    data.write_text('{"text": "the movie is good"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=match):
+        attribute_dataset(data, tmp_path / "o", "some-model", **{**KW, **kw})
+    assert not (tmp_path / "o").exists()

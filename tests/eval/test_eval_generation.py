@@ -204,7 +204,7 @@ def test_cli_evaluate_prompt_file(tiny_gpt2_dir, tmp_path, capsys):
     out = tmp_path / "o"
     args = ["evaluate", "--dataset", str(prompts), "--text-field", "prompt", "--id-field", "id", "--model", str(tiny_gpt2_dir),
             "--methods", "saliency,random",
-            "--n-new-tokens", "2", "--n-samples", "1", "--pis", "0.5", "--out", str(out), "--no-progress", "--device", "cpu",
+            "--n-new-tokens", "2", "--out", str(out), "--no-progress", "--device", "cpu",
             "--prompt-only", "--metrics", "hard"]
     assert cli.main(args) == 0
     said = capsys.readouterr().out
