@@ -22,6 +22,19 @@ __all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_b
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")  # ``{{name}}`` is text
 
 
+def _check_encodable(texts: Sequence, single: bool) -> None:
+    """ValueError naming the text and the position of a character UTF-8 cannot encode (a lone
+    surrogate, e.g. from a bad decode): the tokenizer raised a TypeError that named nothing."""
+    for i, t in enumerate(texts):
+        for field, s in ([(None, t)] if isinstance(t, str) else t.items()):
+            try:
+                s.encode("utf-8")
+            except UnicodeEncodeError as err:
+                name = ("text" if single else f"text[{i}]") + ("" if field is None else f"[{field!r}]")
+                raise ValueError(f"{name} holds {s[err.start]!r} at character {err.start}, which UTF-8 cannot encode (a lone "
+                                 "surrogate, e.g. from decoding bytes with errors='surrogateescape'); fix the text") from None
+
+
 def is_text(x) -> bool:
     """Whether ``x`` is one text: a str, or a mapping of field names to str (:func:`fill_template`)."""
     return isinstance(x, str) or (isinstance(x, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in x.items()))
@@ -232,7 +245,7 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
 
     Raises:
         TypeError / ValueError: both or neither of text and input_ids, bad shapes, a template with
-            ids, a target list of the wrong length.
+            ids, a target list of the wrong length, a text with a character UTF-8 cannot encode.
     """
     if (text is None) == (input_ids is None):
         raise ValueError("give either text or input_ids (token ids that skip tokenisation), not "
@@ -259,6 +272,7 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
         inputs = [text] if single else list(text)
         if not inputs:
             raise ValueError("text is an empty list")
+        _check_encodable(inputs, single)
     targets = target if isinstance(target, (list, tuple)) else [target] * len(inputs)
     if len(targets) != len(inputs):
         what = "id sequences" if input_ids is not None else "texts"

@@ -208,3 +208,12 @@ def test_n_steps_is_recorded_only_by_methods_that_take_steps(tiny_gpt2):
         assert "n_steps" not in tiny_gpt2.attribute_generation(TEXT, max_new_tokens=1, method=method).options, method
     assert tiny_gpt2.attribute(TEXT, method="integrated_gradients", n_steps=6).options["n_steps"] == 6
     assert tiny_gpt2.attribute_generation(TEXT, max_new_tokens=1, method="aieg", n_steps=6).options["n_steps"] == 6
+
+
+def test_a_text_utf8_cannot_encode_is_named(tiny_gpt2):
+    """A lone surrogate (from a decode with errors='surrogateescape'): the tokenizer raised a
+    TypeError that named no argument."""
+    with pytest.raises(ValueError, match=r"text holds '\\ud800' at character 1, which UTF-8 cannot encode"):
+        tiny_gpt2.attribute("a\ud800b", method="saliency")
+    with pytest.raises(ValueError, match=r"text\[1\]\['review'\] holds '\\udcff' at character 0"):
+        tiny_gpt2.attribute([{"review": "fine"}, {"review": "\udcff bad"}], method="saliency", template="{review} :")
