@@ -168,7 +168,11 @@ def replace_file(path, data: bytes) -> None:
     disk, renamed over ``path`` (a kill leaves the old file or the new one, and a failed write
     leaves no temporary file). A symbolic link to a file has that file replaced (the link stays);
     a path that is not a regular file (a device such as ``/dev/stdout``, a named pipe, a link to
-    one) is written through, as ``open`` would."""
+    one) is written through, as ``open`` would.
+
+    Raises:
+        OSError: the folder cannot be written (e.g. PermissionError), naming ``path``.
+    """
     path = Path(path)
     if path.is_symlink() or (path.exists() and not path.is_file()):
         real = Path(os.path.realpath(path))
@@ -184,6 +188,8 @@ def replace_file(path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as err:  # named by the path asked for, not the temporary file's
+        raise OSError(err.errno, err.strerror, str(path)) from err
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -79,3 +79,13 @@ def test_run_files_written_through_a_link_keep_the_link(tmp_path):
     write_json(conf_link, {"n_steps": 20})
     assert conf_link.is_symlink() and json.loads(conf.read_text()) == {"n_steps": 20}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "real.json", "real.jsonl", "records.jsonl"]
+
+
+def test_a_failed_write_names_the_path_asked_for(tmp_path):
+    """The error named the hidden temporary file (".x.json.tmp<pid>"), not the file asked for."""
+    import pytest
+
+    target = tmp_path / "missing" / "x.json"
+    with pytest.raises(FileNotFoundError) as err:
+        write_json(target, {"a": 1})
+    assert err.value.filename == str(target) and ".tmp" not in str(err.value)
