@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 from ..core.validation import check_bool
 from .scale import grid, make_scale, no_signal, row_flags, strip
@@ -36,7 +37,38 @@ def _cmap(scale):
     import matplotlib
 
     cmap = matplotlib.colormaps["RdBu_r" if scale.signed else "Oranges"].with_extremes(bad="#dddddd")  # bad = held fixed
-    return cmap, (-scale.vmax if scale.signed else 0.0), (scale.vmax or 1.0)
+    top = scale.vmax or 1.0  # no finite score: 0 is still the white middle (signed) or bottom
+    return cmap, (-top if scale.signed else 0.0), top
+
+
+def _drawn(data, scale, vmin: float, vmax: float):
+    """The cells as drawn: NaN masked (held fixed: grey, or blank where another layer covers it);
+    ±inf at the ends of the colour scale, as the terminal and HTML views draw them, or white (0)
+    where the scale has a note (drawn without colour)."""
+    import numpy as np
+
+    if scale.note:
+        data = np.where(np.isinf(data), 0.0, data)
+    return np.ma.masked_invalid(np.clip(data, vmin, vmax))
+
+
+def _check_plot_args(attr, ax, figsize, wrap) -> None:
+    """Refuse :func:`plot`'s bad arguments before anything is drawn, naming the argument."""
+    from matplotlib.axes import Axes
+
+    if wrap is not None and (isinstance(wrap, bool) or not isinstance(wrap, int) or wrap < 1):
+        raise ValueError(f"wrap must be an int >= 1 (cells per row) or None, got {wrap!r}")
+    if wrap is not None and attr.scores.dim() == 2:
+        raise ValueError("wrap applies to a 1-D result's strip; a generation result is a matrix (pass wrap=None)")
+    if ax is not None and not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes or None, got {ax!r}")
+    try:
+        ok = figsize is None or (len(figsize) == 2 and all(
+            isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in figsize))
+    except TypeError:  # no len()
+        ok = False
+    if not ok:
+        raise ValueError(f"figsize must be (width, height) in inches, two finite numbers > 0, or None, got {figsize!r}")
 
 
 #: a 1-D strip of more cells than this is wrapped into rows (:func:`plot`'s ``wrap``)
@@ -45,6 +77,8 @@ WRAP_AFTER = 40
 WRAP_ROW = 30
 #: a generation matrix of more columns than this labels every n-th column only
 MAX_COLUMN_LABELS = 100
+#: a generation matrix of more rows (steps) than this labels every n-th row only
+MAX_ROW_LABELS = 100
 
 
 def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
@@ -56,8 +90,10 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     text, each cell labelled inside and each row by the index of its first cell. A generation
     result is a matrix (rows = generated tokens, columns = context words or tokens; cells of the
     future left white); with more than :data:`MAX_COLUMN_LABELS` columns every n-th column is
-    labelled (the title says which). Diverging ``RdBu_r`` centred at 0 for signed scores, ``Oranges`` for
-    non-negative ones; held-fixed cells grey; a colour bar gives the scale. A result flagged in
+    labelled, with more than :data:`MAX_ROW_LABELS` rows every n-th row (the title says which).
+    Diverging ``RdBu_r`` centred at 0 for signed scores, ``Oranges`` for non-negative ones;
+    held-fixed cells grey; a score of ±inf at the end of the scale of its sign (as in the other
+    views); a colour bar gives the scale. A result flagged in
     ``attr.degenerate`` as carrying no signal is drawn without colour (generation steps so
     flagged are left blank), and the title says why.
 
@@ -65,7 +101,8 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
         attr: an :class:`~aieg_fast.result.Attribution`.
         words: group tokens into words (default), else one cell per token.
         ax: a matplotlib Axes to draw into (default: a new figure).
-        figsize: (width, height) in inches for a new figure (default: from the size).
+        figsize: (width, height) in inches for a new figure, two finite numbers > 0 (default:
+            from the size).
         wrap: cells per row of a 1-D strip (an int ≥ 1); default None: one row up to
             :data:`WRAP_AFTER` cells, rows of :data:`WRAP_ROW` beyond. Not for a generation result.
 
@@ -75,14 +112,13 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     Token texts are drawn as typed (``$`` does not start matplotlib's math text).
 
     Raises:
-        ValueError: ``words`` not a bool; ``wrap`` not an int ≥ 1, or given for a generation result.
+        ValueError: ``words`` not a bool; ``wrap`` not an int ≥ 1, or given for a generation result;
+            ``figsize`` not None nor two finite numbers > 0.
+        TypeError: ``ax`` not None nor a matplotlib Axes.
         ImportError: matplotlib is not installed.
     """
     check_bool("words", words)
-    if wrap is not None and (isinstance(wrap, bool) or not isinstance(wrap, int) or wrap < 1):
-        raise ValueError(f"wrap must be an int >= 1 (cells per row) or None, got {wrap!r}")
-    if wrap is not None and attr.scores.dim() == 2:
-        raise ValueError("wrap applies to a 1-D result's strip; a generation result is a matrix (pass wrap=None)")
+    _check_plot_args(attr, ax, figsize, wrap)
     import numpy as np
 
     if attr.scores.dim() == 2:
@@ -102,21 +138,22 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
         size = figsize or (min(2 + 0.45 * len(labels), 40), 2.2)
     scale = make_scale((data if future is None else data[~future]).ravel().tolist(), flags)  # as the other views: NaN kept
     if future is None and no_signal(flags) is not None:
-        data = np.where(np.isfinite(data), 0.0, data)  # no signal: every cell white (0 on either colour map)
+        data = np.where(np.isnan(data), data, 0.0)  # no signal: every cell white (0 on either colour map)
     elif future is not None and silent:
-        data[silent] = np.where(np.isfinite(data[silent]), 0.0, data[silent])
+        data[silent] = np.where(np.isnan(data[silent]), data[silent], 0.0)
     cmap, vmin, vmax = _cmap(scale)
     fig, ax = _figure(ax, size)
-    im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    im = ax.imshow(_drawn(data, scale, vmin, vmax), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     if future is not None:  # the future is blank, not "held fixed"
         ax.imshow(np.ma.masked_where(~future, np.ones_like(data)), cmap="Greys", vmin=0, vmax=10, aspect="auto", interpolation="nearest")
     every = math.ceil(len(labels) / MAX_COLUMN_LABELS)  # 1 unless the columns are too many to label each
     ax.set_xticks(range(0, len(labels), every), labels[::every], rotation=60 if len(labels) > 6 else 0,
                   ha="right" if len(labels) > 6 else "center", parse_math=False)
-    ax.set_yticks(range(len(row_labels)), row_labels, parse_math=False) if row_labels else ax.set_yticks([])
-    extra = _caveat(scale, flags)
-    if every > 1:
-        extra = "; ".join(x for x in (extra, f"1 in {every} of the {len(labels)} columns labelled") if x)
+    every_row = max(1, math.ceil(len(row_labels) / MAX_ROW_LABELS))  # likewise for the rows (steps)
+    ax.set_yticks(range(0, len(row_labels), every_row), row_labels[::every_row], parse_math=False)
+    thinned = [f"1 in {n} of the {len(labs)} {what} labelled" for n, labs, what in
+               ((every, labels, "columns"), (every_row, row_labels, "rows")) if n > 1]
+    extra = "; ".join(x for x in [_caveat(scale, flags)] + thinned if x)
     ax.set_title(_title(attr) + (f"\n{extra}" if extra else ""), fontsize=9, parse_math=False)
     fig.colorbar(im, ax=ax, shrink=0.8, label="score")
     return fig
@@ -131,16 +168,18 @@ def _wrapped_strip(attr, labels, vals, flags, per: int, ax, figsize, words: bool
     data.flat[: len(vals)] = vals
     scale = make_scale(list(vals), flags)
     if no_signal(flags) is not None:
-        data = np.where(np.isfinite(data), 0.0, data)
+        data = np.where(np.isnan(data), data, 0.0)
     cmap, vmin, vmax = _cmap(scale)
     fig, ax = _figure(ax, figsize or (min(1 + 0.6 * per, 40), min(1.2 + 0.42 * n_rows, 60)))
-    im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    drawn = _drawn(data, scale, vmin, vmax)
+    im = ax.imshow(drawn, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     past_end = np.arange(n_rows * per).reshape(n_rows, per) >= len(labels)  # after the text: blank, not "held fixed"
     ax.imshow(np.ma.masked_where(~past_end, np.zeros_like(data)), cmap="Greys", vmin=0, vmax=1, aspect="auto",
               interpolation="nearest")
+    filled = drawn.filled(math.nan)
     for k, lab in enumerate(labels):
-        v = data.flat[k]
-        ink = [c / 255 for c in scale.ink(v)] if math.isfinite(v) else "#555555"
+        v = filled.flat[k]
+        ink = [c / 255 for c in scale.ink(v)] if not math.isnan(v) else "#555555"
         text = lab if len(lab) <= 9 else lab[:8] + "…"
         ax.text(k % per, k // per, text, ha="center", va="center", fontsize=7, color=ink, parse_math=False, clip_on=True)
     ax.set_xticks([])
@@ -159,7 +198,8 @@ def to_dataframe(attr, words: bool = False):
     One row per token (``words=False``) or per word: columns ``position`` (token index or word
     index), ``token`` / ``word`` (display text), ``score`` (NaN where not attributed),
     ``attributable``, and for tokens ``token_id``, ``special``, ``start``, ``end`` (character
-    offsets into ``attr.text``, None when unknown). A generation result gives one row per
+    offsets into ``attr.text``: integers of pandas' nullable ``Int64`` dtype, ``pd.NA`` when
+    unknown, e.g. for a special token). A generation result gives one row per
     (step, token) with ``step`` and ``generated`` (the explained token) first, for the tokens
     visible at that step.
 
@@ -184,9 +224,14 @@ def to_dataframe(attr, words: bool = False):
 
     if attr.scores.dim() == 1:
         vals = attr.words()[1] if words else [float(s) if a else math.nan for s, a in zip(attr.scores.tolist(), attr.attributable)]
-        return pd.DataFrame([dict(base(c, g), score=vals[c]) for c, g in enumerate(groups)])
-    _, row_labels, rows, visible = grid(attr, words)
-    recs = []
-    for t, (rl, r, vis) in enumerate(zip(row_labels, rows, visible)):
-        recs.extend(dict({"step": t, "generated": rl}, **base(c, g), score=r[c]) for c, g in enumerate(groups) if vis[c])
-    return pd.DataFrame(recs)
+        recs = [dict(base(c, g), score=vals[c]) for c, g in enumerate(groups)]
+    else:
+        _, row_labels, rows, visible = grid(attr, words)
+        recs = []
+        for t, (rl, r, vis) in enumerate(zip(row_labels, rows, visible)):
+            recs.extend(dict({"step": t, "generated": rl}, **base(c, g), score=r[c]) for c, g in enumerate(groups) if vis[c])
+    df = pd.DataFrame(recs)
+    for col in ("start", "end"):  # integers with gaps: pandas would make them floats with NaN
+        if col in df:
+            df[col] = df[col].astype("Int64")
+    return df

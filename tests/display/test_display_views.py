@@ -385,8 +385,8 @@ def test_target_probability_recorded_and_in_the_legend(tiny_gpt2, tmp_path):
 
 def test_view_arguments_are_checked():
     res = _result()
-    for bad in (0, -5, 2.5, "80"):
-        with pytest.raises(ValueError, match=rf"width must be an int >= 1, got {bad!r}"):
+    for bad in (0, -5, 19, 2.5, "80"):
+        with pytest.raises(ValueError, match=rf"width must be an int >= 20 or None, got {bad!r}"):
             res.show(file=io.StringIO(), width=bad)
     with pytest.raises(ValueError, match=r"top_k must be an int >= 1, got 0"):
         res.show(file=io.StringIO(), top_k=0)
