@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import List, Optional, Sequence
 
 import torch
@@ -221,9 +222,16 @@ def token_word_index(text: str, offsets, raw_tokens: Sequence[str], special: Seq
 
 def visible(s: str) -> str:
     """``s`` with whitespace made visible (``␣`` space, ``⏎`` newline, ``⇥`` tab) when it is
-    whitespace only; other text is returned unchanged."""
+    whitespace only; invisible format characters only (zero-width joiner or space, word joiner,
+    BOM) as escapes (``\\u200d``); a leading combining mark on a dotted circle (``◌́``, as
+    Unicode shows one alone), so it cannot merge into what is drawn before it; other text is
+    returned unchanged."""
     if s and not s.strip():
         return "".join(_SYMBOLS.get(c, c) for c in s)
+    if s and all(unicodedata.category(c) == "Cf" for c in s):
+        return "".join(f"\\u{ord(c):04x}" for c in s)
+    if s and unicodedata.category(s[0]) in ("Mn", "Me", "Mc"):
+        return "\u25cc" + s
     return s
 
 

@@ -142,3 +142,18 @@ def test_greedy_generation_has_offsets(tiny_gpt2):
 def test_aggregate_words_names_bad_input(args, err, match):
     with pytest.raises(err, match=match):
         aieg_fast.aggregate_words(*args)
+
+
+def test_invisible_and_combining_tokens_are_shown():
+    """A token that is only a zero-width joiner or space printed as nothing (an empty-looking cell),
+    and a lone combining accent merged into the padding before it, shifting its table row."""
+    res = aieg_fast.Attribution(
+        tokens=["a", "\u200d", "\u200b", "\u0301", "b\u0301"], token_ids=[1, 2, 3, 4, 5],
+        scores=torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5]), method="saliency", target={"kind": "token", "id": 0, "text": "x"},
+        model="tiny")
+    assert res.token_labels() == ["a", "\\u200d", "\\u200b", "\u25cc\u0301", "b\u0301"]
+    import io
+
+    buf = io.StringIO()
+    res.show(file=buf, words=False, width=80)
+    assert "\\u200d" in buf.getvalue() and "\u25cc\u0301" in buf.getvalue()
