@@ -16,7 +16,7 @@ from .inputs import as_id_list
 from .objective import LabelSet, check_target_fn, target_fn_name
 from .validation import check_int
 
-__all__ = ["CallSettings", "resolve_call", "apply_baseline", "run_samples", "check_targets_against", "flag_rows"]
+__all__ = ["CallSettings", "resolve_call", "check_label_set_use", "apply_baseline", "run_samples", "check_targets_against", "flag_rows"]
 
 
 @dataclass
@@ -86,10 +86,20 @@ def _resolve_as(ex, value, name: str, context=None):
         raise type(err)(msg) from None
 
 
+def check_label_set_use(target_fn, label_set) -> None:
+    """Refuse a ``label_set`` given with a ``target_fn`` other than ``"label_logprob"`` (it would
+    be ignored); needs no model.
+
+    Raises:
+        ValueError: names both arguments and the ``target_fn`` received.
+    """
+    if label_set is not None and target_fn != "label_logprob":
+        raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
+
+
 def _resolve_target_fn(ex, target_fn, label_set, context=None, gradients: bool = True):
+    check_label_set_use(target_fn, label_set)
     if label_set is not None:
-        if target_fn != "label_logprob":
-            raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
         label_set = as_id_list(label_set, "label_set")
         if isinstance(label_set, str) or not isinstance(label_set, (list, tuple)):
             raise TypeError(f"label_set must be a list of labels (token strings or ids), got {type(label_set).__name__}")

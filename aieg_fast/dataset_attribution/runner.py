@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.baselines import check_baseline_value
+from ..core.call import check_label_set_use
 from ..core.diagnostics import AttributionWarning
 from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
@@ -121,8 +122,7 @@ def _check_run(method, options, n_steps, target_fn, label_set, batch_size, inter
     check_choice("target_fn", target_fn, TARGET_FNS)
     if target_fn == "label_logprob" and not label_set:
         raise ValueError("target_fn='label_logprob' needs label_set (the label tokens)")
-    if label_set is not None and target_fn != "label_logprob":
-        raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
+    check_label_set_use(target_fn, label_set)
     check_positive_int("batch_size", batch_size)
     check_positive_int("internal_batch_size", internal_batch_size, optional=True)
     if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):

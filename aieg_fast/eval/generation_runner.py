@@ -501,8 +501,7 @@ def evaluate_generation(
         check_models(ex, specs, method_options, CONTROLS)
         s = GenerationSettings(specs=specs, template=template, labels=[], label_ids=[], internal_batch_size=internal_batch_size,
                                hard_only=metrics == "hard", **kw, **gen)
-        config = dict(run_config(ex, dataset, s, metrics), task="generation", n_new_tokens=n_new_tokens,
-                      teacher_forced=s.teacher_forced, interpolate_generated=s.interpolate_generated)
+        config = dict(run_config(ex, dataset, s, metrics), task="generation", **gen)
         computed, left = run_shards(procs, config, out, lambda done: _todo(rows, methods, done, s.hard_only, s.teacher_forced),
                                     lambda todo, done, path, show: _work(ex, s, todo, done, path, show), progress,
                                     method_settings(specs, method_options, CONTROLS))

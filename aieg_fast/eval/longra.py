@@ -318,15 +318,15 @@ def evaluate_longra(
     if len(data) < n:
         print(f"note: {dataset} has {len(data)} instances; looking at {len(data)}, not n = {n}", file=sys.stderr)
     data = data[:n]
-    settings = {"seed": seed, "n_steps": n_steps, "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks,
-                "method_options": method_options}
-    check_recorded_config(out_dir, {"dataset": dataset, "task": "longra", **settings})  # before the model loads
+    settings = {"dataset": dataset, "task": "longra", "seed": seed, "n_steps": n_steps,
+                "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks, "method_options": method_options}
+    check_recorded_config(out_dir, settings)  # the settings that need no model: before it loads
     with made_folder(out_dir) as out:  # a run refused after this leaves no new folder
         ex = explainer_for(model, device=device, dtype=dtype, device_map=device_map)
         check_models(ex, specs, method_options, CONTROLS)
         if ex.adapter.kind != "causal_lm":
             raise ValueError("model: LongRA needs a causal LM (it predicts the next word), got a classification head")
-        config = {**run_model_settings(ex), "dataset": dataset, "task": "longra", **settings,
+        config = {**run_model_settings(ex), **settings,
                   "filter": "one-token target and relative word; greedy prediction right with and without the distractor"}
         dtype_now = next(ex.model.parameters()).dtype
         if dtype_now != torch.float32:
