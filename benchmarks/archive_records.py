@@ -13,10 +13,13 @@ torchrun run is writing (``RUN_DIR/parts/records.rank<N>.jsonl``) that it does n
 (same example id and the same methods); a line being written is left for the next save, and an
 archived line is never dropped, so saving a fresh or emptier folder loses nothing. The gzip
 header carries no time stamp, so an unchanged archive stays byte-identical (no change for
-git). The run's ``config.json`` is kept beside it (``<ARCHIVE>.config.json``). ``restore``
-cuts a line a hard kill left half-written (kept in ``records.jsonl.torn``), puts the archived
-config in a folder that has none (so the evaluation refuses other settings), and appends every
-archived line the folder lacks; it can be run any number of times. Under torchrun, save and
+git). The run's settings files, ``config.json`` and ``methods.json`` (the options each method
+spec resolved to), are kept beside it (``<ARCHIVE>.config.json``, ``<ARCHIVE>.methods.json``).
+``restore`` cuts a line a hard kill left half-written (kept in ``records.jsonl.torn``), puts the
+archived settings files in a folder that lacks them (so the evaluation refuses other settings,
+and reads a spec such as ``aieg`` with the options its records were computed with, not with the
+defaults of the version before ``methods.json`` existed), and appends every archived line the
+folder lacks; it can be run any number of times. Under torchrun, save and
 restore on one process only (rank 0).
 """
 from __future__ import annotations
@@ -33,6 +36,8 @@ from pathlib import Path
 from aieg_fast.runs.records import repair_jsonl
 
 RECORDS = "records.jsonl"
+#: the run's settings files, kept beside the archive
+SETTINGS = ("config.json", "methods.json")
 
 
 def _complete_lines(text: str):
@@ -61,8 +66,9 @@ def _archived(archive: Path):
     return _complete_lines(gzip.decompress(archive.read_bytes()).decode("utf-8"))
 
 
-def _config(archive: Path) -> Path:
-    return archive.with_name(archive.name + ".config.json")
+def _kept(archive: Path, name: str) -> Path:
+    """Where the archive keeps the run's settings file ``name``."""
+    return archive.with_name(f"{archive.name}.{name}")
 
 
 def _check_paths(archive: Path, run_dir: Path) -> None:
@@ -77,8 +83,8 @@ def _check_paths(archive: Path, run_dir: Path) -> None:
 
 def save(run_dir: Path, archive: Path) -> int:
     """Add the complete record lines of ``run_dir`` (``records.jsonl``, then the torchrun
-    parts) that ``archive`` lacks to it (gzip, no time stamp), and copy ``config.json``
-    beside it; returns the number of lines in the archive. Raises FileNotFoundError when the
+    parts) that ``archive`` lacks to it (gzip, no time stamp), and copy the settings files
+    (:data:`SETTINGS`) beside it; returns the number of lines in the archive. Raises FileNotFoundError when the
     folder has no records."""
     run_dir, archive = Path(run_dir), Path(archive)
     _check_paths(archive, run_dir)
@@ -101,15 +107,16 @@ def save(run_dir: Path, archive: Path) -> int:
     tmp = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
     tmp.write_bytes(buf.getvalue())
     tmp.replace(archive)
-    if (run_dir / "config.json").is_file():
-        shutil.copyfile(run_dir / "config.json", _config(archive))
+    for name in SETTINGS:
+        if (run_dir / name).is_file():
+            shutil.copyfile(run_dir / name, _kept(archive, name))
     return len(lines)
 
 
 def restore(archive: Path, run_dir: Path) -> int:
     """Append to ``run_dir/records.jsonl`` the archived lines it lacks, and the torchrun parts left
     in ``run_dir/parts`` lack too (they are merged when the run starts; a half-written last line
-    cut first; the archived ``config.json`` copied when the folder has none); returns how many.
+    cut first; each archived settings file copied when the folder has none); returns how many.
     A missing archive restores nothing (0)."""
     archive, run_dir = Path(archive), Path(run_dir)
     _check_paths(archive, run_dir)
@@ -117,8 +124,9 @@ def restore(archive: Path, run_dir: Path) -> int:
         return 0
     dst = run_dir / RECORDS
     run_dir.mkdir(parents=True, exist_ok=True)
-    if _config(archive).is_file() and not (run_dir / "config.json").is_file():
-        shutil.copyfile(_config(archive), run_dir / "config.json")
+    for name in SETTINGS:
+        if _kept(archive, name).is_file() and not (run_dir / name).is_file():
+            shutil.copyfile(_kept(archive, name), run_dir / name)
     have = set()
     if dst.is_file():
         repair_jsonl(dst)

@@ -110,3 +110,24 @@ def test_swapped_arguments_are_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="archive"):
         archive_records.save(gz, run)  # save takes the run folder first
     assert gz.read_bytes() == before and _ids(run / "records.jsonl") == ["ex:0"]
+
+
+def test_restored_folder_reads_its_method_specs_as_they_were_computed(tmp_path):
+    """The archive keeps methods.json: a folder restored on a fresh machine reads the spec
+    'aieg' with the options its records were computed with. Without it, the spec was read with
+    the defaults of the version before methods.json existed and the resume was refused
+    ("holds records of 'aieg' computed with other options"), though nothing had changed."""
+    from aieg_fast.runs import METHODS_FILE, check_or_record_methods
+
+    src = tmp_path / "src"
+    src.mkdir()
+    now = {"aieg": {"preset": "v2"}}
+    check_or_record_methods(src, now, lambda m: {"preset": "v1"}, [])  # a new run records its reading, then computes
+    (src / "records.jsonl").write_text(_line(0, ("aieg",)))
+    gz = tmp_path / "run.jsonl.gz"
+    archive_records.save(src, gz)
+
+    fresh = tmp_path / "fresh"
+    assert archive_records.restore(gz, fresh) == 1
+    assert json.loads((fresh / METHODS_FILE).read_text()) == now
+    check_or_record_methods(fresh, now, lambda m: {"preset": "v1"}, ["aieg"])  # the resume is accepted
