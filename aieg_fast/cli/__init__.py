@@ -15,7 +15,9 @@
 
 Each command module has ``add_parser(sub)`` (its options; the choices come from the registries)
 and ``run(args) -> int`` (the exit status); :mod:`.common` holds the model options several share
-(``--model``, ``--device``, ``--dtype``, ``--device-map``).
+(``--model``, ``--device``, ``--dtype``, ``--device-map``). A command's parser sets ``flags``
+(:func:`.common.option_flags`): an error message names the library's arguments, and ``main``
+writes each as the option that sets it (``n_steps`` → ``--n-steps``).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import threading
 from typing import List, Optional
 
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
-from .common import apply_config
+from .common import apply_config, as_flags
 
 __all__ = ["build_parser", "main", "COMMANDS"]
 
@@ -69,7 +71,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         with _sigterm_interrupts():
             return args.fn(args)
     except (ValueError, TypeError, RuntimeError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         resumable = args.cmd in ("evaluate", "attribute-dataset")

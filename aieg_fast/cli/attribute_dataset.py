@@ -10,7 +10,7 @@ from ..core.validation import TARGET_FNS
 from ..dataset_attribution import FILE_TYPES, PARQUET_FILE, RECORDS_FILE, attribute_dataset
 from ..datasets import DATASETS, TASKS
 from ..methods.registry import list_methods
-from .common import add_model_options, placement
+from .common import add_model_options, option_flags, placement
 from .explain import parse_option
 
 __all__ = ["add_parser", "run"]
@@ -57,7 +57,7 @@ def add_parser(sub) -> None:
     a.add_argument("--limit", type=int, default=None, help="only the first N rows")
     a.add_argument("--parquet", action="store_true", help=f"also write OUT/{PARQUET_FILE} (needs pyarrow)")
     a.add_argument("--no-progress", action="store_true", help="no progress bar")
-    a.set_defaults(fn=run)
+    a.set_defaults(fn=run, flags=option_flags(a, out_dir="--out", label_set="--label"))
 
 
 def run(args) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from pathlib import Path
 
 from ..core.validation import DEVICE_MAPS, DTYPES
@@ -11,7 +12,8 @@ from ..datasets import DATASETS
 from ..models import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME
 from ..runs import COMMAND_FILE, replace_file
 
-__all__ = ["add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE", "DefaultsHelpFormatter"]
+__all__ = ["add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE", "DefaultsHelpFormatter",
+           "option_flags", "as_flags"]
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -28,7 +30,29 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 #: parsed attributes that are not options
-_NOT_OPTIONS = ("fn", "cmd", "config", "config_parser")
+_NOT_OPTIONS = ("fn", "cmd", "config", "config_parser", "flags")
+
+
+def option_flags(parser, skip=(), **renamed) -> dict:
+    """Library argument name → the option that sets it, for :func:`as_flags`: each option of
+    ``parser`` whose destination holds an underscore (``n_steps`` → ``--n-steps``; a one-word
+    destination such as ``model`` or ``target`` stays a word of the message) but those of
+    ``skip``, and ``renamed``: arguments whose option has another name or one word
+    (``out_dir="--out"``, ``lr="--lr"``). Call it once the parser has all its options."""
+    flags = {a.dest: max(a.option_strings, key=len) for a in parser._actions
+             if "_" in a.dest and a.dest not in skip and any(o.startswith("--") for o in a.option_strings)}
+    return {**flags, **renamed}
+
+
+def as_flags(message: str, flags: dict) -> str:
+    """``message`` (the library's, which names its arguments) with each name of ``flags`` that
+    stands as a word (not inside a path, an option or a longer name) written as the option that
+    sets it: "n_steps must be ..." → "--n-steps must be ...", "needs label_set=[...]" → "needs
+    --label [...]"."""
+    for name, flag in flags.items():
+        message = re.sub(rf"(?<![\w/.-]){re.escape(name)}(=?)(?![\w/.=-])",
+                         lambda m, flag=flag: flag + (" " if m.group(1) else ""), message)
+    return message
 
 
 def apply_config(args, argv):

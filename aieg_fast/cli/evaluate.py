@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, is_dataset_file
-from .common import DefaultsHelpFormatter, add_model_options, placement, write_command
+from .common import DefaultsHelpFormatter, add_model_options, option_flags, placement, write_command
 from ..eval import (DEFAULT_METHODS, DEFAULT_N_NEW_TOKENS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, LONGRA_KS, METRIC_SETS,
                     PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation, evaluate_longra)
 
@@ -140,7 +140,7 @@ def add_parser(sub) -> None:
                          "here win. Each run writes its resolved options to OUT/command.json: --config OUT/command.json "
                          "runs it again")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ev.set_defaults(fn=run, config_parser=ev)
+    ev.set_defaults(fn=run, config_parser=ev, flags=option_flags(ev, skip=tuple(SETTING_OPTIONS), n="--n"))
 
 
 def _task(args) -> str:

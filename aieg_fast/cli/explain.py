@@ -8,14 +8,14 @@ import sys
 import tempfile
 
 from .. import ops
-from ..core.baselines import BASELINE_NAMES, check_alpha_range
+from ..core.baselines import BASELINE_NAMES
 from ..core.inputs import fill_template
 from ..core.path import check_chunk_settings
 from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_int
 from ..datasets import DATASETS, TASKS, load_dataset
 from ..explainer import load_model
 from ..methods.registry import get_method, list_methods, option_value
-from .common import add_model_options, placement
+from .common import add_model_options, option_flags, placement
 
 __all__ = ["add_parser", "run", "parse_option", "output_path_error"]
 
@@ -65,7 +65,7 @@ def add_parser(sub) -> None:
     e.add_argument("--html", metavar="FILE", help="write an HTML heatmap")
     e.add_argument("--no-progress", action="store_true")
     e.add_argument("--generate", type=int, default=None, metavar="N", help="generate N tokens greedily and explain each one (per-step heatmap)")
-    e.set_defaults(fn=run)
+    e.set_defaults(fn=run, flags=option_flags(e, tolerance="--tolerance"))
 
 
 def _steps_arg(value: str):
@@ -188,7 +188,8 @@ def _check_before_loading(args, text, options) -> None:
     m.check_steps(m.options(**options), n_steps)
     check_chunk_settings(args.internal_batch_size, None)
     check_int("n_baseline_samples", args.n_baseline_samples, 1)
-    check_alpha_range((args.alpha_start, 1.0))
+    if not 0.0 <= args.alpha_start < 1.0:  # NaN too; the call's own check names alpha_range, which has no option
+        raise ValueError(f"--alpha-start must be in [0, 1) (the path runs from it to 1), got {args.alpha_start}")
 
 
 def run(args) -> int:

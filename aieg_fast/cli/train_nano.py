@@ -1,18 +1,11 @@
 """``aieg-fast train-nano``: train GPT-nano on SST-2 train (:func:`aieg_fast.training.train_nano`)."""
 from __future__ import annotations
 
-import sys
-
 from ..datasets import DATASETS
 from ..training import train_nano
-from .common import DefaultsHelpFormatter
-from .train_sentiment import as_flags
+from .common import DefaultsHelpFormatter, option_flags
 
-__all__ = ["FLAGS", "add_parser", "run"]
-
-#: argument of :func:`~aieg_fast.training.train_nano` → the option that sets it.
-FLAGS = {"out_dir": "--out", "train_file": "--train-file", "dev_file": "--dev-file", "data_dir": "--data-dir", "epochs": "--epochs",
-         "batch_size": "--batch-size", "lr": "--lr", "max_train": "--max-train", "seed": "--seed", "arch": "--arch"}
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(sub) -> None:
@@ -34,25 +27,19 @@ def add_parser(sub) -> None:
     tn.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2",
                     help="gpt2: GPT-nano (--model gpt-nano); llama: LLaMA-nano, RoPE/RMSNorm/GQA (--model llama-nano)")
     tn.add_argument("--no-progress", action="store_true", help="no progress bar")
-    tn.set_defaults(fn=run)
+    tn.set_defaults(fn=run, flags=option_flags(tn, out_dir="--out", epochs="--epochs", lr="--lr", seed="--seed", arch="--arch"))
 
 
 def run(args) -> int:
-    """Train, print the history and where the model went; 0, or 2 on a missing data file.
+    """Train, print the history and where the model went; 0.
 
     Raises:
-        ValueError, RuntimeError: as :func:`~aieg_fast.training.train_nano`'s, arguments named
-            by their options (--out, --lr, ...).
+        FileNotFoundError, ValueError, RuntimeError: as :func:`~aieg_fast.training.train_nano`'s
+            (``main`` prints them, the arguments named by their options: --out, --lr, ...; 2).
     """
-    try:
-        res = train_nano(args.train_file, args.dev_file, data_dir=args.data_dir, out_dir=args.out, epochs=args.epochs,
-                         batch_size=args.batch_size, lr=args.lr, max_train=args.max_train, seed=args.seed, arch=args.arch,
-                         progress=not args.no_progress)
-    except FileNotFoundError as err:
-        print(f"error: {as_flags(str(err), FLAGS)}", file=sys.stderr)
-        return 2
-    except (ValueError, RuntimeError) as err:
-        raise type(err)(as_flags(str(err), FLAGS)) from None
+    res = train_nano(args.train_file, args.dev_file, data_dir=args.data_dir, out_dir=args.out, epochs=args.epochs,
+                     batch_size=args.batch_size, lr=args.lr, max_train=args.max_train, seed=args.seed, arch=args.arch,
+                     progress=not args.no_progress)
     for h in res["history"]:
         print(f"epoch {h['epoch']}: train loss {h['train_loss']:.4f}, train accuracy {h['train_accuracy']:.4f}, "
               f"dev accuracy {h['dev_accuracy']:.4f}")

@@ -4,28 +4,14 @@ on one half of the BoolQ dev set, scored on the other) with LoRA
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
 from ..training import TRAIN_TASKS, train_sentiment
 from ..training.sentiment import sentiment_out_dir
-from .common import DefaultsHelpFormatter
+from .common import DefaultsHelpFormatter, option_flags
 
-__all__ = ["FLAGS", "add_parser", "as_flags", "run"]
-
-#: argument of :func:`~aieg_fast.training.train_sentiment` → the option that sets it.
-FLAGS = {"out_dir": "--out", "train_file": "--train-file", "n_train": "--n-train", "epochs": "--epochs", "task": "--task",
-         "batch_size": "--batch-size", "micro_batch_size": "--micro-batch-size", "lr": "--lr", "seed": "--seed",
-         "checkpoint_every": "--checkpoint-every", "max_steps": "--max-steps", "n_dev": "--n-dev"}
-
-
-def as_flags(message: str, flags: dict) -> str:
-    """``message`` with each argument name of ``flags`` that stands as a word (not inside a path
-    or a longer name) written as its option: "max_steps must be ..." → "--max-steps must be ..."."""
-    for name, flag in flags.items():
-        message = re.sub(rf"(?<![\w/.-]){name}(?![\w/.-])", flag, message)
-    return message
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(sub) -> None:
@@ -51,7 +37,7 @@ def add_parser(sub) -> None:
     ts.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in this run (rerun to continue)")
     ts.add_argument("--n-dev", type=int, default=None, help="score only the first N rows of the scored set at the end")
     ts.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ts.set_defaults(fn=run)
+    ts.set_defaults(fn=run, flags=option_flags(ts, out_dir="--out", epochs="--epochs", task="--task", lr="--lr", seed="--seed"))
 
 
 def _resume_hint(out: Path) -> str:
@@ -68,16 +54,14 @@ def run(args) -> int:
     says from which step a rerun resumes).
 
     Raises:
-        ValueError, RuntimeError: as :func:`~aieg_fast.training.train_sentiment`'s, arguments
-            named by their options (--max-steps, --out, ...).
+        ValueError, RuntimeError: as :func:`~aieg_fast.training.train_sentiment`'s (``main``
+            names the arguments by their options: --max-steps, --out, ...).
     """
     try:
         res = train_sentiment(task=args.task, out_dir=args.out, train_file=args.train_file, n_train=args.n_train,
                               epochs=args.epochs, batch_size=args.batch_size, micro_batch_size=args.micro_batch_size,
                               lr=args.lr, seed=args.seed, checkpoint_every=args.checkpoint_every, max_steps=args.max_steps,
                               n_dev=args.n_dev, progress=not args.no_progress)
-    except (ValueError, RuntimeError) as err:
-        raise type(err)(as_flags(str(err), FLAGS)) from None
     except KeyboardInterrupt:
         print(f"interrupted; {_resume_hint(sentiment_out_dir(args.task, args.out))}", file=sys.stderr)
         return 130

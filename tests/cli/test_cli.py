@@ -181,3 +181,36 @@ def test_cli_explain_auto_steps(tiny_gpt2, tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         cli.main(["explain", PROMPT, "--n-steps", "many"])
     assert "--n-steps must be an int or 'auto', got 'many'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["explain", PROMPT, "--method", "integrated_gradients", "--n-steps", "0"], "error: --n-steps must be an int >= 2"),
+    (["explain", PROMPT, "--method", "integrated_gradients", "--n-baseline-samples", "0"], "error: --n-baseline-samples must be"),
+    (["explain", PROMPT, "--method", "integrated_gradients", "--n-steps", "auto", "--tolerance", "-1"], "error: --tolerance must be"),
+    (["evaluate", "--methods", "saliency", "--n", "0"], "error: --n must be a positive int"),
+])
+def test_cli_errors_name_the_option_not_the_python_argument(argv, says, tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """An error of the library names its argument (n_steps); on the command line the message
+    names the option that sets it (--n-steps), for every command (before, only evaluate and the
+    training commands did, each with its own table)."""
+    from aieg_fast.cli import explain as cli_explain
+
+    monkeypatch.setattr(cli_explain, "load_model", lambda *a, **kw: tiny_gpt2)
+    monkeypatch.setattr(runner, "load_model", lambda *a, **kw: tiny_gpt2)
+    extra = ["--out", str(tmp_path / "o")] if argv[0] == "evaluate" else []
+    assert cli.main([*argv, *extra, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "n_steps" not in err and "n_baseline_samples" not in err
+
+
+def test_cli_attribute_dataset_error_names_the_option(tmp_path, capsys):
+    """attribute-dataset: --internal-batch-size named as its option; target_fn='label_logprob'
+    written as the option and its value, label_set as the option that gives it (--label)."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "the movie is good"}\n', encoding="utf-8")
+    base = ["attribute-dataset", str(data), "--out", str(tmp_path / "o"), "--method", "saliency", "--no-progress"]
+    assert cli.main([*base, "--internal-batch-size", "0"]) == 2
+    assert "error: --internal-batch-size must be a positive int" in capsys.readouterr().err
+    assert cli.main([*base, "--target-fn", "label_logprob"]) == 2
+    err = capsys.readouterr().err
+    assert "--target-fn 'label_logprob' needs --label" in err and "label_set" not in err

@@ -33,7 +33,7 @@ def test_attribute_dataset_command(tiny_gpt2_dir, tmp_path, capsys):
 @pytest.mark.parametrize("extra, match", [
     (["--device", "cpu", "--device-map", "auto"], "exclude each other"),
     (["--limit", "0"], "--limit must be a positive int"),
-    (["--text-column", "body"], "text_column 'body' is not a column"),
+    (["--text-column", "body"], "--text-column 'body' is not a column"),
 ] + ([] if torch.cuda.is_available() else [(["--device", "cuda"], "device 'cuda': CUDA is not available")]))
 def test_attribute_dataset_bad_input_before_any_file(tiny_gpt2_dir, tmp_path, capsys, extra, match):
     out = tmp_path / "o"

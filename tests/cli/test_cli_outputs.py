@@ -80,14 +80,15 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
                                                     "(attribute(..., alpha_range=...); aieg-fast explain: --alpha-start)"),
     (["   "], "text is empty (only whitespace)"),
     (["the movie", "--template", "no field here"], "template must contain '{text}' exactly once"),
-    (["the movie", "--n-steps", "1"], "n_steps must be an int >= 2 or 'auto', got 1"),
+    (["the movie", "--n-steps", "1"], "--n-steps must be an int >= 2 or 'auto', got 1"),
     (["the movie", "--method", "saliency", "--n-steps", "auto"], "--n-steps: method 'saliency' takes no path steps"),
     (["the movie", "--method", "occlusion", "--n-steps", "7"], "--n-steps: method 'occlusion' takes no path steps (only ['integrated_gradients', "
                                                                "'integrated_decision_gradients', 'aieg'] do)"),
     (["the movie", "--generate", "2", "--n-steps", "auto"], "pass an int here"),
-    (["the movie", "--internal-batch-size", "0"], "internal_batch_size"),
-    (["the movie", "--n-baseline-samples", "0"], "n_baseline_samples must be an int >= 1, got 0"),
-    (["the movie", "--alpha-start", "-0.5"], "alpha_range must be (alpha0, 1) with 0 <= alpha0 < 1, got (-0.5, 1.0)"),
+    (["the movie", "--internal-batch-size", "0"], "--internal-batch-size"),
+    (["the movie", "--n-baseline-samples", "0"], "--n-baseline-samples must be an int >= 1, got 0"),
+    (["the movie", "--alpha-start", "-0.5"], "--alpha-start must be in [0, 1) (the path runs from it to 1), got -0.5"),
+    (["the movie", "--alpha-start", "nan"], "--alpha-start must be in [0, 1)"),
 ])
 def test_bad_settings_refused_before_loading(capsys, no_model, extra, match):
     """What needs no model is checked before it is loaded (minutes for a large one)."""

@@ -162,7 +162,7 @@ def test_cli_dataset_file_and_tasks(tiny_gpt2, tmp_path, monkeypatch, capsys):
     # without --label-field a file is a generation dataset: its rows are prompts (--text-field)
     rc = cli.main(["evaluate", "--dataset", str(f), "--methods", "saliency", "--out", str(tmp_path / "r2"), "--no-progress"])
     err = capsys.readouterr().err
-    assert rc == 2 and "has no --label-field: its rows are prompts ('text')" in err and "has no field 'text' (text_field)" in err
+    assert rc == 2 and "has no --label-field: its rows are prompts ('text')" in err and "has no field 'text' (--text-field)" in err
     rc = cli.main(["evaluate", "--dataset", str(f), "--text-field", "p", "--target-field", "q", "--teacher-forced", "--n", "1",
                    "--n-new-tokens", "2", "--methods", "saliency", "--metrics", "hard", "--out", str(tmp_path / "r3"), "--no-progress"])
     assert rc == 0 and "# Faithfulness of generated text: " in capsys.readouterr().out
