@@ -156,6 +156,7 @@ def main(argv=None):
     print(f"compiled vs eager scores: max |diff| / max |score| = {c['max_abs_diff_over_max_abs']:.2e}, Spearman {c['spearman']:.6f}; "
           f"convergence delta {c['delta_eager']:+.4e} / {c['delta_compiled']:+.4e}")
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({"machine": info, "args": vars(args), "result": res}, indent=1))
 
 

@@ -291,6 +291,7 @@ def main(argv=None):
               f"internal_batch_size={args.long_ibs}, address-space cap {args.budget_gib} GiB per run:\n")
         print(long_table(rows))
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(results, indent=1))
 
 

@@ -5,9 +5,10 @@ example. Same model, sentences, settings and process; A and B alternate per sent
     OMP_NUM_THREADS=1 python benchmarks/bench_shared_paths.py [--model smollm2-sst2] [--n 4] [--n-steps 50]
 
 Settings are the study's (benchmarks/study19/protocol.json): 50 steps, the contrast target (the
-predicted label word's logit minus the other's), the sentiment prompt; sentences are the first
-``--n`` of SST-2 dev. Prints per sentence the seconds of A and B and checks that every variant's
-scores are equal (torch.equal) between A and B; the last line gives the median ratio A/B.
+predicted label word's logit minus the other's), the sentiment prompt, the pinned method options
+(``settings.method_options``: AIEG's preset v1, as ``evaluate`` applies them); sentences are the
+first ``--n`` of SST-2 dev. Prints per sentence the seconds of A and B and checks that every
+variant's scores are equal (torch.equal) between A and B; the last line gives the median ratio A/B.
 """
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ def main(argv=None) -> int:
     machine.print_header(argv, script=__file__)
     warnings.simplefilter("ignore")  # the attributions' own findings (e.g. PosNorm inflation) are not timed here
     ex = aieg_fast.load_model(a.model)
-    specs = [parse_method_spec(s) for v, s in PROTOCOL["variants"].items() if v != "random"]
+    pinned = PROTOCOL["settings"]["method_options"]  # the study's reading of each method (aieg: preset v1), as evaluate applies it
+    specs = [(name, {**pinned.get(name, {}), **opts})
+             for name, opts in (parse_method_spec(s) for v, s in PROTOCOL["variants"].items() if v != "random")]
     label_ids = [ex.tokenizer.encode(w, add_special_tokens=False)[-1] for w in SENTIMENT_LABELS]
     print(f"# {a.model}, {len(specs)} variants, n_steps {a.n_steps}, torch threads {torch.get_num_threads()}")
     ratios = []
