@@ -54,6 +54,13 @@ def _refuse_meta_weights(model: nn.Module) -> None:
                              "before explaining the model")
 
 
+def _plain_linear(head: nn.Module) -> bool:
+    """A head whose output is ``hidden @ weight.T + bias`` (nn.Linear's own forward), so its
+    target rows can be read; a head that adds to it (a peft LoRA layer on the LM head) or
+    computes it otherwise (a quantized subclass) is called instead."""
+    return isinstance(head, nn.Linear) and type(head).forward is nn.Linear.forward
+
+
 def execution_device(module: nn.Module) -> torch.device:
     """Where ``module`` computes: its accelerate hook's execution device (a model dispatched with
     ``device_map``), else the device of its first parameter."""
@@ -361,13 +368,18 @@ class DecoderAdapter:
     def target_scores(self, hidden, target_ids, target_fn: str = "logit"):
         """F for each row: the logit (or log-prob / prob) of ``target_ids`` [B] given ``hidden`` [B, D].
 
-        ``target_ids`` of one element applies to every row. For ``target_fn="logit"`` only the
-        target rows of the output projection are computed (then soft-capped when the model caps
-        its logits, so F equals the model's own logit). Float16 / bfloat16 hidden states are
-        projected in float32 (F then carries no rounding of its own beyond the hidden state's).
+        ``target_ids`` of one element applies to every row. For ``target_fn="logit"`` and a plain
+        linear head only the target rows of the output projection are computed (then soft-capped
+        when the model caps its logits, so F equals the model's own logit); a head that computes
+        more than its weight rows (a LoRA adapter on it, a quantized layer) is called and its
+        target logits read. Float16 / bfloat16 hidden states are projected in float32 (F then
+        carries no rounding of its own beyond the hidden state's).
         """
         if hidden.dtype in (torch.float16, torch.bfloat16):
             hidden = hidden.float()
+        if target_fn == "logit" and not _plain_linear(self.head):
+            logits = self.full_logits(hidden).float()
+            return logits.gather(-1, target_ids.reshape(-1, 1).to(logits.device).expand(hidden.shape[0], 1)).squeeze(-1)
         if target_fn == "logit":
             head = self.head
             with materialized(head):  # the target rows, read where the head's weights are, brought to hidden's device
@@ -388,7 +400,7 @@ class DecoderAdapter:
         is applied in float32 (float32 logits); another head gets ``hidden`` in its own dtype."""
         head = self.head
         low = (torch.float16, torch.bfloat16)
-        if isinstance(head, nn.Linear) and (hidden.dtype in low or head.weight.dtype in low):
+        if _plain_linear(head) and (hidden.dtype in low or head.weight.dtype in low):
             with materialized(head):
                 bias = None if head.bias is None else head.bias.float().to(hidden.device)
                 return self._cap(torch.nn.functional.linear(hidden.float(), head.weight.float().to(hidden.device), bias))

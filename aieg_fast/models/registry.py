@@ -87,8 +87,14 @@ def adapter_for(model) -> DecoderAdapter:
     adapter serves.
 
     Raises:
-        ValueError: the model's family or class is not supported (names the supported ones).
+        ValueError: the model's family or class is not supported (names the supported ones); a
+            peft wrapper (``PeftModel``) is refused with what to pass instead.
     """
+    if callable(getattr(model, "get_base_model", None)) and type(model).__name__.startswith("Peft"):
+        raise ValueError(f"model is a peft wrapper ({type(model).__name__}); pass the model inside it: "
+                         "model.get_base_model() keeps LoRA-type adapters active and unmerged (they are explained as "
+                         "part of the model), model.merge_and_unload() merges them. Prompt-learning adapters (prefix "
+                         "or prompt tuning) live in the wrapper's forward and cannot be explained this way")
     cls = _ADAPTERS.get(getattr(getattr(model, "config", None), "model_type", None))
     if cls is None or not cls.serves(model):
         raise _unsupported(type(model).__name__)

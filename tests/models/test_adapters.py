@@ -209,3 +209,28 @@ def test_renamed_subclass_of_a_supported_model():
         torch.testing.assert_close(res.scores, ref.scores)
     finally:
         unregister_adapter("my-llama")
+
+
+@pytest.mark.parametrize("classifier", [False, True])
+def test_F_is_the_model_logit_with_a_lora_adapter_on_the_output_head(classifier):
+    """A peft LoRA layer on the LM head (or the classification head) adds to the head's weight
+    rows: F reads the head's output, not its weight rows (they gave the base head's logit, and the
+    completeness check, measured against that F, flagged nothing). Contrast targets too."""
+    peft = pytest.importorskip("peft")
+    model, tok = make_tiny_llama(seed=3, classifier=classifier)
+    head = "score" if classifier else "lm_head"
+    torch.manual_seed(1)
+    cfg = peft.LoraConfig(r=4, lora_alpha=8, target_modules=[head], init_lora_weights=False)
+    wrapped = peft.get_peft_model(model, cfg).eval()
+    base = wrapped.get_base_model()
+    ids = _ids(tok)
+    with torch.no_grad():
+        logits = base(ids).logits[0, -1] if not classifier else base(ids).logits[0]
+    ex = aieg_fast.load_model(base, tok)
+    t, c = int(logits.argmax()), int(logits.argmin())
+    res = ex.attribute(input_ids=ids[0].tolist(), method="integrated_gradients", n_steps=8, target=t)
+    assert res.info["F_input"] == pytest.approx(float(logits[t]), abs=1e-4)
+    res = ex.attribute(input_ids=ids[0].tolist(), method="saliency", target=t, contrast_target=c)
+    assert res.info["F_input"] == pytest.approx(float(logits[t] - logits[c]), abs=1e-4)
+    with pytest.raises(ValueError, match=r"peft wrapper .*get_base_model\(\)"):
+        aieg_fast.load_model(wrapped, tok)
