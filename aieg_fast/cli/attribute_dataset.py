@@ -3,6 +3,7 @@
 ``torchrun --nproc-per-node N``."""
 from __future__ import annotations
 
+import sys
 
 from .. import ops
 from ..core.baselines import BASELINE_NAMES
@@ -61,7 +62,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    """Run it and print what was done; 0 (errors: ``aieg_fast.cli.main`` prints them, 2)."""
+    """Run it and print what was done; 0, or 1 when the model refused every example (all
+    skipped, as ``evaluate``; errors: ``aieg_fast.cli.main`` prints them, 2)."""
     template, labels, target_fn = args.template, args.label, args.target_fn or "logit"
     if args.task is not None:
         spec = DATASETS[TASKS[args.task]]
@@ -87,6 +89,9 @@ def run(args) -> int:
     if res["degenerate"]:
         print(f"{res['degenerate']} record(s) flag a result without usable signal (their 'degenerate' field)")
     print(f"records: {res['records_file']}" + (f"\nparquet: {res['parquet_file']}" if res["parquet_file"] else ""))
+    if res["skipped"] and res["skipped"] == res["n_examples"]:
+        print("error: no example was attributed: the model refused every input (see above)", file=sys.stderr)
+        return 1
     return 0
 
 

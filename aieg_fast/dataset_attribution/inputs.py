@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..core.inputs import fill_template
 from ..datasets.rows import FILE_TYPES, is_empty, read_rows
 
 __all__ = ["Example", "read_examples", "DEFAULT_COLUMNS", "FILE_TYPES"]
@@ -97,16 +98,14 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
     Raises:
         FileNotFoundError: a missing file. ValueError: an unknown file type, a file that is not
             JSON / CSV, a ``limit`` that is not a positive int, a missing column, a row without a non-empty string text, a target that
-            is not a token string or an integer, a template without ``{text}`` exactly once, no
+            is not a token string or an integer, a template without ``{text}`` exactly once or with another field, no
             row at all, ``target_is_id`` without a target or contrast column; each names the data,
             the row (the line for JSON lines) and the value.
         TypeError: data of another kind.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
-    rows, where, what = read_rows(data)
-    if limit is not None:
-        rows, where = rows[:limit], where[:limit]
+    rows, where, what = read_rows(data, limit)
     if not rows:
         raise ValueError(f"{what} holds no example")
     bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
@@ -125,8 +124,11 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
             raise ValueError(f"{loc}: the text ({cols['text']!r}) must be a non-empty string, got {text!r}")
         get = lambda role: None if cols[role] is None else r.get(cols[role])  # noqa: E731
         template = None if is_empty(get("template")) else get("template")
-        if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):
-            raise ValueError(f"{loc}: the template must contain '{{text}}' exactly once, got {template!r}")
+        if template is not None:
+            try:  # the prompt's own checks on a stand-in text: {text} once, no other field
+                fill_template("x", template)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{loc}: the row's template ({cols['template']!r}): {err}") from None
         ident = get("id")
         out.append(Example(i, i if is_empty(ident) else ident, text, _token(get("target"), "target", target_is_id, loc),
                            _token(get("contrast"), "contrast", target_is_id, loc), template, loc))

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 from ..core.baselines import check_baseline_value
 from ..core.call import check_label_set_use
 from ..core.diagnostics import AttributionWarning
+from ..core.inputs import fill_template
 from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
@@ -125,8 +126,8 @@ def _check_run(method, options, n_steps, target_fn, label_set, batch_size, inter
     check_label_set_use(target_fn, label_set)
     check_positive_int("batch_size", batch_size)
     check_positive_int("internal_batch_size", internal_batch_size, optional=True)
-    if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):
-        raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
+    if template is not None:  # the prompt's own checks on a stand-in text: {text} once, no other field
+        fill_template("x", template)
 
 
 def _explainer(model, **placement) -> "Explainer":

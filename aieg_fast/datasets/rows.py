@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 __all__ = ["FILE_TYPES", "read_rows", "is_empty"]
 
@@ -76,6 +77,7 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
                         quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL, strict=not tsv)
     kind = path.suffix[1:].upper()
     rows, where, header, line = [], [], None, 0
+    former_limit = csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # a cell may be as long as the file
     try:
         for cells in reader:
             first = reader.line_num - sum(c.count("\n") for c in cells)  # the line the row starts on
@@ -96,19 +98,36 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
             where.append(f"row {len(rows) - 1} (line {first})")
     except csv.Error as err:
         raise ValueError(f"data {str(path)!r} is not a readable {kind} file: line {reader.line_num}: {err}") from None
+    finally:
+        csv.field_size_limit(former_limit)
     return rows, where
 
 
-def read_rows(data) -> Tuple[List[Any], List[str], str]:
-    """(rows, where each row is, what the data is) of any accepted data (module docstring).
+def _python(v):
+    """A numpy or torch scalar as the Python number it holds (as pandas rows are read); other
+    values as they are."""
+    return v.item() if getattr(v, "ndim", None) == 0 and hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
+
+
+def read_rows(data, limit: Optional[int] = None) -> Tuple[List[Any], List[str], str]:
+    """(rows, where each row is, what the data is) of any accepted data (module docstring);
+    with ``limit``, its first ``limit`` rows (a streaming ``datasets.IterableDataset`` is read
+    that far only).
 
     ``where`` names each row for messages (``"line 3"`` of a JSON-lines file, ``"row 0 (line 2)"``
     of a CSV file, ``"row 5"`` of an object); ``what`` names the data (``"data 'x.csv'"``).
+    Numpy and torch scalars in the rows of an object are read as Python numbers.
 
     Raises:
         FileNotFoundError: a missing file. ValueError: an unknown file type, bytes that are not
-            UTF-8 (names the line), a file that is not JSON / CSV. TypeError: data of another kind.
+            UTF-8 (names the line), a file that is not JSON / CSV, a ``datasets.DatasetDict``
+            (names its splits: pass one). TypeError: data of another kind.
     """
+    rows, where, what = _read_all(data, limit)
+    return rows[:limit], where[:limit], what
+
+
+def _read_all(data, limit: Optional[int]) -> Tuple[List[Any], List[str], str]:
     if isinstance(data, (str, Path)):
         path = Path(data)
         if path.suffix.lower() not in FILE_TYPES:
@@ -121,12 +140,15 @@ def read_rows(data) -> Tuple[List[Any], List[str], str]:
         rows, where = _json_rows(path)
         return rows, where, f"data {str(data)!r}"
     if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame: numpy scalars as Python ones
-        rows = [{k: (v.item() if hasattr(v, "item") and not isinstance(v, str) else v) for k, v in r.items()}
-                for r in data.to_dict("records")]
+        rows = [{k: _python(v) for k, v in r.items()} for r in data.to_dict("records")]
         return rows, [f"row {i}" for i in range(len(rows))], "data"
+    if isinstance(getattr(data, "column_names", None), dict):  # a DatasetDict iterates over its split names
+        raise ValueError(f"data is a {type(data).__name__} of the splits {list(data.column_names)}; pass one split, "
+                         f"e.g. data[{next(iter(data.column_names), 'train')!r}]")
     if hasattr(data, "column_names") or isinstance(data, (list, tuple)):  # a datasets.Dataset (or alike), a list
-        rows = list(data)
-        rows = [{"text": r} if isinstance(r, str) else r for r in rows]
+        rows = list(itertools.islice(data, limit))  # a stream is read no further than limit
+        rows = [{"text": r} if isinstance(r, str) else {k: _python(v) for k, v in r.items()} if isinstance(r, dict) else r
+                for r in rows]
         return rows, [f"row {i}" for i in range(len(rows))], "data"
     raise TypeError(f"data must be a file path, a pandas DataFrame, a datasets.Dataset or a list of dicts or strings, "
                     f"got {type(data).__name__}")

@@ -96,3 +96,24 @@ def test_attribute_dataset_other_settings_refused_before_loading(tiny_gpt2_dir, 
     monkeypatch.setattr(runner, "_explainer", refuse)
     assert cli.main([*base, "--method", "input_x_gradient"]) == 2
     assert "holds results with other settings (method, option_values;" in capsys.readouterr().err
+
+
+def test_attribute_dataset_template_with_another_field_refused_before_any_file(tiny_gpt2_dir, tmp_path, capsys):
+    """--template with a field besides {text}: refused before loading (every row was skipped,
+    exit 0, and the corrected rerun refused as 'other settings')."""
+    out = tmp_path / "o"
+    rc = cli.main(["attribute-dataset", str(_csv(tmp_path)), "--out", str(out), "--model", str(tiny_gpt2_dir),
+                   "--text-column", "review", "--template", "Q: {text} {other}", "--no-progress"])
+    assert rc == 2 and "template names field(s) ['other']" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_attribute_dataset_every_example_refused_exits_1(tiny_gpt2_dir, tmp_path, capsys):
+    """Every text refused by the model (longer than its 64 positions): the records say so and
+    the command exits 1, as evaluate does (it exited 0)."""
+    p = tmp_path / "long.jsonl"
+    p.write_text("".join(json.dumps({"text": " ".join(["good"] * 80)}) + "\n" for _ in range(2)), encoding="utf-8")
+    rc = cli.main(["attribute-dataset", str(p), "--out", str(tmp_path / "o"), "--model", str(tiny_gpt2_dir),
+                   "--method", "saliency", "--no-progress"])
+    said = capsys.readouterr()
+    assert rc == 1 and "2 skipped" in said.out and "no example was attributed" in said.err

@@ -90,3 +90,72 @@ def test_bad_files_and_objects(tmp_path):
         read_examples(tmp_path / "bad.csv")
     with pytest.raises(TypeError, match="data must be"):
         read_examples(42)
+
+
+class _Splits(dict):
+    """Stands in for a datasets.DatasetDict: a dict of splits whose column_names is a dict and
+    which iterates over its split names."""
+
+    @property
+    def column_names(self):
+        return {k: ["text", "label"] for k in self}
+
+
+class _Stream:
+    """Stands in for a streaming datasets.IterableDataset: rows without end."""
+
+    column_names = ["text"]
+
+    def __iter__(self):
+        i = 0
+        while True:
+            i += 1
+            if i > 1000:
+                raise AssertionError("the stream was read past the rows asked for")
+            yield {"text": f"row {i}"}
+
+
+def test_hf_objects_a_dataset_dict_is_refused_and_a_stream_read_to_its_limit_only():
+    """A DatasetDict was read as rows of its split names (evaluate_generation explained the
+    prompts 'train' and 'test'); a stream was read to its end before limit applied."""
+    from aieg_fast.datasets import user_dataset
+
+    splits = _Splits(train=[{"text": "a", "label": 0}], test=[{"text": "b", "label": 1}])
+    with pytest.raises(ValueError, match=r"_Splits of the splits \['train', 'test'\]; pass one split, e\.g\. data\['train'\]"):
+        read_examples(splits)
+    with pytest.raises(ValueError, match="pass one split"):
+        user_dataset(splits, target_field="label")
+    assert [e.text for e in read_examples(_Stream(), limit=3)] == ["row 1", "row 2", "row 3"]
+
+
+def test_numpy_scalars_in_a_list_of_dicts_are_python_numbers():
+    """Labels and targets as numpy integers in a list of dicts are read as in a DataFrame (they
+    were refused: 'must be ... an integer id, got int64')."""
+    import numpy as np
+
+    from aieg_fast.datasets import user_dataset
+
+    ex = read_examples([{"text": "a b", "target": np.int64(3)}], target_is_id=True)
+    assert ex[0].target == 3 and type(ex[0].target) is int
+    _, recs = user_dataset([{"text": "a b", "label": np.int64(1)}, {"text": "c", "label": np.int32(0)}],
+                           label_field="label", labels=[" bad", " good"])
+    assert [r["label"] for r in recs] == [1, 0]
+
+
+def test_a_csv_cell_longer_than_the_csv_modules_default_limit(tmp_path):
+    """A cell over 131,072 characters (Python's csv default) made the whole file 'not a readable
+    CSV file'; the limit is raised for the read only."""
+    import csv
+
+    p = tmp_path / "long.csv"
+    p.write_text("text,id\n\"" + "word " * 40_000 + "\",a\nshort,b\n", encoding="utf-8")
+    before = csv.field_size_limit()
+    ex = read_examples(p)
+    assert len(ex[0].text) == 200_000 and ex[1].text == "short" and csv.field_size_limit() == before
+
+
+def test_a_row_template_with_another_field_is_refused_naming_the_row(tmp_path):
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"text": "a", "template": "Q: {text}"}\n{"text": "b", "template": "Q: {text} {other}"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: the row's template \('template'\): template names field\(s\) \['other'\]"):
+        read_examples(p)
