@@ -207,7 +207,8 @@ def _with_rows(batch: Batch, rows) -> Batch:
 def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
     """``run(ctx)`` → (MethodOutput, used) once, or averaged over ``settings.n_samples`` noisy
     baselines (scores averaged; ``F_baseline`` averaged, per-sample values in
-    ``info["F_baseline_samples"]``). Non-finite scores are flagged by the caller
+    ``info["F_baseline_samples"]``; ``convergence_delta`` the mean of the draws', so the
+    completeness check and its flag hold as with one baseline). Non-finite scores are flagged by the caller
     (:func:`flag_rows`, whose warning names the baseline)."""
     if settings.n_samples == 1:
         out, used = run(ctx)
@@ -237,8 +238,13 @@ def _average(outs):
         B = len(per[0])
         info["F_baseline_samples"] = [[p[b] for p in per] for b in range(B)]  # per example, one value per draw
         info["F_baseline"] = [sum(p[b] for p in per) / n for b in range(B)]
-    for k in ("convergence_delta",):
-        info.pop(k, None)  # a per-draw quantity; recomputed by the caller when needed
+    deltas = [o.info.get("convergence_delta") for o in outs]
+    if all(isinstance(d, list) and None not in d for d in deltas):
+        # Σ s − (F_input − F_baseline) is linear in the scores and in F_baseline: the mean of the
+        # draws' errors is the averaged scores' error against the averaged F_baseline
+        info["convergence_delta"] = [sum(d[b] for d in deltas) / n for b in range(len(deltas[0]))]
+    else:
+        info.pop("convergence_delta", None)
     return dataclasses.replace(first, scores=scores, info=info)
 
 

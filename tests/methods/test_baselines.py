@@ -145,3 +145,18 @@ def test_generation_baseline(tiny_gpt2):
     noisy = tiny_gpt2.attribute_generation("the film was", max_new_tokens=2, method="integrated_gradients", n_steps=8,
                                            baseline="zero", n_baseline_samples=2)
     assert noisy.options["n_baseline_samples"] == 2 and noisy.scores.shape == res.scores.shape
+
+
+def test_noisy_baselines_report_and_flag_the_completeness_error(tiny):
+    """With n_baseline_samples > 1 IG reports its completeness error (the mean of the draws'
+    errors, = Σ s − (F(x) − mean F(x′))) and flags it as with one baseline; it was dropped, so
+    a large error (here a 2-step path) passed without a flag or warning."""
+    kw = dict(method="integrated_gradients", target=5, n_steps=2, baseline="zero", n_baseline_samples=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = tiny.attribute(TEXT, **kw)
+    err = float(res.scores.sum()) - (res.info["F_input"] - res.info["F_baseline"])
+    assert res.info["convergence_delta"] == pytest.approx(err, abs=1e-4)
+    assert abs(err) > 0.1 * abs(res.info["F_input"] - res.info["F_baseline"])  # the coarse path's error is large here
+    assert "completeness" in [d["kind"] for d in res.degenerate]
+    assert any("completeness error" in str(w.message) for w in caught)
