@@ -412,6 +412,8 @@ def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, 
 
 def _check_length(ex, Lp: int, gen_ids: Optional[List[int]], max_new_tokens: int) -> None:
     limit = ex.adapter.max_positions
+    n_gen = len(gen_ids) if gen_ids is not None else max_new_tokens
+    ex.adapter.check_rope_switch([Lp, Lp + max(n_gen, 1) - 1], "the contexts of the generated steps (the prompt, then one more token a step)")
     if gen_ids is not None:
         if Lp + len(gen_ids) > limit:
             raise ValueError(

@@ -69,12 +69,15 @@ def build_batch(adapter, encoded: Sequence[Tuple[List[int], List[bool]]], pad_id
 
     Raises:
         ValueError: unknown ``padding_side``, no examples, a classifier's sequence that ends
-            with its pad token (:meth:`~aieg_fast.models.DecoderAdapter.check_pooled_position`).
+            with its pad token (:meth:`~aieg_fast.models.DecoderAdapter.check_pooled_position`),
+            rows on both sides of a LongRoPE model's switch length
+            (:meth:`~aieg_fast.models.DecoderAdapter.check_rope_switch`).
     """
     check_choice("padding_side", padding_side, ("left", "right"))
     if not encoded:
         raise ValueError("encoded has no examples")
     adapter.check_pooled_position([ids for ids, _ in encoded])
+    adapter.check_rope_switch([len(ids) for ids, _ in encoded])
     emb = adapter.embeddings
     dev = adapter.input_device if device is None else device
     L = max(len(ids) for ids, _ in encoded)

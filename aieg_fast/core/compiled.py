@@ -144,7 +144,8 @@ class CompiledStack:
 
     def bucket(self, L: int) -> int:
         """The compiled length of an input of length L (:func:`bucket_length`)."""
-        return bucket_length(L, self.adapter.max_positions)
+        switch = self.adapter.rope_switch  # padding past it would change a LongRoPE model's rotary factors
+        return bucket_length(L, self.adapter.max_positions if switch is None or L > switch else min(switch, self.adapter.max_positions))
 
     def forward(self, ctx, rows: Optional[Tensor], X: Tensor, n_rows: int, need_grad: bool):
         """F of each row of X [n, L, d] (and ∂F/∂X when ``need_grad``) through the compiled stack,

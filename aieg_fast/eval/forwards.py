@@ -24,7 +24,9 @@ def last_logits_ids(ex: Explainer, seqs: Sequence[Sequence[int]], batch_size: in
 
     Sequences of different lengths are right-padded (with ``ex.ref_token_id``; the padding is
     masked and comes after the last real token, so its value does not matter); position ids
-    count real tokens only. V is the vocabulary, or the classes of a classification head.
+    count real tokens only; for a LongRoPE model, sequences up to its switch length and longer
+    ones go through separate forwards (:attr:`~aieg_fast.models.DecoderAdapter.rope_switch`).
+    V is the vocabulary, or the classes of a classification head.
 
     Args:
         ex: the explainer. seqs: B token id lists. batch_size: rows per forward.
@@ -35,17 +37,24 @@ def last_logits_ids(ex: Explainer, seqs: Sequence[Sequence[int]], batch_size: in
     empty = [i for i, q in enumerate(seqs) if len(q) == 0]
     if empty:
         raise ValueError(f"seqs: sequence(s) {empty[:5]} are empty; a model needs at least one token to predict the next")
-    out = []
+    out, order = [], []
     dev = ex.device
-    for s in range(0, len(seqs), batch_size):
-        ids, mask = right_pad(seqs[s : s + batch_size], ex.ref_token_id)
-        ids, mask = ids.to(dev), mask.to(dev)
-        pos = (mask.cumsum(-1) - 1).clamp_min(0)
-        last = mask.sum(-1) - 1
-        E = ex.adapter.embeddings(ids)
-        h = ex.adapter.hidden_last(E, mask, pos, last)
-        out.append(ex.adapter.full_logits(h).float())
-    return torch.cat(out, 0)
+    switch = ex.adapter.rope_switch
+    groups = [range(len(seqs))] if switch is None else [[i for i, q in enumerate(seqs) if (len(q) > switch) == side]
+                                                        for side in (False, True)]
+    for group in groups:
+        for s in range(0, len(group), batch_size):
+            rows = list(group[s : s + batch_size])
+            ids, mask = right_pad([seqs[i] for i in rows], ex.ref_token_id)
+            ids, mask = ids.to(dev), mask.to(dev)
+            pos = (mask.cumsum(-1) - 1).clamp_min(0)
+            last = mask.sum(-1) - 1
+            E = ex.adapter.embeddings(ids)
+            h = ex.adapter.hidden_last(E, mask, pos, last)
+            out.append(ex.adapter.full_logits(h).float())
+            order += rows
+    logits = torch.cat(out, 0)
+    return logits if switch is None else logits[torch.tensor(order, device=logits.device).argsort()]
 
 
 def last_logits_embeds(ex: Explainer, E: Tensor, batch_size: int) -> Tensor:

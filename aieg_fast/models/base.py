@@ -407,6 +407,39 @@ class DecoderAdapter:
         p = next(head.parameters(), None)
         return self._cap(head(hidden if p is None else hidden.to(p.dtype)).to(hidden.device))
 
+    @property
+    def rope_switch(self) -> Optional[int]:
+        """The length past which the model's rotary tables change at every position, or None.
+
+        LongRoPE (``rope_type="longrope"``: Phi-3/3.5-mini 128k, Phi-4-mini) rotates with its
+        short factors while a forward's largest position is below
+        ``original_max_position_embeddings`` and with its long ones past it: transformers reads
+        the largest position of the whole forward, so a row up to this length sharing a forward
+        with a longer row (a padded batch, one forward over generated steps, a compiled shape
+        padded past it) would not be computed as the model computes it alone.
+        """
+        cfg = self.model.config
+        rp = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+        params = [rp] if ("rope_type" in rp or "type" in rp) else [p for p in rp.values() if isinstance(p, dict)]
+        for p in params:
+            if (p.get("rope_type") or p.get("type")) == "longrope":
+                n = p.get("original_max_position_embeddings") or getattr(cfg, "original_max_position_embeddings", None)
+                return int(n) if n else None
+        return None
+
+    def check_rope_switch(self, lengths: Sequence[int], what: str = "the texts") -> None:
+        """Refuse rows of one forward on both sides of :attr:`rope_switch`.
+
+        Raises:
+            ValueError: names ``what``, their lengths, the switch and what to do.
+        """
+        s = self.rope_switch
+        if s is not None and lengths and min(lengths) <= s < max(lengths):
+            raise ValueError(f"{what} are {min(lengths)} to {max(lengths)} tokens long, on both sides of {s} positions, where this "
+                             f"model's LongRoPE switches its rotary factors (original_max_position_embeddings): it takes them "
+                             f"from the longest row of a forward, so the shorter rows would be explained with the long factors, "
+                             f"not as the model reads them alone; explain those up to {s} tokens apart from the longer ones")
+
     def check_pooled_position(self, rows) -> None:
         """Refuse, for a classification head, a sequence that ends with the model's pad token
         (``config.pad_token_id``): the model given token ids pools at the last token that is
