@@ -111,7 +111,8 @@ def load_prompts(records, data_dir=None, text_field: str = "text", target_field:
     (``wikibio``, ``wikitext``, ``tellmewhy``, ``tellmewhy-reagent``;
     :func:`~aieg_fast.datasets.load_records`, from ``data_dir``), a user's file or rows object
     (:func:`~aieg_fast.datasets.user_dataset` with ``text_field`` as the prompt and
-    ``target_field`` as the reference), or a list of dicts (``"records"``, as given).
+    ``target_field`` as the reference), or a list of dicts (``"records"``, as given; with
+    ``text_field``, ``target_field`` or ``id_field`` given, read as a user's rows object).
 
     Raises:
         ValueError: a dataset of another task (names the runner to use), an unknown name, a
@@ -126,8 +127,8 @@ def load_prompts(records, data_dir=None, text_field: str = "text", target_field:
                              f"datasets ({', '.join(k for k, d in DATASETS.items() if d.task == 'generation')}): use "
                              f"aieg_fast.eval.{runner}")
         return records, load_records(records, data_dir)
-    if isinstance(records, (list, tuple)):
-        return "records", list(records)
+    if isinstance(records, (list, tuple)) and text_field == "text" and target_field is None and id_field is None:
+        return "records", list(records)  # given a field, a list is read as rows of a user dataset, below
     if isinstance(records, (str, Path)) and not is_dataset_file(records):
         raise ValueError(f"records must be a generation dataset ({', '.join(k for k, d in DATASETS.items() if d.task == 'generation')}), "
                          f"a .jsonl / .json / .csv / .tsv file or a list of dicts, got {str(records)!r}")
@@ -447,7 +448,8 @@ def evaluate_generation(
             (``.jsonl``, ``.json``, ``.csv``, ``.tsv``) or rows object read with ``text_field``
             (the prompt), ``target_field`` (the reference) and ``id_field``
             (:func:`~aieg_fast.datasets.user_dataset`), or a list of dicts with ``"prompt"`` and
-            optionally ``"id"``, ``"reference"``, ``"references"`` (:func:`load_prompts`).
+            optionally ``"id"``, ``"reference"``, ``"references"`` (:func:`load_prompts`; given
+            one of the field arguments, a list is read with them as a rows object).
         n_new_tokens: tokens per continuation (default 10, ReAGent's); with ``teacher_forced``
             the reference is cut to this many tokens (None: all of it). Greedy decoding stops
             early at EOS (which is kept as the last step).

@@ -246,3 +246,11 @@ def test_a_step_with_non_finite_scores_scores_nan(tiny_gpt2, tmp_path, monkeypat
     assert e["n_non_finite_steps"] == 1 and "non_finite" not in e
     assert e["steps"][1]["non_finite"] is True and e["steps"][1]["comprehensiveness"] is None
     assert e["comprehensiveness"] == pytest.approx((e["steps"][0]["comprehensiveness"] + e["steps"][2]["comprehensiveness"]) / 2)
+
+
+def test_a_list_of_dicts_is_read_with_the_fields_given():
+    """Given text_field (or target_field / id_field), a list of dicts is read with them, as a
+    file or a Dataset is (the fields were ignored: the 'prompt' column was evaluated)."""
+    rows = [{"prompt": "ignored", "question": "why is the sky blue", "answer": "light", "key": "k1"}]
+    name, got = G.load_prompts(rows, text_field="question", target_field="answer", id_field="key")
+    assert [(r["id"], r["prompt"], r["reference"]) for r in got] == [("k1", "why is the sky blue", "light")]
