@@ -220,14 +220,18 @@ def record_former_setting(out, key: str, former: Callable[[dict], Any]) -> None:
 def made_folder(out_dir, arg: str = "out_dir") -> Iterator[Path]:
     """:func:`writable_folder` for a ``with`` block: a folder this call created is removed again
     (when still empty) if the block raises, so a run refused after its folder was made (a model
-    that does not load, a label of several tokens) leaves nothing behind.
+    that does not load, a label of several tokens) leaves nothing behind. The folder is held
+    (:func:`claim_folder`) from the start of the block, by the only process or torchrun's rank 0
+    (``RANK``), so a folder in use is refused before a model is loaded.
 
     Raises:
-        ValueError: as :func:`writable_folder`.
+        ValueError: as :func:`writable_folder` and :func:`claim_folder`.
     """
     fresh = not Path(out_dir).exists()
     out = writable_folder(out_dir, arg)
     try:
+        if os.environ.get("RANK", "0") == "0":
+            claim_folder(out, arg)
         yield out
     except BaseException:
         _release(out, remove=fresh)

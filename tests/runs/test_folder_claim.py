@@ -84,3 +84,26 @@ def test_attribute_dataset_on_a_folder_in_use_is_refused(tiny_gpt2, tmp_path):
         p.kill()
         p.wait()
     assert attribute_dataset(data, out, tiny_gpt2, method="saliency", progress=False)["computed"] == 3
+
+
+def test_a_folder_in_use_is_refused_before_the_model_is_loaded(tmp_path):
+    """The claim comes with the folder (made_folder), before any model is loaded: a folder in use
+    was refused only after loading (half a minute for the embedded model). A model path that
+    does not exist shows the order: the refusal names the folder, not the model."""
+    import json
+
+    from aieg_fast.dataset_attribution import attribute_dataset
+
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"text": "the movie is good"}) + "\n", encoding="utf-8")
+    out = tmp_path / "o"
+    p = _holder(out)
+    try:
+        with pytest.raises(ValueError, match=r"is in use by another run"):
+            attribute_dataset(data, out, str(tmp_path / "no-such-model"), method="saliency", progress=False)
+        with pytest.raises(ValueError, match=r"is in use by another run"):
+            E.evaluate(str(tmp_path / "no-such-model"), methods="saliency", n=1, out_dir=out, progress=False, plot=False,
+                       labels=(" bad", " good"), template="{text} :", metrics="hard")
+    finally:
+        p.kill()
+        p.wait()
