@@ -13,6 +13,7 @@ empty value means none: no target = the model's prediction, no template = the ru
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -98,7 +99,8 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
     Raises:
         FileNotFoundError: a missing file. ValueError: an unknown file type, a file that is not
             JSON / CSV, a ``limit`` that is not a positive int, a missing column, a row without a non-empty string text, a target that
-            is not a token string or an integer, a template without ``{text}`` exactly once or with another field, no
+            is not a token string or an integer, an id that is not a string or a finite number
+            (it must survive JSON), a template without ``{text}`` exactly once or with another field, no
             row at all, ``target_is_id`` without a target or contrast column; each names the data,
             the row (the line for JSON lines) and the value.
         TypeError: data of another kind.
@@ -130,6 +132,10 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
             except (TypeError, ValueError) as err:
                 raise ValueError(f"{loc}: the row's template ({cols['template']!r}): {err}") from None
         ident = get("id")
+        if not is_empty(ident) and (isinstance(ident, bool) or not isinstance(ident, (str, int, float)) or
+                                    (isinstance(ident, float) and not math.isfinite(ident))):
+            raise ValueError(f"{loc}: the id ({cols['id']!r}) must be a string or a finite number (the records keep it as "
+                             f"JSON, and a resume compares it), got {ident!r} ({type(ident).__name__}); convert the column to strings")
         out.append(Example(i, i if is_empty(ident) else ident, text, _token(get("target"), "target", target_is_id, loc),
                            _token(get("contrast"), "contrast", target_is_id, loc), template, loc))
     _refuse_repeated_ids(out)

@@ -159,3 +159,11 @@ def test_a_row_template_with_another_field_is_refused_naming_the_row(tmp_path):
     p.write_text('{"text": "a", "template": "Q: {text}"}\n{"text": "b", "template": "Q: {text} {other}"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"line 2: the row's template \('template'\): template names field\(s\) \['other'\]"):
         read_examples(p)
+
+
+@pytest.mark.parametrize("ident", [(1, 2), float("inf"), pd.Timestamp("2026-01-01"), True])
+def test_an_id_that_does_not_survive_json_is_refused_naming_the_row(ident):
+    """A tuple, an infinite float or a Timestamp id made every resume fail as 'the data changed'
+    (or crashed after the model loaded); it is refused when the data is read."""
+    with pytest.raises(ValueError, match=r"row 1: the id \('id'\) must be a string or a finite number"):
+        read_examples([{"text": "a", "id": "x"}, {"text": "b", "id": ident}])
