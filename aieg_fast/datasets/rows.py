@@ -44,6 +44,14 @@ def _utf8(path: Path) -> str:
 def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
     """(rows, where each row is: ``"line N"``) of a JSON-lines or JSON-list file."""
     text = _utf8(path)
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("{") and "\n" in text.strip():
+        try:  # one object over several lines (pretty-printed): not a list of rows
+            json.loads(text)
+        except json.JSONDecodeError:
+            pass
+        else:
+            raise ValueError(f"data {str(path)!r} holds one JSON object, not rows: a .json file holds a list of objects "
+                             "([{...}, {...}]); or write one object per line in a .jsonl file")
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         try:
             rows = json.loads(text)
@@ -119,8 +127,9 @@ def read_rows(data, limit: Optional[int] = None) -> Tuple[List[Any], List[str], 
     Numpy and torch scalars in the rows of an object are read as Python numbers.
 
     Raises:
-        FileNotFoundError: a missing file. ValueError: an unknown file type, bytes that are not
-            UTF-8 (names the line), a file that is not JSON / CSV, a ``datasets.DatasetDict``
+        FileNotFoundError: a missing file. ValueError: an unknown file type, a folder, bytes that
+            are not UTF-8 (names the line), a file that is not JSON / CSV or a .json file holding
+            one object, a ``datasets.DatasetDict``
             (names its splits: pass one). TypeError: data of another kind.
     """
     rows, where, what = _read_all(data, limit)
@@ -132,6 +141,8 @@ def _read_all(data, limit: Optional[int]) -> Tuple[List[Any], List[str], str]:
         path = Path(data)
         if path.suffix.lower() not in FILE_TYPES:
             raise ValueError(f"data {str(data)!r}: unknown file type {path.suffix!r}; expected one of {list(FILE_TYPES)}")
+        if path.is_dir():
+            raise ValueError(f"data {str(data)!r} is a folder, not a file")
         if not path.is_file():
             raise FileNotFoundError(f"data {str(data)!r}: no such file")
         if path.suffix.lower() in (".csv", ".tsv"):

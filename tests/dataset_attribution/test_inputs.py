@@ -167,3 +167,15 @@ def test_an_id_that_does_not_survive_json_is_refused_naming_the_row(ident):
     (or crashed after the model loaded); it is refused when the data is read."""
     with pytest.raises(ValueError, match=r"row 1: the id \('id'\) must be a string or a finite number"):
         read_examples([{"text": "a", "id": "x"}, {"text": "b", "id": ident}])
+
+
+def test_a_folder_and_a_single_json_object_are_named_as_such(tmp_path):
+    """A folder named x.jsonl was 'no such file'; a pretty-printed .json object was 'line 1 is
+    not JSON'."""
+    (tmp_path / "x.jsonl").mkdir()
+    with pytest.raises(ValueError, match="is a folder, not a file"):
+        read_examples(tmp_path / "x.jsonl")
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"text": "a", "id": 1}, indent=2), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"holds one JSON object, not rows: a \.json file holds a list of objects"):
+        read_examples(one)
