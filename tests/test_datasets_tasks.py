@@ -211,3 +211,13 @@ def test_jsonl_with_line_separator_characters_inside_strings(tmp_path):
                  encoding="utf-8")
     spec, recs = D.user_dataset(f, label_field="gold", labels=[" bad", " good"])
     assert [r["text"] for r in recs] == texts
+
+
+def test_double_braces_are_text_in_a_dataset_template_as_in_fill_template():
+    """{{name}} in a template is text for the datasets' templates too (evaluate read it as the
+    column 'name' while attribute-dataset and fill_template kept it as text)."""
+    from aieg_fast.core.inputs import fill_template
+    from aieg_fast.datasets.user import template_fields
+
+    assert template_fields("{{note}} Review: {text}") == ("text",)
+    assert fill_template("good", "{{note}} Review: {text}")[0] == "{{note}} Review: good"

@@ -11,15 +11,13 @@ attributed and the template's own text is held fixed (:func:`fill_template`).
 from __future__ import annotations
 
 import numbers
-import re
 from typing import List, Mapping, Sequence, Tuple
 
 import torch
 
-__all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text", "as_id_list"]
+from ..datasets.user import TEMPLATE_FIELD
 
-#: a ``{name}`` placeholder of a template (a field of a mapping text)
-_PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")  # ``{{name}}`` is text
+__all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text", "as_id_list"]
 
 
 def _check_encodable(texts: Sequence, single: bool) -> None:
@@ -71,7 +69,7 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
             return text, [(0, len(text))]
         if template.count("{text}") != 1:
             raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
-        others = [f for f in dict.fromkeys(_PLACEHOLDER.findall(template)) if f != "text"]
+        others = [f for f in dict.fromkeys(TEMPLATE_FIELD.findall(template)) if f != "text"]
         if others:
             raise ValueError(f"template names field(s) {others} besides {{text}}, which a text (a str) does not give: pass the "
                              f"text as a mapping of every field, or take them out of the template: {template!r}")
@@ -90,7 +88,7 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
             raise ValueError(f"template must contain '{{{k}}}' exactly once (text field {k!r}), found it {n} times: {template!r}")
         if not v.strip():
             raise ValueError(f"text[{k!r}] is empty{'' if not v else ' (only whitespace)'}, got {v!r}")
-    missing = [f for f in dict.fromkeys(_PLACEHOLDER.findall(template)) if f not in text]
+    missing = [f for f in dict.fromkeys(TEMPLATE_FIELD.findall(template)) if f not in text]
     if missing:
         raise ValueError(f"template names field(s) {missing} that text does not give (text has {sorted(text)}): "
                          f"add them to text, or take them out of the template: {template!r}")

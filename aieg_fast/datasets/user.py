@@ -16,9 +16,11 @@ from typing import List, Optional, Sequence, Tuple
 
 from .rows import is_empty, read_rows
 
-__all__ = ["template_fields", "user_records", "label_index", "check_label_words"]
+__all__ = ["TEMPLATE_FIELD", "template_fields", "user_records", "label_index", "check_label_words"]
 
-_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: a ``{name}`` field of a prompt template; ``{{name}}`` is text (one rule for the datasets'
+#: templates and :func:`aieg_fast.core.inputs.fill_template`)
+TEMPLATE_FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 
 
 def template_fields(template: Optional[str]) -> Tuple[str, ...]:
@@ -31,7 +33,7 @@ def template_fields(template: Optional[str]) -> Tuple[str, ...]:
         return ("text",)
     if not isinstance(template, str):
         raise TypeError(f"template must be a str or None, got {type(template).__name__}")
-    names = _FIELD.findall(template)
+    names = TEMPLATE_FIELD.findall(template)
     if not names:
         raise ValueError(f"template must name the text to attribute as {{text}} (or other {{field}}s), got {template!r}")
     twice = sorted({n for n in names if names.count(n) > 1})
