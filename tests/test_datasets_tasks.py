@@ -221,3 +221,27 @@ def test_double_braces_are_text_in_a_dataset_template_as_in_fill_template():
 
     assert template_fields("{{note}} Review: {text}") == ("text",)
     assert fill_template("good", "{{note}} Review: {text}")[0] == "{{note}} Review: good"
+
+
+def test_evaluate_runners_read_a_stream_no_further_than_n(tiny_gpt2, tmp_path):
+    """evaluate and evaluate_generation read a user's rows object only as far as they need (a
+    streaming Dataset was read to its end before n applied)."""
+    from aieg_fast import eval as E
+
+    class Stream:
+        column_names = ["text", "label"]
+
+        def __iter__(self):
+            for i in range(1000):
+                if i >= 2:
+                    raise AssertionError("the stream was read past the rows asked for")
+                yield {"text": f"the movie is good {i}", "label": i % 2}
+
+    res = E.evaluate(tiny_gpt2, Stream(), methods="saliency", n=2, out_dir=tmp_path / "c", label_field="label", labels=(10, 11),
+                     template="{text} :", metrics="hard", progress=False, plot=False)
+    assert res["computed"] == 2
+    res = E.evaluate_generation(tiny_gpt2, Stream(), methods="saliency", n=2, out_dir=tmp_path / "g", metrics="hard",
+                                n_new_tokens=2, n_steps=4, progress=False, plot=False)
+    assert res["computed"] == 2
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        E.evaluate_generation(tiny_gpt2, Stream(), methods="saliency", n=-1, out_dir=tmp_path / "h")

@@ -302,7 +302,7 @@ def is_dataset_file(dataset) -> bool:
 
 def user_dataset(data, *, text_field: str = "text", label_field: Optional[str] = None, target_field: Optional[str] = None,
                  template: Optional[str] = None, labels: Optional[Sequence] = None,
-                 id_field: Optional[str] = None) -> Tuple[DatasetSpec, List[dict]]:
+                 id_field: Optional[str] = None, limit: Optional[int] = None) -> Tuple[DatasetSpec, List[dict]]:
     """A user's own dataset: a file (``.jsonl``, ``.json``, ``.csv``, ``.tsv``) or a Python
     object (a Hugging Face ``datasets.Dataset`` or anything with ``column_names`` that iterates
     over dict rows, a DataFrame, a list of dicts), as a spec and its records.
@@ -317,6 +317,8 @@ def user_dataset(data, *, text_field: str = "text", label_field: Optional[str] =
         template: the prompt, with ``{text}`` and / or ``{column}`` fields (all attributed).
         labels: the label words (single tokens), index = label.
         id_field: a column of identifiers (default ``<file name>:<row>``).
+        limit: read only the first ``limit`` rows (a streaming ``datasets.IterableDataset`` no
+            further); None: all.
 
     Returns:
         (:class:`DatasetSpec` with ``task`` ``"classification"`` (with a label field) or
@@ -331,7 +333,7 @@ def user_dataset(data, *, text_field: str = "text", label_field: Optional[str] =
     """
     name = Path(str(data)).name if isinstance(data, (str, Path)) else "data"
     records, task = user_records(data, text_field=text_field, label_field=label_field, target_field=target_field,
-                                 template=template, labels=labels, id_field=id_field, name=name)
+                                 template=template, labels=labels, id_field=id_field, name=name, limit=limit)
     fields = template_fields(template)
     labels = tuple(labels) if labels is not None else ()
     spec = DatasetSpec(name, None, None, None, template, labels, tuple(str(l).strip() for l in labels), True, task, fields)

@@ -101,7 +101,7 @@ def _field_columns(template: Optional[str], text_field: str) -> dict:
 
 def user_records(data, *, text_field: str = "text", label_field: Optional[str] = None, target_field: Optional[str] = None,
                  template: Optional[str] = None, labels: Optional[Sequence] = None, id_field: Optional[str] = None,
-                 name: str = "data") -> Tuple[List[dict], str]:
+                 name: str = "data", limit: Optional[int] = None) -> Tuple[List[dict], str]:
     """The records of a user's data and the task they make (``"classification"`` with a label
     field, else ``"generation"``).
 
@@ -116,6 +116,8 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
         labels: the label words (index = label).
         id_field: the column of an identifier (default: ``<name>:<row index>``).
         name: the dataset's name in the ids.
+        limit: read only the first ``limit`` rows (a streaming ``datasets.IterableDataset`` no
+            further); None: all.
 
     Returns:
         (records, task) (module docstring).
@@ -135,7 +137,7 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
                          f"got {label_field!r} and {target_field!r}")
     cols = _field_columns(template, text_field)
     check_label_words(labels)
-    rows, where, what = read_rows(data)
+    rows, where, what = read_rows(data, limit)
     if not rows:
         raise ValueError(f"{what} holds no example (the file is empty)" if what != "data" else "data holds no example")
     task = "classification" if label_field is not None else "generation"

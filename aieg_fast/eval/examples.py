@@ -81,7 +81,7 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
         raise ValueError(f"label_field (--label-field) must name the column of the gold labels of {kind}; data without "
                          "labels is a generation dataset: score it with aieg_fast.eval.evaluate_generation")
     spec, data = _spec_and_records(dataset, data_dir, dict(text_field=text_field, label_field=label_field, template=template,
-                                                            labels=labels, id_field=id_field))
+                                                            labels=labels, id_field=id_field, limit=start + n))
     if template is not None and not user:
         off = [f for f in spec.fields if template.count("{" + f + "}") != 1]
         if off:

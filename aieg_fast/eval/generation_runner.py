@@ -65,7 +65,7 @@ import torch
 from ..core.context import progress_bar
 from ..core.diagnostics import AttributionWarning
 from ..core.path import check_chunk_settings
-from ..core.validation import check_placement
+from ..core.validation import check_placement, check_positive_int
 from ..datasets import DATASETS, is_dataset_file, load_records, template_fields, user_dataset
 from ..generation import continuation_ids
 from ..result import Attribution
@@ -106,13 +106,14 @@ class GenerationSettings(RunSettings):
 # prompts
 # ============================================================================================
 def load_prompts(records, data_dir=None, text_field: str = "text", target_field: Optional[str] = None,
-                 id_field: Optional[str] = None) -> Tuple[str, List[dict]]:
+                 id_field: Optional[str] = None, limit: Optional[int] = None) -> Tuple[str, List[dict]]:
     """(name, rows) of the prompts to evaluate: a generation dataset of the registry
     (``wikibio``, ``wikitext``, ``tellmewhy``, ``tellmewhy-reagent``;
     :func:`~aieg_fast.datasets.load_records`, from ``data_dir``), a user's file or rows object
     (:func:`~aieg_fast.datasets.user_dataset` with ``text_field`` as the prompt and
     ``target_field`` as the reference), or a list of dicts (``"records"``, as given; with
-    ``text_field``, ``target_field`` or ``id_field`` given, read as a user's rows object).
+    ``text_field``, ``target_field`` or ``id_field`` given, read as a user's rows object); a
+    user's data is read no further than ``limit`` rows (None: all).
 
     Raises:
         ValueError: a dataset of another task (names the runner to use), an unknown name, a
@@ -132,7 +133,7 @@ def load_prompts(records, data_dir=None, text_field: str = "text", target_field:
     if isinstance(records, (str, Path)) and not is_dataset_file(records):
         raise ValueError(f"records must be a generation dataset ({', '.join(k for k, d in DATASETS.items() if d.task == 'generation')}), "
                          f"a .jsonl / .json / .csv / .tsv file or a list of dicts, got {str(records)!r}")
-    spec, rows = user_dataset(records, text_field=text_field, target_field=target_field, id_field=id_field)
+    spec, rows = user_dataset(records, text_field=text_field, target_field=target_field, id_field=id_field, limit=limit)
     return spec.name, rows
 
 
@@ -479,7 +480,8 @@ def evaluate_generation(
             written. FileNotFoundError: a missing data file.
     """
     methods, specs = check_methods(methods, reference, CONTROLS)
-    name, raw = load_prompts(records, data_dir, text_field, target_field, id_field)
+    check_positive_int("n", n, optional=True)  # before it limits the reading
+    name, raw = load_prompts(records, data_dir, text_field, target_field, id_field, limit=n)
     dataset = dataset or name
     rows = check_prompt_records(raw, teacher_forced, dataset)
     n = len(rows) if n is None else n
