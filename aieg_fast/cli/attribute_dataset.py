@@ -36,12 +36,12 @@ def add_parser(sub) -> None:
     a.add_argument("--method", default="aieg", choices=list_methods(), metavar="METHOD",
                    help=f"one of {', '.join(list_methods())} (default: aieg)")
     a.add_argument("--option", action="append", type=parse_option, metavar="NAME=VALUE", help="method option, e.g. ef_mode=none")
-    a.add_argument("--text-column", default=None, help="column of the texts (default: text)")
-    a.add_argument("--target-column", default=None, help="column of the targets (default: target, when present; "
+    a.add_argument("--text-column", "--text-field", default=None, help="column of the texts (default: text)")
+    a.add_argument("--target-column", "--target-field", default=None, help="column of the targets (default: target, when present; "
                                                           "an empty cell or no column: the model's prediction)")
     a.add_argument("--contrast-column", default=None, help="column of contrast tokens: explain z_target - z_contrast (default: contrast, when present)")
     a.add_argument("--template-column", default=None, help="column of per-row templates with {text} (default: template, when present)")
-    a.add_argument("--id-column", default=None, help="column of identifiers kept in the records (default: id, when present)")
+    a.add_argument("--id-column", "--id-field", default=None, help="column of identifiers kept in the records (default: id, when present)")
     a.add_argument("--target-is-id", action="store_true", help="read targets and contrasts as token ids / class indices")
     a.add_argument("--template", default=None, help="prompt template with {text} for rows without their own")
     a.add_argument("--task", choices=list(TASKS), default=None,

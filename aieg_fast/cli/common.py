@@ -39,7 +39,7 @@ def option_flags(parser, skip=(), **renamed) -> dict:
     destination such as ``model`` or ``target`` stays a word of the message) but those of
     ``skip``, and ``renamed``: arguments whose option has another name or one word
     (``out_dir="--out"``, ``lr="--lr"``). Call it once the parser has all its options."""
-    flags = {a.dest: max(a.option_strings, key=len) for a in parser._actions
+    flags = {a.dest: next(o for o in a.option_strings if o.startswith("--")) for a in parser._actions  # the first long name
              if "_" in a.dest and a.dest not in skip and any(o.startswith("--") for o in a.option_strings)}
     return {**flags, **renamed}
 

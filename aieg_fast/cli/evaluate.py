@@ -117,11 +117,11 @@ def add_parser(sub) -> None:
     ev.add_argument("--data-dir", default=None,
                     help=f"folder with {folder_files} (default: $AIEG_FAST_DATA, "
                          "else the copies shipped with the package)")
-    ev.add_argument("--text-field", default="text", help="dataset file: the column of the text ({text} of the template)")
-    ev.add_argument("--label-field", default=None, help="dataset file: the column of the gold label (an index into --labels, "
+    ev.add_argument("--text-field", "--text-column", default="text", help="dataset file: the column of the text ({text} of the template)")
+    ev.add_argument("--label-field", "--label-column", default=None, help="dataset file: the column of the gold label (an index into --labels, "
                     "or a label word)")
-    ev.add_argument("--target-field", default=None, help="dataset file: the column of a reference continuation (generation)")
-    ev.add_argument("--id-field", default=None, help="dataset file: a column of unique ids (default: FILE:row)")
+    ev.add_argument("--target-field", "--target-column", default=None, help="dataset file: the column of a reference continuation (generation)")
+    ev.add_argument("--id-field", "--id-column", default=None, help="dataset file: a column of unique ids (default: FILE:row)")
     ev.add_argument("--template", default=None, help="prompt with {text} (and, for a labelled dataset file, {column} fields; a generation prompt is {text} alone); all "
                     "fields are attributed, the rest held fixed (default: the dataset's)")
     ev.add_argument("--labels", nargs="+", default=None, metavar="WORD",

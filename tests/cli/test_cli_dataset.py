@@ -117,3 +117,14 @@ def test_attribute_dataset_every_example_refused_exits_1(tiny_gpt2_dir, tmp_path
                    "--method", "saliency", "--no-progress"])
     said = capsys.readouterr()
     assert rc == 1 and "2 skipped" in said.out and "no example was attributed" in said.err
+
+
+def test_column_options_take_either_name_in_both_commands():
+    """evaluate names a file's columns --text-field / --id-field, attribute-dataset --text-column
+    / --id-column: each command takes the other's name too (one was refused as unrecognized)."""
+    p = cli.build_parser()
+    ev = p.parse_args(["evaluate", "--text-column", "q", "--id-column", "k", "--target-column", "a"])
+    assert (ev.text_field, ev.id_field, ev.target_field) == ("q", "k", "a")
+    ad = p.parse_args(["attribute-dataset", "d.csv", "--out", "o", "--text-field", "q", "--id-field", "k", "--target-field", "t"])
+    assert (ad.text_column, ad.id_column, ad.target_column) == ("q", "k", "t")
+    assert ev.flags["text_field"] == "--text-field" and ad.flags["text_column"] == "--text-column"  # errors name each command's own
