@@ -46,11 +46,11 @@ def option_flags(parser, skip=(), **renamed) -> dict:
 
 def as_flags(message: str, flags: dict) -> str:
     """``message`` (the library's, which names its arguments) with each name of ``flags`` that
-    stands as a word (not inside a path, an option or a longer name) written as the option that
-    sets it: "n_steps must be ..." → "--n-steps must be ...", "needs label_set=[...]" → "needs
-    --label [...]"."""
+    stands as a word (not inside a path, an option, a longer name, quotes or after a backslash:
+    a value shown with repr stays as it is) written as the option that sets it: "n_steps must be
+    ..." → "--n-steps must be ...", "got n_steps=20" → "got --n-steps 20"."""
     for name, flag in flags.items():
-        message = re.sub(rf"(?<![\w/.-]){re.escape(name)}(=?)(?![\w/.=-])",
+        message = re.sub(rf"(?<![\w/.\\'\"-]){re.escape(name)}(?:(=)|(?![\w/.=\-'\"]))",
                          lambda m, flag=flag: flag + (" " if m.group(1) else ""), message)
     return message
 

@@ -140,7 +140,7 @@ def add_parser(sub) -> None:
                          "here win. Each run writes its resolved options to OUT/command.json: --config OUT/command.json "
                          "runs it again")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ev.set_defaults(fn=run, config_parser=ev, flags=option_flags(ev, skip=tuple(SETTING_OPTIONS), n="--n"))
+    ev.set_defaults(fn=run, config_parser=ev, flags=option_flags(ev, skip=tuple(SETTING_OPTIONS)))
 
 
 def _task(args) -> str:
@@ -262,6 +262,8 @@ def _check_task_options(args, task: str) -> None:
 
 def _run_task(args, task: str) -> int:
     """The evaluation of ``task`` with the parsed options; its exit status."""
+    if args.n < 1:  # the library's message names n, a word the other messages use too
+        raise ValueError(f"--n-examples (--n) must be a positive int, got {args.n}")
     _check_task_options(args, task)
     try:
         if task == "longra":

@@ -67,13 +67,14 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
             raise ValueError(f"text is empty{'' if not text else ' (only whitespace)'}, got {text!r}")
         if template is None:
             return text, [(0, len(text))]
-        if template.count("{text}") != 1:
+        found = list(TEMPLATE_FIELD.finditer(template))  # the {name} fields; {{name}} is text
+        if sum(m.group(1) == "text" for m in found) != 1:
             raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
-        others = [f for f in dict.fromkeys(TEMPLATE_FIELD.findall(template)) if f != "text"]
+        others = [f for f in dict.fromkeys(m.group(1) for m in found) if f != "text"]
         if others:
             raise ValueError(f"template names field(s) {others} besides {{text}}, which a text (a str) does not give: pass the "
                              f"text as a mapping of every field, or take them out of the template: {template!r}")
-        pre, post = template.split("{text}", 1)
+        pre, post = template[: found[0].start()], template[found[0].end():]
         return pre + text + post, [(len(pre), len(pre) + len(text))]
     if not is_text(text):
         raise TypeError(f"text must be a str or a mapping of field names to str, got {_describe(text)}")
@@ -82,24 +83,24 @@ def fill_template(text, template=None) -> Tuple[str, List[Tuple[int, int]]]:
     if template is None:
         raise ValueError(f"text is a mapping of fields {sorted(text)}: it needs a template naming each field, e.g. "
                          + " ".join("{" + k + "}" for k in text))
+    found = list(TEMPLATE_FIELD.finditer(template))  # the {name} fields, in order; {{name}} is text
     for k, v in text.items():
-        n = template.count("{" + k + "}")
+        n = sum(m.group(1) == k for m in found)
         if n != 1:
             raise ValueError(f"template must contain '{{{k}}}' exactly once (text field {k!r}), found it {n} times: {template!r}")
         if not v.strip():
             raise ValueError(f"text[{k!r}] is empty{'' if not v else ' (only whitespace)'}, got {v!r}")
-    missing = [f for f in dict.fromkeys(TEMPLATE_FIELD.findall(template)) if f not in text]
+    missing = [f for f in dict.fromkeys(m.group(1) for m in found) if f not in text]
     if missing:
         raise ValueError(f"template names field(s) {missing} that text does not give (text has {sorted(text)}): "
                          f"add them to text, or take them out of the template: {template!r}")
-    order = sorted(text, key=lambda k: template.index("{" + k + "}"))
-    full, spans, rest = "", [], template
-    for k in order:
-        pre, rest = rest.split("{" + k + "}", 1)
-        full += pre
-        spans.append((len(full), len(full) + len(text[k])))
-        full += text[k]
-    return full + rest, spans
+    full, spans, last = "", [], 0
+    for m in found:  # each a field of text, each once (checked above)
+        full += template[last : m.start()]
+        spans.append((len(full), len(full) + len(text[m.group(1)])))
+        full += text[m.group(1)]
+        last = m.end()
+    return full + template[last:], spans
 
 
 def _describe(x) -> str:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..datasets import DATASETS, EVALUATION_DATASETS, DatasetSpec, dataset_path, is_dataset_file, load_records, user_dataset
+from ..datasets import DATASETS, EVALUATION_DATASETS, DatasetSpec, dataset_path, is_dataset_file, load_records, template_fields, user_dataset
 from .checks import check_labels
 
 if TYPE_CHECKING:
@@ -83,7 +83,8 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
     spec, data = _spec_and_records(dataset, data_dir, dict(text_field=text_field, label_field=label_field, template=template,
                                                             labels=labels, id_field=id_field, limit=start + n))
     if template is not None and not user:
-        off = [f for f in spec.fields if template.count("{" + f + "}") != 1]
+        named = template_fields(template)  # its {name} fields ({{name}} is text), each once
+        off = [f for f in spec.fields if f not in named]
         if off:
             raise ValueError(f"template must name each field of dataset {spec.name!r} once ("
                              + ", ".join("{" + f + "}" for f in spec.fields) + f"); {', '.join(off)} is not, in {template!r}")

@@ -67,6 +67,7 @@ from ..core.diagnostics import AttributionWarning
 from ..core.path import check_chunk_settings
 from ..core.validation import check_placement, check_positive_int
 from ..datasets import DATASETS, is_dataset_file, load_records, template_fields, user_dataset
+from ..datasets.user import TEMPLATE_FIELD
 from ..generation import continuation_ids
 from ..result import Attribution
 from ..runs import check_recorded_config, made_folder, rank_device, start as start_processes
@@ -385,7 +386,7 @@ def _check_generation_args(n_new_tokens, teacher_forced, target_fn, template) ->
         raise ValueError(f"n_new_tokens must be a positive int or None, got {n_new_tokens!r}")
     if target_fn not in GENERATION_TARGET_FNS:
         raise ValueError(f"target_fn must be one of {list(GENERATION_TARGET_FNS)} for generated text (no labels), got {target_fn!r}")
-    if template is not None and (not isinstance(template, str) or template.count("{text}") != 1):
+    if template is not None and (not isinstance(template, str) or TEMPLATE_FIELD.findall(template).count("text") != 1):
         raise ValueError(f"template must contain '{{text}}' exactly once, got {template!r}")
     others = [f for f in template_fields(template) if f != "text"] if template is not None else []
     if others:  # a prompt is one text: other fields would reach the model as literal braces

@@ -187,7 +187,9 @@ def test_cli_explain_auto_steps(tiny_gpt2, tmp_path, monkeypatch, capsys):
     (["explain", PROMPT, "--method", "integrated_gradients", "--n-steps", "0"], "error: --n-steps must be an int >= 2"),
     (["explain", PROMPT, "--method", "integrated_gradients", "--n-baseline-samples", "0"], "error: --n-baseline-samples must be"),
     (["explain", PROMPT, "--method", "integrated_gradients", "--n-steps", "auto", "--tolerance", "-1"], "error: --tolerance must be"),
-    (["evaluate", "--methods", "saliency", "--n", "0"], "error: --n must be a positive int"),
+    (["evaluate", "--methods", "saliency", "--n", "0"], "error: --n-examples (--n) must be a positive int, got 0"),
+    (["explain", PROMPT, "--method", "integrated_gradients", "--n-steps", "auto", "--tolerance", "0.1", "--max-steps", "1"],
+     "error: --max-steps must be an int >= 2"),
 ])
 def test_cli_errors_name_the_option_not_the_python_argument(argv, says, tiny_gpt2, tmp_path, monkeypatch, capsys):
     """An error of the library names its argument (n_steps); on the command line the message
@@ -214,3 +216,17 @@ def test_cli_attribute_dataset_error_names_the_option(tmp_path, capsys):
     assert cli.main([*base, "--target-fn", "label_logprob"]) == 2
     err = capsys.readouterr().err
     assert "--target-fn 'label_logprob' needs --label" in err and "label_set" not in err
+
+
+def test_option_names_leave_quoted_values_and_escapes_alone():
+    """The names are replaced as words of the message only: not in a value shown with repr (a
+    template's '\\n', a column the user named 'n_steps'), and name=value is written as the
+    option and its value."""
+    from aieg_fast.cli.common import as_flags
+
+    flags = {"n_steps": "--n-steps", "text_field": "--text-field", "tolerance": "--tolerance"}
+    assert as_flags("no field 'n_steps' (text_field)", flags) == "no field 'n_steps' (--text-field)"
+    assert as_flags(r"in 'Review: {text}\n_steps'", flags) == r"in 'Review: {text}\n_steps'"
+    assert as_flags("tolerance=0.1 applies to 'auto' only; got n_steps=20", flags) == \
+        "--tolerance 0.1 applies to 'auto' only; got --n-steps 20"
+    assert as_flags("runs/n_steps/x and --n_steps and n_steps_max", flags) == "runs/n_steps/x and --n_steps and n_steps_max"

@@ -65,3 +65,20 @@ def test_warmup_cosine_schedule():
     assert lrs[s] == pytest.approx(2.0 * 0.5 * (1 + math.cos(math.pi * (s - 2) / 38)))
     assert all(a >= b for a, b in zip(lrs[1:], lrs[2:]))
     assert lrs[-1] < 0.01
+
+
+@pytest.mark.parametrize("template, text, want", [
+    ("Q {{text}} {text}", "x", "Q {{text}} x"),               # {{text}} is text, {text} the field
+    ("Q {{p}} {p} / {q}", {"p": "a", "q": "b"}, "Q {{p}} a / b"),
+])
+def test_fill_template_double_braces_are_text(template, text, want):
+    """fill_template counts and splits at the {name} fields only: '{{text}}' was taken for the
+    field (filled inside the braces) or made the template 'contain {text} twice'."""
+    from aieg_fast.core.inputs import fill_template
+
+    full, spans = fill_template(text, template)
+    assert full == want
+    pieces = [full[a:b] for a, b in spans]
+    assert pieces == ([text] if isinstance(text, str) else [text["p"], text["q"]])
+    with pytest.raises(ValueError, match="exactly once"):
+        fill_template("x", "Q {{text}}")
