@@ -46,13 +46,26 @@ def option_flags(parser, skip=(), **renamed) -> dict:
 
 def as_flags(message: str, flags: dict) -> str:
     """``message`` (the library's, which names its arguments) with each name of ``flags`` that
-    stands as a word (not inside a path, an option, a longer name, quotes or after a backslash:
-    a value shown with repr stays as it is) written as the option that sets it: "n_steps must be
-    ..." → "--n-steps must be ...", "got n_steps=20" → "got --n-steps 20"."""
+    stands as a word of the message written as the option that sets it: "n_steps must be ..." →
+    "--n-steps must be ...", "got n_steps=20" → "got --n-steps 20". A quoted span (a value shown
+    with repr: a template, a path, a column, a method spec) and a name inside a path, an option,
+    a longer name or after a backslash stay as they are."""
+    out, last = [], 0
+    for q in _QUOTED.finditer(message):
+        out += [_renamed(message[last : q.start()], flags), q.group(0)]
+        last = q.end()
+    return "".join(out) + _renamed(message[last:], flags)
+
+
+#: a quoted span of a message: '...' or "...", backslash escapes inside, on one line
+_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
+
+
+def _renamed(text: str, flags: dict) -> str:
     for name, flag in flags.items():
-        message = re.sub(rf"(?<![\w/.\\'\"-]){re.escape(name)}(?:(=)|(?![\w/.=\-'\"]))",
-                         lambda m, flag=flag: flag + (" " if m.group(1) else ""), message)
-    return message
+        text = re.sub(rf"(?<![\w/.\\'\"-]){re.escape(name)}(?:(=)|(?![\w/.=\-'\"]))",
+                      lambda m, flag=flag: flag + (" " if m.group(1) else ""), text)
+    return text
 
 
 def apply_config(args, argv):

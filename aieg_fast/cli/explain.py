@@ -87,6 +87,8 @@ def _input_error(args):
     """The error message of inconsistent arguments or missing output folders, else None."""
     if args.target_fn == "label_logprob" and args.task is None:
         return "--target-fn label_logprob needs --task (the label words); in Python pass label_set="
+    if args.generate is not None and args.generate < 1:
+        return f"--generate must be a positive int (tokens to generate), got {args.generate}"
     if args.generate is not None and (args.task is not None or args.target is not None):
         return "--generate explains the generated tokens; it cannot be combined with --task or --target"
     if args.no_contrast and args.task is None:

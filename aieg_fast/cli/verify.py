@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..verify import verify
+from .common import option_flags
 
 __all__ = ["add_parser", "run"]
 
@@ -14,7 +15,7 @@ def add_parser(sub) -> None:
     v.add_argument("--methods", default=None, help="comma-separated (default: all)")
     v.add_argument("--n-steps", type=int, default=20)
     v.add_argument("--texts", nargs="*", default=None)
-    v.set_defaults(fn=run)
+    v.set_defaults(fn=run, flags=option_flags(v, texts="--texts"))
 
 
 def run(args) -> int:

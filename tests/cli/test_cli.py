@@ -188,6 +188,8 @@ def test_cli_explain_auto_steps(tiny_gpt2, tmp_path, monkeypatch, capsys):
     (["explain", PROMPT, "--method", "integrated_gradients", "--n-baseline-samples", "0"], "error: --n-baseline-samples must be"),
     (["explain", PROMPT, "--method", "integrated_gradients", "--n-steps", "auto", "--tolerance", "-1"], "error: --tolerance must be"),
     (["evaluate", "--methods", "saliency", "--n", "0"], "error: --n-examples (--n) must be a positive int, got 0"),
+    (["explain", PROMPT, "--method", "saliency", "--generate", "0"], "error: --generate must be a positive int"),
+    (["verify", "--n-steps", "1", "--methods", "integrated_gradients"], "error: --n-steps must be an int >= 2"),
     (["explain", PROMPT, "--method", "integrated_gradients", "--n-steps", "auto", "--tolerance", "0.1", "--max-steps", "1"],
      "error: --max-steps must be an int >= 2"),
 ])
@@ -200,7 +202,7 @@ def test_cli_errors_name_the_option_not_the_python_argument(argv, says, tiny_gpt
     monkeypatch.setattr(cli_explain, "load_model", lambda *a, **kw: tiny_gpt2)
     monkeypatch.setattr(runner, "load_model", lambda *a, **kw: tiny_gpt2)
     extra = ["--out", str(tmp_path / "o")] if argv[0] == "evaluate" else []
-    assert cli.main([*argv, *extra, "--no-progress"]) == 2
+    assert cli.main([*argv, *extra, *([] if argv[0] == "verify" else ["--no-progress"])]) == 2
     err = capsys.readouterr().err
     assert says in err and "n_steps" not in err and "n_baseline_samples" not in err
 
@@ -230,3 +232,5 @@ def test_option_names_leave_quoted_values_and_escapes_alone():
     assert as_flags("tolerance=0.1 applies to 'auto' only; got n_steps=20", flags) == \
         "--tolerance 0.1 applies to 'auto' only; got --n-steps 20"
     assert as_flags("runs/n_steps/x and --n_steps and n_steps_max", flags) == "runs/n_steps/x and --n_steps and n_steps_max"
+    for quoted in ("'{text} {n_steps}'", "'aieg:n_steps 3'", "'data/a n_steps b/x.jsonl'", '"total n_steps here"'):
+        assert as_flags(f"text_field {quoted}: n_steps", flags) == f"--text-field {quoted}: --n-steps"  # a quoted span as typed
