@@ -65,7 +65,7 @@ def _renamed(text: str, flags: dict) -> str:
     for name, flag in flags.items():
         text = re.sub(rf"(?<![\w/.\\'\"-]){re.escape(name)}(?:(=)|(?![\w/.=\-'\"]))",
                       lambda m, flag=flag: flag + (" " if m.group(1) else ""), text)
-    return text
+    return re.sub(r"(--[\w-]+)(?: \(\1\)| / \1)", r"\1", text)  # a message that named both: "label_field (--label-field)"
 
 
 def apply_config(args, argv):

@@ -232,5 +232,6 @@ def test_option_names_leave_quoted_values_and_escapes_alone():
     assert as_flags("tolerance=0.1 applies to 'auto' only; got n_steps=20", flags) == \
         "--tolerance 0.1 applies to 'auto' only; got --n-steps 20"
     assert as_flags("runs/n_steps/x and --n_steps and n_steps_max", flags) == "runs/n_steps/x and --n_steps and n_steps_max"
+    assert as_flags("text_field (--text-field) names it; n_steps / --n-steps", flags) == "--text-field names it; --n-steps"
     for quoted in ("'{text} {n_steps}'", "'aieg:n_steps 3'", "'data/a n_steps b/x.jsonl'", '"total n_steps here"'):
         assert as_flags(f"text_field {quoted}: n_steps", flags) == f"--text-field {quoted}: --n-steps"  # a quoted span as typed
