@@ -79,7 +79,8 @@ def apply_config(args, argv):
 
     Raises:
         ValueError: the file cannot be read or is not a JSON object, a key names no option of
-            the command, or a value is not one of the option's choices (each names ``--config``).
+            the command, a value is not one of the option's choices, or a switch's value is not
+            a JSON boolean (each names ``--config``).
     """
     parser = args.config_parser
     try:
@@ -101,6 +102,8 @@ def apply_config(args, argv):
             raise ValueError(f"--config {args.config!r}: {key!r} is not an option of this command "
                              f"(options: {', '.join(sorted(actions))})")
         act = actions[dest]
+        if act.nargs == 0 and not isinstance(value, bool):  # a switch: the string "false" would turn it on
+            raise ValueError(f"--config {args.config!r}: {key!r} is a switch: give true or false (a JSON boolean), got {value!r}")
         if isinstance(value, list) and act.nargs is None:
             value = ",".join(str(v) for v in value)  # a comma-separated option given as a list
         if act.choices is not None and value is not None and value not in act.choices:

@@ -54,6 +54,7 @@ def test_command_json_reruns_exactly_what_was_run(tmp_path, seen):
     ('{"n-stepz": 5}', "'n-stepz' is not an option"),
     ('{"ties": "last"}', "'ties' must be one of"),
     ('{"command": "explain"}', "written for `aieg-fast explain`"),
+    ('{"teacher-forced": "false"}', "'teacher-forced' is a switch: give true or false (a JSON boolean), got 'false'"),
 ])
 def test_bad_config_is_refused_before_any_work(tmp_path, seen, capsys, content, match):
     cfg = tmp_path / "bad.json"
