@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "separate_qkv", "config_window", "layer_types_window",
-           "materialized", "execution_device"]
+           "materialized", "execution_device", "longrope_switch"]
 
 
 def materialized(module: nn.Module):
@@ -59,6 +59,26 @@ def _plain_linear(head: nn.Module) -> bool:
     target rows can be read; a head that adds to it (a peft LoRA layer on the LM head) or
     computes it otherwise (a quantized subclass) is called instead."""
     return isinstance(head, nn.Linear) and type(head).forward is nn.Linear.forward
+
+
+def longrope_switch(cfg) -> Optional[int]:
+    """The length past which a model's rotary tables change at every position, or None.
+
+    LongRoPE (``rope_type="longrope"``: Phi-3/3.5-mini 128k, Phi-4-mini) rotates with its short
+    factors while a forward's largest position is below ``original_max_position_embeddings`` and
+    with its long ones past it: transformers reads the largest position of the whole forward, so
+    a row up to this length sharing a forward with a longer row (a padded batch, one forward over
+    generated steps, a compiled shape padded past it) would not be computed as the model computes
+    it alone. Read from ``cfg.rope_parameters`` (or the older ``rope_scaling``), per layer type
+    where the config has several.
+    """
+    rp = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+    params = [rp] if ("rope_type" in rp or "type" in rp) else [p for p in rp.values() if isinstance(p, dict)]
+    for p in params:
+        if (p.get("rope_type") or p.get("type")) == "longrope":
+            n = p.get("original_max_position_embeddings") or getattr(cfg, "original_max_position_embeddings", None)
+            return int(n) if n else None
+    return None
 
 
 def execution_device(module: nn.Module) -> torch.device:
@@ -136,6 +156,8 @@ class DecoderAdapter:
         n_layers, n_heads, n_kv_heads, head_dim, hidden_size, max_positions: sizes.
         embeddings: the token embedding module. num_labels: classes of a classifier, else None.
         logit_softcap: c of a final ``c·tanh(z/c)`` logit soft-capping, or None.
+        rope_switch: the length past which the model's rotary tables change at every position,
+            or None (:func:`longrope_switch`).
 
     Raises:
         ValueError: the model's class is not one of :attr:`architectures`.
@@ -179,6 +201,7 @@ class DecoderAdapter:
         self.num_labels = getattr(cfg, "num_labels", None) if self.kind == "classifier" else None
         cap = getattr(cfg, "final_logit_softcapping", None)
         self.logit_softcap = float(cap) if cap and self.kind == "causal_lm" else None
+        self.rope_switch = longrope_switch(cfg)
 
     @property
     def head(self) -> nn.Module:
@@ -407,26 +430,6 @@ class DecoderAdapter:
                 return self._cap(torch.nn.functional.linear(hidden.float(), head.weight.float().to(hidden.device), bias))
         p = next(head.parameters(), None)
         return self._cap(head(hidden if p is None else hidden.to(p.dtype)).to(hidden.device))
-
-    @property
-    def rope_switch(self) -> Optional[int]:
-        """The length past which the model's rotary tables change at every position, or None.
-
-        LongRoPE (``rope_type="longrope"``: Phi-3/3.5-mini 128k, Phi-4-mini) rotates with its
-        short factors while a forward's largest position is below
-        ``original_max_position_embeddings`` and with its long ones past it: transformers reads
-        the largest position of the whole forward, so a row up to this length sharing a forward
-        with a longer row (a padded batch, one forward over generated steps, a compiled shape
-        padded past it) would not be computed as the model computes it alone.
-        """
-        cfg = self.model.config
-        rp = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
-        params = [rp] if ("rope_type" in rp or "type" in rp) else [p for p in rp.values() if isinstance(p, dict)]
-        for p in params:
-            if (p.get("rope_type") or p.get("type")) == "longrope":
-                n = p.get("original_max_position_embeddings") or getattr(cfg, "original_max_position_embeddings", None)
-                return int(n) if n else None
-        return None
 
     def check_rope_switch(self, lengths: Sequence[int], what: str = "the texts") -> None:
         """Refuse rows of one forward on both sides of :attr:`rope_switch`.
