@@ -105,9 +105,7 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
             the row (the line for JSON lines) and the value.
         TypeError: data of another kind.
     """
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
-    rows, where, what = read_rows(data, limit)
+    rows, where, what = read_rows(data, limit)  # refuses a bad limit before reading
     if not rows:
         raise ValueError(f"{what} holds no example")
     bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)

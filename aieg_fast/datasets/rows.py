@@ -129,8 +129,8 @@ def read_rows(data, limit: Optional[int] = None) -> Tuple[List[Any], List[str], 
     Raises:
         FileNotFoundError: a missing file. ValueError: an unknown file type, a folder, bytes that
             are not UTF-8 (names the line), a file that is not JSON / CSV or a .json file holding
-            one object, a ``datasets.DatasetDict``, a ``limit`` that is not a positive int
-            (names its splits: pass one). TypeError: data of another kind.
+            one object, a ``datasets.DatasetDict`` (names its splits: pass one), a ``limit``
+            that is not a positive int. TypeError: data of another kind.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
