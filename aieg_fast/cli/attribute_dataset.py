@@ -7,18 +7,20 @@ import sys
 
 from .. import ops
 from ..core.baselines import BASELINE_NAMES
-from ..core.validation import TARGET_FNS
+from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS
 from ..dataset_attribution import FILE_TYPES, PARQUET_FILE, RECORDS_FILE, attribute_dataset
 from ..datasets import DATASETS, TASKS
 from ..methods.registry import list_methods
 from .common import add_model_options, option_flags, placement
-from .explain import parse_option
+from .explain import check_option_names, check_steps_given, parse_baseline, parse_option, parse_steps
 
 __all__ = ["add_parser", "run"]
 
 
-def _baseline_arg(s: str):
-    return int(s) if s.lstrip("-").isdigit() else s
+#: the settings of a call (``CALL_SETTINGS``) this command takes, with the option that sets them
+_CALL_FLAGS = {"n_steps": "--n-steps", "internal_batch_size": "--internal-batch-size", "baseline": "--baseline",
+               "template": "--template (or a --template-column)", "backend": "--backend", "target_fn": "--target-fn",
+               "target": "--target-column (one per row)", "contrast_target": "--contrast-column (one per row)"}
 
 
 def add_parser(sub) -> None:
@@ -49,9 +51,11 @@ def add_parser(sub) -> None:
     a.add_argument("--target-fn", default=None, choices=list(TARGET_FNS), help="explained F (default: logit; label_logprob with --task)")
     a.add_argument("--label", action="append", default=None, metavar="TOKEN",
                    help="a label token of --target-fn label_logprob (repeat: --label ' negative' --label ' positive')")
-    a.add_argument("--baseline", default=None, type=_baseline_arg,
+    a.add_argument("--baseline", default=None, type=parse_baseline,
                    help=f"path and masking methods: {', '.join(BASELINE_NAMES)} or a token id (default: the method's)")
-    a.add_argument("--n-steps", type=int, default=50, help="path steps of the path methods (default: 50)")
+    a.add_argument("--n-steps", type=parse_steps, default=None,
+                   help=f"path steps of the path methods (default: {DEFAULT_N_STEPS}), or 'auto' (integrated_gradients: "
+                        "refined until its completeness error is within 5 %%)")
     a.add_argument("--batch-size", type=int, default=8, help="examples per attribution call (one padded batch; default: 8)")
     a.add_argument("--internal-batch-size", type=int, default=None, help="path points per forward/backward inside a call")
     a.add_argument("--backend", choices=list(ops.BACKENDS), default="auto", help="kernels (default: auto)")
@@ -72,11 +76,13 @@ def run(args) -> int:
         target_fn = args.target_fn or "label_logprob"
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be a positive int, got {args.limit}")
+    check_steps_given(args.method, args.n_steps)
+    check_option_names(dict(args.option or []), _CALL_FLAGS)
     res = attribute_dataset(
         args.data, args.out, args.model, method=args.method, options=dict(args.option or []), text_column=args.text_column,
         target_column=args.target_column, contrast_column=args.contrast_column, template_column=args.template_column,
         id_column=args.id_column, target_is_id=args.target_is_id, template=template, target_fn=target_fn, label_set=labels,
-        n_steps=args.n_steps, batch_size=args.batch_size, internal_batch_size=args.internal_batch_size, baseline=args.baseline,
+        n_steps=DEFAULT_N_STEPS if args.n_steps is None else args.n_steps, batch_size=args.batch_size, internal_batch_size=args.internal_batch_size, baseline=args.baseline,
         backend=args.backend, limit=args.limit, parquet=args.parquet, progress=not args.no_progress, **placement(args),
     )
     if res is None or not _is_main():

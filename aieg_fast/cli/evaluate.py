@@ -140,7 +140,7 @@ def add_parser(sub) -> None:
                          "here win. Each run writes its resolved options to OUT/command.json: --config OUT/command.json "
                          "runs it again")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ev.set_defaults(fn=run, config_parser=ev, flags=option_flags(ev, skip=tuple(SETTING_OPTIONS)))
+    ev.set_defaults(fn=run, config_parser=ev, flags=option_flags(ev, skip=tuple(SETTING_OPTIONS), out_dir="--out"))
 
 
 def _task(args) -> str:
@@ -196,7 +196,6 @@ def _run_generation(args) -> dict:
 
 #: recorded settings named in the library's messages whose option is not the name with dashes
 SETTING_OPTIONS = {
-    "out_dir": "--out",
     "interpolate_generated": "--prompt-only (interpolate_generated is True without it)",
     "method_options": "--methods name:option=value or --method-options",
 }
@@ -230,8 +229,8 @@ def run(args) -> int:
 def _check_task_options(args, task: str) -> None:
     """Refuse options that the task would ignore (the generation-only ones on a label task or
     LongRA, ``--ks`` outside LongRA, the label-task and soft-metric ones on LongRA, the soft-metric
-    ones with ``--metrics hard``, ``--data-dir`` with a data file, a file's label and target fields
-    together).
+    ones with ``--metrics hard``, ``--data-dir`` with a data file, a file's column options with a
+    built-in dataset, a file's label and target fields together).
 
     Raises:
         ValueError: names the options and the task.
@@ -243,13 +242,18 @@ def _check_task_options(args, task: str) -> None:
     def given(*dests: str) -> list:  # the flags of these options set to other than the parser's default
         return ["--" + d.replace("_", "-") for d in dests if getattr(args, d) != args.config_parser.get_default(d)]
 
+    if not is_dataset_file(args.dataset):
+        fields = given("text_field", "label_field", "target_field", "id_field")
+        if fields:
+            raise ValueError(f"{', '.join(fields)}: for a dataset file; --dataset {args.dataset!r} is a built-in dataset "
+                             "with its own columns (they would be ignored)")
     wrong = []
     if task != "generation":
         wrong += given("teacher_forced", "prompt_only", "n_new_tokens", "target_field")
     if task != "longra":
         wrong += given("ks")
     if task == "longra":  # its own metrics (top-k hits, distractor mass) on its own prompts
-        wrong += given("template", "labels", "label_field", "text_field", "id_field", "max_tokens", "start", "topk",
+        wrong += given("template", "labels", "max_tokens", "start", "topk",
                        "topk_sweep", "metrics", "pis", "n_samples", "prob_space", "soft_maps", "ties")
     elif args.metrics == "hard":
         wrong += given("pis", "n_samples", "soft_maps")
@@ -262,8 +266,10 @@ def _check_task_options(args, task: str) -> None:
 
 def _run_task(args, task: str) -> int:
     """The evaluation of ``task`` with the parsed options; its exit status."""
-    if args.n < 1:  # the library's message names n, a word the other messages use too
+    if args.n < 1:  # the library's message names n, a word the other messages use too (start too, below)
         raise ValueError(f"--n-examples (--n) must be a positive int, got {args.n}")
+    if not 0 <= args.start < args.n:  # the library's message names start and n, words the other messages use too
+        raise ValueError(f"--start must be in [0, --n-examples) = [0, {args.n}), got {args.start}")
     _check_task_options(args, task)
     try:
         if task == "longra":

@@ -11,13 +11,14 @@ from .. import ops
 from ..core.baselines import BASELINE_NAMES
 from ..core.inputs import fill_template
 from ..core.path import check_chunk_settings
-from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_int
+from ..core.validation import CALL_SETTINGS, DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_int
 from ..datasets import DATASETS, TASKS, load_dataset
 from ..explainer import load_model
 from ..methods.registry import get_method, list_methods, option_value
 from .common import add_model_options, option_flags, placement
 
-__all__ = ["add_parser", "run", "parse_option", "output_path_error"]
+__all__ = ["add_parser", "run", "parse_option", "parse_steps", "parse_baseline", "check_option_names", "check_steps_given",
+           "output_path_error"]
 
 
 def parse_option(s: str):
@@ -45,12 +46,12 @@ def add_parser(sub) -> None:
     e.add_argument("--no-contrast", action="store_true", help="with --task: explain the label's logit alone, not the decision against the other label")
     e.add_argument("--target-fn", default="logit", choices=list(TARGET_FNS),
                    help="explained F: logit, logprob, prob, or label_logprob (with --task: log p over the label words)")
-    e.add_argument("--baseline", default=None, type=_baseline_arg,
+    e.add_argument("--baseline", default=None, type=parse_baseline,
                    help=f"path and masking methods: {', '.join(BASELINE_NAMES)} or a token id (default: the reference token)")
     e.add_argument("--alpha-start", type=float, default=0.0, help="path methods: integrate over [ALPHA_START, 1]")
     e.add_argument("--n-baseline-samples", type=int, default=1, help="path methods: average over this many noisy baselines")
     e.add_argument("--seed", type=int, default=0, help="seed of the baseline noise")
-    e.add_argument("--n-steps", type=_steps_arg, default=None,
+    e.add_argument("--n-steps", type=parse_steps, default=None,
                    help="path methods (IG, IDG, AIEG): path steps (default 50), or 'auto' (IG: refine until --tolerance, "
                         "at most --max-steps points)")
     e.add_argument("--tolerance", type=float, default=None, help="with --n-steps auto: relative completeness error (default 0.05)")
@@ -68,7 +69,7 @@ def add_parser(sub) -> None:
     e.set_defaults(fn=run, flags=option_flags(e, tolerance="--tolerance"))
 
 
-def _steps_arg(value: str):
+def parse_steps(value: str):
     """``--n-steps``: an int, or ``auto``."""
     if value == "auto":
         return value
@@ -78,9 +79,43 @@ def _steps_arg(value: str):
         raise argparse.ArgumentTypeError(f"--n-steps must be an int or 'auto', got {value!r}") from None
 
 
-def _baseline_arg(s: str):
-    """``--baseline``: a name of BASELINE_NAMES or a token id."""
-    return int(s) if s.lstrip("-").isdigit() else s
+def parse_baseline(s: str):
+    """``--baseline``: a name of BASELINE_NAMES or a token id (an int).
+
+    Raises:
+        argparse.ArgumentTypeError: neither.
+    """
+    if s.lstrip("-").isdigit():
+        return int(s)
+    if s not in BASELINE_NAMES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(BASELINE_NAMES)} or a token id, got {s!r}")
+    return s
+
+
+def check_option_names(options: dict, flags: dict) -> None:
+    """Refuse an ``--option`` that names a setting of the call (:data:`CALL_SETTINGS`: ``n_steps``,
+    ``baseline``, ...) rather than a method option, saying which option of the command sets it:
+    ``flags`` maps those settings to the command's options (one it lacks: the command has none).
+
+    Raises:
+        ValueError: names ``--option``, the setting and the option to use.
+    """
+    for name in options:
+        if name in CALL_SETTINGS:
+            use = f"give it as {flags[name]}" if name in flags else "this command has no option for it"
+            raise ValueError(f"--option {name + '=...'!r}: a setting of the call, not a method option; {use}")
+
+
+def check_steps_given(method: str, n_steps) -> None:
+    """Refuse ``--n-steps`` (given: not None) for a method without path steps, which would ignore it.
+
+    Raises:
+        ValueError: names ``--n-steps``, the method and those that take steps.
+    """
+    m = get_method(method)
+    if n_steps is not None and not m.uses_steps:
+        steps = [n for n in list_methods() if get_method(n).uses_steps]
+        raise ValueError(f"--n-steps: method {m.name!r} takes no path steps (only {steps} do); leave --n-steps out")
 
 
 def _input_error(args):
@@ -89,6 +124,8 @@ def _input_error(args):
         return "--target-fn label_logprob needs --task (the label words); in Python pass label_set="
     if args.generate is not None and args.generate < 1:
         return f"--generate must be a positive int (tokens to generate), got {args.generate}"
+    if args.generate is not None and args.n_steps == "auto":
+        return "--n-steps auto: not with --generate (it refines integrated_gradients for one target); give an int (50 is usual)"
     if args.generate is not None and (args.task is not None or args.target is not None):
         return "--generate explains the generated tokens; it cannot be combined with --task or --target"
     if args.no_contrast and args.task is None:
@@ -181,10 +218,9 @@ def _check_before_loading(args, text, options) -> None:
         ValueError / TypeError: naming the argument, as the call itself would.
     """
     fill_template(text, args.template)
+    check_steps_given(args.method, args.n_steps)
+    check_option_names(options, CALL_SETTINGS)
     m = get_method(args.method)
-    if args.n_steps is not None and not m.uses_steps:
-        steps = [n for n in list_methods() if get_method(n).uses_steps]
-        raise ValueError(f"--n-steps: method {m.name!r} takes no path steps (only {steps} do); leave --n-steps out")
     n_steps = _n_steps(args)
     check_call_settings(n_steps, args.backend, args.tolerance, args.max_steps, auto_ok=args.generate is None)
     m.check_steps(m.options(**options), n_steps)

@@ -77,7 +77,7 @@ def check_options(method: str, options: Mapping[str, Any], allowed: Iterable[str
     unknown = [k for k in options if k not in allowed]
     if unknown:
         calls = [k for k in unknown if k in CALL_SETTINGS]
-        hint = "".join(f"; {k} is a setting of the call, not a method option (attribute(..., {k}=...); "
+        hint = "".join(f"; {k} is a setting of the call, not a method option (pass it to attribute() itself; "
                        f"aieg-fast explain: {CALL_SETTINGS[k]})" for k in calls)
         raise ValueError(f"unknown option(s) {unknown} for method {method!r}; allowed: {sorted(allowed)}{hint}")
 

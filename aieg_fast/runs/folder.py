@@ -48,6 +48,8 @@ def writable_folder(out_dir, arg: str = "out_dir") -> Path:
     if not str(out_dir).strip():
         raise ValueError(f"{arg} is empty ({str(out_dir)!r}); name a folder for the results")
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{arg} {str(out)!r} is a file, not a folder; name a folder for the results")
     try:
         out.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write_test", dir=out)  # a name of its own: torchrun's processes probe at once

@@ -369,6 +369,8 @@ def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
     epochs = e_default if epochs is None else epochs
     check_positive_int("epochs", epochs)
     spec = DATASETS[train_name]
+    if train_file is not None and not Path(train_file).is_file():
+        raise FileNotFoundError(f"train_file {str(train_file)!r} does not exist (or is not a file)")
     path = Path(train_file) if train_file is not None else dataset_path(train_name)  # $AIEG_FAST_DATA, else shipped
     recs = (replace(spec, parity=None) if train_file is not None else spec).records(path)  # a file of one's own: all rows
     if not recs:

@@ -75,7 +75,7 @@ def test_refused_input_leaves_no_folder(tmp_path):
 def test_empty_out_and_missing_file_are_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["evaluate", "--methods", "saliency", "--out", ""]) == 2
-    assert "out_dir is empty" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+    assert "--out is empty" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
     assert cli.main(["evaluate", "--dataset", "nope.jsonl", "--out", "run"]) == 2
     err = capsys.readouterr().err
     assert "--dataset 'nope.jsonl': no such file" in err and "note:" not in err

@@ -34,6 +34,9 @@ def test_attribute_dataset_command(tiny_gpt2_dir, tmp_path, capsys):
     (["--device", "cpu", "--device-map", "auto"], "exclude each other"),
     (["--limit", "0"], "--limit must be a positive int"),
     (["--text-column", "body"], "--text-column 'body' is not a column"),
+    (["--method", "saliency", "--n-steps", "5"], "--n-steps: method 'saliency' takes no path steps"),
+    (["--option", "n_steps=3"], "--option 'n_steps=...': a setting of the call, not a method option; give it as --n-steps"),
+    (["--option", "seed=3"], "--option 'seed=...': a setting of the call, not a method option; this command has no option for it"),
 ] + ([] if torch.cuda.is_available() else [(["--device", "cuda"], "device 'cuda': CUDA is not available")]))
 def test_attribute_dataset_bad_input_before_any_file(tiny_gpt2_dir, tmp_path, capsys, extra, match):
     out = tmp_path / "o"

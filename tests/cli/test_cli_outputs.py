@@ -76,15 +76,16 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
 
 @pytest.mark.parametrize("extra, match", [
     (["the movie", "--option", "bogus=1"], "unknown option"),
-    (["the movie", "--option", "alpha_range=0.5"], "alpha_range is a setting of the call, not a method option "
-                                                    "(attribute(..., alpha_range=...); aieg-fast explain: --alpha-start)"),
+    (["the movie", "--option", "alpha_range=0.5"], "--option 'alpha_range=...': a setting of the call, not a method option; "
+                                                    "give it as --alpha-start"),
+    (["the movie", "--option", "n_steps=3"], "--option 'n_steps=...': a setting of the call, not a method option; give it as --n-steps"),
     (["   "], "text is empty (only whitespace)"),
     (["the movie", "--template", "no field here"], "template must contain '{text}' exactly once"),
     (["the movie", "--n-steps", "1"], "--n-steps must be an int >= 2 or 'auto', got 1"),
     (["the movie", "--method", "saliency", "--n-steps", "auto"], "--n-steps: method 'saliency' takes no path steps"),
     (["the movie", "--method", "occlusion", "--n-steps", "7"], "--n-steps: method 'occlusion' takes no path steps (only ['integrated_gradients', "
                                                                "'integrated_decision_gradients', 'aieg'] do)"),
-    (["the movie", "--generate", "2", "--n-steps", "auto"], "pass an int here"),
+    (["the movie", "--generate", "2", "--n-steps", "auto"], "--n-steps auto: not with --generate"),
     (["the movie", "--internal-batch-size", "0"], "--internal-batch-size"),
     (["the movie", "--n-baseline-samples", "0"], "--n-baseline-samples must be an int >= 1, got 0"),
     (["the movie", "--alpha-start", "-0.5"], "--alpha-start must be in [0, 1) (the path runs from it to 1), got -0.5"),
@@ -109,6 +110,11 @@ def test_bad_settings_refused_before_loading(capsys, no_model, extra, match):
      r"--pis, --n-samples: not used by the sentiment task of --dataset 'sst2-sample' with --metrics hard"),
     (["--dataset", "{file}", "--label-field", "label", "--labels", " bad", " good", "--data-dir", "/nonexistent"],
      r"--data-dir: not used by the classification task of --dataset '.*rows.jsonl'"),
+    (["--text-field", "body", "--id-field", "key"],
+     r"--text-field, --id-field: for a dataset file; --dataset 'sst2-sample' is a built-in dataset with its own columns"),
+    (["--dataset", "longra", "--label-field", "answer"], r"--label-field: for a dataset file; --dataset 'longra' is a built-in"),
+    (["--start", "-1", "--n", "2"], r"--start must be in \[0, --n-examples\) = \[0, 2\), got -1"),
+    (["--start", "2", "--n", "2"], r"--start must be in \[0, --n-examples\) = \[0, 2\), got 2"),
 ])
 def test_evaluate_refuses_options_its_task_ignores(tmp_path, capsys, monkeypatch, extra, match):
     from aieg_fast.eval import runner
@@ -122,6 +128,27 @@ def test_evaluate_refuses_options_its_task_ignores(tmp_path, capsys, monkeypatch
     extra = [str(rows) if a == "{file}" else a for a in extra]
     assert cli.main(["evaluate", "--dataset", "sst2-sample", "--out", str(out), "--no-progress", *extra]) == 2
     assert re.search(match, capsys.readouterr().err) and not out.exists()
+
+
+@pytest.mark.parametrize("command", [["evaluate", "--methods", "saliency"], ["attribute-dataset", "{rows}", "--method", "saliency"]])
+def test_out_naming_a_file_is_refused_as_a_file(tmp_path, capsys, command):
+    """--out at an existing file: "is a file", not the mkdir errno "(File exists)"; the file is kept."""
+    rows, taken = tmp_path / "rows.jsonl", tmp_path / "taken"
+    rows.write_text('{"text": "a fine film"}\n')
+    taken.write_text("keep me")
+    argv = [str(rows) if a == "{rows}" else a for a in command]
+    assert cli.main([*argv, "--out", str(taken), "--no-progress"]) == 2
+    assert f"error: --out {str(taken)!r} is a file, not a folder" in capsys.readouterr().err
+    assert taken.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("command", [["explain", "the movie"], ["attribute-dataset", "rows.jsonl", "--out", "o"]])
+def test_unknown_baseline_is_an_argument_error(capsys, no_model, command):
+    """--baseline is checked when parsed (explain checked it after loading the model)."""
+    with pytest.raises(SystemExit) as info:
+        cli.main([*command, "--baseline", "noise"])
+    assert info.value.code == 2
+    assert "argument --baseline: expected one of reference, zero, mean, unk, pad, eos or a token id, got 'noise'" in capsys.readouterr().err
 
 
 def test_empty_fraction_list_is_refused(tmp_path, capsys):

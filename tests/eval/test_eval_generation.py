@@ -217,7 +217,7 @@ def test_cli_evaluate_prompt_file(tiny_gpt2_dir, tmp_path, capsys):
     assert cli.main(args[:-3] + ["--metrics", "hard"]) == 2
     err = capsys.readouterr().err
     assert "holds results with other settings (interpolate_generated;" in err
-    assert "[options: out_dir is --out; interpolate_generated is --prompt-only (interpolate_generated is True without it)]" in err
+    assert "use another --out [options: interpolate_generated is --prompt-only (interpolate_generated is True without it)]" in err
 
 
 def test_option_names_added_to_library_messages():

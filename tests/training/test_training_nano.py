@@ -60,6 +60,11 @@ def test_train_nano_bad_arguments(tmp_path):
         train_nano(tmp_path / "t.tsv", tmp_path / "d.tsv", epochs=0)
     with pytest.raises(FileNotFoundError, match="train_file"):
         train_nano(tmp_path / "t.tsv", tmp_path / "d.tsv")
+    # a folder named for the data: the folder is blamed, not a train_file the user did not give
+    with pytest.raises(FileNotFoundError, match=f"data_dir {str(tmp_path / 'none')!r} does not exist; it should hold sst2_train.tsv"):
+        train_nano(data_dir=tmp_path / "none")
+    with pytest.raises(FileNotFoundError, match=f"data_dir {str(tmp_path)!r} holds no sst2_train.tsv"):
+        train_nano(data_dir=tmp_path)
 
 
 def test_train_nano_malformed_file(tmp_path):
@@ -108,7 +113,7 @@ def test_train_nano_checks_its_folder_and_rows_before_loading(tmp_path, monkeypa
     _write(tmp_path / "train.tsv", 20, 0)
     _write(tmp_path / "dev.tsv", 10, 1)
     (tmp_path / "taken").write_text("a file")
-    with pytest.raises(ValueError, match=f"out_dir {str(tmp_path / 'taken')!r} is not a writable folder"):
+    with pytest.raises(ValueError, match=f"out_dir {str(tmp_path / 'taken')!r} is a file, not a folder"):
         nano.train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", out_dir=tmp_path / "taken", progress=False)
     assert (tmp_path / "taken").read_text() == "a file"
     (tmp_path / "empty.tsv").write_text("sentence\tlabel\n")

@@ -80,7 +80,9 @@ def test_the_command_names_its_options(tmp_path, no_model, capsys):
     (tmp_path / "taken").write_text("a file")
     assert cli.main(["train-sentiment", "--out", str(tmp_path / "taken"), "--train-file", str(_rows(tmp_path / "t.tsv", 8)),
                      "--no-progress"]) == 2
-    assert f"error: --out {str(tmp_path / 'taken')!r} is not a writable folder" in capsys.readouterr().err
+    assert f"error: --out {str(tmp_path / 'taken')!r} is a file, not a folder" in capsys.readouterr().err
+    assert cli.main(["train-sentiment", "--train-file", str(tmp_path / "none.tsv"), "--no-progress"]) == 2
+    assert f"error: --train-file {str(tmp_path / 'none.tsv')!r} does not exist (or is not a file)" in capsys.readouterr().err
 
 
 def test_an_empty_training_file_or_an_unusable_out_is_refused_before_the_model_loads(tmp_path, no_model):
@@ -90,7 +92,7 @@ def test_an_empty_training_file_or_an_unusable_out_is_refused_before_the_model_l
     with pytest.raises(ValueError, match=f"train_file {str(empty)!r} holds no rows"):
         train_sentiment(**_kw(tmp_path, train_file=empty))
     (tmp_path / "file").write_text("not a folder")
-    with pytest.raises(ValueError, match="out_dir .* is not a writable folder"):
+    with pytest.raises(ValueError, match="out_dir .* is a file, not a folder"):
         train_sentiment(**_kw(tmp_path, out_dir=tmp_path / "file"))
     assert (tmp_path / "file").read_text() == "not a folder"
 
