@@ -29,7 +29,7 @@ def parse_option(s: str):
         argparse.ArgumentTypeError: no ``=``.
     """
     if "=" not in s:
-        raise argparse.ArgumentTypeError(f"--option must be NAME=VALUE, got {s!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {s!r}")
     k, v = s.split("=", 1)
     return k, option_value(v)
 
@@ -76,7 +76,7 @@ def parse_steps(value: str):
     try:
         return int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--n-steps must be an int or 'auto', got {value!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an int or 'auto', got {value!r}") from None
 
 
 def parse_baseline(s: str):
@@ -128,6 +128,8 @@ def _input_error(args):
         return "--n-steps auto: not with --generate (it refines integrated_gradients for one target); give an int (50 is usual)"
     if args.generate is not None and (args.task is not None or args.target is not None):
         return "--generate explains the generated tokens; it cannot be combined with --task or --target"
+    if args.no_contrast and args.contrast_target is not None:
+        return "--no-contrast and --contrast-target exclude each other (one says no contrast, the other names it)"
     if args.no_contrast and args.task is None:
         return ("--no-contrast applies with --task (which contrasts the predicted label with the other one); "
                 "without --task nothing is contrasted unless --contrast-target is given")

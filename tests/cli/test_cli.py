@@ -163,6 +163,9 @@ def test_cli_no_contrast_needs_task(capsys):
 
     assert main(["explain", "the movie is great", "--no-contrast"]) == 2
     assert "--no-contrast applies with --task" in capsys.readouterr().err
+    # with --task, a contrast named beside --no-contrast was used and --no-contrast ignored
+    assert main(["explain", "--task", "sentiment", "--no-contrast", "--contrast-target", " bad"]) == 2
+    assert "--no-contrast and --contrast-target exclude each other" in capsys.readouterr().err
 
 
 def test_cli_explain_auto_steps(tiny_gpt2, tmp_path, monkeypatch, capsys):
@@ -179,8 +182,8 @@ def test_cli_explain_auto_steps(tiny_gpt2, tmp_path, monkeypatch, capsys):
     assert res.options["n_steps"] == "auto" and res.options["tolerance"] == 0.001 and res.options["max_steps"] == 40
     assert res.info["n_steps_used"] <= 40
     with pytest.raises(SystemExit):
-        cli.main(["explain", PROMPT, "--n-steps", "many"])
-    assert "--n-steps must be an int or 'auto', got 'many'" in capsys.readouterr().err
+        cli.main(["explain", PROMPT, "--n-steps", "many"])  # the option named once (argparse names it)
+    assert "argument --n-steps: expected an int or 'auto', got 'many'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, says", [

@@ -131,3 +131,15 @@ def test_column_options_take_either_name_in_both_commands():
     ad = p.parse_args(["attribute-dataset", "d.csv", "--out", "o", "--text-field", "q", "--id-field", "k", "--target-field", "t"])
     assert (ad.text_column, ad.id_column, ad.target_column) == ("q", "k", "t")
     assert ev.flags["text_field"] == "--text-field" and ad.flags["text_column"] == "--text-column"  # errors name each command's own
+
+
+def test_attribute_dataset_auto_steps(tiny_gpt2_dir, tmp_path, capsys):
+    """--n-steps auto (the message of a bad --n-steps offered it; the parser took ints only):
+    integrated_gradients chooses its steps, recorded per example."""
+    out = tmp_path / "o"
+    args = ["attribute-dataset", str(_csv(tmp_path)), "--out", str(out), "--model", str(tiny_gpt2_dir), "--text-column", "review",
+            "--method", "integrated_gradients", "--n-steps", "auto", "--limit", "1", "--no-progress"]
+    assert cli.main(args) == 0
+    rec = json.loads((out / RECORDS_FILE).read_text().splitlines()[0])
+    assert json.loads((out / "config.json").read_text())["n_steps"] == "auto"
+    assert rec["scores"] and "n_steps_used" in json.dumps(rec)
