@@ -136,6 +136,8 @@ def test_user_dataset_files_and_objects(tmp_path):
     ("d.csv", b'text,label\nok,1\ncaf\xe9,0\n', {}, r"d.csv': line 3 is not UTF-8 text"),
     ("d.jsonl", b"", {}, r"d.jsonl' holds no example \(the file is empty\)"),
     ("d.csv", b"", {}, r"d.csv' holds no example \(the file is empty\)"),
+    ("d.csv", b"text,label\n", {}, r"d.csv' holds no example \(a header and no rows\)"),  # was "the file is empty"
+    ("d.json", b"[]", {}, r"d.json' holds no example \(an empty list\)"),
     ("d.jsonl", b'{"text": "ok", "label": "maybe"}\n', {"labels": [" no", " yes"]},
      r"line 1: label 'maybe' is none of the labels \[' no', ' yes'\]"),
     ("d.jsonl", b'{"text": "ok", "label": 2}\n', {"labels": [" no", " yes"]}, r"label 2 is not an index of the 2 labels"),

@@ -105,9 +105,7 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
             the row (the line for JSON lines) and the value.
         TypeError: data of another kind.
     """
-    rows, where, what = read_rows(data, limit)  # refuses a bad limit before reading
-    if not rows:
-        raise ValueError(f"{what} holds no example")
+    rows, where, what = read_rows(data, limit)  # refuses a bad limit before reading, and data without rows
     bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
     if bad is not None:
         raise ValueError(f"{what}: {where[bad]} is not an object with named columns: {str(rows[bad])[:80]!r}")

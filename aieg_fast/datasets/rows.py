@@ -130,12 +130,26 @@ def read_rows(data, limit: Optional[int] = None) -> Tuple[List[Any], List[str], 
         FileNotFoundError: a missing file. ValueError: an unknown file type, a folder, bytes that
             are not UTF-8 (names the line), a file that is not JSON / CSV or a .json file holding
             one object, a ``datasets.DatasetDict`` (names its splits: pass one), a ``limit``
-            that is not a positive int. TypeError: data of another kind.
+            that is not a positive int, no row at all (says whether the file is empty or holds a
+            header, blank lines or an empty list only). TypeError: data of another kind.
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
     rows, where, what = _read_all(data, limit)
+    if not rows:
+        raise ValueError(f"{what} holds no example{_why_no_rows(data)}")
     return rows[:limit], where[:limit], what
+
+
+def _why_no_rows(data) -> str:
+    """Why a file gave no row, for the message (nothing for an object)."""
+    if not isinstance(data, (str, Path)):
+        return ""
+    if Path(data).stat().st_size == 0:
+        return " (the file is empty)"
+    suffix = Path(data).suffix.lower()
+    return {".csv": " (a header and no rows)", ".tsv": " (a header and no rows)", ".json": " (an empty list)"}.get(
+        suffix, " (blank lines only)")
 
 
 def _read_all(data, limit: Optional[int]) -> Tuple[List[Any], List[str], str]:

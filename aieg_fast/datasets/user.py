@@ -137,9 +137,7 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
                          f"got {label_field!r} and {target_field!r}")
     cols = _field_columns(template, text_field)
     check_label_words(labels)
-    rows, where, what = read_rows(data, limit)
-    if not rows:
-        raise ValueError(f"{what} holds no example (the file is empty)" if what != "data" else "data holds no example")
+    rows, where, what = read_rows(data, limit)  # refuses data without rows
     task = "classification" if label_field is not None else "generation"
     out = []
     for i, (r, w) in enumerate(zip(rows, where)):

@@ -64,7 +64,7 @@ def test_csv_tsv_columns_and_ids(tmp_path):
     ('{"text": "ok", "target": [1]}\n', {}, r"line 1: target must be .* got list"),
     ('{"text": "ok", "target": "x"}\n', {"target_is_id": True}, r"target must be an integer \(target_is_id\), got 'x'"),
     ('{"text": "ok", "template": "no slot"}\n', {}, r"template must contain '\{text\}' exactly once"),
-    ("\n\n", {}, r"holds no example"),
+    ("\n\n", {}, r"holds no example \(blank lines only\)"),
     ("[1, 2]", {}, r"item 0 is not an object"),
     ('{"text": "a", "id": "x"}\n{"text": "b", "id": "y"}\n{"text": "c", "id": "x"}\n', {},
      r"line 3: id 'x' is also the id of line 1; the ids must be unique"),
