@@ -144,6 +144,8 @@ def _refuse_repeated_ids(examples: Sequence[Example]) -> None:
     for e in examples:  # a row without an id has its index as id, which a given id may repeat too
         key = (type(e.id).__name__, e.id) if isinstance(e.id, (int, float, str)) else repr(e.id)
         if key in seen:
-            raise ValueError(f"{e.where}: id {e.id!r} is also the id of {seen[key].where.rsplit(': ', 1)[-1]}; the ids must be "
-                             "unique (they name the records); fix the id column, or leave it out to number the rows")
+            numbered = any(x.id == x.index and type(x.id) is int for x in (e, seen[key]))  # noqa: E721 (not True == 1)
+            why = " (a row without an id is numbered by its index from 0)" if numbered else ""
+            raise ValueError(f"{e.where}: id {e.id!r} is also the id of {seen[key].where.rsplit(': ', 1)[-1]}{why}; the ids "
+                             "must be unique (they name the records); fix the id column, or leave it out to number the rows")
         seen[key] = e

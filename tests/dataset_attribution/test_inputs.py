@@ -68,6 +68,8 @@ def test_csv_tsv_columns_and_ids(tmp_path):
     ("[1, 2]", {}, r"item 0 is not an object"),
     ('{"text": "a", "id": "x"}\n{"text": "b", "id": "y"}\n{"text": "c", "id": "x"}\n', {},
      r"line 3: id 'x' is also the id of line 1; the ids must be unique"),
+    ('{"text": "a", "id": 1}\n{"text": "b"}\n', {},  # the second row's id is its index: the message said only "id 1"
+     r"line 2: id 1 is also the id of line 1 \(a row without an id is numbered by its index from 0\); the ids must be unique"),
 ])
 def test_bad_data_names_the_row(tmp_path, content, kwargs, match):
     p = tmp_path / ("d.json" if content.startswith("[") else "d.jsonl")
