@@ -12,7 +12,7 @@ import torch
 from .baselines import baseline_rows, check_alpha_range, check_baseline_noise, describe_baseline, noisy_baseline, row_noise, shift_baseline
 from .batch import Batch
 from .diagnostics import NO_SIGNAL_KINDS, low_precision_hint, method_flags, warn_flags
-from .inputs import as_id_list
+from .inputs import as_id_list, per_text_ids
 from .objective import LabelSet, check_target_fn, target_fn_name
 from .validation import check_int
 
@@ -97,6 +97,14 @@ def check_label_set_use(target_fn, label_set) -> None:
         raise ValueError(f"label_set is used only with target_fn='label_logprob', got target_fn={target_fn!r}")
 
 
+def _as_given(label):
+    """A label of ``label_set`` as the records keep it: an id as an int (a numpy or torch integer
+    too), a token string as it is (an id written as a string would name another token)."""
+    if isinstance(label, str):
+        return label
+    return int(label) if not isinstance(label, bool) and hasattr(label, "__index__") else str(label)
+
+
 def _resolve_target_fn(ex, target_fn, label_set, context=None, gradients: bool = True):
     check_label_set_use(target_fn, label_set)
     if label_set is not None:
@@ -106,7 +114,7 @@ def _resolve_target_fn(ex, target_fn, label_set, context=None, gradients: bool =
         ids = [_resolve_as(ex, l, f"label_set[{i}]", context)["id"] for i, l in enumerate(label_set)]
         if len(set(ids)) != len(ids):
             raise ValueError(f"label_set has repeated labels: {list(label_set)} (ids {ids})")
-        target_fn = LabelSet(tuple(int(i) for i in ids), tuple(str(l) for l in label_set))
+        target_fn = LabelSet(tuple(int(i) for i in ids), tuple(_as_given(l) for l in label_set))
     elif isinstance(target_fn, str) and target_fn == "label_logprob":
         if ex.adapter.kind != "classifier":
             raise ValueError("target_fn='label_logprob' needs label_set=[...] (the label tokens)")
@@ -138,6 +146,7 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
     tfn = _resolve_target_fn(ex, target_fn, label_set, contexts[0] if contexts else None, getattr(method, "gradients", True))
     if contrast_target is not None and not isinstance(tfn, (str, LabelSet)):
         raise ValueError("contrast_target cannot be combined with a callable target_fn (compute the contrast inside it)")
+    contrast_target = per_text_ids(contrast_target, "contrast_target")
     cts = contrast_target if isinstance(contrast_target, (list, tuple)) else [contrast_target] * n_texts
     if len(cts) != n_texts:
         entries, texts = "entry" if len(cts) == 1 else "entries", "text" if n_texts == 1 else "texts"

@@ -17,7 +17,8 @@ import torch
 
 from ..datasets.user import TEMPLATE_FIELD
 
-__all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text", "as_id_list"]
+__all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text", "as_id_list",
+           "per_text_ids"]
 
 
 def _check_encodable(texts: Sequence, single: bool) -> None:
@@ -130,6 +131,19 @@ def as_id_list(value, name: str):
     if not _integer_ids(t) or t.dim() != 1:
         raise TypeError(f"{name} as a tensor must hold 1-D integer token ids, got dtype {t.dtype} and shape {tuple(t.shape)}")
     return [int(i) for i in t.tolist()]
+
+
+def per_text_ids(value, name: str):
+    """``value`` as a list of ints when it is a 1-D tensor or numpy array of several elements
+    (one id per text, as a list of ints is); anything else as it is (a scalar, a one-element
+    tensor: one id for every text).
+
+    Raises:
+        TypeError: such a tensor / array that does not hold integer ids (names ``name``).
+    """
+    if (torch.is_tensor(value) or _is_array(value)) and value.ndim == 1 and len(value) > 1:
+        return as_id_list(value, name)
+    return value
 
 
 def _integer_ids(t: torch.Tensor) -> bool:
@@ -272,6 +286,7 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
         if not inputs:
             raise ValueError("text is an empty list")
         _check_encodable(inputs, single)
+    target = per_text_ids(target, "target")
     targets = target if isinstance(target, (list, tuple)) else [target] * len(inputs)
     if len(targets) != len(inputs):
         what = "id sequences" if input_ids is not None else "texts"

@@ -40,11 +40,11 @@ class LabelSet:
 
     Attributes:
         ids: the label token ids (or class indices), in label order; the target must be one.
-        texts: the labels as the user gave them (for records).
+        texts: the labels as the user gave them (for records): token strings, or ids as ints.
     """
 
     ids: Tuple[int, ...]
-    texts: Tuple[str, ...] = ()
+    texts: Tuple[Union[str, int], ...] = ()
 
     def index(self, targets: Tensor) -> Tensor:
         """Position of each target id in :attr:`ids`: Tensor[n] long (−1 when absent)."""

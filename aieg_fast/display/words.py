@@ -279,6 +279,15 @@ def target_probability(attr):
     return prob if isinstance(prob, (int, float)) and not _custom_fn(attr) else None
 
 
+def _token_label(text, token_id) -> str:
+    """A target token as views name it: its text quoted, with its id when the text holds U+FFFD
+    (a byte of a UTF-8 character decodes to it, so two such tokens would read alike); the id
+    when there is no text."""
+    if text is None:
+        return repr(token_id)
+    return repr(text) + (f" (id {token_id})" if "\ufffd" in str(text) and token_id is not None else "")
+
+
 def describe_target(attr) -> str:
     """The target as views print it: ``' positive'``, ``' positive' vs ' negative'`` with a
     contrast token, and the explained F when it is not the logit (``[label_logprob]``); for a
@@ -287,9 +296,9 @@ def describe_target(attr) -> str:
     if custom:
         return f"F = {custom}"
     t = attr.target
-    out = repr(t.get("text", t.get("id")))
+    out = _token_label(t.get("text"), t.get("id"))
     if t.get("contrast_text") is not None or t.get("contrast_id") is not None:
-        out += " vs " + repr(t.get("contrast_text", t.get("contrast_id")))
+        out += " vs " + _token_label(t.get("contrast_text"), t.get("contrast_id"))
     fn = (attr.options or {}).get("target_fn")
     if fn and fn not in ("logit", "logit-contrast"):
         out += f" [{fn}]"

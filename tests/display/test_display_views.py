@@ -153,6 +153,18 @@ def test_show_header_and_legend():
     assert bar[0] == scale.rgb(-scale.vmax) and bar[-1] == scale.rgb(scale.vmax)  # colour bar, blue to red
 
 
+def test_a_target_that_decodes_to_a_replacement_character_shows_its_id():
+    """A lone byte of a UTF-8 character decodes to U+FFFD: two such targets read alike, so the
+    views add the id (the terminal header, the HTML legend and the plot title share it)."""
+    res = _result()
+    res.target = {"kind": "token", "id": 110, "text": "\ufffd", "contrast_id": 111, "contrast_text": "\ufffd"}
+    head = _text(_lines(res, 200, color=False)[0])
+    assert "target: '\ufffd' (id 110) vs '\ufffd' (id 111)" in head
+    assert "(id 110) vs" in res.to_html()
+    res.target = {"kind": "token", "id": 5, "text": " great"}
+    assert "(id" not in _text(_lines(res, 200, color=False)[0])
+
+
 def test_show_width_from_terminal(monkeypatch):
     monkeypatch.setenv("COLUMNS", "30")
     buf = io.StringIO()

@@ -60,7 +60,31 @@ def test_label_logprob_is_renormalised_log_probability(tiny):
     torch.testing.assert_close(torch.tensor(res.info["F_input"]), logp[1], atol=1e-5, rtol=1e-4)
     pred = tiny.attribute(TEXT, method="saliency", target_fn="label_logprob", label_set=labels)
     assert pred.target["id"] == labels[int(logp.argmax())]  # the prediction is taken within the set
-    assert pred.options["label_set"] == [str(l) for l in labels]
+    # ids are recorded as ids (they were recorded as the strings '5', '17', '42': other tokens on a replay)
+    assert pred.options["label_set"] == labels
+    for given in (torch.tensor(labels), [torch.tensor(5), 17, 42]):
+        assert tiny.attribute(TEXT, method="saliency", target_fn="label_logprob", label_set=given).options["label_set"] == labels
+    again = tiny.attribute(TEXT, method="saliency", target_fn="label_logprob", label_set=pred.options["label_set"])
+    assert again.target["id"] == pred.target["id"] and again.info["F_input"] == pred.info["F_input"]
+
+
+def test_targets_as_a_tensor_give_one_per_text(tiny):
+    """A 1-D id tensor (or numpy array) of targets or contrasts is one per text, as a list is;
+    it was refused as "neither a str nor an int"."""
+    import numpy as np
+
+    texts = [TEXT, "the film is bad"]
+    (t0, c0), (t1, c1) = _two_tokens(tiny, texts[0]), _two_tokens(tiny, texts[1])
+    want = tiny.attribute(texts, method="saliency", target=[t0, t1], contrast_target=[c0, c1])
+    for target, contrast in ((torch.tensor([t0, t1]), torch.tensor([c0, c1])), (np.array([t0, t1]), np.array([c0, c1]))):
+        got = tiny.attribute(texts, method="saliency", target=target, contrast_target=contrast)
+        assert [g.target["id"] for g in got] == [t0, t1] and [g.target["contrast_id"] for g in got] == [c0, c1]
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.scores, w.scores)
+    with pytest.raises(ValueError, match="target has 2 entries for 1 text"):
+        tiny.attribute(TEXT, method="saliency", target=torch.tensor([t0, t1]))
+    with pytest.raises(TypeError, match="target as a tensor must hold 1-D integer token ids"):
+        tiny.attribute(texts, method="saliency", target=torch.tensor([1.0, 2.0]))
 
 
 def test_label_set_checks_before_work(tiny):
