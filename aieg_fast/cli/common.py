@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from ..core.validation import DEVICE_MAPS, DTYPES
+from ..core.validation import DEVICE_MAPS, DTYPES, parse_device
 from ..datasets import DATASETS
 from ..models import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME
 from ..runs import COMMAND_FILE, replace_file
@@ -49,7 +49,8 @@ def as_flags(message: str, flags: dict) -> str:
     stands as a word of the message written as the option that sets it: "n_steps must be ..." →
     "--n-steps must be ...", "got n_steps=20" → "got --n-steps 20". A quoted span (a value shown
     with repr: a template, a path, a column, a method spec) and a name inside a path, an option,
-    a longer name or after a backslash stay as they are."""
+    a longer name or after a backslash stay as they are. "or None" is dropped ("a positive int
+    or None": None is the option left out)."""
     out, last = [], 0
     for q in _QUOTED.finditer(message):
         out += [_renamed(message[last : q.start()], flags), q.group(0)]
@@ -57,15 +58,16 @@ def as_flags(message: str, flags: dict) -> str:
     return "".join(out) + _renamed(message[last:], flags)
 
 
-#: a quoted span of a message: '...' or "...", backslash escapes inside, on one line
-_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
-
-
 def _renamed(text: str, flags: dict) -> str:
     for name, flag in flags.items():
         text = re.sub(rf"(?<![\w/.\\'\"-]){re.escape(name)}(?:(=)|(?![\w/.=\-'\"]))",
                       lambda m, flag=flag: flag + (" " if m.group(1) else ""), text)
+    text = re.sub(r" or None\b", "", text)  # "a positive int or None": leaving an option out is its None
     return re.sub(r"(--[\w-]+)(?: \(\1\)| / \1)", r"\1", text)  # a message that named both: "label_field (--label-field)"
+
+
+#: a quoted span of a message: '...' or "...", backslash escapes inside, on one line
+_QUOTED = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
 
 
 def apply_config(args, argv):
@@ -143,10 +145,23 @@ def write_command(args, folder) -> Path:
     return path
 
 
+def _device_arg(value: str) -> str:
+    """``--device``: checked when parsed (a name torch does not know, a device this machine lacks).
+
+    Raises:
+        argparse.ArgumentTypeError: the reason, from :func:`~aieg_fast.core.validation.parse_device`.
+    """
+    try:
+        parse_device(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).replace("'cuda', 'cuda:N' or a torch.device", "'cuda' or 'cuda:N'")) from None
+    return value
+
+
 def add_model_options(p) -> None:
     """Add ``--model``, ``--device``, ``--dtype`` and ``--device-map`` to the parser ``p``."""
     p.add_argument("--model", default=None, help="hub id or local directory (default: embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--device", default=argparse.SUPPRESS, metavar="DEVICE",
+    p.add_argument("--device", default=argparse.SUPPRESS, metavar="DEVICE", type=_device_arg,
                    help="cpu, cuda, cuda:N or auto (the default: CUDA when available, else the CPU); under torchrun "
                         "auto and cuda mean each process's own GPU (cuda:LOCAL_RANK)")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32",

@@ -238,3 +238,6 @@ def test_option_names_leave_quoted_values_and_escapes_alone():
     assert as_flags("text_field (--text-field) names it; n_steps / --n-steps", flags) == "--text-field names it; --n-steps"
     for quoted in ("'{text} {n_steps}'", "'aieg:n_steps 3'", "'data/a n_steps b/x.jsonl'", '"total n_steps here"'):
         assert as_flags(f"text_field {quoted}: n_steps", flags) == f"--text-field {quoted}: --n-steps"  # a quoted span as typed
+    # "or None" is the library's word for an argument left out; on the command line it is the option left out
+    assert as_flags("n_steps must be a positive int or None, got 0", flags) == "--n-steps must be a positive int, got 0"
+    assert as_flags("a value 'x or None' as typed", flags) == "a value 'x or None' as typed"

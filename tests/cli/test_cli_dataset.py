@@ -37,7 +37,7 @@ def test_attribute_dataset_command(tiny_gpt2_dir, tmp_path, capsys):
     (["--method", "saliency", "--n-steps", "5"], "--n-steps: method 'saliency' takes no path steps"),
     (["--option", "n_steps=3"], "--option 'n_steps=...': a setting of the call, not a method option; give it as --n-steps"),
     (["--option", "seed=3"], "--option 'seed=...': a setting of the call, not a method option; this command has no option for it"),
-] + ([] if torch.cuda.is_available() else [(["--device", "cuda"], "device 'cuda': CUDA is not available")]))
+])
 def test_attribute_dataset_bad_input_before_any_file(tiny_gpt2_dir, tmp_path, capsys, extra, match):
     out = tmp_path / "o"
     rc = cli.main(["attribute-dataset", str(_csv(tmp_path)), "--out", str(out), "--model", str(tiny_gpt2_dir),
@@ -52,8 +52,14 @@ def test_explain_device_and_dtype(tiny_gpt2_dir, tmp_path, capsys):
     assert cli.main(["explain", "the movie is good", "--model", str(tiny_gpt2_dir), "--method", "saliency", "--device", "cpu",
                      "--dtype", "bfloat16", "--json", str(res), "--no-progress"]) == 0
     assert json.loads(res.read_text())["scores"]
-    assert cli.main(["explain", "x", "--model", str(tiny_gpt2_dir), "--device", "tpu9"]) == 2
-    assert "device must be" in capsys.readouterr().err
+    # --device is checked when parsed, before any file or model, and says what it takes
+    for device, says in [("tpu9", "argument --device: device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu9'")] + (
+            [] if torch.cuda.is_available() else [("cuda", "argument --device: device 'cuda': CUDA is not available")]):
+        for argv in (["explain", "x"], ["attribute-dataset", "d.jsonl", "--out", str(tmp_path / "o")], ["evaluate"]):
+            with pytest.raises(SystemExit) as info:
+                cli.main([*argv, "--model", str(tiny_gpt2_dir), "--device", device])
+            assert info.value.code == 2 and says in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
     with pytest.raises(SystemExit):
         cli.main(["explain", "x", "--dtype", "int8"])
 
