@@ -40,7 +40,8 @@ def parse_method_options(s: str) -> dict:
     """A JSON object of per-method options, ``{"aieg": {"preset": "v1"}}``.
 
     Raises:
-        argparse.ArgumentTypeError: not JSON, or not an object.
+        argparse.ArgumentTypeError: not JSON, not an object, or a method mapped to something other
+            than an object of options.
     """
     try:
         val = json.loads(s)
@@ -48,6 +49,10 @@ def parse_method_options(s: str) -> dict:
         raise argparse.ArgumentTypeError(f"expected a JSON object {{method: {{option: value}}}}, got {s!r} ({err.msg})") from None
     if not isinstance(val, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object {{method: {{option: value}}}}, got {s!r}")
+    bad = next((k for k, v in val.items() if not isinstance(v, dict)), None)
+    if bad is not None:
+        raise argparse.ArgumentTypeError(f"expected a JSON object {{method: {{option: value}}}}, got {s!r} "
+                                         f"({bad!r} maps to {json.dumps(val[bad])}, not an object of options)")
     return val
 
 

@@ -77,6 +77,9 @@ def test_cli_evaluate_method_options(tmp_path, monkeypatch, capsys):
         with pytest.raises(SystemExit):
             cli.main(["evaluate", "--method-options", bad])
         assert "--method-options" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # was "method_options['aieg'] must be a dict of options, got int", after parsing
+        cli.main(["evaluate", "--method-options", '{"aieg": 3}'])
+    assert "('aieg' maps to 3, not an object of options)" in capsys.readouterr().err
 
 
 def test_cli_evaluate_interrupt(tmp_path, monkeypatch, capsys):
