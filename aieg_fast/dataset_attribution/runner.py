@@ -184,7 +184,7 @@ def _prepare(out: Path, config: dict, examples: Sequence[Example], s: DatasetRun
     target, contrast and template)."""
     try:
         claim_folder(out)  # no second run on the folder while this one runs (it would lose records)
-        check_or_write_config(out, config)
+        check_or_write_config(out, config, records=RECORDS_FILE, kind="attribute_dataset")
         for note in repair_jsonl(out / RECORDS_FILE):
             print(f"note: {note}", flush=True)
         _merge(out)
@@ -351,7 +351,8 @@ def attribute_dataset(
     s = DatasetRun(method, options, n_steps, target_fn, None if label_set is None else list(label_set), template, baseline,
                    backend, internal_batch_size, batch_size)
     record_former_setting(out_dir, "option_values", _former_option_values)  # a folder from before option_values
-    check_recorded_config(out_dir, _settings(s, text_column, target_is_id))  # before the model is loaded
+    check_recorded_config(out_dir, _settings(s, text_column, target_is_id), records=RECORDS_FILE,  # before the model is loaded
+                          kind="attribute_dataset")
     with made_folder(out_dir) as out, start(distributed) as procs:  # a refused run leaves no new folder
         ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         m = get_method(s.method)

@@ -49,7 +49,7 @@ def prepare_folder(out: Path, config: dict, methods: Optional[Dict[str, dict]] =
     """
     try:
         claim_folder(out)  # no second run on the folder while this one runs
-        check_or_write_config(out, config)
+        check_or_write_config(out, config, records=RECORDS_FILE, kind="an evaluation")
         notes: List[str] = repair_records(out / RECORDS_FILE)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)

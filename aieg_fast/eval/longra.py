@@ -320,7 +320,7 @@ def evaluate_longra(
     data = data[:n]
     settings = {"dataset": dataset, "task": "longra", "seed": seed, "n_steps": n_steps,
                 "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks, "method_options": method_options}
-    check_recorded_config(out_dir, settings)  # the settings that need no model: before it loads
+    check_recorded_config(out_dir, settings, records=RECORDS_FILE, kind="an evaluation")  # before the model loads
     with made_folder(out_dir) as out:  # a run refused after this leaves no new folder
         ex = explainer_for(model, device=device, dtype=dtype, device_map=device_map)
         check_models(ex, specs, method_options, CONTROLS)

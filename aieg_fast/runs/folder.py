@@ -60,17 +60,21 @@ def writable_folder(out_dir, arg: str = "out_dir") -> Path:
     return out
 
 
-def check_or_write_config(out: Path, config: dict, arg: str = "out_dir") -> None:
+def check_or_write_config(out: Path, config: dict, arg: str = "out_dir", records: Optional[str] = None,
+                          kind: str = "this run") -> None:
     """Write ``config.json``, or refuse a folder whose recorded settings differ from ``config``
     (a folder without one of :data:`ADOPTED_SETTINGS` first records it from ``config``).
+    ``records``: the records file this run writes; a folder holding other records files
+    (``*.jsonl``) and not it is another kind of run's and refused (``kind`` names this one).
 
     Raises:
-        ValueError: the recorded settings differ (names them and ``arg``), or the folder holds
-            results without ``config.json`` (settings unknown).
+        ValueError: the recorded settings differ (names them and ``arg``), the folder holds
+            results without ``config.json`` (settings unknown), or another kind of run's records.
     """
     cfg_path = Path(out) / CONFIG_FILE
     results = holds_results(out)
     _refuse_results_without_config(out, arg, results)
+    _refuse_other_records(out, arg, results, records, kind)
     if cfg_path.exists() and results:
         for key in ADOPTED_SETTINGS:  # a folder from before the setting was recorded: taken to hold what runs now
             if key in config:
@@ -92,6 +96,17 @@ def holds_results(out) -> bool:
         return False
     return any(p.is_file() and p.stat().st_size > 0 and not (p.parent == root and p.name in _SETTINGS_FILES)
                for p in root.rglob("*"))
+
+
+def _refuse_other_records(out, arg: str, results: bool, records: Optional[str], kind: str) -> None:
+    """Refuse a folder that holds results and records files (``*.jsonl``) but not ``records``,
+    the file this kind of run writes: another kind of run made it (its settings would read as a
+    long list of differences)."""
+    if results and records is not None and not (Path(out) / records).is_file():
+        others = sorted(p.name for p in Path(out).glob("*.jsonl") if p.is_file())
+        if others:
+            raise ValueError(f"{arg} {str(out)!r} holds the records of another kind of run ({', '.join(others)}), not "
+                             f"{records} as {kind} writes; use another {arg}")
 
 
 def _refuse_results_without_config(out, arg: str, results: bool) -> None:
@@ -284,10 +299,12 @@ def _release(out, remove: bool) -> None:
     os.close(fd)
 
 
-def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:
+def check_recorded_config(out, settings: dict, arg: str = "out_dir", records: Optional[str] = None,
+                          kind: str = "this run") -> None:
     """Refuse, before the model is loaded and without writing anything, a folder whose
     ``config.json`` records other values for any key of ``settings`` (the part of the config that
-    needs no model; :func:`check_or_write_config` checks the whole of it later).
+    needs no model; :func:`check_or_write_config` checks the whole of it later), or that holds
+    another kind of run's records (``records``, ``kind``: as there).
 
     Raises:
         ValueError: names the settings that differ and ``arg``, as :func:`check_or_write_config`.
@@ -295,6 +312,7 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir") -> None:
     cfg_path = Path(out) / CONFIG_FILE
     results = holds_results(out)
     _refuse_results_without_config(out, arg, results)
+    _refuse_other_records(out, arg, results, records, kind)
     if not cfg_path.is_file() or not results:
         return
     old = json.loads(cfg_path.read_text(encoding="utf-8"))

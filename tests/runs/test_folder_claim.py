@@ -107,3 +107,23 @@ def test_a_folder_in_use_is_refused_before_the_model_is_loaded(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_folder_of_another_kind_of_run_is_named_as_such(tmp_path, capsys):
+    """--out at an evaluate folder from attribute-dataset (and the reverse) says whose records it
+    holds; it listed every setting of the other command as a difference."""
+    from aieg_fast import cli
+
+    rows = tmp_path / "d.jsonl"
+    rows.write_text('{"text": "a fine film"}\n')
+    for name, records in (("ev", "records.jsonl"), ("ad", "attributions.jsonl")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text('{"topk": 0.2}')
+        (tmp_path / name / records).write_text('{"id": 0}\n')
+    assert cli.main(["attribute-dataset", str(rows), "--out", str(tmp_path / "ev"), "--method", "saliency"]) == 2
+    assert "holds the records of another kind of run (records.jsonl), not attributions.jsonl as attribute_dataset writes" \
+        in capsys.readouterr().err
+    for argv in (["--methods", "saliency"], ["--dataset", str(rows), "--methods", "saliency"], ["--dataset", "longra"]):
+        assert cli.main(["evaluate", *argv, "--out", str(tmp_path / "ad")]) == 2
+        assert "holds the records of another kind of run (attributions.jsonl), not records.jsonl as an evaluation writes" \
+            in capsys.readouterr().err
