@@ -82,8 +82,9 @@ def run(args) -> int:
         args.data, args.out, args.model, method=args.method, options=dict(args.option or []), text_column=args.text_column,
         target_column=args.target_column, contrast_column=args.contrast_column, template_column=args.template_column,
         id_column=args.id_column, target_is_id=args.target_is_id, template=template, target_fn=target_fn, label_set=labels,
-        n_steps=DEFAULT_N_STEPS if args.n_steps is None else args.n_steps, batch_size=args.batch_size, internal_batch_size=args.internal_batch_size, baseline=args.baseline,
-        backend=args.backend, limit=args.limit, parquet=args.parquet, progress=not args.no_progress, **placement(args),
+        n_steps=DEFAULT_N_STEPS if args.n_steps is None else args.n_steps, batch_size=args.batch_size,
+        internal_batch_size=args.internal_batch_size, baseline=args.baseline, backend=args.backend, limit=args.limit,
+        parquet=args.parquet, progress=not args.no_progress, **placement(args),
     )
     if res is None or not _is_main():
         return 0
