@@ -28,12 +28,14 @@ DEFAULT_N_STEPS = 50
 
 def check_int(name: str, value, minimum: int, maximum: Optional[int] = None, *, optional: bool = False) -> None:
     """Raise ValueError unless ``value`` is an int (not bool) ≥ ``minimum`` (and ≤ ``maximum``), or
-    None where ``optional``."""
+    None where ``optional``; ``minimum=1`` without ``maximum`` reads "a positive int", as
+    :func:`check_positive_int`."""
     if optional and value is None:
         return
     none = " or None" if optional else ""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}{none}, got {value!r}")
+        what = "a positive int" if minimum == 1 and maximum is None else f"an int >= {minimum}"
+        raise ValueError(f"{name} must be {what}{none}, got {value!r}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be an int in [{minimum}, {maximum}]{none}, got {value!r}")
 
@@ -45,10 +47,7 @@ def check_positive_int(name: str, value, *, optional: bool = False):
         ValueError: ``value`` is not an int ≥ 1 (bools are refused), nor None where ``optional``;
             the message names ``name`` and the value.
     """
-    if optional and value is None:
-        return value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
+    check_int(name, value, 1, optional=optional)
     return value
 
 

@@ -57,7 +57,7 @@ def _check_plot_args(attr, ax, figsize, wrap) -> None:
     from matplotlib.axes import Axes
 
     if wrap is not None and (isinstance(wrap, bool) or not isinstance(wrap, int) or wrap < 1):
-        raise ValueError(f"wrap must be an int >= 1 (cells per row) or None, got {wrap!r}")
+        raise ValueError(f"wrap must be a positive int (cells per row) or None, got {wrap!r}")
     if wrap is not None and attr.scores.dim() == 2:
         raise ValueError("wrap applies to a 1-D result's strip; a generation result is a matrix (pass wrap=None)")
     if ax is not None and not isinstance(ax, Axes):

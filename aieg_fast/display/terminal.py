@@ -57,7 +57,7 @@ def _painter(console: Console):
 
 
 def _check_view(words, top_k) -> None:
-    """The checks :func:`show` and :class:`Heatmap` share: ``words`` a bool, ``top_k`` an int >= 1."""
+    """The checks :func:`show` and :class:`Heatmap` share: ``words`` a bool, ``top_k`` a positive int."""
     check_bool("words", words)
     check_int("top_k", top_k, 1)
 

@@ -87,7 +87,7 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
                                                                "'integrated_decision_gradients', 'aieg'] do)"),
     (["the movie", "--generate", "2", "--n-steps", "auto"], "--n-steps auto: not with --generate"),
     (["the movie", "--internal-batch-size", "0"], "--internal-batch-size"),
-    (["the movie", "--n-baseline-samples", "0"], "--n-baseline-samples must be an int >= 1, got 0"),
+    (["the movie", "--n-baseline-samples", "0"], "--n-baseline-samples must be a positive int, got 0"),
     (["the movie", "--alpha-start", "-0.5"], "--alpha-start must be in [0, 1) (the path runs from it to 1), got -0.5"),
     (["the movie", "--alpha-start", "nan"], "--alpha-start must be in [0, 1)"),
 ])

@@ -167,8 +167,8 @@ def test_plot_draws_infinite_scores_at_the_ends_of_the_scale():
 def test_heatmap_checks_its_arguments():
     """``Heatmap`` refused nothing (``top_k=-2`` showed 3 entries, ``words="no"`` the word view)."""
     res = _gen()
-    for kw, msg in (({"top_k": 0}, "top_k must be an int >= 1, got 0"), ({"top_k": -2}, "top_k must be an int >= 1, got -2"),
-                    ({"top_k": 2.5}, "top_k must be an int >= 1, got 2.5"), ({"words": "no"}, "words must be True or False, got 'no'")):
+    for kw, msg in (({"top_k": 0}, "top_k must be a positive int, got 0"), ({"top_k": -2}, "top_k must be a positive int, got -2"),
+                    ({"top_k": 2.5}, "top_k must be a positive int, got 2.5"), ({"words": "no"}, "words must be True or False, got 'no'")):
         with pytest.raises(ValueError, match=re.escape(msg)):
             Heatmap(res, **kw)
     assert "<-" in "".join(seg.text for seg in Console(file=io.StringIO(), width=80).render(Heatmap(res, words=False, top_k=2)))

@@ -400,9 +400,9 @@ def test_view_arguments_are_checked():
     for bad in (0, -5, 19, 2.5, "80"):
         with pytest.raises(ValueError, match=rf"width must be an int >= 20 or None, got {bad!r}"):
             res.show(file=io.StringIO(), width=bad)
-    with pytest.raises(ValueError, match=r"top_k must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"top_k must be a positive int, got 0"):
         res.show(file=io.StringIO(), top_k=0)
-    with pytest.raises(ValueError, match=r"k must be an int >= 1, got -1"):
+    with pytest.raises(ValueError, match=r"k must be a positive int, got -1"):
         res.top_tokens(-1)
     assert len(res.top_tokens(2)) == 2
     with pytest.raises(ValueError, match=r"row applies to a generation result .* got row=0"):
@@ -546,7 +546,7 @@ def test_long_strip_wraps_into_labelled_rows_and_wide_matrix_thins_labels(tiny_g
     assert long.plot(words=False, wrap=7).axes[0].images[0].get_array().shape == (-(-n // 7), 7)
     assert _result().plot(words=False).axes[0].images[0].get_array().shape == (1, len(_result().tokens))
     for bad in (0, 2.5, True, "30"):
-        with pytest.raises(ValueError, match="wrap must be an int >= 1"):
+        with pytest.raises(ValueError, match="wrap must be a positive int"):
             long.plot(wrap=bad)
     tok = tiny_gpt2.tokenizer
     wide = aieg_fast.load_model(GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=len(tok), n_positions=300)).eval(), tok)

@@ -27,7 +27,7 @@ KW = dict(n_steps=4, n_samples=1, pis=(0.5,), progress=False, plot=False, labels
     ("integrated_gradients:baseline=99999", None, r"methods: 'integrated_gradients:baseline=99999': baseline token id must be in \[0, \d+\), got 99999"),
     ("occlusion:baseline=-3", None, r"baseline token id must be >= 0, got -3"),
     ("integrated_gradients:alpha_range=2", None, r"alpha_range must be"),
-    ("integrated_gradients:n_baseline_samples=0", None, r"n_baseline_samples must be an int >= 1"),
+    ("integrated_gradients:n_baseline_samples=0", None, r"n_baseline_samples must be a positive int"),
     ("integrated_gradients", {"integrated_gradients": {"baseline": "zero"}},
      r"unknown option\(s\) \['baseline'\]; .* \(baseline: a call setting, given in the method spec, e.g. integrated_gradients:baseline=...\)"),
 ])

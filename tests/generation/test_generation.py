@@ -175,9 +175,9 @@ def test_json_roundtrip_and_display(tmp_path, tiny_llama):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(prompt=PROMPT, max_new_tokens=0), r"max_new_tokens must be an int >= 1, got 0"),
-        (dict(prompt=PROMPT, max_new_tokens=-3), r"max_new_tokens must be an int >= 1, got -3"),
-        (dict(prompt=PROMPT, max_new_tokens=2.5), r"max_new_tokens must be an int >= 1"),
+        (dict(prompt=PROMPT, max_new_tokens=0), r"max_new_tokens must be a positive int, got 0"),
+        (dict(prompt=PROMPT, max_new_tokens=-3), r"max_new_tokens must be a positive int, got -3"),
+        (dict(prompt=PROMPT, max_new_tokens=2.5), r"max_new_tokens must be a positive int"),
         (dict(prompt=""), r"text is empty"),
         (dict(prompt="   "), r"text is empty"),
         (dict(prompt=PROMPT, generated_text=""), r"generated_text is empty"),

@@ -127,7 +127,7 @@ def test_predict_and_label_probs(tiny_gpt2, monkeypatch):
     assert len(top) == 3 and [t[2] for t in top] == sorted((t[2] for t in top), reverse=True)
     _no_forward(tiny_gpt2, monkeypatch)
     for bad in (0, -2, 1.5, True):
-        with pytest.raises(ValueError, match=rf"top_k must be an int >= 1, got {bad!r}"):
+        with pytest.raises(ValueError, match=rf"top_k must be a positive int, got {bad!r}"):
             tiny_gpt2.predict(TEXT, top_k=bad)
 
 
