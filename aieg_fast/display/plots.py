@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 from ..core.validation import check_bool
+from .fonts import label_fonts
 from .scale import grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target
 
@@ -109,7 +111,13 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     Returns:
         matplotlib.figure.Figure.
 
-    Token texts are drawn as typed (``$`` does not start matplotlib's math text).
+    Token texts are drawn as typed (``$`` does not start matplotlib's math text). Characters the
+    default font lacks (Chinese, Japanese, Korean, emoji, ...) are drawn with an installed font
+    of :data:`~aieg_fast.display.fonts.FALLBACK_FONTS` that has them; right-to-left scripts
+    are drawn unshaped, in reading order left to right (matplotlib has no bidirectional layout).
+
+    Warns:
+        UserWarning: once, naming the characters no installed font draws (they show as boxes).
 
     Raises:
         ValueError: ``words`` not a bool; ``wrap`` not an int ≥ 1, or given for a generation result;
@@ -119,6 +127,19 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     """
     check_bool("words", words)
     _check_plot_args(attr, ax, figsize, wrap)
+    import matplotlib
+
+    families, missing = label_fonts(attr.token_labels() + [_title(attr)])
+    if missing:
+        warnings.warn(f"plot: no installed font draws {len(missing)} character(s) of the labels ({missing[:20]!r}); they show "
+                      "as boxes. Install a font that has them (e.g. Noto Sans CJK for Chinese, Japanese and Korean)",
+                      UserWarning, stacklevel=2)
+    with matplotlib.rc_context({"font.family": families} if families else {}):
+        return _plot(attr, words, ax, figsize, wrap)
+
+
+def _plot(attr, words: bool, ax, figsize, wrap):
+    """:func:`plot` once its arguments are checked and the label fonts chosen."""
     import numpy as np
 
     if attr.scores.dim() == 2:

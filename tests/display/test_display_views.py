@@ -434,6 +434,36 @@ def test_view_flags_must_be_bools():
             call()
 
 
+def test_plot_labels_fall_back_to_a_font_that_draws_them(tmp_path):
+    """A character the default font lacks is drawn with an installed fallback font (here
+    STIXGeneral, shipped with matplotlib, for a Fraktur letter); one that no installed font draws
+    is named once. Before, every label used the default font alone (boxes for CJK)."""
+    import warnings
+
+    import matplotlib
+
+    from aieg_fast.display.fonts import label_fonts
+
+    matplotlib.use("Agg")
+
+    def result(first):
+        return aieg_fast.Attribution(tokens=[first, " is", " good"], token_ids=[1, 2, 3], scores=torch.tensor([0.1, -0.2, 0.3]),
+                                     method="saliency", target={"kind": "token", "id": 5, "text": " fine"}, model="m")
+
+    assert label_fonts(["plain text"]) == (None, "")
+    plain = result("a").plot()
+    assert "STIXGeneral" not in plain.axes[0].get_xticklabels()[0].get_fontfamily()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no warning of ours: a font draws it
+        fig = result("\U0001d504").plot()
+    assert fig.axes[0].get_xticklabels()[0].get_fontfamily()[-1] == "STIXGeneral"
+    fig.savefig(tmp_path / "f.png")
+    if label_fonts(["\u732b"])[1] != "\u732b":
+        pytest.skip("a CJK font is installed here")
+    with pytest.warns(UserWarning, match=r"no installed font draws 1 character\(s\) of the labels \('\u732b'\)"):
+        result("\u732b").plot().savefig(tmp_path / "c.png")
+
+
 def test_plot_draws_dollar_signs_as_typed(tmp_path):
     """Tokens with ``$...$`` (LaTeX in the prompt) are drawn as typed, not parsed as math text
     (which raised for ``$$E=mc^2$$``)."""
