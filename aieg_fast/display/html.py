@@ -60,7 +60,7 @@ def _legend(attr, scale, words: bool) -> str:
     if attr.scores.dim() == 2:
         parts.append(f"generation of {attr.scores.shape[0]} tokens")
     else:
-        parts.append(f"target <b>{_esc(describe_target(attr))}</b>")
+        parts.append(f"target <b><bdi>{_esc(describe_target(attr))}</bdi></b>")  # bdi: a right-to-left target stays in place
     prob = target_probability(attr)
     if prob is not None:
         parts.append(f"p(target) = {prob:.3g}")
@@ -100,7 +100,8 @@ def _strip_html(attr, words: bool, values: bool) -> str:
         title = f"{v:+.4g}" if not math.isnan(v) else "no score"
         val = f'<sub class="aieg-v">{v:+.2g}</sub>' if values and not math.isnan(v) else ""
         spans.append(f'<span class="aieg-w" title="{title}" style="{_style(scale, v)}">{text}{val}</span>')
-    return _wrap(attr, scale, f'<div class="aieg-text">{" ".join(spans)}</div>', words)
+    # dir="auto": a right-to-left text (Arabic, Hebrew) is laid out from the right, as it is read
+    return _wrap(attr, scale, f'<div class="aieg-text" dir="auto">{" ".join(spans)}</div>', words)
 
 
 def _grid_html(attr, words: bool, values: bool) -> str:
@@ -129,7 +130,7 @@ def _grid_html(attr, words: bool, values: bool) -> str:
         trs.append(f"<tr><th>{head_cell}</th>{''.join(cells)}</tr>")
     gen = _esc(str(attr.info.get("generated_text", "")))
     prompt = _esc(str(attr.info.get("prompt", "")))
-    intro = f'<div class="aieg-legend">prompt: <b>{prompt}</b> · generated: <b>{gen}</b></div>'
+    intro = f'<div class="aieg-legend">prompt: <b><bdi>{prompt}</bdi></b> · generated: <b><bdi>{gen}</bdi></b></div>'
     return _wrap(attr, scale, f'{intro}<div class="aieg-scroll"><table>{"".join(trs)}</table></div>', words)
 
 

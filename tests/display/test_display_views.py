@@ -434,6 +434,17 @@ def test_view_flags_must_be_bools():
             call()
 
 
+def test_html_lays_out_right_to_left_text_from_the_right(gen):
+    """The text of a 1-D result takes its direction from its first strong character (dir="auto"),
+    and the target, prompt and generated text of the legends are isolated (<bdi>), so a Hebrew or
+    Arabic text reads from the right and does not reorder the legend around it."""
+    res = _result()
+    res.target = {"kind": "token", "id": 5, "text": " \u05d8\u05d5\u05d1"}
+    html = res.to_html()
+    assert '<div class="aieg-text" dir="auto">' in html and "<bdi>&#x27; \u05d8\u05d5\u05d1&#x27;</bdi>" in html
+    assert "prompt: <b><bdi>" in gen.to_html() and "generated: <b><bdi>" in gen.to_html()
+
+
 def test_plot_labels_fall_back_to_a_font_that_draws_them(tmp_path):
     """A character the default font lacks is drawn with an installed fallback font (here
     STIXGeneral, shipped with matplotlib, for a Fraktur letter); one that no installed font draws
