@@ -71,7 +71,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         with _sigterm_interrupts():
             return args.fn(args)
     except (ValueError, TypeError, RuntimeError, OSError) as err:
-        print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}", file=sys.stderr)
+        if getattr(err, "reported_by", None) is None:  # under torchrun: printed by the rank that found it
+            print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         resumable = args.cmd in ("evaluate", "attribute-dataset")

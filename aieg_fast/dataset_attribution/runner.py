@@ -353,7 +353,7 @@ def attribute_dataset(
     record_former_setting(out_dir, "option_values", _former_option_values)  # a folder from before option_values
     check_recorded_config(out_dir, _settings(s, text_column, target_is_id), records=RECORDS_FILE,  # before the model is loaded
                           kind="attribute_dataset")
-    with made_folder(out_dir) as out, start(distributed) as procs:  # a refused run leaves no new folder
+    with start(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
         ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         m = get_method(s.method)
         check_model(m, m.options(**s.options), ex.adapter)

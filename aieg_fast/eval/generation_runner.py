@@ -499,7 +499,7 @@ def evaluate_generation(
     gen = dict(n_new_tokens=n_new_tokens, teacher_forced=bool(teacher_forced), interpolate_generated=bool(interpolate_generated))
     check_recorded_config(out_dir, dict(settings_config(dataset, metrics, **kw), template=template, labels=[], task="generation",
                                         **gen), records=RECORDS_FILE, kind="an evaluation")  # refused before the model loads
-    with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
+    with start_processes(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         if ex.adapter.kind != "causal_lm":
             raise ValueError("model: evaluate_generation needs a causal language model, not a classification head")

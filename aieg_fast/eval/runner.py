@@ -509,7 +509,7 @@ def evaluate(
     kw = dict(max_tokens=max_tokens, seed=seed, topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, ties=ties,
               normalise=normalise, method_options=method_options, soft_maps=tuple(soft_maps), target_fn=target_fn, topk_sweep=topk_sweep)
     check_recorded_config(out_dir, settings_config(dataset, metrics, **kw), records=RECORDS_FILE, kind="an evaluation")
-    with made_folder(out_dir) as out, start_processes(distributed) as procs:  # a refused run leaves no new folder
+    with start_processes(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, spec, template, labels)
         check_models(ex, specs, method_options, CONTROLS)

@@ -82,16 +82,22 @@ class Dist:
 
     def check(self, error: Optional[BaseException]) -> None:
         """Raise on every process when one of them got ``error`` (a collective call: every
-        process must make it). A ValueError / TypeError is raised again as such (bad input,
-        found by one process, is bad input for all); anything else as a RuntimeError naming the
-        rank."""
+        process must make it): the error of the lowest rank that got one, that process's own
+        exception there and a copy elsewhere, whose ``reported_by`` attribute is that rank (a
+        command prints the error once, on the rank that found it). A ValueError / TypeError is
+        raised again as such (bad input, found by one process, is bad input for all); anything
+        else as a RuntimeError naming the rank."""
         errs = self.gather(None if error is None else (type(error).__name__, str(error)))
-        if error is not None:
+        first = next((rank for rank, e in enumerate(errs) if e is not None), None)
+        if first is None:
+            return
+        if first == self.rank:
             raise error
-        for rank, e in enumerate(errs):
-            if e is not None:
-                cls = {"ValueError": ValueError, "TypeError": TypeError}.get(e[0], RuntimeError)
-                raise cls(e[1] if cls is not RuntimeError else f"rank {rank}: {e[0]}: {e[1]}")
+        name, text = errs[first]
+        cls = {"ValueError": ValueError, "TypeError": TypeError}.get(name, RuntimeError)
+        copy = cls(text if cls is not RuntimeError else f"rank {first}: {name}: {text}")
+        copy.reported_by = first
+        raise copy
 
     def close(self, sync: bool = True) -> None:
         """Destroy the group this object made. With ``sync``, first wait for every process:

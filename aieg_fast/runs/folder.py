@@ -234,27 +234,45 @@ def record_former_setting(out, key: str, former: Callable[[dict], Any]) -> None:
 
 
 @contextlib.contextmanager
-def made_folder(out_dir, arg: str = "out_dir") -> Iterator[Path]:
+def made_folder(out_dir, arg: str = "out_dir", procs=None) -> Iterator[Path]:
     """:func:`writable_folder` for a ``with`` block: a folder this call created is removed again
     (when still empty) if the block raises, so a run refused after its folder was made (a model
     that does not load, a label of several tokens) leaves nothing behind. The folder is held
-    (:func:`claim_folder`) from the start of the block, by the only process or torchrun's rank 0
-    (``RANK``), so a folder in use is refused before a model is loaded.
+    (:func:`claim_folder`) from the start of the block, by the only process or torchrun's rank 0,
+    so a folder in use is refused before a model is loaded.
+
+    ``procs``: the run's processes (a :class:`~aieg_fast.runs.distributed.Dist`, started before
+    this block). Rank 0 alone makes and holds the folder, and removes it (with its lock) when
+    it made it; its refusal is raised on every process at once. Without ``procs`` (None), every
+    process makes the folder, ``RANK`` says which one holds it, and the others learn of a
+    refusal only when torchrun stops them.
 
     Raises:
-        ValueError: as :func:`writable_folder` and :func:`claim_folder`.
+        ValueError: as :func:`writable_folder` and :func:`claim_folder` (on every process with ``procs``).
     """
-    fresh = not Path(out_dir).exists()
-    out = writable_folder(out_dir, arg)
+    main = procs.main if procs is not None else os.environ.get("RANK", "0") == "0"
+    makes = main or procs is None
+    fresh = makes and not Path(out_dir).exists()
+    out = None
     try:
-        if os.environ.get("RANK", "0") == "0":
-            claim_folder(out, arg)
+        error = None
+        try:
+            out = writable_folder(out_dir, arg) if makes else Path(out_dir)
+            if main:
+                claim_folder(out, arg)
+        except ValueError as err:
+            error = err
+        if procs is not None:
+            procs.check(error)  # the folder exists for every process from here on
+        elif error is not None:
+            raise error
         yield out
     except BaseException:
-        _release(out, remove=fresh)
-        if fresh:
-            with contextlib.suppress(OSError):  # rmdir removes only an empty folder
-                out.rmdir()
+        if out is not None:
+            _release(out, remove=fresh)
+            if fresh:
+                with contextlib.suppress(OSError):  # rmdir removes only an empty folder
+                    out.rmdir()
         raise
     _release(out, remove=False)
 

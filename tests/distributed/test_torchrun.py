@@ -51,10 +51,13 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-def _torchrun(*args, nproc=2):
+def _torchrun(*args, nproc=2, ok=True):
+    """stdout of the launch (``ok``: which must succeed), else the finished process."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), *args]
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if not ok:
+        return out
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     return out.stdout
 
@@ -92,6 +95,35 @@ def test_attribute_dataset_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     assert "8 example(s): 4 computed now, 4 done before, on 2 processes" in said
     assert _records(resumed) == one
     assert (resumed / "parts" / "attributions.rank00001.jsonl.torn").read_text() == lines[4][:30] + "\n"
+
+
+def test_a_refused_parallel_run_says_so_once_and_leaves_no_folder(tiny_gpt2_dir, tmp_path):
+    """A folder in use: rank 0's refusal reaches rank 1 through the group (rank 1 sat in the
+    group's start until torchrun killed it, 30 s later: "Unable to shutdown process"). A run
+    refused after the model loads leaves no new folder whichever rank made it (rank 0's lock
+    kept one when rank 1 had made it). Each error is printed once."""
+    import fcntl
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2] + [{"text": "fine", "target": " good bad"}]),
+                    encoding="utf-8")
+    args = ["-m", "aieg_fast.cli", "attribute-dataset", str(data), "--model", str(tiny_gpt2_dir), "--method", "saliency",
+            "--no-progress"]
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    fd = os.open(busy / ".lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as another run holds it
+        out = _torchrun(*args, "--limit", "2", "--out", str(busy), ok=False)
+    finally:
+        os.close(fd)
+    assert out.returncode != 0 and out.stderr.count("is in use by another run") == 1, out.stderr[-3000:]
+    assert "Unable to shutdown" not in out.stderr
+    for attempt in range(2):  # which rank makes the folder first varies
+        fresh = tmp_path / f"fresh{attempt}"
+        out = _torchrun(*args, "--out", str(fresh), ok=False)
+        assert out.returncode != 0 and out.stderr.count("is not a single token") == 1, out.stderr[-3000:]
+        assert not fresh.exists()
 
 
 EVAL_SCRIPT = """
