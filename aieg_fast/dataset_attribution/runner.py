@@ -24,7 +24,9 @@ appended a batch at a time and flushed to the disk; a last line cut by a hard ki
 the file (its bytes kept in ``attributions.jsonl.torn``) and its examples computed again
 (:mod:`aieg_fast.runs.records`). Batches are fixed by the data (``batch_size`` consecutive
 examples with the same template and contrast kind), so a resumed or parallel run computes each
-example in the batch a single uninterrupted run would.
+example in the batch a single uninterrupted run would (``limit`` changes the data: a run with a
+limit that ends inside a batch computes that batch short, and a later run without it computes the
+rest of the batch apart).
 
 Data parallel: under ``torchrun --nproc-per-node N`` the batches are dealt to the processes
 (batch k to rank k mod N); each appends to ``parts/attributions.rank<N>.jsonl``; rank 0 merges
