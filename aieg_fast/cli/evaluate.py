@@ -222,7 +222,9 @@ def run(args) -> int:
         return _run_task(args, task)
     except ValueError as err:
         refused = True  # its settings were not run: command.json keeps those of the run in the folder
-        raise ValueError(as_options(str(err))) from None
+        named = ValueError(as_options(str(err)))
+        named.reported_by = getattr(err, "reported_by", None)  # under torchrun: printed once (cli.main)
+        raise named from None
     except (TypeError, FileNotFoundError):
         refused = True
         raise

@@ -1,5 +1,5 @@
 """Fonts for the plots' labels: matplotlib draws every label in one font (DejaVu Sans by default),
-which has no Chinese, Japanese or Korean characters and no emoji. :func:`label_fonts` adds the
+which has no Chinese, Japanese or Korean characters. :func:`label_fonts` adds the
 installed fonts of :data:`FALLBACK_FONTS` that draw the characters the default font lacks
 (matplotlib falls back from one family of ``font.family`` to the next, glyph by glyph) and says
 which characters no installed font draws."""

@@ -115,10 +115,13 @@ def test_a_refused_parallel_run_says_so_once_and_leaves_no_folder(tiny_gpt2_dir,
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # as another run holds it
         out = _torchrun(*args, "--limit", "2", "--out", str(busy), ok=False)
+        ev = _torchrun("-m", "aieg_fast.cli", "evaluate", "--model", str(tiny_gpt2_dir), "--methods", "saliency",
+                       "--n-examples", "2", "--no-progress", "--out", str(busy), ok=False)
     finally:
         os.close(fd)
-    assert out.returncode != 0 and out.stderr.count("is in use by another run") == 1, out.stderr[-3000:]
-    assert "Unable to shutdown" not in out.stderr
+    for out in (out, ev):
+        assert out.returncode != 0 and out.stderr.count("is in use by another run") == 1, out.stderr[-3000:]
+        assert "Unable to shutdown" not in out.stderr
     for attempt in range(2):  # which rank makes the folder first varies
         fresh = tmp_path / f"fresh{attempt}"
         out = _torchrun(*args, "--out", str(fresh), ok=False)
