@@ -224,7 +224,7 @@ def _check_before_loading(args, text, options) -> None:
     check_option_names(options, CALL_SETTINGS)
     m = get_method(args.method)
     n_steps = _n_steps(args)
-    check_call_settings(n_steps, args.backend, args.tolerance, args.max_steps, auto_ok=args.generate is None)
+    check_call_settings(n_steps, args.backend, args.tolerance, args.max_steps)  # 'auto' with --generate: _input_error
     m.check_steps(m.options(**options), n_steps)
     check_chunk_settings(args.internal_batch_size, None)
     check_int("n_baseline_samples", args.n_baseline_samples, 1)

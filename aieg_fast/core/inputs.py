@@ -134,9 +134,9 @@ def as_id_list(value, name: str):
 
 
 def per_text_ids(value, name: str):
-    """``value`` as a list of ints when it is a 1-D tensor or numpy array of several elements
-    (one id per text, as a list of ints is); anything else as it is (a scalar, a one-element
-    tensor: one id for every text).
+    """``value`` as a list of ints when it is a 1-D tensor or numpy array of several integer token
+    ids, Tensor[B] (one id per text, as a list of ints is); anything else as it is (a scalar, a
+    one-element tensor: one id for every text).
 
     Raises:
         TypeError: such a tensor / array that does not hold integer ids (names ``name``).

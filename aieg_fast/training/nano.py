@@ -98,7 +98,7 @@ def _data_files(train_file, dev_file, data_dir) -> Tuple[Path, Path]:
     shipped copy. FileNotFoundError names what is missing and how to point to it."""
     train_spec, dev_spec = DATASETS["sst2-train"], DATASETS["sst2-dev"]
     folder = data_folder(data_dir)
-    given_train = train_file
+    from_folder = train_file is None and folder is not None  # the train file is the data folder's
     if train_file is None and folder is None:  # the copy shipped with the package (gzipped)
         train_file = SHIPPED_DATA_DIR / train_spec.shipped
     train_file = Path(train_file) if train_file is not None else folder / train_spec.file
@@ -106,7 +106,7 @@ def _data_files(train_file, dev_file, data_dir) -> Tuple[Path, Path]:
         in_folder = folder is not None and (folder / dev_spec.file).is_file()
         dev_file = folder / dev_spec.file if in_folder else dataset_path("sst2-dev")
     dev_file = Path(dev_file)
-    if given_train is None and folder is not None and not train_file.is_file():  # the folder is what was named
+    if from_folder and not train_file.is_file():  # the folder is what was named
         where = "holds no" if folder.is_dir() else "does not exist; it should hold"
         named = "data_dir" if data_dir is not None else "AIEG_FAST_DATA"
         raise FileNotFoundError(f"{named} {str(folder)!r} {where} {train_spec.file}; pass --data-dir DIR (or set "
