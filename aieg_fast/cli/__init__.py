@@ -23,18 +23,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
 from typing import List, Optional
 
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
+from ..runs import torchrun_world_size
 from .common import apply_config, as_flags
 
-__all__ = ["build_parser", "main", "COMMANDS"]
+__all__ = ["build_parser", "main", "COMMANDS", "RUN_COMMANDS"]
 
 #: the command modules, in the order of ``aieg-fast --help``.
 COMMANDS = (explain, verify, methods, info, evaluate, attribute_dataset, train_nano, train_sentiment)
+
+#: the commands that run over a dataset into a folder: resumable, and data parallel under
+#: torchrun (the others refuse it: each process would do all the work, into the same files).
+RUN_COMMANDS = ("evaluate", "attribute-dataset")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,10 +56,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run ``aieg-fast`` with ``argv`` (default: ``sys.argv[1:]``); the exit status.
 
     0 on success; 2 on an error (``error: ...`` on stderr: ValueError, TypeError,
-    RuntimeError, OSError) or bad arguments (argparse exits with 2); 130 when interrupted.
+    RuntimeError, OSError), bad arguments (argparse exits with 2) or a command other than
+    :data:`RUN_COMMANDS` under torchrun with ``WORLD_SIZE`` > 1; 130 when interrupted.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    if torchrun_world_size() > 1 and args.cmd not in RUN_COMMANDS:
+        if os.environ.get("RANK", "0") == "0":  # said once
+            print(f"error: aieg-fast {args.cmd} runs in one process: under torchrun (WORLD_SIZE={torchrun_world_size()}) "
+                  "each process would do all of its work, into the same files; start it without torchrun "
+                  f"(only {' and '.join(RUN_COMMANDS)} share their work between processes)", file=sys.stderr)
+        return 2
     if getattr(args, "config", None):
         try:
             args = apply_config(args, argv)
@@ -75,7 +88,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        resumable = args.cmd in ("evaluate", "attribute-dataset")
+        resumable = args.cmd in RUN_COMMANDS
         hint = " (finished examples are kept in the records; rerun the same command to resume)" if resumable else ""
         print(f"interrupted{hint}", file=sys.stderr)
         return 130

@@ -170,9 +170,11 @@ def _run_longra(args) -> int:
                           seed=args.seed, ks=args.ks, n_steps=args.n_steps, target_fn=args.target_fn,
                           reference=args.reference, data_dir=args.data_dir, progress=not args.no_progress,
                           method_options=args.method_options, **placement(args))
+    if res.get("rank", 0) != 0:  # under torchrun rank 0 reports
+        return 0
     print(res["summary_md"])
     print(f"computed {res['computed']} instance(s); {res['kept']} kept by the filter; results in {res['out_dir']}")
-    if not res["kept"] and res.get("rank", 0) == 0:
+    if not res["kept"]:
         print("error: no instance passed the filter, nothing was evaluated (the reasons are above)", file=sys.stderr)
         return 1
     return 0

@@ -51,14 +51,13 @@ from ..core.diagnostics import AttributionWarning
 from ..core.validation import check_placement
 from ..datasets import DATASETS, load_records
 from ..models import run_model_settings
-from ..runs import check_recorded_config, made_folder
+from ..runs import check_recorded_config, made_folder, rank_device, start as start_processes
 from .checks import check_method_options, check_models, check_n_steps, check_positive_int, check_seed, method_settings
-from .folder import prepare_folder
 from .longra_report import LONGRA_KS, summarise_longra
 from .metrics import CONTROLS, control_attribution
 from .records import RECORDS_FILE, append_record, read_records
 from .run_checks import check_methods
-from .runner import explainer_for
+from .runner import explainer_for, run_shards
 from .stats import REFERENCE_METHOD
 
 if TYPE_CHECKING:
@@ -221,10 +220,15 @@ def _instance(ex: "Explainer", rec: dict, kept: dict, methods: Sequence[str], sp
     return out
 
 
-def _loop(ex, data, done, methods, specs, settings, rec_path: Path, progress: bool) -> int:
-    """Filter and evaluate the instances not yet (fully) in the records; the count computed."""
-    todo = [r for r in data if "skipped" not in done.get(r["id"], {})
+def _todo(data, done, methods) -> list:
+    """The instances of ``data`` not yet (fully) in the records ``done``: neither filtered out
+    nor holding every method."""
+    return [r for r in data if "skipped" not in done.get(r["id"], {})
             and any(m not in done.get(r["id"], {}).get("methods", {}) for m in methods)]
+
+
+def _work(ex, todo, done, methods, specs, settings, rec_path: Path, progress: bool) -> int:
+    """Filter and evaluate the instances ``todo`` into ``rec_path``; the count computed."""
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -269,6 +273,7 @@ def evaluate_longra(
     device=None,
     dtype=None,
     device_map=None,
+    distributed: Optional[bool] = None,
 ) -> dict:
     """Run LongRA's ground-truth check (module docstring) on the first ``n`` instances.
 
@@ -289,12 +294,17 @@ def evaluate_longra(
         data_dir: evaluation data folder (default: ``$AIEG_FAST_DATA``, else the shipped copy).
         method_options: per-method options, e.g. ``{"aieg": {"ef_mode": "none"}}``.
         progress, plot: a progress bar; write ``longra_topk.png`` (needs matplotlib).
-        device, dtype, device_map: how the model is loaded (:func:`~aieg_fast.load_model`).
+        device, dtype, device_map: how the model is loaded (:func:`~aieg_fast.load_model`; not
+            with an Explainer); under torchrun ``"auto"`` / ``"cuda"`` = ``cuda:<LOCAL_RANK>``.
+        distributed: None: data parallel under ``torchrun`` (each process filters and evaluates
+            its share of the instances, rank 0 merges and reports, as :func:`~aieg_fast.eval.evaluate`);
+            False: one process.
 
     Returns:
         ``{"rows", "summary_md", "computed", "kept", "filtered", "out_dir", "plot"}``: the
         summary rows (method, metric, n, mean, CI, paired p-value), the instances computed in
-        this call, those the filter kept and the count per failed test.
+        this call (by all processes), those the filter kept and the count per failed test. Under
+        torchrun other ranks than 0 return no summary (``kept`` and ``filtered`` None) and ``"rank"``.
 
     Raises:
         ValueError: bad arguments (named), a dataset that is not a LongRA dataset, a malformed
@@ -315,14 +325,14 @@ def evaluate_longra(
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
     data = load_records(dataset, data_dir)
-    if len(data) < n:
-        print(f"note: {dataset} has {len(data)} instances; looking at {len(data)}, not n = {n}", file=sys.stderr)
-    data = data[:n]
+    looked_at, data = len(data), data[:n]
     settings = {"dataset": dataset, "task": "longra", "seed": seed, "n_steps": n_steps,
                 "target_fn": "logprob" if target_fn == "auto" else target_fn, "ks": ks, "method_options": method_options}
     check_recorded_config(out_dir, settings, records=RECORDS_FILE, kind="an evaluation")  # before the model loads
-    with made_folder(out_dir) as out:  # a run refused after this leaves no new folder
-        ex = explainer_for(model, device=device, dtype=dtype, device_map=device_map)
+    with start_processes(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
+        if looked_at < n and procs.main:
+            print(f"note: {dataset} has {looked_at} instances; looking at {looked_at}, not n = {n}", file=sys.stderr)
+        ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         check_models(ex, specs, method_options, CONTROLS)
         if ex.adapter.kind != "causal_lm":
             raise ValueError("model: LongRA needs a causal LM (it predicts the next word), got a classification head")
@@ -331,12 +341,13 @@ def evaluate_longra(
         dtype_now = next(ex.model.parameters()).dtype
         if dtype_now != torch.float32:
             config["dtype"] = str(dtype_now).replace("torch.", "")
-        err = prepare_folder(out, config, *method_settings(specs, method_options, CONTROLS))
-        if err is not None:
-            raise err
-        rec_path = out / RECORDS_FILE
-        computed = _loop(ex, data, read_records(rec_path), methods, specs, settings, rec_path, progress)
-        found = read_records(rec_path)
+        computed, _ = run_shards(procs, config, out, lambda done: _todo(data, done, methods),
+                                 lambda todo, done, path, show: _work(ex, todo, done, methods, specs, settings, path, show),
+                                 progress, method_settings(specs, method_options, CONTROLS))
+        if not procs.main:  # rank 0 merged the parts and reports
+            return {"rows": [], "summary_md": "", "plot": None, "kept": None, "filtered": None, "computed": computed,
+                    "out_dir": str(out), "rank": procs.rank}
+        found = read_records(out / RECORDS_FILE)
         records = [found[r["id"]] for r in data if r["id"] in found]
         res = summarise_longra(out, records, methods, config, reference, plot)
         return dict(res, computed=computed, out_dir=str(out))

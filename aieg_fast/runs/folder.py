@@ -242,22 +242,19 @@ def made_folder(out_dir, arg: str = "out_dir", procs=None) -> Iterator[Path]:
     so a folder in use is refused before a model is loaded.
 
     ``procs``: the run's processes (a :class:`~aieg_fast.runs.distributed.Dist`, started before
-    this block). Rank 0 alone makes and holds the folder, and removes it (with its lock) when
-    it made it; its refusal is raised on every process at once. Without ``procs`` (None), every
-    process makes the folder, ``RANK`` says which one holds it, and the others learn of a
-    refusal only when torchrun stops them.
+    this block; None: one process). Rank 0 alone makes and holds the folder, and removes it
+    (with its lock) when it made it; its refusal is raised on every process at once.
 
     Raises:
-        ValueError: as :func:`writable_folder` and :func:`claim_folder` (on every process with ``procs``).
+        ValueError: as :func:`writable_folder` and :func:`claim_folder` (on every process).
     """
-    main = procs.main if procs is not None else os.environ.get("RANK", "0") == "0"
-    makes = main or procs is None
-    fresh = makes and not Path(out_dir).exists()
+    main = procs is None or procs.main
+    fresh = main and not Path(out_dir).exists()
     out = None
     try:
         error = None
         try:
-            out = writable_folder(out_dir, arg) if makes else Path(out_dir)
+            out = writable_folder(out_dir, arg) if main else Path(out_dir)
             if main:
                 claim_folder(out, arg)
         except ValueError as err:

@@ -244,3 +244,19 @@ def test_option_names_leave_quoted_values_and_escapes_alone():
     # "or None" is the library's word for an argument left out; on the command line it is the option left out
     assert as_flags("n_steps must be a positive int or None, got 0", flags) == "--n-steps must be a positive int, got 0"
     assert as_flags("a value 'x or None' as typed", flags) == "a value 'x or None' as typed"
+
+
+@pytest.mark.parametrize("argv", [["explain", "the movie is good", "--model", "no-such-model"],
+                                  ["train-sentiment", "--out", "no-such-folder"], ["train-nano", "--out", "no-such-folder"]])
+def test_commands_that_run_in_one_process_refuse_torchrun(argv, tmp_path, monkeypatch, capsys):
+    """Under torchrun every process would train the same model into the same folder (or explain the
+    same text); a command that does not share its work says so once (rank 0), before any work."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        said = f"aieg-fast {argv[0]} runs in one process: under torchrun (WORLD_SIZE=2)"
+        assert (said in err) == (rank == "0") and err.count("error:") == (rank == "0"), err
+    assert not (tmp_path / "no-such-folder").exists()

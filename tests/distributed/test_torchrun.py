@@ -143,7 +143,7 @@ def _eval_records(folder):
     recs = [json.loads(line) for line in (folder / "records.jsonl").read_text(encoding="utf-8").splitlines()]
     for r in recs:
         for m in r.get("methods", {}).values():
-            m.pop("time_attribution_s"), m.pop("time_metrics_s")
+            m.pop("time_attribution_s"), m.pop("time_metrics_s", None)  # LongRA has no metric timing
     return recs
 
 
@@ -175,6 +175,52 @@ def test_evaluate_generation_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     _torchrun("-m", "aieg_fast.cli", *args, "--out", str(tmp_path / "two"))
     one, two = (_eval_records(tmp_path / d) for d in ("one", "two"))
     assert two == one and [r["id"] for r in one] == ["a"] * 4 + ["b"] + ["c"] * 4  # "b" is too long: skipped
+
+
+LONGRA_SCRIPT = """
+import json, sys
+import aieg_fast
+from aieg_fast.eval import evaluate_longra
+ex = aieg_fast.load_model(sys.argv[1])
+
+def predict(text, template=None, top_k=5):  # scripted answers: kept unless the prompt starts with "a film"
+    word = " bad" if text.startswith("a film") else " great"
+    return [(word, ex.tokenizer.encode(word, add_special_tokens=False)[0], 0.9)]
+
+ex.predict = predict
+res = evaluate_longra(ex, out_dir=sys.argv[2], data_dir=sys.argv[3], **json.loads(sys.argv[4]))
+print(json.dumps({"rank": res.get("rank", 0), "computed": res["computed"], "kept": res["kept"], "rows": len(res["rows"])}))
+"""
+
+
+def test_longra_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
+    """LongRA's run under torchrun: each process filters and evaluates its share, rank 0 merges
+    and reports (every process ran every instance into one records file, each one twice)."""
+    prompt = "the movie is good . (a terrible story) . the film was"
+    rows = [{"id": f"t{i}", "index": i, "prompt": prompt if i != 2 else prompt.replace("the movie", "a film"),
+             "target": "great", "reference": " great", "relative": "good", "distractor": "(a terrible story) ."} for i in range(5)]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "longra_full.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    kw = dict(dataset="longra", methods="saliency,integrated_gradients,random", n=5, n_steps=3, ks=[1, 2], progress=False,
+              plot=False)
+    script = tmp_path / "run_longra.py"
+    script.write_text(LONGRA_SCRIPT, encoding="utf-8")
+    for d in ("one", "two"):
+        said = _torchrun(str(script), str(tiny_gpt2_dir), str(tmp_path / d), str(data), json.dumps(kw), nproc=1 if d == "one" else 2)
+    reports = sorted((json.loads(m) for m in re.findall(r'\{"rank": [^{}]*\}', said)), key=lambda r: r["rank"])
+    assert [r["rank"] for r in reports] == [0, 1] and all(r["computed"] == 4 for r in reports)
+    assert reports[0]["kept"] == 4 and reports[1]["kept"] is None and reports[1]["rows"] == 0  # rank 0 summarises
+    one, two = (_eval_records(tmp_path / d) for d in ("one", "two"))
+    assert sorted(r["id"] for r in two) == [f"t{i}" for i in range(5)]  # each instance once
+    assert sorted(two, key=lambda r: r["id"]) == sorted(one, key=lambda r: r["id"])
+    assert (tmp_path / "two" / "summary.csv").read_text() == (tmp_path / "one" / "summary.csv").read_text()
+    assert not (tmp_path / "two" / "parts").exists()
+    # the command: rank 0 alone reports (here that the tiny model's 64 positions refuse every prompt)
+    out = _torchrun("-m", "aieg_fast.cli", "evaluate", "--model", str(tiny_gpt2_dir), "--dataset", "longra", "--n-examples", "2",
+                    "--methods", "saliency", "--n-steps", "2", "--no-progress", "--out", str(tmp_path / "cli"), ok=False)
+    assert out.returncode != 0 and out.stderr.count("error: no instance passed the filter") == 1, out.stderr[-3000:]
+    assert out.stdout.count("kept by the filter; results in") == 1, out.stdout
 
 
 def _torchrun_passes(args):
