@@ -52,7 +52,8 @@ class AIEGOptions(Options):
             code's leftover allocation and placement (§3.2; see
             :func:`aieg_fast.reference.adaptive_alphas`).
         ef_mode: ``"fd"`` (finite-difference logit increments, default), ``"autograd"``
-            (G_m·Δ slopes, IDG's original code), ``"none"`` (§6.5), ``"completeness"``
+            (G_m·Δ slopes at every sample, α_1 included, IDG's original code), ``"none"``
+            (§6.5), ``"completeness"``
             (issue 19's V8, a reconstruction: step m gets ω_m = clip(Δf_m/p_m, 0, 1)·g_m, the
             actual logit increment Δf_m = f_m − f_{m−1} over g_m = α_m − α_{m−1} against the
             gradient's prediction p_m = (G_m·Δ)·g_m, ω_1 = 0, no normalisation; where no step
@@ -60,7 +61,8 @@ class AIEGOptions(Options):
             grid (``adaptive=False``); the adaptive grid's samples are left ends of their
             sub-steps, so it stops at α_M = 1 − δ_M and that last sub-step is left out; see
             :func:`aieg_fast.reference.emphasis_factors`). ef_sign: ``"abs"``, ``"signed"``,
-            ``"relu"``, ``"minmax"``. ef_norm: ``"l1"`` or ``"none"``; left out (None), the
+            ``"relu"``, ``"minmax"`` (of the weights r_m·δ_m, not of the slopes r_m as the spec's
+            table writes: see :func:`aieg_fast.reference.emphasis_factors`). ef_norm: ``"l1"`` or ``"none"``; left out (None), the
             mode's own: ``"l1"``, and ``"none"`` for ``"completeness"`` (the options record the
             value used). ``"completeness"`` needs ``ef_sign="abs"`` (its weights are never
             negative), ``ef_norm="none"`` and ``stream_ef=True`` (its weights need the gradient

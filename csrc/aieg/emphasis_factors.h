@@ -24,19 +24,17 @@ struct EmphasisFactorsParams {
   EfNorm norm = EfNorm::L1;
 };
 
-// Raw weight w_i before the sign transform (all inputs finite).
+// Raw weight w_i before the sign transform (all inputs finite): Fd has no increment before the
+// first sample (r_0 = 0); Autograd's slopes are given at every sample, the first included.
 template <typename acc>
 AIEG_HOST_DEVICE inline acc ef_raw_weight(const acc* f, const acc* a, const acc* d, int64_t i, EfMode mode) {
   if (mode == EfMode::None) return d[i];
+  if (mode != EfMode::Fd) return f[i] * d[i];
   acc r = acc(0);
   if (i > 0) {
-    if (mode == EfMode::Fd) {
-      const acc da = a[i] - a[i - 1];
-      const acc df = f[i] - f[i - 1];
-      r = (da != acc(0)) ? df / da : acc(0);
-    } else {
-      r = f[i];
-    }
+    const acc da = a[i] - a[i - 1];
+    const acc df = f[i] - f[i - 1];
+    r = (da != acc(0)) ? df / da : acc(0);
   }
   return r * d[i];
 }

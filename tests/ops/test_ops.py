@@ -247,6 +247,25 @@ def test_emphasis_factors_property(data, setting, dtype):
 
 
 @pytest.mark.parametrize("backend", ["reference", pytest.param("ext", marks=requires_ext)])
+def test_emphasis_factors_autograd_weighs_every_sample(backend):
+    """mode="autograd" takes the slopes G_m·Δ at every sample, the first (α = 0) included, as IDG's
+    original code (specs/aieg.md §3.1, §6.5): w_m = r_m·δ_m. Only "fd" has no increment before α_1."""
+    r = torch.tensor([2.0, -1.0, 0.5, 3.0], dtype=torch.float64)
+    a = torch.tensor([0.0, 0.25, 0.5, 0.75], dtype=torch.float64)
+    d = torch.tensor([0.25, 0.25, 0.125, 0.375], dtype=torch.float64)
+    w = r * d
+    assert_same(ops.emphasis_factors(r, a, d, "autograd", "signed", "none", backend=backend), w / 4, rtol=1e-12, atol=0)
+    assert_same(ops.emphasis_factors(r, a, d, "autograd", "abs", "l1", backend=backend), w.abs() / w.abs().sum(),
+                rtol=1e-12, atol=0)
+    lo, hi = w.min(), w.max()  # minmax: the extrema over every weight, then EF_1 := 0
+    mm = (w - lo) / (hi - lo)
+    mm[0] = 0
+    assert_same(ops.emphasis_factors(r, a, d, "autograd", "minmax", "l1", backend=backend), mm / mm.sum(), rtol=1e-12, atol=0)
+    fd = ops.emphasis_factors(torch.tensor([0.0, 1.0, 1.5, 1.0], dtype=torch.float64), a, d, "fd", "signed", "none", backend=backend)
+    assert fd[0] == 0 and fd[1] == 4.0 * 0.25 / 4  # no increment before the first sample
+
+
+@pytest.mark.parametrize("backend", ["reference", pytest.param("ext", marks=requires_ext)])
 def test_emphasis_factors_completeness_cases(backend):
     """Hand-computed weights ω_m = clip(Δf_m / (s_m g_m), 0, 1)·g_m; the widths are not read."""
     a = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0, 1.0], dtype=torch.float64)
