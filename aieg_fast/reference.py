@@ -300,19 +300,14 @@ def emphasis_factors(
 
     Raw weights (``mode="fd"``, the default): w_1 = 0 and
     w_m = r_m·δ_m with r_m = (f_m − f_{m−1}) / (α_m − α_{m−1}) (r_m = 0 where α_m = α_{m−1}),
-    i.e. the logit increment since the previous sample. ``mode="autograd"``: ``path_logits``
-    holds the slopes r_m = G_m·Δ already (IDG's original code, §3.1) and w_m = r_m·δ_m at every
-    sample, the first one included (the original code takes ∂F/∂α at every α; only the finite
-    difference has no increment before α_1).
+    i.e. the logit increment since the previous sample. ``mode="autograd"``: ``path_logits`` holds
+    the slopes r_m = G_m·Δ (IDG's original code, §3.1), w_m = r_m·δ_m at every sample, α_1 included.
     ``mode="none"``: w_m = δ_m (plain IG weights on the same grid; ``sign`` is ignored).
 
     Sign (``sign``): ``"abs"`` |w| (default; keeps IG's sign convention, §6.5), ``"signed"`` w
-    (IDG semantics), ``"relu"`` max(w, 0), ``"minmax"`` (w − min w)/(max w − min w) with EF_1 := 0.
-    ``"minmax"`` rescales the weights w_m = r_m·δ_m, where the spec's table (§6.5) writes the
-    slopes r_m: a deliberate deviation. On the adaptive grid the samples crowd where the logit
-    moves, so a factor of r alone would count such a region once per sample on top of its slope
-    (the other signs weigh each sample by its step δ_m, as the integral does); on the uniform
-    grid (δ constant) the two are the same.
+    (IDG semantics), ``"relu"`` max(w, 0), ``"minmax"`` (w − min w)/(max w − min w), EF_1 := 0, of
+    w = r·δ, not r as the spec's table has it (deliberately: the adaptive grid crowds samples where
+    the logit moves, and r alone would count such a region once per sample; same on uniform grids).
 
     Normalisation (``norm``): ``"l1"`` w / Σ|w| (Σ EF = 1 for the non-negative signs), ``"none"``
     w / M (IDG's raw weights with its 1/M mean).

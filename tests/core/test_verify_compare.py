@@ -73,3 +73,44 @@ def test_verify_lists_methods_a_family_cannot_run_as_na(monkeypatch):
     rows = {line.split()[0]: line for line in buf.getvalue().splitlines()[2:]}
     assert "n/a (needs attention layers, which MambaForCausalLM has none)" in rows["attention"]
     assert rows["integrated_gradients"].endswith("ok")
+
+
+def test_within_tolerance_is_relative_to_the_largest_score():
+    """The tolerance scales with the scores: a 0.2 % error on scores of 1e-3 is a mismatch
+    (verify's former absolute 1e-4 let it through), NaN must sit at the same places."""
+    from aieg_fast.verify import within_tolerance
+
+    ref = torch.tensor([6e-3, -2e-3, 1e-3])
+    assert within_tolerance(ref, ref * (1 + 1e-6), 1e-5)
+    assert not within_tolerance(ref, ref * 1.002, 1e-5)
+    assert torch.allclose(ref, ref * 1.002, atol=1e-4, rtol=1e-3)  # what verify used to accept
+    assert within_tolerance(ref * 1e6, ref * 1e6 + 1e-3, 1e-5)  # the same relative size on large scores
+    nan = torch.tensor([float("nan"), 1.0])
+    assert within_tolerance(nan, nan.clone(), 1e-5) and not within_tolerance(nan, torch.tensor([0.0, 1.0]), 1e-5)
+    assert within_tolerance(torch.zeros(3), torch.zeros(3), 1e-5) and not within_tolerance(torch.zeros(3), torch.full((3,), 1e-12), 1e-5)
+
+
+@pytest.mark.parametrize("op, wrong, methods", [
+    ("integrate_gradients", "scaled", "integrated_gradients"),  # 0.1 % too large: within the former rtol
+    ("attention_gradient_product", "unweighted", "aieg"),  # only AIEG's path-attention reading (v3) reaches the weights
+])
+def test_verify_catches_a_slightly_wrong_kernel(tiny_gpt2_dir, op, wrong, methods):
+    """A CPU kernel replaced by a wrong one (through torch.library) must make verify fail; both
+    wrong kernels passed before (absolute tolerance, AIEG with its default reading only)."""
+    import io
+
+    from aieg_fast import ops, reference as R, verify as V
+
+    if ops.unavailable_reason("cpu", None) is not None:
+        pytest.skip("no CPU extension")
+    kernels = {"scaled": lambda g, w, d, reduce="sum": 1.001 * R.integrate_gradients(g, w, d, reduce),
+               "unweighted": lambda a, g=None, w=None, reduce="product_of_means": R.attention_gradient_product(a, g, None, reduce)}
+    buf = io.StringIO()
+    assert V.verify(str(tiny_gpt2_dir), methods=methods, n_steps=6, file=buf) == 0  # the real kernel agrees
+    lib = torch.library.Library("aieg_fast", "IMPL")
+    try:
+        lib.impl(op, kernels[wrong], "CPU", allow_override=True)
+        assert V.verify(str(tiny_gpt2_dir), methods=methods, n_steps=6, file=buf) == 1, buf.getvalue()
+    finally:
+        lib._destroy()
+    assert "MISMATCH" in buf.getvalue()
