@@ -64,9 +64,9 @@ class Explainer:
     Attributes:
         model: the ``transformers`` model. tokenizer: its tokenizer. name: model name / path.
         adapter (DecoderAdapter): architecture facts (layers, heads, output head).
-        ref_token_id (int): the baseline token (PAD, else EOS, else UNK, else 0; a token whose
-            embedding is all zeros is skipped). Pass ``ref_token_id=`` to :func:`load_model`
-            to choose another.
+        ref_token_id (int): the baseline token (PAD, else EOS, else UNK, skipping all-zero embeddings; else the
+            lowest id whose embedding is not all zeros; 0 with an ``AttributionWarning`` when every row is zero).
+            Pass ``ref_token_id=`` to :func:`load_model` to choose another.
         compile: the default of :meth:`attribute`'s ``compile`` (``load_model(compile=...)``).
         compiled_stacks (dict): backend name → its :class:`~aieg_fast.core.compiled.CompiledStack`
             (the compiled graphs, kept between calls).
@@ -392,14 +392,14 @@ class Explainer:
                 target must be one of them (None target: the most likely of them).
             contrast_target: a token (or class) c, or one per text: F = z_target − z_c
                 (p_target − p_c with ``target_fn="prob"``; Inseq's ``contrast_logits_diff``).
-            baseline: for integrated_gradients, integrated_decision_gradients and aieg (the path's
-                start), occlusion and heta (what replaces a masked token): None (the method's
-                default: the reference token ``ref_token_id``; ``"zero"`` for heta), ``"zero"``,
-                ``"mean"``, ``"unk"``, ``"pad"``, ``"eos"``, a token id, or a Tensor [d] / [L, d]
-                (:mod:`aieg_fast.core.baselines`). alpha_range: ``(α0, 1)``: integrate from x(α0).
-            n_baseline_samples: average over this many baselines x′ + σε (ε ~ N(0, 1), seeded by
-                ``seed`` and each text's token ids: the same draws alone or in any batch); ``baseline_noise``
-                = σ (default 0.1 × the RMS of each text's attributable input embeddings; recorded).
+            baseline: for integrated_gradients, integrated_decision_gradients and aieg (the path's start), occlusion
+                and heta (what replaces a masked token): None (the method's default: the reference token
+                ``ref_token_id``; ``"zero"`` for heta), ``"zero"``, ``"mean"``, ``"unk"``, ``"pad"``, ``"eos"``, a token
+                id, or a Tensor [d] / [L, d] in the space of ``model.get_input_embeddings()(ids)`` (HF's ``inputs_embeds``,
+                Gemma's √d scale included: the input's own gives x′ = x; :mod:`aieg_fast.core.baselines`).
+            alpha_range: ``(α0, 1)``: integrate from x(α0). n_baseline_samples: average over this many baselines x′ + σε
+                (ε ~ N(0, 1), seeded by ``seed`` and each text's token ids: the same draws alone or in any batch);
+                ``baseline_noise`` = σ in those units (default 0.1 × the RMS of each text's attributable embeddings; recorded).
             backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels. max_memory: memory
                 budget for the automatic internal batch size (bytes or "4GB"). padding_side:
                 ``"right"`` or ``"left"``. progress: a progress bar over the path points.
@@ -565,7 +565,7 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
         dtype: parameter dtype for models loaded by name: ``torch.float32`` (default),
             ``torch.bfloat16``, ``torch.float16`` or their names (the mixed-precision policy is in
             the README: the model runs in ``dtype``; F, the path sums and the scores are float32).
-        ref_token_id: baseline token id (default: PAD, else EOS, else UNK).
+        ref_token_id: baseline token id (default: ``Explainer.ref_token_id``'s rule, PAD, else EOS, else UNK).
         device_map: for a model larger than one device: ``"auto"`` (or another strategy of
             accelerate, or a dict {module name: device}) is passed to ``from_pretrained``, which
             places the blocks over the visible GPUs (then the CPU and disk, with

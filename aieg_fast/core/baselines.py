@@ -11,7 +11,11 @@ The path from the baseline to the input is x(α) = x′ + α (x − x′) at the
   embedding module, so models that scale embeddings are covered);
 * ``"unk"`` / ``"pad"`` / ``"eos"``: the tokenizer's special token of that name;
 * an int: that token id's embedding;
-* a Tensor [d] (every attributable position) or [L, d] (one row per token of the example).
+* a Tensor [d] (every attributable position) or [L, d] (one row per token of the example), in
+  the space of ``model.get_input_embeddings()(ids)`` (Hugging Face's ``inputs_embeds``) for every
+  family: passing the input's own embeddings gives x′ = x. Where the adapter works in an
+  unscaled table (Gemma: ``inputs_embeds`` = W[ids] · √hidden_size) the tensor is divided by
+  the adapter's ``inputs_embeds_scale`` here, the one place user embeddings enter.
 
 ``alpha_range=(α0, 1)`` starts the path at x(α0) instead of x′; since x(α) for α ∈ [α0, 1] is
 the straight path from x(α0) to x, this equals the baseline x′ + α0 (x − x′) (IG's integral over
@@ -20,7 +24,9 @@ the straight path from x(α0) to x, this equals the baseline x′ + α0 (x − x
 ``n_baseline_samples`` > 1 averages the attributions of that many baselines x′ + σ ε (ε standard
 normal, seeded), an expected-gradients-style smoothing (Erion et al. 2021, "Improving performance
 of deep learning models with axiomatic attribution priors and expected gradients"; here the
-distribution is noise around x′ rather than training examples).
+distribution is noise around x′ rather than training examples). σ (``baseline_noise``, and the
+σ results record) is in the same ``inputs_embeds`` units as a Tensor baseline; its default, 0.1 ×
+the RMS of the text's attributable input embeddings, is relative, so the same in any space.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ import torch
 from torch import Tensor
 
 from ..models import materialized
+from .diagnostics import warn
 from .validation import check_number
 
 __all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "row_noise", "shift_baseline"]
@@ -41,19 +48,33 @@ BASELINE_NAMES = ("reference", "zero", "mean", "unk", "pad", "eos")
 
 def default_ref_token(adapter, tokenizer) -> int:
     """The default reference token: PAD, else EOS, else UNK (DIG convention, specs/aieg.md
-    §6.3), skipping tokens whose embedding is all zeros; 0 when none qualifies.
+    §6.3), skipping tokens whose embedding is all zeros; when none qualifies, the lowest token
+    id whose embedding is not all zeros (0 unless that row is zero too).
 
-    A model initialised with ``padding_idx`` keeps an all-zero PAD embedding; with RMSNorm
-    (LLaMA) a zero baseline makes gradients explode near α = 0 (§6.3), so such a token is
-    passed over for the next candidate.
+    A model initialised with ``padding_idx`` keeps an all-zero PAD embedding (and EOS / UNK when
+    they share its id); with RMSNorm (LLaMA) a zero baseline makes gradients explode near α = 0
+    (§6.3), so such a token is passed over for the next candidate.
+
+    Returns:
+        the token id (int in [0, vocab)).
+
+    Warns:
+        AttributionWarning: every row of the embedding table is zero (0 is returned; every
+            token baseline then equals the zero vector).
     """
     emb = adapter.embeddings
     with materialized(emb):  # an offloaded embedding (device_map) holds its weights here only
-        W = emb.weight
+        W = emb.weight.detach()
         for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
             v = getattr(tokenizer, attr, None)
-            if isinstance(v, int) and 0 <= v < W.shape[0] and bool(W[v].detach().abs().sum() > 0):
+            if isinstance(v, int) and 0 <= v < W.shape[0] and bool(W[v].abs().sum() > 0):
                 return int(v)
+        for s in range(0, W.shape[0], 4096):  # in chunks: no temporary the size of the table
+            nonzero = (W[s : s + 4096].abs().sum(-1) > 0).nonzero()
+            if nonzero.numel():
+                return s + int(nonzero[0, 0])
+    warn("every row of the token embedding table is zero: the reference token is 0 and a token baseline "
+         "equals the zero vector; pass ref_token_id= or baseline= explicitly")
     return 0
 
 
@@ -130,7 +151,8 @@ def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, 
 
     Args:
         adapter: the model's adapter (its ``embeddings`` and ``vocab_size``).
-        baseline: see the module docstring.
+        baseline: see the module docstring (a tensor: [d] or [L, d], in the units of
+            ``model.get_input_embeddings()(ids)``).
         lengths: token count of each example (for an [L, d] tensor).
         ref_token_id: the reference token (``None`` / ``"reference"``).
         special: ``{"unk": id or None, "pad": ..., "eos": ...}`` from the tokenizer.
@@ -159,9 +181,12 @@ def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, 
         return [_token_row(adapter, int(tid))] * len(lengths), f"{baseline}:{int(tid)}"
     if isinstance(baseline, int) and not isinstance(baseline, bool):
         return [_token_row(adapter, baseline)] * len(lengths), f"token:{baseline}"
-    t = baseline.detach().to(adapter.input_device, adapter.embeddings.weight.dtype)  # a tensor: the rest is refused above
+    t = baseline.detach().to(adapter.input_device)  # a tensor: the rest is refused above
     if not bool(torch.isfinite(t).all()):
         raise ValueError("baseline tensor has non-finite values")
+    dtype = adapter.embeddings.weight.dtype
+    scale = adapter.inputs_embeds_scale  # inputs_embeds space → the adapter's (Gemma's unscaled table)
+    t = t.to(dtype) if scale == 1.0 else (t.to(torch.promote_types(dtype, torch.float32)) / scale).to(dtype)
     if t.dim() == 1 and t.shape[0] == d:
         return [t] * len(lengths), "tensor[d]"
     if t.dim() == 2 and t.shape[1] == d:
@@ -185,19 +210,23 @@ def shift_baseline(embeds: Tensor, baseline: Tensor, alpha0: float) -> Tensor:
     return baseline if alpha0 == 0.0 else baseline + alpha0 * (embeds - baseline)
 
 
-def row_noise(batch) -> List[float]:
+def row_noise(batch, scale: float = 1.0) -> List[float]:
     """The default σ of the baseline noise of each row of ``batch``: 0.1 × the RMS of the row's
-    attributable input embeddings (0.0 for a row without any), a row's own, as its draws are."""
+    attributable input embeddings (0.0 for a row without any), a row's own, as its draws are;
+    in ``inputs_embeds`` units (× ``scale``, the adapter's ``inputs_embeds_scale``: the batch
+    holds the adapter's embeddings)."""
     out = []
     for b in range(batch.B):
         E = batch.embeds[b][~batch.fixed[b]]
-        out.append(0.1 * float(E.float().pow(2).mean().sqrt()) if E.numel() else 0.0)
+        out.append(0.1 * float(E.float().pow(2).mean().sqrt()) * scale if E.numel() else 0.0)
     return out
 
 
-def noisy_baseline(batch, sigmas: Sequence[float], seed: int, sample: int) -> Tensor:
+def noisy_baseline(batch, sigmas: Sequence[float], seed: int, sample: int, scale: float = 1.0) -> Tensor:
     """x′ + σ_b ε at the attributable positions of ``batch`` (a :class:`~aieg_fast.core.batch.Batch`;
     fixed positions and padding stay x′): Tensor[B, L, d] in the baseline's dtype and device.
+    ``sigmas`` are in ``inputs_embeds`` units: the noise added to the adapter's embeddings is
+    σ_b / ``scale`` (the adapter's ``inputs_embeds_scale``).
     With ``alpha_range`` the batch's baseline is already the path's start x(α0)
     (:func:`shift_baseline`), so the noise is σ where the integral begins (a choice: noise on x′
     before the shift would be (1 − α0)·σ there).
@@ -214,6 +243,6 @@ def noisy_baseline(batch, sigmas: Sequence[float], seed: int, sample: int) -> Te
         row = ids[b, off : off + n].tolist()
         key = hashlib.sha256(f"{int(seed)}|{int(sample)}|{','.join(map(str, row))}".encode()).hexdigest()
         g = torch.Generator().manual_seed(int(key[:15], 16))
-        eps[b, off : off + n] = float(sigmas[b]) * torch.randn((n, base.shape[-1]), generator=g, dtype=torch.float32)
+        eps[b, off : off + n] = (float(sigmas[b]) / scale) * torch.randn((n, base.shape[-1]), generator=g, dtype=torch.float32)
     eps = eps.to(base.device, base.dtype)
     return torch.where(batch.fixed.unsqueeze(-1), base, base + eps)

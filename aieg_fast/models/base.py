@@ -300,6 +300,14 @@ class DecoderAdapter:
         family scales E outside its decoder (Gemma)."""
         return inputs_embeds
 
+    @property
+    def inputs_embeds_scale(self) -> float:
+        """c with ``model.get_input_embeddings()(ids)`` (Hugging Face's ``inputs_embeds``) = c ·
+        :attr:`embeddings` ``(ids)``: 1.0, unless the adapter works in an unscaled table (Gemma).
+        User tensors in the ``inputs_embeds`` space (a Tensor ``baseline``, ``baseline_noise``)
+        are divided by it (:mod:`aieg_fast.core.baselines`)."""
+        return 1.0
+
     def _cache_argument(self) -> str:
         """The decoder's keyword for a KV cache (``cache`` in recent ``transformers``)."""
         return "cache" if "cache" in inspect.signature(self.base.forward).parameters else "past_key_values"

@@ -17,6 +17,10 @@ works in the space of the embedding table W in both cases:
   (in the module's dtype rule, ``W[ids] · embed_scale.to(dtype)``) before the decoder when the
   embedding module carries the scale; with the older layout the decoder scales them itself.
 
+A user's Tensor ``baseline`` (and ``baseline_noise`` σ) is in the space of
+``model.get_input_embeddings()(ids)``, as for every family; :attr:`GemmaAdapter.inputs_embeds_scale`
+is the factor :mod:`aieg_fast.core.baselines` divides it by to reach the table's space.
+
 So F(E) is exactly the model's output (bit for bit on the real input), and since the scale is a
 constant linear map, path methods with a straight path (IG, IDG, AIEG) and input × gradient give
 the same scores as in the scaled space with the correspondingly scaled baseline; saliency scales
@@ -80,6 +84,16 @@ class GemmaAdapter(LlamaAdapter):
         if self._unscaled is None or self._unscaled.inner is not inner:
             self._unscaled = UnscaledEmbedding(inner)
         return self._unscaled
+
+    @property
+    def inputs_embeds_scale(self) -> float:
+        """The embedding module's ``embed_scale`` (√hidden_size, in the weights' dtype as the model
+        applies it) when the module carries it: ``get_input_embeddings()(ids)`` = W[ids] · scale;
+        1.0 with the older layout (the module looks W up, the decoder scales)."""
+        if not self.scales_inputs:
+            return 1.0
+        emb = self.embeddings
+        return float(emb.embed_scale.to(emb.weight.dtype))
 
     def decoder_inputs(self, inputs_embeds):
         """E = rows of W times the embedding scale when the embedding module, not the decoder,

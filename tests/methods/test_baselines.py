@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 
+import aieg_fast
 from builders import model_state
 
 TEXT = "the movie is good and the actors are great"
@@ -160,3 +161,50 @@ def test_noisy_baselines_report_and_flag_the_completeness_error(tiny):
     assert abs(err) > 0.1 * abs(res.info["F_input"] - res.info["F_baseline"])  # the coarse path's error is large here
     assert "completeness" in [d["kind"] for d in res.degenerate]
     assert any("completeness error" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma", "gemma2", "gemma3_text"])
+def test_tensor_baseline_is_in_inputs_embeds_space(name):
+    """A Tensor baseline and baseline_noise are in the space of model.get_input_embeddings()(ids)
+    (HF's inputs_embeds) for every family: the input's own embeddings give F(x′) = F(x) and zero
+    scores, and the recorded default σ is 0.1 × the RMS of those embeddings. Gemma's adapter
+    took the tensor as unscaled table rows and scaled it by √hidden_size again (F(x′) ≠ F(x))."""
+    from builders import family_specs
+
+    model, tok = family_specs()[name].build()
+    ex = aieg_fast.load_model(model, tok)
+    ids, fixed = ex.encode(TEXT)
+    with torch.no_grad():
+        E = model.get_input_embeddings()(torch.tensor([ids]))[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", aieg_fast.AttributionWarning)  # zero scores are flagged zero_signal
+        res = ex.attribute(TEXT, method="integrated_gradients", target=5, baseline=E, n_steps=8)
+    assert res.info["F_baseline"] == pytest.approx(res.info["F_input"], abs=1e-5)
+    assert float(res.scores.abs().max()) < 1e-5
+    kw = dict(method="integrated_gradients", target=5, n_steps=8, baseline=E, n_baseline_samples=2)
+    noisy = ex.attribute(TEXT, **kw)
+    rms = float(E[~torch.tensor(fixed)].float().pow(2).mean().sqrt())
+    assert noisy.options["baseline_noise"] == pytest.approx(0.1 * rms, rel=1e-5)
+    given = ex.attribute(TEXT, baseline_noise=0.1 * rms, **kw)  # the recorded σ given back: the same draws
+    torch.testing.assert_close(given.scores, noisy.scores, rtol=1e-4, atol=1e-6)
+
+
+def test_default_reference_token_skips_an_all_zero_fallback_row():
+    """PAD, EOS, UNK and id 0 all have zero embeddings (padding_idx on a shared id): the default
+    reference token is the lowest id whose row is not zero, never a zero vector (the fallback
+    took id 0 unchecked); an all-zero table warns."""
+    from builders import make_tiny_llama
+
+    model, tok = make_tiny_llama()
+    W = model.get_input_embeddings().weight
+    zero = {0, 1, 2} | {t for t in (tok.pad_token_id, tok.eos_token_id, tok.unk_token_id) if t is not None}
+    with torch.no_grad():
+        W[sorted(zero)] = 0.0
+    ex = aieg_fast.load_model(model, tok)
+    assert ex.ref_token_id == min(set(range(W.shape[0])) - zero)
+    res = ex.attribute(TEXT, method="integrated_gradients", target=5, n_steps=8)
+    assert res.options["baseline"] == f"reference:{ex.ref_token_id}"
+    with torch.no_grad():
+        W.zero_()
+    with pytest.warns(aieg_fast.AttributionWarning, match="every row of the token embedding table is zero"):
+        assert aieg_fast.load_model(model, tok).ref_token_id == 0
