@@ -452,7 +452,7 @@ class Explainer:
                                tolerance=tolerance, max_steps=max_steps, compiled=compiled)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
         flags = flag_rows(m, opts, out, [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)], call, None if single
-                          else [{"text": b} for b in range(batch.B)], self.adapter.embeddings.weight.dtype, ctx.targets.tolist())
+                          else [{"text": b} for b in range(batch.B)], self.adapter, ctx.targets.tolist())
         ctx.timing["total"] = time.perf_counter() - t0
         trim = 0 if step_ids is None else step_ids.shape[1] - 1
         results = self._results(batch, ctx, out, call, tinfo, method, used, sources, trim, flags, template)

@@ -274,7 +274,7 @@ def attribute_generation(
     timing["total"] = time.perf_counter() - t0
     full_fixed = torch.tensor(encoded[-1][1], dtype=torch.bool)  # row t covers the first Lp + t tokens
     flags = flag_rows(m, opts, out, [(out.scores[t][: Lp + t].cpu(), ~full_fixed[: Lp + t]) for t in range(T)], call,
-                      [{"step": t} for t in range(T)], dtype=ex.adapter.embeddings.weight.dtype)
+                      [{"step": t} for t in range(T)], adapter=ex.adapter)
     return _assemble(ex, m.name, out, used, timing, prompt, prompt_ids, gen_ids, encoded[-1][1], generated_text, source, flags,
                      dict(call.recorded_options(out.options, n_steps if m.uses_steps else None, template),
                           contrast_target=None if call.contrast[0] is None else call.contrast[0]["text"], interpolate_generated=bool(interpolate_generated),

@@ -261,7 +261,7 @@ def _average(outs):
     return dataclasses.replace(first, scores=scores, info=info)
 
 
-def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None, dtype=None, targets=None):
+def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None, adapter=None, targets=None):
     """The degenerate-signal flags of every row of ``out`` (:func:`~aieg_fast.core.diagnostics.method_flags`),
     warned once as an :class:`~aieg_fast.core.diagnostics.AttributionWarning`.
 
@@ -270,8 +270,11 @@ def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None
         rows_valid: per row (scores Tensor[L], attributable bool Tensor[L]).
         settings: the call's settings (the baseline named when a value is not finite).
         labels: per row what the warning calls it (``{"text": b}`` / ``{"step": t}``), or None.
-        dtype: the model's parameter dtype: for float16 / bfloat16 a completeness flag adds
-            what low precision does to it and the fix (:func:`~aieg_fast.core.diagnostics.low_precision_hint`).
+        adapter: the model's :class:`~aieg_fast.models.DecoderAdapter`, or None. Its embeddings'
+            dtype: for float16 / bfloat16 a completeness flag adds what low precision does to it
+            and the fix (:func:`~aieg_fast.core.diagnostics.low_precision_hint`); its
+            ``routed_experts``: a completeness flag on a mixture-of-experts model says that more
+            steps do not remove the routing's jumps (:data:`~aieg_fast.core.diagnostics.ROUTING_NOTE`).
         targets: per row the target id explained (the prediction filled in), or None: a row
             whose target is its own contrast token (F = z_t − z_c ≡ 0: the model predicts the
             contrast) and carries no signal gets one ``zero_signal`` flag that says why, instead
@@ -280,7 +283,9 @@ def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None
     Returns:
         List (one per row) of lists of flags.
     """
-    flags = [method_flags(method, opts, out.info, b, s, v) for b, (s, v) in enumerate(rows_valid)]
+    dtype = None if adapter is None else adapter.embeddings.weight.dtype
+    routed = bool(getattr(adapter, "routed_experts", False))
+    flags = [method_flags(method, opts, out.info, b, s, v, routed) for b, (s, v) in enumerate(rows_valid)]
     for b, c in enumerate(settings.contrast if targets is not None else []):
         if c is not None and int(targets[b]) == c["id"] and any(f["kind"] in NO_SIGNAL_KINDS for f in flags[b]):
             flags[b] = [{"kind": "zero_signal", "message": f"F = z_t − z_c ≡ 0: the model's prediction is contrast_target "

@@ -21,7 +21,7 @@ from torch import Tensor
 
 __all__ = [
     "AttributionWarning", "NonFiniteAttributionWarning", "FLAG_KINDS", "NO_SIGNAL_KINDS", "ZERO_TOL", "FLAT_REL",
-    "COMPLETENESS_REL", "signal_flags", "completeness_flag", "auto_steps_flag", "low_precision_hint", "row_flags",
+    "COMPLETENESS_REL", "ROUTING_NOTE", "signal_flags", "completeness_flag", "auto_steps_flag", "low_precision_hint", "row_flags",
     "method_flags", "warn_flags", "warn",
 ]
 
@@ -106,30 +106,42 @@ def signal_flags(raw: Tensor, valid: Tensor, what: str = "the scores", normalisa
     return [_flag("zero_signal" if amax <= ZERO_TOL else "constant_signal", state)]
 
 
-def completeness_flag(delta: float, F_input: float, F_baseline: float) -> List[Dict[str, Any]]:
+#: the advice of a completeness flag on a model that routes tokens to experts (mixture of experts)
+ROUTING_NOTE = ("this model routes each token to some of its experts (mixture of experts): where the expert choice switches "
+                "along the path, F jumps and no gradient sees the jump: more steps do not remove that part of the error "
+                "(neither n_steps, n_steps='auto' nor max_steps); choose another baseline, or read the scores knowing they miss "
+                "this part of F(x) − F(x′)")
+
+
+def completeness_flag(delta: float, F_input: float, F_baseline: float, routed: bool = False) -> List[Dict[str, Any]]:
     """A ``"completeness"`` flag when |δ| > :data:`COMPLETENESS_REL` · |F(x) − F(x′)| (and above
-    1e-4, so rounding alone never flags), δ = Σ_i s_i − (F(x) − F(x′)); else []."""
+    1e-4, so rounding alone never flags), δ = Σ_i s_i − (F(x) − F(x′)); else []. The message
+    advises more steps, or, for a model that routes tokens to experts (``routed``), says that
+    more steps do not remove the jumps of the routing (:data:`ROUTING_NOTE`)."""
     vals = (delta, F_input, F_baseline)
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
         return []
     dF = F_input - F_baseline
     if abs(delta) > max(COMPLETENESS_REL * abs(dF), 1e-4):
+        advice = ROUTING_NOTE if routed else ("raise n_steps (attribute: or n_steps='auto', which refines until "
+                                              "tolerance=0.05 by default), or choose another baseline")
         return [_flag("completeness", f"IG completeness error {delta:+.3g} is {abs(delta) / max(abs(dF), 1e-30):.0%} of "
-                                      f"F(x) − F(x′) = {dF:+.3g}; raise n_steps (attribute: or n_steps='auto', which refines until "
-                                      "tolerance=0.05 by default), or choose another baseline")]
+                                      f"F(x) − F(x′) = {dF:+.3g}; {advice}")]
     return []
 
 
-def auto_steps_flag(info: Dict[str, Any], b: int) -> List[Dict[str, Any]]:
+def auto_steps_flag(info: Dict[str, Any], b: int, routed: bool = False) -> List[Dict[str, Any]]:
     """A ``"completeness"`` flag for row ``b`` of an ``n_steps="auto"`` result that stopped at
-    its step budget with the error above its tolerance (``info["converged"]`` false); else []."""
+    its step budget with the error above its tolerance (``info["converged"]`` false); else [].
+    The message advises a larger ``max_steps``, or, for a model that routes tokens to experts
+    (``routed``), says that more steps do not remove the routing's jumps (:data:`ROUTING_NOTE`)."""
     if _item(info, "converged", b) is not False:
         return []
     err, tol = _item(info, "completeness_error", b), info.get("tolerance")
     used, budget = _item(info, "n_steps_used", b), info.get("max_steps")
+    advice = ROUTING_NOTE if routed else "raise max_steps, or choose another baseline"
     return [_flag("completeness", f"n_steps='auto' did not converge: IG completeness error {err:.3g} × |F(x) − F(x′)| "
-                                  f"after {used} steps, above tolerance={tol:g} (max_steps={budget}); raise max_steps, "
-                                  "or choose another baseline")]
+                                  f"after {used} steps, above tolerance={tol:g} (max_steps={budget}); {advice}")]
 
 
 def low_precision_hint(dtype) -> str:
@@ -149,7 +161,7 @@ def _item(info: Dict[str, Any], key: str, b: int):
 
 
 def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_key: Optional[str] = None,
-              normalisation: Optional[str] = None, completeness: bool = False) -> List[Dict[str, Any]]:
+              normalisation: Optional[str] = None, completeness: bool = False, routed: bool = False) -> List[Dict[str, Any]]:
     """Every flag of row ``b`` of a method's output.
 
     Args:
@@ -161,6 +173,7 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
             (PosNorm ``relu_max`` maps a zero or negative constant to 0, not to a full range).
         completeness: check ``convergence_delta`` against ``F_input − F_baseline`` (IG); for an
             ``n_steps="auto"`` result (``info["converged"]``), whether it reached its tolerance.
+        routed: the model routes tokens to experts (the completeness advice says what that does).
 
     Returns:
         The flags (empty when the row is sound).
@@ -178,18 +191,20 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
         stretched = bool(scores.reshape(-1)[valid.reshape(-1).to(torch.bool)].ne(0).any())  # a map left at 0 is not inflated
         out = signal_flags(raw, valid, name, normalisation if stretched else None) or out
     if completeness and "converged" in info:  # n_steps="auto": flagged when it stopped above its tolerance
-        out = out + auto_steps_flag(info, b)
+        out = out + auto_steps_flag(info, b, routed)
     elif completeness:
-        out = out + completeness_flag(_item(info, "convergence_delta", b), F, _item(info, "F_baseline", b))
+        out = out + completeness_flag(_item(info, "convergence_delta", b), F, _item(info, "F_baseline", b), routed)
     return out
 
 
-def method_flags(method, opts, info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor) -> List[Dict[str, Any]]:
+def method_flags(method, opts, info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor,
+                 routed: bool = False) -> List[Dict[str, Any]]:
     """:func:`row_flags` of row ``b`` with what ``method`` (a :class:`~aieg_fast.methods.Method`)
     declares: its ``raw_signal`` key, its ``normalisation(opts)``, and ``completeness`` (checked
-    only for ``token_reduction="sum"``, where it holds exactly)."""
+    only for ``token_reduction="sum"``, where it holds exactly); ``routed``: the model routes
+    tokens to experts."""
     complete = bool(getattr(method, "completeness", False)) and getattr(opts, "token_reduction", "sum") == "sum"
-    return row_flags(info, b, scores, valid, getattr(method, "raw_signal", None), method.normalisation(opts), complete)
+    return row_flags(info, b, scores, valid, getattr(method, "raw_signal", None), method.normalisation(opts), complete, routed)
 
 
 def warn_flags(flags: Sequence[Dict[str, Any]], method: str, hint: str = "") -> None:

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "separate_qkv", "config_window", "layer_types_window",
-           "materialized", "execution_device", "longrope_switch"]
+           "materialized", "execution_device", "longrope_switch", "routes_experts"]
 
 
 def materialized(module: nn.Module):
@@ -79,6 +79,16 @@ def longrope_switch(cfg) -> Optional[int]:
             n = p.get("original_max_position_embeddings") or getattr(cfg, "original_max_position_embeddings", None)
             return int(n) if n else None
     return None
+
+
+def routes_experts(cfg) -> bool:
+    """Whether the model routes each token to some of several experts (a top-k mixture of experts:
+    Mixtral, Qwen2-MoE, Qwen3-MoE): ``config.num_experts``, ``num_local_experts`` or
+    ``n_routed_experts`` above 1 and ``num_experts_per_tok`` (1 when unset) below it. The expert
+    choice is piecewise constant in the input, so along an attribution path F jumps where it
+    switches, and no gradient sees the jump."""
+    n = max(int(getattr(cfg, k, None) or 0) for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+    return n > 1 and int(getattr(cfg, "num_experts_per_tok", None) or 1) < n
 
 
 def execution_device(module: nn.Module) -> torch.device:
@@ -158,6 +168,9 @@ class DecoderAdapter:
         logit_softcap: c of a final ``c·tanh(z/c)`` logit soft-capping, or None.
         rope_switch: the length past which the model's rotary tables change at every position,
             or None (:func:`longrope_switch`).
+        routed_experts: whether tokens are routed to experts (:func:`routes_experts`): IG's
+            completeness error then holds the jumps of F where the choice switches, which more
+            steps do not remove (the completeness diagnostic says so).
 
     Raises:
         ValueError: the model's class is not one of :attr:`architectures`.
@@ -202,6 +215,7 @@ class DecoderAdapter:
         cap = getattr(cfg, "final_logit_softcapping", None)
         self.logit_softcap = float(cap) if cap and self.kind == "causal_lm" else None
         self.rope_switch = longrope_switch(cfg)
+        self.routed_experts = routes_experts(cfg)
 
     @property
     def head(self) -> nn.Module:

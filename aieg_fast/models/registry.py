@@ -65,15 +65,31 @@ def supported_architectures() -> Tuple[str, ...]:
     return tuple(a for cls in _ADAPTERS.values() for a in cls.architectures)
 
 
-def _unsupported(what: str) -> ValueError:
-    return ValueError(f"model architecture {what!r} is not supported; supported: {', '.join(supported_architectures())}")
+def _unsupported(model_type, model=None) -> ValueError:
+    """The refusal of a model (or, ``model`` None, a config) whose ``config.model_type`` and class
+    no registered adapter serves: what is refused, the supported model_types, and how to add one."""
+    arch = None if model is None else type(model).__name__
+    cls = _ADAPTERS.get(model_type)
+    if cls is not None:  # a known family, a class its adapter does not serve (e.g. another head)
+        what = (f"class {arch!r} is not supported for model_type {model_type!r} (its adapter {cls.__name__} serves "
+                f"{', '.join(cls.architectures)}, or subclasses of them)")
+    else:
+        what = f"model_type {model_type!r}" + (f" (class {arch!r})" if arch else "") + " is not supported"
+        served = [mt for mt, a in _ADAPTERS.items() if model is not None and a.serves(model)]
+        if served:  # transformers builds e.g. LlamaForCausalLM for exaone or internlm3: the config's family is refused
+            what += (f": the adapter is chosen by config.model_type, and the class {arch!r} is served only for model_type "
+                     f"{', '.join(map(repr, served))}")
+    return ValueError(f"{what}. Supported model_types: {', '.join(_ADAPTERS)} (their classes: "
+                      "aieg_fast.models.supported_architectures()). To add a family, write a DecoderAdapter subclass and call "
+                      "aieg_fast.models.register_adapter(model_type, adapter) (README: 'Adding a model family')")
 
 
 def adapter_class(config) -> Type[DecoderAdapter]:
     """The adapter class for a model config (checked before loading weights).
 
     Raises:
-        ValueError: no adapter for ``config.model_type`` (names the supported architectures).
+        ValueError: no adapter for ``config.model_type`` (names it, the supported model_types and
+            :func:`register_adapter`).
     """
     mt = getattr(config, "model_type", None)
     if mt not in _ADAPTERS:
@@ -87,7 +103,8 @@ def adapter_for(model) -> DecoderAdapter:
     adapter serves.
 
     Raises:
-        ValueError: the model's family or class is not supported (names the supported ones); a
+        ValueError: the model's family or class is not supported (names the class and
+            ``config.model_type`` refused, the supported model_types and :func:`register_adapter`); a
             peft wrapper (``PeftModel``) is refused with what to pass instead.
     """
     if callable(getattr(model, "get_base_model", None)) and type(model).__name__.startswith("Peft"):
@@ -97,5 +114,5 @@ def adapter_for(model) -> DecoderAdapter:
                          "or prompt tuning) live in the wrapper's forward and cannot be explained this way")
     cls = _ADAPTERS.get(getattr(getattr(model, "config", None), "model_type", None))
     if cls is None or not cls.serves(model):
-        raise _unsupported(type(model).__name__)
+        raise _unsupported(getattr(getattr(model, "config", None), "model_type", None), model)
     return cls(model)

@@ -12,7 +12,7 @@ import torch
 
 import aieg_fast
 from aieg_fast import AttributionWarning, NonFiniteAttributionWarning
-from aieg_fast.core.diagnostics import completeness_flag, signal_flags
+from aieg_fast.core.diagnostics import auto_steps_flag, completeness_flag, signal_flags
 from aieg_fast.display.scale import make_scale
 
 TEXT = "the movie is good and the actors are great"
@@ -121,3 +121,11 @@ def test_signal_flag_rules():
     assert signal_flags(torch.tensor([3.0, 0.0, 0.0, 0.0]), torch.tensor([True, False, False, False])) == []  # one token
     assert completeness_flag(0.5, 2.0, 1.0)[0]["kind"] == "completeness"
     assert completeness_flag(0.05, 2.0, 1.0) == [] and completeness_flag(5e-5, 1e-4, 0.0) == []
+    # a mixture-of-experts model: the routing's jumps are not removed by more steps, the advice says so
+    assert "raise n_steps" in completeness_flag(0.5, 2.0, 1.0)[0]["message"]
+    routed = completeness_flag(0.5, 2.0, 1.0, routed=True)[0]["message"]
+    assert "more steps do not remove" in routed and "raise n_steps" not in routed
+    info = {"converged": False, "completeness_error": 0.15, "tolerance": 0.05, "n_steps_used": 17, "max_steps": 17}
+    assert "raise max_steps" in auto_steps_flag(info, 0)[0]["message"]
+    routed = auto_steps_flag(info, 0, routed=True)[0]["message"]
+    assert "more steps do not remove" in routed and "raise max_steps" not in routed

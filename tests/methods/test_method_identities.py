@@ -450,7 +450,7 @@ def test_unsupported_architecture():
     from transformers import BertConfig, BertForMaskedLM
 
     m = BertForMaskedLM(BertConfig(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=50))
-    with pytest.raises(ValueError, match=r"not supported; supported: GPT2LMHeadModel"):
+    with pytest.raises(ValueError, match=r"model_type 'bert' \(class 'BertForMaskedLM'\) is not supported\. Supported model_types: gpt2, llama"):
         aieg_fast.load_model(m, tokenizer=object())
 
 

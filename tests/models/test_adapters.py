@@ -13,7 +13,7 @@ import torch
 
 import aieg_fast
 from aieg_fast.core.capture import AttentionCapture, ProjectionCapture
-from aieg_fast.models import LlamaAdapter, adapter_for, register_adapter, unregister_adapter
+from aieg_fast.models import LlamaAdapter, adapter_class, adapter_for, register_adapter, unregister_adapter
 from builders import make_tiny_gpt2, make_tiny_llama
 
 TEXT = "the movie is good and the actors are great"
@@ -195,7 +195,7 @@ def test_renamed_subclass_of_a_supported_model():
     own = MyLM(MyConfig(**cfg)).eval()
     assert own.config.model_type == "my-llama"
     own.load_state_dict(base.state_dict())
-    with pytest.raises(ValueError, match="'MyLM' is not supported"):
+    with pytest.raises(ValueError, match=r"model_type 'my-llama' \(class 'MyLM'\) is not supported"):
         aieg_fast.load_model(own, tok)
 
     class MyAdapter(LlamaAdapter):
@@ -209,6 +209,59 @@ def test_renamed_subclass_of_a_supported_model():
         torch.testing.assert_close(res.scores, ref.scores)
     finally:
         unregister_adapter("my-llama")
+
+
+def test_a_subclass_that_overrides_forward_is_explained_as_its_parent():
+    """F is computed from the decoder and the head's target row, not by the model's forward: a
+    subclass whose forward scales the logits by 2 is explained as its parent (F is the parent's
+    logit). The README says exactly which subclasses work as is (it said every subclass did)."""
+    from pathlib import Path
+
+    from transformers import LlamaForCausalLM
+
+    class ScaledLlama(LlamaForCausalLM):
+        def forward(self, *args, **kwargs):
+            out = super().forward(*args, **kwargs)
+            out.logits = out.logits * 2
+            return out
+
+    base, tok = make_tiny_llama(seed=6)
+    scaled = ScaledLlama(base.config).eval()
+    scaled.load_state_dict(base.state_dict())
+    res = aieg_fast.load_model(scaled, tok).attribute(TEXT, method="integrated_gradients", n_steps=4)
+    ids, t = torch.tensor([res.token_ids]), res.target["id"]
+    with torch.no_grad():
+        parent, own = float(base(ids).logits[0, -1, t]), float(scaled(ids).logits[0, -1, t])
+    assert res.info["F_input"] == pytest.approx(parent, rel=1e-5, abs=1e-6) and own == pytest.approx(2 * parent, rel=1e-5)
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8").split())
+    assert "subclass of a supported model class works as is;" not in readme
+    assert "a subclass of a supported model class that keeps its parent's forward and head works as is" in readme
+    assert "one that overrides `forward` (e.g. to scale the logits) is explained as its parent, without a warning" in readme
+
+
+def test_unsupported_family_message_names_the_model_type_and_how_to_add_one():
+    """transformers builds a plain LlamaForCausalLM for some other model_types (exaone, internlm3):
+    the refusal names the model_type refused (not the class, which LLaMA's adapter serves), lists
+    the supported families by model_type (not every class) and points to register_adapter."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    class OtherConfig(LlamaConfig):
+        model_type = "exaone-like"
+
+    base, tok = make_tiny_llama(seed=6)
+    model = LlamaForCausalLM(OtherConfig(**{k: v for k, v in base.config.to_dict().items() if k != "model_type"})).eval()
+    with pytest.raises(ValueError) as err:
+        aieg_fast.load_model(model, tok)
+    msg = str(err.value)
+    assert msg.startswith("model_type 'exaone-like' (class 'LlamaForCausalLM') is not supported"), msg
+    assert "'LlamaForCausalLM' is served only for model_type 'llama'" in msg
+    assert "Supported model_types: gpt2, llama," in msg and "qwen3_moe" in msg and "Qwen3MoeForCausalLM" not in msg
+    assert "register_adapter(model_type, adapter)" in msg and "Adding a model family" in msg
+    assert len(msg) < 700, len(msg)
+    # a config alone (load_model of a saved folder) is refused by its model_type the same way
+    with pytest.raises(ValueError, match=r"^model_type 'exaone-like' is not supported\. Supported model_types: gpt2, llama,.*"
+                                         r"register_adapter"):
+        adapter_class(model.config)
 
 
 @pytest.mark.parametrize("classifier", [False, True])
