@@ -108,9 +108,9 @@ def signal_flags(raw: Tensor, valid: Tensor, what: str = "the scores", normalisa
 
 #: the advice of a completeness flag on a model that routes tokens to experts (mixture of experts)
 ROUTING_NOTE = ("this model routes each token to some of its experts (mixture of experts): where the expert choice switches "
-                "along the path, F jumps and no gradient sees the jump: more steps do not remove that part of the error "
-                "(neither n_steps, n_steps='auto' nor max_steps); choose another baseline, or read the scores knowing they miss "
-                "this part of F(x) − F(x′)")
+                "along the path, F jumps and no gradient sees the jump, and more steps do not remove that part of the error "
+                "(n_steps, n_steps='auto' and max_steps shrink only the rest); choose another baseline, or read the scores "
+                "knowing they miss this part of F(x) − F(x′)")
 
 
 def completeness_flag(delta: float, F_input: float, F_baseline: float, routed: bool = False) -> List[Dict[str, Any]]:
