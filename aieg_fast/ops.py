@@ -186,6 +186,22 @@ def _check_has_values(x: Tensor, name: str, op: str) -> None:
         raise ValueError(f"{name} is on the meta device, which holds no values; {op} depends on them")
 
 
+def _check_mask(x, name: str) -> None:
+    """A mask of positions: bool, or 0/1 integers (a float mask is refused: 0.5 or NaN would be
+    read as True)."""
+    _check_tensor(x, name)
+    if x.is_floating_point() or x.is_complex():
+        raise TypeError(f"{name} should be a bool (or 0/1 integer) tensor, got dtype {x.dtype}")
+
+
+def _moved(x: Tensor, name: str, device: torch.device, op: str) -> Tensor:
+    """``x`` on ``device`` (the op's first tensor's); one on the meta device, which has no values
+    to move, is refused by name."""
+    if x.device != device:
+        _check_has_values(x, name, op)
+    return x.to(device)
+
+
 def _check_shape(ok: bool, name: str, expected: str, x: Tensor) -> None:
     if not ok:
         raise ValueError(f"{name} should have shape {expected}, got shape {list(x.shape)}")
@@ -232,7 +248,8 @@ def interpolate_path(
     Raises:
         TypeError: a non-tensor, ``input_embeds`` not float32/float64/float16/bfloat16, a
             complex or bool ``baseline_embeds`` / ``alphas``, a floating-point ``fixed_mask``.
-        ValueError: shapes other than above; an unknown ``backend``.
+        ValueError: shapes other than above; an argument on the meta device (no values) next to
+            another device's ``input_embeds``; an unknown ``backend``.
     """
     _check_float(input_embeds, "input_embeds")
     _check_real(baseline_embeds, "baseline_embeds")
@@ -242,13 +259,12 @@ def interpolate_path(
     _check_shape(tuple(baseline_embeds.shape) == (L, d), "baseline_embeds", f"[{L}, {d}] (like input_embeds)",
                  baseline_embeds)
     dev = input_embeds.device
-    baseline_embeds, alphas = baseline_embeds.to(dev), alphas.to(dev).reshape(-1)
+    op = "interpolate_path"
+    baseline_embeds, alphas = _moved(baseline_embeds, "baseline_embeds", dev, op), _moved(alphas, "alphas", dev, op).reshape(-1)
     if fixed_mask is not None:
-        _check_tensor(fixed_mask, "fixed_mask")
-        if fixed_mask.is_floating_point() or fixed_mask.is_complex():  # 0.5 would be read as True
-            raise TypeError(f"fixed_mask should be a bool (or 0/1 integer) tensor, got dtype {fixed_mask.dtype}")
+        _check_mask(fixed_mask, "fixed_mask")
         _check_shape(fixed_mask.dim() == 1 and fixed_mask.numel() == L, "fixed_mask", f"[{L}]", fixed_mask)
-        fixed_mask = fixed_mask.to(dev).reshape(-1)
+        fixed_mask = _moved(fixed_mask, "fixed_mask", dev, op).reshape(-1)
     used = _dispatch(backend, input_embeds, baseline_embeds, alphas, fixed_mask, op="interpolate_path")
     if used == "reference":
         return reference.interpolate_path(input_embeds, baseline_embeds, alphas, fixed_mask)
@@ -385,7 +401,8 @@ def integrate_gradients(
 
     Raises:
         TypeError: a non-tensor, ``grads`` not of a kernel dtype, a complex or bool ``weights`` /
-            ``delta``. ValueError: shapes other than above, an unknown ``reduce`` or ``backend``.
+            ``delta``. ValueError: shapes other than above, ``weights`` / ``delta`` on the meta
+            device (no values) next to another device's ``grads``, an unknown ``reduce`` or ``backend``.
     """
     _check_choice("reduce", reduce, reference.INTEGRATE_REDUCES)
     _check_float(grads, "grads")
@@ -396,7 +413,7 @@ def integrate_gradients(
     _check_shape(weights.dim() == 1 and weights.shape[0] == m, "weights", f"[{m}] (m of grads)", weights)
     _check_shape(delta.dim() <= 2 and _broadcastable(delta, (L, d)), "delta", f"[{L}, {d}] (L, d of grads)", delta)
     dev = grads.device
-    weights, delta = weights.to(dev), delta.to(dev).expand(L, d)
+    weights, delta = _moved(weights, "weights", dev, "integrate_gradients"), _moved(delta, "delta", dev, "integrate_gradients").expand(L, d)
     if _dispatch(backend, grads, weights, delta, op="integrate_gradients") == "reference":
         return reference.integrate_gradients(grads, weights, delta, reduce)
     return torch.ops.aieg_fast.integrate_gradients.default(grads, weights, delta, reduce)
@@ -426,7 +443,8 @@ def attention_gradient_product(
 
     Raises:
         TypeError: a non-tensor, ``attn`` not of a kernel dtype, a complex or bool ``grad`` /
-            ``weights``. ValueError: shapes other than above, ``grad`` missing where ``reduce``
+            ``weights``. ValueError: shapes other than above, ``grad`` / ``weights`` on the meta device
+            (no values) next to another device's ``attn``, ``grad`` missing where ``reduce``
             needs it, an unknown ``reduce`` or ``backend``.
     """
     _check_choice("reduce", reduce, reference.AGP_REDUCES)
@@ -441,11 +459,11 @@ def attention_gradient_product(
             raise ValueError(f"grad is required for reduce={reduce!r}, got None")
         _check_real(grad, "grad")
         _check_shape(grad.shape == attn.shape, "grad", f"{list(attn.shape)} (like attn)", grad)
-        grad = grad.to(dev)
+        grad = _moved(grad, "grad", dev, "attention_gradient_product")
     if weights is not None:
         _check_real(weights, "weights")
         _check_shape(weights.dim() == 1 and weights.shape[0] == B, "weights", f"[{B}] (B of attn)", weights)
-        weights = weights.to(dev)
+        weights = _moved(weights, "weights", dev, "attention_gradient_product")
     if _dispatch(backend, attn, grad, weights, op="attention_gradient_product") == "reference":
         return reference.attention_gradient_product(attn, grad, weights, reduce)
     return torch.ops.aieg_fast.attention_gradient_product.default(attn, grad, weights, reduce)
@@ -462,8 +480,8 @@ def posnorm(
 
     Args:
         scores (Tensor[..., L]): token scores.
-        valid_mask (Tensor[..., L] of bool, optional): attributable positions, broadcastable to
-            ``scores``; default all.
+        valid_mask (Tensor[..., L] of bool, or of 0/1 integers, optional): attributable
+            positions, broadcastable to ``scores``; default all.
         mode: "minmax", "relu_max", "abs_sum" or "none".
         backend: "auto", "ext" or "reference".
 
@@ -471,17 +489,18 @@ def posnorm(
         Tensor[..., L], float32 (float64 for float64 scores); empty for L = 0.
 
     Raises:
-        TypeError: a non-tensor, ``scores`` not of a kernel dtype. ValueError: ``scores`` 0-d,
-            ``valid_mask`` not broadcastable to it, an unknown ``mode`` or ``backend``.
+        TypeError: a non-tensor, ``scores`` not of a kernel dtype, a floating-point or complex
+            ``valid_mask``. ValueError: ``scores`` 0-d, ``valid_mask`` not broadcastable to it or
+            on the meta device, an unknown ``mode`` or ``backend``.
     """
     _check_choice("mode", mode, reference.POSNORM_MODES)
     _check_float(scores, "scores")
     _check_shape(scores.dim() >= 1, "scores", "[..., L]", scores)
     if valid_mask is not None:
-        _check_tensor(valid_mask, "valid_mask")
+        _check_mask(valid_mask, "valid_mask")
         _check_shape(_broadcastable(valid_mask, scores.shape), "valid_mask",
                      f"broadcastable to {list(scores.shape)} (scores)", valid_mask)
-        valid_mask = valid_mask.to(scores.device)
+        valid_mask = _moved(valid_mask, "valid_mask", scores.device, "posnorm")
     if _dispatch(backend, scores, valid_mask, op="posnorm") == "reference":
         return reference.posnorm(scores, valid_mask, mode)
     return torch.ops.aieg_fast.posnorm.default(scores, valid_mask, mode)

@@ -795,6 +795,18 @@ _BAD = [
      r"fixed_mask should be a bool \(or 0/1 integer\) tensor, got dtype torch.float32"),
     ("emphasis_factors", (torch.randn(2, 3), torch.rand(6), torch.rand(6)), ValueError,
      r"path_logits should have shape \[M\], got shape \[2, 3\]"),
+    # a float mask: 0.5 or NaN was read as attributable (interpolate_path refused it already)
+    ("posnorm", (torch.randn(4), torch.tensor([0.0, 0.5, float("nan"), 0.1])), TypeError,
+     r"valid_mask should be a bool \(or 0/1 integer\) tensor, got dtype torch.float32"),
+    # a meta-device argument beside CPU tensors: "Cannot copy out of meta tensor; no data!", naming nothing
+    ("interpolate_path", (torch.randn(4, 3), torch.randn(4, 3, device="meta"), torch.rand(3)), ValueError,
+     r"baseline_embeds is on the meta device, which holds no values; interpolate_path depends on them"),
+    ("integrate_gradients", (torch.randn(2, 3, 4), torch.rand(2, device="meta"), torch.randn(3, 4)), ValueError,
+     r"weights is on the meta device, which holds no values; integrate_gradients depends on them"),
+    ("attention_gradient_product", (torch.rand(2, 3, 1, 5), torch.rand(2, 3, 1, 5, device="meta")), ValueError,
+     r"grad is on the meta device, which holds no values; attention_gradient_product depends on them"),
+    ("posnorm", (torch.randn(4), torch.ones(4, dtype=torch.bool, device="meta")), ValueError,
+     r"valid_mask is on the meta device, which holds no values; posnorm depends on them"),
     ("hvp_l1_mean", (torch.randn(4, 3),), ValueError, r"hvps should have shape \[m, n, d\], got shape \[4, 3\]"),
     ("hvp_l1_mean", (torch.randn(0, 3, 2),), ValueError,
      r"hvps should hold at least one probe \(m >= 1\), got shape \[0, 3, 2\]"),
