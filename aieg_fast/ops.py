@@ -13,7 +13,8 @@ reported to every active :func:`recording` block (a context variable, so threads
 keep their own records); :func:`resolve_backend` tells in advance what a call would run. Arguments are checked here, before
 dispatch, so both backends raise the same ValueError/TypeError for bad input. The kernels are
 inference-only (no autograd formula is registered); ``"auto"`` therefore picks the reference
-when grad mode is on and an input requires grad.
+when grad mode is on and an input requires grad, or when an input carries a forward-mode tangent
+(``torch.func.jvp``, ``torch.autograd.forward_ad``), and ``"ext"`` refuses both.
 
 The compiled operators are also reachable directly as ``torch.ops.aieg_fast.<op>``; their fake
 (meta) kernels are registered below so that ``torch.compile`` and ``torch.library.opcheck`` work.
@@ -27,6 +28,7 @@ from typing import Dict, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.autograd import forward_ad
 
 from . import reference
 from .reference import acc_dtype
@@ -86,7 +88,8 @@ def resolve_backend(backend: str, *tensors: Optional[Tensor], op: Optional[str] 
     Raises:
         ValueError: unknown ``backend``.
         RuntimeError: ``backend="ext"`` while the extension cannot run (the message says why), or
-            with an input that requires grad (the kernels have no autograd formula).
+            with an input that requires grad or carries a forward-mode tangent (``torch.func.jvp``,
+            ``torch.autograd.forward_ad`` duals): the kernels have no autograd formula.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
@@ -96,17 +99,19 @@ def resolve_backend(backend: str, *tensors: Optional[Tensor], op: Optional[str] 
     device_type = present[0].device.type if present else "cpu"
     reason = unavailable_reason(device_type, op)
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in present)
+    tangent = any(forward_ad.unpack_dual(t).tangent is not None for t in present)  # forward AD: torch.func.jvp, duals
     if backend == "ext":
         if reason is not None:
             raise RuntimeError(f"backend='ext' requested{' for ' + op if op else ''} but {reason}")
-        if grad:  # the kernels have no autograd formula: the output would carry no gradient
-            raise RuntimeError(f"backend='ext'{' for ' + op if op else ''}: an input requires grad, and the kernels have no "
+        if grad or tangent:  # the kernels have no autograd formula: the output would carry no gradient
+            raise RuntimeError(f"backend='ext'{' for ' + op if op else ''}: an input "
+                               f"{'carries a forward-mode tangent' if tangent else 'requires grad'}, and the kernels have no "
                                "autograd formula (its gradient would silently be lost); use backend='reference' or 'auto' "
                                "(which picks the reference then), or detach the inputs")
         return "ext"
     if reason is not None:
         return "reference"
-    if grad:
+    if grad or tangent:
         return "reference"  # the kernels have no autograd formula
     return "ext"
 

@@ -735,6 +735,27 @@ def test_resolve_backend():
             assert "built without CUDA" in ops.unavailable_reason("cuda", None)
 
 
+@requires_ext
+def test_forward_mode_ad_runs_the_reference():
+    """A forward-mode tangent (torch.func.jvp, a forward_ad dual) does not set requires_grad: "auto"
+    ran the kernel and the tangent came back 0 (or none); it picks the reference now, "ext" refuses."""
+    import torch.autograd.forward_ad as fwAD
+
+    h = torch.tensor([[[1.0, -2.0], [0.5, 0.0]]], dtype=torch.float64)
+    t = torch.ones_like(h)
+    with ops.recording() as used:
+        _, tan = torch.func.jvp(lambda x: ops.hvp_l1_mean(x), (h,), (t,))
+    _, want = torch.func.jvp(lambda x: R.hvp_l1_mean(x), (h,), (t,))
+    assert used == {"hvp_l1_mean": "reference"} and torch.equal(tan, want) and bool(want.abs().sum() > 0)
+    x = torch.randn(2, 5, dtype=torch.float64)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.ones_like(x))
+        assert ops.resolve_backend("auto", dual) == "reference"
+        assert fwAD.unpack_dual(ops.posnorm(dual, mode="none")).tangent is not None
+        with pytest.raises(RuntimeError, match="an input carries a forward-mode tangent"):
+            ops.posnorm(dual, mode="none", backend="ext")
+
+
 _BAD = [
     ("integrate_gradients", (torch.randn(2, 3, 4), torch.rand(2), torch.randn(3, 4), "mean"), ValueError,
      r"reduce must be one of \['sum', 'none'\], got 'mean'"),
