@@ -246,17 +246,14 @@ class Explainer:
             ids: unused (kept for callers that pass it).
             multi_token: accept a string of several tokens: ``{"kind": "tokens", "id": None,
                 "ids": [...], "text"}``.
-            context: the prompt the target follows (template filled in): a string target is
-                tokenised as the model would produce it there
-                (:func:`~aieg_fast.core.tokens.continuation`; with a SentencePiece tokenizer
-                ``"good"`` after ``"the movie is"`` is the piece ``good``, not ``▁good``). None:
-                tokenised alone.
+            context: the prompt the target follows (template filled in): a string target is tokenised
+                as the model would produce it there (:func:`~aieg_fast.core.tokens.continuation`; with
+                SentencePiece ``"good"`` after ``"the movie is"`` is ``good``, not ``▁good``). None: alone.
 
         Raises:
-            ValueError: a string that is not a single token (unless ``multi_token``), an id out
-                of range, an unknown label.
-            TypeError: a target that is neither a str, an int nor None (a bool, a float). NumPy
-                integers and one-element integer tensors (``logits.argmax()``) count as ints.
+            ValueError: an empty string, one that is not a single token (unless ``multi_token``), an
+                id out of range, an unknown label. TypeError: a target neither a str, an int nor None
+                (NumPy integers and one-element integer tensors, ``logits.argmax()``, are ints).
 
         Warns:
             AttributionWarning: the target's text merges with the end of ``context`` (the
@@ -282,6 +279,8 @@ class Explainer:
             return {"kind": "token", "id": None, "text": None}
         if isinstance(target, bool) or not isinstance(target, (int, str)):
             raise TypeError(f"target must be a token string, a token id or None, got {type(target).__name__}")
+        if target == "":
+            raise ValueError("target is empty: pass a token string, a token id, or None for the model's prediction")
         if isinstance(target, int):
             if not (0 <= target < self.vocab_size):
                 raise ValueError(f"target token id must be in [0, {self.vocab_size}), got {target}")

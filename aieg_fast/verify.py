@@ -1,6 +1,7 @@
 """``aieg-fast verify``: every method with the reference kernels and with the extension, compared."""
 from __future__ import annotations
 
+import math
 import sys
 from typing import List, Optional, Sequence
 
@@ -10,11 +11,11 @@ from ._ext import HAS_EXT, build_info
 from .core.inputs import fill_template
 from .core.validation import check_call_settings
 from .datasets import sst2_sample
-from .explainer import load_model
+from .explainer import Explainer, load_model
 from .methods.aieg import PRESETS as AIEG_PRESETS
 from .methods.registry import check_model, get_method, list_methods
 
-__all__ = ["verify", "compare_scores", "spearman", "within_tolerance", "TOLERANCE", "VERIFY_TEMPLATE"]
+__all__ = ["verify", "compare_scores", "spearman", "within_tolerance", "ATTENTION_FREE", "TOLERANCE", "VERIFY_TEMPLATE"]
 
 #: Tolerance of the extension against the reference on one attribution, as a fraction of the
 #: reference's largest |score| (so it means the same for scores of 1e-3 and of 1e3), by the
@@ -43,7 +44,13 @@ def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def compare_scores(ref: torch.Tensor, ext: torch.Tensor):
-    """(max abs diff, max rel diff, Spearman rank agreement) of two score vectors."""
+    """(max abs diff, max rel diff, Spearman rank agreement) of two score vectors, over the
+    positions where both are finite; NaN at different places gives (inf, inf, 0.0)."""
+    ref, ext = ref.reshape(-1), ext.reshape(-1)
+    if not torch.equal(torch.isnan(ref), torch.isnan(ext)):
+        return math.inf, math.inf, 0.0
+    keep = ~torch.isnan(ref)
+    ref, ext = ref[keep], ext[keep]
     diff = (ref - ext).abs()
     mad = float(diff.max()) if diff.numel() else 0.0
     scale = float(ref.abs().max()) if ref.numel() else 0.0
@@ -63,14 +70,20 @@ def within_tolerance(ref: torch.Tensor, ext: torch.Tensor, tol: float) -> bool:
     return bool((r - e).abs().max() <= tol * r.abs().max())
 
 
-def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: Optional[Sequence[str]] = None, file=None) -> int:
+def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: Optional[Sequence[str]] = None, file=None,
+           device=None, dtype=None, device_map=None) -> int:
     """Run each method with ``backend="reference"`` and ``backend="ext"``; print a table.
 
     AIEG is run once per reading (:data:`~aieg_fast.methods.aieg.PRESETS`; rows
-    ``aieg:preset=<name>``), since the readings reach different kernel paths.
+    ``aieg:preset=<name>``), since the readings reach different kernel paths. On a model without
+    attention layers (Mamba) AIEG and HETA run their attention-free readings
+    (:data:`ATTENTION_FREE`); other methods that need attention are listed as ``n/a``.
 
     Args:
-        model: as :func:`~aieg_fast.explainer.load_model` (default: the embedded model).
+        model: an :class:`~aieg_fast.explainer.Explainer`, or what
+            :func:`~aieg_fast.explainer.load_model` takes (default: the embedded model).
+        device, dtype, device_map: how ``model`` is loaded (:func:`~aieg_fast.explainer.load_model`;
+            not with an Explainer).
         methods: comma-separated method names, or a list (default: every method).
         n_steps: path steps. texts: the inputs (default: the first two shipped SST-2 sentences,
             :func:`~aieg_fast.datasets.sst2_sample`, the second inside :data:`VERIFY_TEMPLATE`
@@ -92,7 +105,7 @@ def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: 
         return 2
     names: List[str] = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else list(methods or list_methods())
     if texts is not None and not list(texts):
-        raise ValueError("texts is empty: give at least one text, or None for the two shipped SST-2 sentences")
+        raise ValueError("texts is empty: give at least one text, or leave texts out for the two shipped SST-2 sentences")
     inputs = [(t, None) for t in texts] if texts is not None else \
         [(s, None if i == 0 else VERIFY_TEMPLATE) for i, (s, _) in enumerate(sst2_sample()[:2])]
     for name in names:  # checked before the model is loaded
@@ -100,25 +113,41 @@ def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: 
     check_call_settings(n_steps, "auto", auto_ok=False)
     for t, template in inputs:
         fill_template(t, template)
-    ex = load_model(model)
+    if isinstance(model, Explainer):
+        if (device, dtype, device_map) != (None, None, None):
+            raise ValueError("device, dtype and device_map load a model: not with an Explainer, which is loaded already")
+        ex = model
+    else:
+        ex = load_model(model, device=device, dtype=dtype, device_map=device_map)
     tol = TOLERANCE.get(next(ex.model.parameters()).dtype, 1e-2)
     print(f"model: {ex.name}   texts: {len(inputs)}   n_steps: {n_steps}   tolerance: {tol:g} of max |score|", file=file)
     print(f"{'method':32s} {'max abs diff':>13s} {'max rel diff':>13s} {'spearman':>9s}  status", file=file)
     bad = 0
     for name in names:
-        m = get_method(name)
-        try:
-            check_model(m, m.options(), ex.adapter)  # the family's own refusal (a method needing attention on Mamba)
-        except ValueError:
-            print(f"{name:32s} {'':13s} {'':13s} {'':9s}  n/a (needs attention layers, which {ex.adapter.arch} has none)", file=file)
-            continue
-        for label, opts in _variants(name):
+        variants = _variants(ex, name)
+        if not variants:
+            print(f"{name:32s} {'':13s} {'':13s} {'':9s}  n/a (needs attention layers; {ex.adapter.arch} has none)", file=file)
+        for label, opts in variants:
             bad += not _verify_row(ex, name, label, opts, inputs, n_steps, tol, file)
     return 1 if bad else 0
 
 
-def _variants(name: str):
-    """(row label, method options) of each run of method ``name``: AIEG's readings, else one."""
+#: the readings of AIEG and HETA that need no attention layers (what they run on Mamba)
+ATTENTION_FREE = {"aieg": {"attn_layers": "none"}, "heta": {"components": "curvature,information"}}
+
+
+def _variants(ex, name: str):
+    """(row label, method options) of each run of method ``name`` on ``ex``'s model: AIEG's
+    readings, else one; on a model without attention the attention-free reading, or none."""
+    m = get_method(name)
+    try:
+        check_model(m, m.options(), ex.adapter)  # the family's own refusal (a method needing attention on Mamba)
+    except ValueError:
+        opts = ATTENTION_FREE.get(name)
+        if opts is None:
+            return []
+        check_model(m, m.options(**opts), ex.adapter)
+        return [(name + ":" + ":".join(f"{k}={v}" for k, v in opts.items()), opts)]
     if name == "aieg":
         return [(f"aieg:preset={p}", {"preset": p}) for p in AIEG_PRESETS]
     return [(name, {})]

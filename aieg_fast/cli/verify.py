@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..verify import verify
-from .common import option_flags
+from .common import add_model_options, option_flags, placement
 
 __all__ = ["add_parser", "run"]
 
@@ -11,7 +11,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub) -> None:
     """Add the ``verify`` subcommand to the subparsers ``sub``."""
     v = sub.add_parser("verify", help="run every method with the reference kernels and the extension; compare")
-    v.add_argument("--model", default=None)
+    add_model_options(v)
     v.add_argument("--methods", default=None, help="comma-separated (default: all)")
     v.add_argument("--n-steps", type=int, default=20)
     v.add_argument("--texts", nargs="*", default=None)
@@ -20,4 +20,4 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     """0 when all methods agree, 1 on a mismatch, 2 without the extension."""
-    return verify(model=args.model, methods=args.methods, n_steps=args.n_steps, texts=args.texts)
+    return verify(model=args.model, methods=args.methods, n_steps=args.n_steps, texts=args.texts, **placement(args))

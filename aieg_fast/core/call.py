@@ -84,7 +84,7 @@ def _resolve_as(ex, value, name: str, context=None):
     try:
         return ex.resolve_target(value, context=context)
     except (TypeError, ValueError) as err:
-        msg = str(err)
+        msg = str(err).split("; with target_fn='logprob'")[0]  # that advice is the target's: a contrast / label is one token
         msg = name + msg[len("target"):] if msg.startswith("target") else f"{name}: {msg}"
         raise type(err)(msg) from None
 

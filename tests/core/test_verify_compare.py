@@ -48,7 +48,7 @@ def test_verify_marks_methods_without_kernels_and_checks_first(tiny_gpt2_dir, mo
                       (dict(texts=[""]), "text is empty")):
         with pytest.raises(ValueError, match=match):
             V.verify(str(tiny_gpt2_dir), **{"n_steps": 4, **kw})
-    with pytest.raises(ValueError, match="texts is empty"):  # was: the two default sentences, silently
+    with pytest.raises(ValueError, match="texts is empty: give at least one text, or leave texts out for"):  # was: the two default sentences, silently
         V.verify(str(tiny_gpt2_dir), n_steps=4, texts=[])
 
 
@@ -69,10 +69,11 @@ def test_verify_lists_methods_a_family_cannot_run_as_na(monkeypatch):
     ex = aieg_fast.load_model(*spec.build())
     monkeypatch.setattr(V, "load_model", lambda model=None, **kw: ex)
     buf = io.StringIO()
-    assert V.verify("mamba", methods="attention,integrated_gradients", n_steps=4, texts=["a good movie"], file=buf) == 0
+    assert V.verify("mamba", methods="attention,integrated_gradients,aieg", n_steps=4, texts=["a good movie"], file=buf) == 0
     rows = {line.split()[0]: line for line in buf.getvalue().splitlines()[2:]}
-    assert "n/a (needs attention layers, which MambaForCausalLM has none)" in rows["attention"]
+    assert "n/a (needs attention layers; MambaForCausalLM has none)" in rows["attention"]
     assert rows["integrated_gradients"].endswith("ok")
+    assert rows["aieg:attn_layers=none"].endswith("ok")  # AIEG's attention-free reading, as on Mamba it runs (was n/a)
 
 
 def test_within_tolerance_is_relative_to_the_largest_score():
@@ -114,3 +115,31 @@ def test_verify_catches_a_slightly_wrong_kernel(tiny_gpt2_dir, op, wrong, method
     finally:
         lib._destroy()
     assert "MISMATCH" in buf.getvalue()
+
+
+def test_compare_scores_with_nan():
+    """NaN at other places is an infinite difference (the table printed 0 and Spearman 1 beside
+    MISMATCH); NaN at the same places is left out of the numbers."""
+    nan = float("nan")
+    assert compare_scores(torch.tensor([nan, 1.0, 2.0]), torch.tensor([1.0, 1.0, 2.0])) == (float("inf"), float("inf"), 0.0)
+    assert compare_scores(torch.tensor([nan, 1.0, 2.0]), torch.tensor([nan, 1.5, 2.0])) == pytest.approx((0.5, 0.25, 1.0))
+
+
+def test_verify_takes_a_loaded_model_and_its_dtype(tiny_llama, capsys):
+    """An Explainer is verified as it is (it was refused as "not a hub id"), so a half-precision
+    model gets the half-precision tolerance; load arguments beside it are refused."""
+    import io
+
+    from aieg_fast import load_model, ops, verify as V
+
+    if ops.unavailable_reason("cpu", None) is not None:
+        pytest.skip("no CPU extension")
+    half = load_model(tiny_llama.model.to(torch.bfloat16), tiny_llama.tokenizer)
+    buf = io.StringIO()
+    try:
+        assert V.verify(half, methods="integrated_gradients", n_steps=4, texts=["a good movie"], file=buf) == 0
+    finally:
+        tiny_llama.model.to(torch.float32)
+    assert "tolerance: 0.01 of max |score|" in buf.getvalue().splitlines()[0]
+    with pytest.raises(ValueError, match="not with an Explainer"):
+        V.verify(tiny_llama, methods="saliency", dtype="bfloat16")

@@ -202,6 +202,12 @@ def test_target_errors_name_the_argument(tiny_gpt2, tiny_gpt2_clf):
         tiny_gpt2.attribute([TEXT, TEXT], method="saliency", contrast_target=[" bad", " not a token"])
     with pytest.raises(ValueError, match=r"^label_set\[0\] ' not a token' is not a single token"):
         tiny_gpt2.attribute(TEXT, method="saliency", target_fn="label_logprob", label_set=[" not a token", " bad"])
+    # the target's advice (target_fn='logprob' sums several tokens) does not hold for a contrast: it was given, with logprob set
+    with pytest.raises(ValueError, match="is not a single token") as err:
+        tiny_gpt2.attribute(TEXT, method="saliency", target=" not a token", target_fn="logprob", contrast_target=" not a token")
+    assert "target_fn='logprob'" not in str(err.value) and str(err.value).startswith("contrast_target")
+    with pytest.raises(ValueError, match=r"^target is empty: pass a token string, a token id, or None"):  # was "tokenizes as []"
+        tiny_gpt2.attribute(TEXT, method="saliency", target="")
     assert model_state(tiny_gpt2) == before
     for bad in (True, 1.0):
         with pytest.raises(TypeError, match=r"target must be a class index \(int\) or a label name \(str\), got"):
