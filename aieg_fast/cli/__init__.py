@@ -64,7 +64,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if torchrun_world_size() > 1 and args.cmd not in RUN_COMMANDS:
         if os.environ.get("RANK", "0") == "0":  # said once
             print(f"error: aieg-fast {args.cmd} runs in one process: under torchrun (WORLD_SIZE={torchrun_world_size()}) "
-                  "each process would do all of its work, into the same files; start it without torchrun "
+                  "each process would do all of the same work (writing the same files, where it writes any); start it without torchrun "
                   f"(only {' and '.join(RUN_COMMANDS)} share their work between processes)", file=sys.stderr)
         return 2
     if getattr(args, "config", None):

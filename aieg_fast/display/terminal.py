@@ -255,7 +255,7 @@ def _generation(attr, words: bool, top_k: int, paint, width: int):
     yield Text(f"prompt:    {prompt!r}")
     yield Text(f"generated: {gen_text!r}")
     yield Text(f"per step: the generated token, then the {top_k} context {'words' if words else 'tokens'} with the largest |score| "
-               "((+n): n more that the width leaves out)")
+               "(+n: n more that the width leaves out)")
     tok_w = max(1, min(12, width - 10))  # the step's token: 12 cells, fewer on a narrow line
     for t in range(T):
         head = f"  {t + 1:>3} {_cut(row_labels[t], tok_w)} <- "
