@@ -97,7 +97,7 @@ def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: 
 
     Raises:
         ValueError: an unknown method, ``n_steps`` not an int ≥ 2, an empty text or list of texts
-            (before the model is loaded).
+            (before the model is loaded); ``device`` / ``dtype`` / ``device_map`` with an Explainer.
     """
     file = file or sys.stdout
     if not HAS_EXT:
