@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import sys
 import threading
 from typing import List, Optional
 
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
-from ..runs import torchrun_world_size
+from ..runs import torchrun_rank, torchrun_world_size
 from .common import apply_config, as_flags
 
 __all__ = ["build_parser", "main", "COMMANDS", "RUN_COMMANDS"]
@@ -62,7 +61,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     if torchrun_world_size() > 1 and args.cmd not in RUN_COMMANDS:
-        if os.environ.get("RANK", "0") == "0":  # said once
+        if torchrun_rank() == 0:  # said once
             print(f"error: aieg-fast {args.cmd} runs in one process: under torchrun (WORLD_SIZE={torchrun_world_size()}) "
                   "each process would do all of the same work (writing the same files, where it writes any); start it without torchrun "
                   f"(only {' and '.join(RUN_COMMANDS)} share their work between processes)", file=sys.stderr)

@@ -11,6 +11,7 @@ from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS
 from ..dataset_attribution import FILE_TYPES, PARQUET_FILE, RECORDS_FILE, attribute_dataset
 from ..datasets import DATASETS, TASKS
 from ..methods.registry import list_methods
+from ..runs import torchrun_rank
 from .common import add_model_options, option_flags, placement
 from .explain import check_option_names, check_steps_given, parse_baseline, parse_option, parse_steps
 
@@ -86,7 +87,7 @@ def run(args) -> int:
         internal_batch_size=args.internal_batch_size, baseline=args.baseline, backend=args.backend, limit=args.limit,
         parquet=args.parquet, progress=not args.no_progress, **placement(args),
     )
-    if res is None or not _is_main():
+    if res is None or torchrun_rank() != 0:
         return 0
     print(f"{res['n_examples']} example(s): {res['computed']} computed now, {res['done_before']} done before"
           + (f", on {res['world_size']} processes" if res["world_size"] > 1 else "") + f" ({res['seconds']:.1f} s)")
@@ -101,8 +102,3 @@ def run(args) -> int:
         return 1
     return 0
 
-
-def _is_main() -> bool:
-    import os
-
-    return os.environ.get("RANK", "0") == "0"

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, is_dataset_file
+from ..runs import torchrun_rank
 from .common import DefaultsHelpFormatter, add_model_options, option_flags, placement, write_command
 from ..eval import (DEFAULT_METHODS, DEFAULT_N_NEW_TOKENS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, LONGRA_KS, METRIC_SETS,
                     PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation, evaluate_longra)
@@ -231,7 +231,7 @@ def run(args) -> int:
         refused = True
         raise
     finally:  # once the evaluation made its folder (refused input makes none), even when interrupted
-        if not refused and int(os.environ.get("RANK", "0")) == 0 and Path(args.out).is_dir():
+        if not refused and torchrun_rank() == 0 and Path(args.out).is_dir():
             write_command(args, args.out)
 
 

@@ -21,19 +21,29 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
-__all__ = ["Dist", "start", "shard", "rank_device", "torchrun_world_size", "DIST_TIMEOUT"]
+__all__ = ["Dist", "start", "shard", "rank_device", "torchrun_rank", "torchrun_world_size", "DIST_TIMEOUT"]
 
 #: how long a process waits for the others at a barrier (the fastest waits for the slowest
 #: shard; a process that fails makes torchrun stop the others at once).
 DIST_TIMEOUT = datetime.timedelta(hours=72)
 
 
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, str(default)))
+    except ValueError:
+        return default
+
+
 def torchrun_world_size() -> int:
     """``WORLD_SIZE`` of the environment (1 when not started by torchrun)."""
-    try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 1
+    return _env_int("WORLD_SIZE", 1)
+
+
+def torchrun_rank() -> int:
+    """``RANK`` of the environment (0 when not started by torchrun): which process prints and
+    writes what only one should, before or outside a process group (:class:`Dist` inside one)."""
+    return _env_int("RANK", 0)
 
 
 @dataclass
