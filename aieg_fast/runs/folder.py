@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from .distributed import Dist
 from .records import read_jsonl, repair_jsonl, write_json
 
 __all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods", "claim_folder", "LOCK_FILE",
@@ -248,21 +249,18 @@ def made_folder(out_dir, arg: str = "out_dir", procs=None) -> Iterator[Path]:
     Raises:
         ValueError: as :func:`writable_folder` and :func:`claim_folder` (on every process).
     """
-    main = procs is None or procs.main
-    fresh = main and not Path(out_dir).exists()
+    procs = procs if procs is not None else Dist()
+    fresh = procs.main and not Path(out_dir).exists()
     out = None
     try:
         error = None
         try:
-            out = writable_folder(out_dir, arg) if main else Path(out_dir)
-            if main:
+            out = writable_folder(out_dir, arg) if procs.main else Path(out_dir)
+            if procs.main:
                 claim_folder(out, arg)
         except ValueError as err:
             error = err
-        if procs is not None:
-            procs.check(error)  # the folder exists for every process from here on
-        elif error is not None:
-            raise error
+        procs.check(error)  # raised on every process; the folder exists for every process from here on
         yield out
     except BaseException:
         if out is not None:
