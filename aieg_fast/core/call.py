@@ -30,8 +30,8 @@ class CallSettings:
         alpha0: start of the path (``alpha_range[0]``). n_samples, noise, seed: baseline noise
         draws, their standard deviation (None: 0.1 × the RMS of each text's attributable input
         embeddings) and seed. row_noise: the σ of each row, in ``inputs_embeds`` units (filled
-        by :func:`apply_baseline`). embed_scale: the adapter's ``inputs_embeds_scale`` (σ / it
-        is the noise on the adapter's embeddings).
+        by :func:`apply_baseline`; σ / the adapter's ``inputs_embeds_scale`` is the noise on the
+        adapter's embeddings).
         record: what results store (filled by :func:`apply_baseline`).
     """
 
@@ -43,7 +43,6 @@ class CallSettings:
     noise: Optional[float] = None
     seed: int = 0
     row_noise: List[float] = dataclasses.field(default_factory=list)
-    embed_scale: float = 1.0
     record: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def record_of(self, b: Optional[int] = None) -> Dict[str, Any]:
@@ -203,8 +202,8 @@ def apply_baseline(ex, batch: Batch, settings: CallSettings, uses_baseline: bool
     if settings.alpha0 > 0:
         batch = dataclasses.replace(batch, baseline=shift_baseline(batch.embeds, batch.baseline, settings.alpha0))
     if settings.n_samples > 1:
-        settings.embed_scale = ex.adapter.inputs_embeds_scale
-        settings.row_noise = [float(settings.noise)] * batch.B if settings.noise is not None else row_noise(batch, settings.embed_scale)
+        scale = ex.adapter.inputs_embeds_scale
+        settings.row_noise = [float(settings.noise)] * batch.B if settings.noise is not None else row_noise(batch, scale)
     settings.record = describe_baseline(desc, settings.alpha0, settings.n_samples, settings.noise, settings.seed)
     return batch
 
@@ -226,10 +225,10 @@ def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
     if settings.n_samples == 1:
         out, used = run(ctx)
     else:
-        base = getattr(ctx, batch_field)
+        base, scale = getattr(ctx, batch_field), ctx.adapter.inputs_embeds_scale
         outs = []
         for s in range(settings.n_samples):
-            noisy = dataclasses.replace(base, baseline=noisy_baseline(base, settings.row_noise, settings.seed, s, settings.embed_scale))
+            noisy = dataclasses.replace(base, baseline=noisy_baseline(base, settings.row_noise, settings.seed, s, scale))
             ctx_s = dataclasses.replace(ctx, **{batch_field: noisy}, timing={})
             if s > 0:
                 ctx_s.targets = outs[0][2].targets  # the prediction of the first draw
