@@ -112,7 +112,8 @@ def adapter_for(model) -> DecoderAdapter:
                          "model.get_base_model() keeps LoRA-type adapters active and unmerged (they are explained as "
                          "part of the model), model.merge_and_unload() merges them. Prompt-learning adapters (prefix "
                          "or prompt tuning) live in the wrapper's forward and cannot be explained this way")
-    cls = _ADAPTERS.get(getattr(getattr(model, "config", None), "model_type", None))
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    cls = _ADAPTERS.get(model_type)
     if cls is None or not cls.serves(model):
-        raise _unsupported(getattr(getattr(model, "config", None), "model_type", None), model)
+        raise _unsupported(model_type, model)
     return cls(model)
