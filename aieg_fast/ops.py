@@ -270,7 +270,7 @@ def interpolate_path(
         _check_mask(fixed_mask, "fixed_mask")
         _check_shape(fixed_mask.dim() == 1 and fixed_mask.numel() == L, "fixed_mask", f"[{L}]", fixed_mask)
         fixed_mask = _moved(fixed_mask, "fixed_mask", dev, op).reshape(-1)
-    used = _dispatch(backend, input_embeds, baseline_embeds, alphas, fixed_mask, op="interpolate_path")
+    used = _dispatch(backend, input_embeds, baseline_embeds, alphas, fixed_mask, op=op)
     if used == "reference":
         return reference.interpolate_path(input_embeds, baseline_embeds, alphas, fixed_mask)
     return torch.ops.aieg_fast.interpolate_path.default(input_embeds, baseline_embeds, alphas, fixed_mask)

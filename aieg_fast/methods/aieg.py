@@ -62,8 +62,8 @@ class AIEGOptions(Options):
             sub-steps, so it stops at α_M = 1 − δ_M and that last sub-step is left out; see
             :func:`aieg_fast.reference.emphasis_factors`). ef_sign: ``"abs"``, ``"signed"``,
             ``"relu"``, ``"minmax"`` (of the weights r_m·δ_m, not of the slopes r_m as the spec's
-            table writes: see :func:`aieg_fast.reference.emphasis_factors`). ef_norm: ``"l1"`` or ``"none"``; left out (None), the
-            mode's own: ``"l1"``, and ``"none"`` for ``"completeness"`` (the options record the
+            table writes: see :func:`aieg_fast.reference.emphasis_factors`). ef_norm: ``"l1"`` or
+            ``"none"``; left out (None), the mode's own: ``"l1"``, and ``"none"`` for ``"completeness"`` (the options record the
             value used). ``"completeness"`` needs ``ef_sign="abs"`` (its weights are never
             negative), ``ef_norm="none"`` and ``stream_ef=True`` (its weights need the gradient
             pass's slopes); other values are refused.
