@@ -173,8 +173,9 @@ def top_k_positions(scores: Tensor, candidates: Tensor, topk: float = 0.20, dig_
                     ties: str = "random", tie_seed: int = 0) -> Tensor:
     """Indices of the top-k signed scores among ``candidates``, largest first: Tensor[k] (int64, CPU).
 
-    k = int(#candidates · topk) (``dig_compat=False``) or int(L · topk) over all L positions
-    (``dig_compat=True``; then any position may be chosen). Equal scores are ordered by
+    k = ⌊#candidates · topk⌋ (``dig_compat=False``) or ⌊L · topk⌋ over all L positions
+    (``dig_compat=True``; then any position may be chosen), the floor allowing 1e-9 for float
+    rounding (100 × 0.29 = 28.999… in floats gives 29). Equal scores are ordered by
     ``ties``: ``"random"`` (default) — a random permutation drawn from a generator seeded with
     ``tie_seed``, so every tied position is equally likely to be chosen and the same seed gives
     the same choice; ``"first"`` — the lower index first (the rule before ties became random;
