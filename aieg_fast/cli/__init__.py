@@ -17,7 +17,9 @@ Each command module has ``add_parser(sub)`` (its options; the choices come from 
 and ``run(args) -> int`` (the exit status); :mod:`.common` holds the model options several share
 (``--model``, ``--device``, ``--dtype``, ``--device-map``). A command's parser sets ``flags``
 (:func:`.common.option_flags`): an error message names the library's arguments, and ``main``
-writes each as the option that sets it (``n_steps`` → ``--n-steps``).
+writes each as the option that sets it (``n_steps`` → ``--n-steps``); a command's
+:class:`~aieg_fast.AttributionWarning` is written the same way, as a ``warning: ...`` line
+without the Python source line it would name.
 """
 from __future__ import annotations
 
@@ -26,9 +28,11 @@ import contextlib
 import signal
 import sys
 import threading
+import warnings
 from typing import List, Optional
 
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
+from ..core.diagnostics import AttributionWarning
 from ..runs import torchrun_rank, torchrun_world_size
 from .common import apply_config, as_flags
 
@@ -80,7 +84,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         except ImportError:
             pass
     try:
-        with _sigterm_interrupts():
+        with _sigterm_interrupts(), _warnings_as_flags(getattr(args, "flags", {})):
             return args.fn(args)
     except (ValueError, TypeError, RuntimeError, OSError) as err:
         if getattr(err, "reported_by", None) is None:  # under torchrun: printed by the rank that found it
@@ -91,6 +95,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         hint = " (finished examples are kept in the records; rerun the same command to resume)" if resumable else ""
         print(f"interrupted{hint}", file=sys.stderr)
         return 130
+
+
+@contextlib.contextmanager
+def _warnings_as_flags(flags: dict):
+    """The package's :class:`~aieg_fast.AttributionWarning` written as ``warning: <message>``
+    on stderr, the library's argument names as the options that set them
+    (:func:`.common.as_flags`), instead of Python's ``file:line: Category: message`` and the
+    source line, which in a command are the entry point's (``sys.exit(main())``). Other warnings keep Python's format; the filters (``-W``,
+    ``PYTHONWARNINGS``) apply to all, and the former hook is put back."""
+    with warnings.catch_warnings():
+        former = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, AttributionWarning):
+                print(f"warning: {as_flags(str(message), flags)}", file=sys.stderr if file is None else file)
+            else:
+                former(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 @contextlib.contextmanager

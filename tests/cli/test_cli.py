@@ -213,6 +213,30 @@ def test_cli_errors_name_the_option_not_the_python_argument(argv, says, tiny_gpt
     assert says in err and "n_steps" not in err and "n_baseline_samples" not in err
 
 
+def test_cli_warnings_name_the_option_not_the_python_line(tiny_gpt2, monkeypatch, capsys):
+    """A command's AttributionWarning is one ``warning: ...`` line naming the options
+    (--n-steps), not Python's ``<entry point>:6: AttributionWarning: ...`` followed by the
+    source line ``sys.exit(main())``; other warnings keep Python's format."""
+    import warnings
+
+    from aieg_fast.cli import explain as cli_explain
+
+    def load(*a, **kw):
+        warnings.warn("a library's own warning", FutureWarning)
+        return tiny_gpt2
+
+    monkeypatch.setattr(cli_explain, "load_model", load)
+    with warnings.catch_warnings(record=True) as passed_on:  # what goes on to Python's own display
+        warnings.simplefilter("always")
+        rc = cli.main(["explain", PROMPT, "--method", "integrated_gradients", "--baseline", "zero", "--n-steps", "2", "--no-progress"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    said = [ln for ln in err.splitlines() if "[completeness]" in ln]
+    assert len(said) == 1 and said[0].startswith("warning: integrated_gradients: [completeness]"), err
+    assert "raise --n-steps" in said[0] and "n_steps" not in said[0] and "AttributionWarning" not in err
+    assert [w.category for w in passed_on] == [FutureWarning]
+
+
 def test_cli_attribute_dataset_error_names_the_option(tmp_path, capsys):
     """attribute-dataset: --internal-batch-size named as its option; target_fn='label_logprob'
     written as the option and its value, label_set as the option that gives it (--label)."""
