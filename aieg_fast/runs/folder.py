@@ -179,11 +179,9 @@ def setting_differences(old: dict, new: dict, keys, absent: str = "its default (
 def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
     """Raise the "other settings" error naming every key of ``keys`` whose value differs, with
     the recorded and the new value of each (a setting at its default is left out of some configs)."""
-    diff = _differing(old, new, keys)
-    if diff:
-        values = "; ".join(setting_differences(old, new, keys))
-        raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({', '.join(diff)}; {values}); "
-                         f"use another {arg}")
+    values = "; ".join(setting_differences(old, new, keys))
+    if values:
+        raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({values}); use another {arg}")
 
 
 def check_or_record_methods(out, resolved: Dict[str, dict], former: Callable[[str], Optional[dict]],

@@ -117,10 +117,10 @@ def test_command_json_resumes_a_run_given_relative_paths(tiny_gpt2_dir, tmp_path
     # loads, on the dataset), both values named
     monkeypatch.chdir(tmp_path)
     assert cli.main(["evaluate", "--config", str(work / "evb" / "command.json")]) == 2
-    assert "(dataset; dataset: 'data.jsonl' recorded, " in capsys.readouterr().err
+    assert "(dataset: 'data.jsonl' recorded, " in capsys.readouterr().err
     monkeypatch.chdir(work)
     assert cli.main([*argv, "--seed", "5"]) == 2
-    assert "other settings (seed; seed: 0 recorded, 5 now)" in capsys.readouterr().err
+    assert "other settings (seed: 0 recorded, 5 now)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("cmd", ["evaluate", "train-nano", "train-sentiment"])

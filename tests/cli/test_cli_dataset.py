@@ -104,7 +104,7 @@ def test_attribute_dataset_other_settings_refused_before_loading(tiny_gpt2_dir, 
 
     monkeypatch.setattr(runner, "_explainer", refuse)
     assert cli.main([*base, "--method", "input_x_gradient"]) == 2
-    assert "holds results with other settings (method, option_values;" in capsys.readouterr().err
+    assert "holds results with other settings (method: " in capsys.readouterr().err
 
 
 def test_attribute_dataset_template_with_another_field_refused_before_any_file(tiny_gpt2_dir, tmp_path, capsys):

@@ -216,7 +216,7 @@ def test_cli_evaluate_prompt_file(tiny_gpt2_dir, tmp_path, capsys):
     # rerun without --prompt-only: refused, and the recorded setting is named by its option too
     assert cli.main(args[:-3] + ["--metrics", "hard"]) == 2
     err = capsys.readouterr().err
-    assert "holds results with other settings (interpolate_generated;" in err
+    assert "holds results with other settings (interpolate_generated: " in err
     assert "use another --out [options: interpolate_generated is --prompt-only (interpolate_generated is True without it)]" in err
 
 

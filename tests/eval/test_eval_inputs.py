@@ -218,13 +218,13 @@ def test_rerun_with_other_weights_under_one_name_refused(tiny_gpt2, tmp_path):
     E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, **KW)
     assert json.loads((out / "config.json").read_text())["model_weights"].startswith("sha256:")
     other = aieg_fast.load_model(*make_tiny_gpt2(seed=1))
-    with pytest.raises(ValueError, match=r"holds results with other settings \(model_weights; model_weights: 'sha256:"):
+    with pytest.raises(ValueError, match=r"holds results with other settings \(model_weights: 'sha256:"):
         E.evaluate(other, methods="saliency", n=2, out_dir=out, **KW)
     m, t = make_tiny_gpt2()  # the fixture's weights again, in a new object: resumed
     assert E.evaluate(aieg_fast.load_model(m, t), methods="saliency", n=2, out_dir=out, **KW)["computed"] == 1
     with torch.no_grad():
         m.get_input_embeddings().weight[3, 0] += 1.0  # one weight changed in memory
-    with pytest.raises(ValueError, match=r"other settings \(model_weights;"):
+    with pytest.raises(ValueError, match=r"other settings \(model_weights: "):
         E.evaluate(aieg_fast.load_model(m, t), methods="saliency", n=3, out_dir=out, **KW)
     # a model folder trained again in place, loaded by its path
     folder, run = tmp_path / "model", tmp_path / "run2"
@@ -233,7 +233,7 @@ def test_rerun_with_other_weights_under_one_name_refused(tiny_gpt2, tmp_path):
     t0.save_pretrained(folder)
     E.evaluate(str(folder), methods="saliency", n=1, out_dir=run, **KW)
     m.save_pretrained(folder)  # the changed weights, same name
-    with pytest.raises(ValueError, match=r"other settings \(model_weights;"):
+    with pytest.raises(ValueError, match=r"other settings \(model_weights: "):
         E.evaluate(str(folder), methods="saliency", n=2, out_dir=run, **KW)
     # a folder written before the digest: adopted, then checked
     cfg = json.loads((run / "config.json").read_text())
@@ -242,7 +242,7 @@ def test_rerun_with_other_weights_under_one_name_refused(tiny_gpt2, tmp_path):
     assert E.evaluate(str(folder), methods="saliency", n=2, out_dir=run, **KW)["computed"] == 1
     assert "model_weights" in json.loads((run / "config.json").read_text())
     m0.save_pretrained(folder)
-    with pytest.raises(ValueError, match=r"other settings \(model_weights;"):
+    with pytest.raises(ValueError, match=r"other settings \(model_weights: "):
         E.evaluate(str(folder), methods="saliency", n=3, out_dir=run, **KW)
 
 
@@ -266,7 +266,7 @@ def test_a_resume_with_other_settings_is_refused_before_the_model_loads(tiny_gpt
     for name, run in runs.items():
         run(tiny_gpt2)
         monkeypatch.setattr(runner, "load_model", refuse)
-        with pytest.raises(ValueError, match=r"holds results with other settings \(n_steps; n_steps: 4 recorded, 6 now\)"):
+        with pytest.raises(ValueError, match=r"holds results with other settings \(n_steps: 4 recorded, 6 now\)"):
             run("some-model", n_steps=6)
         assert run(tiny_gpt2)["computed"] == 0, name  # the same settings resume (nothing left to compute)
         monkeypatch.undo()

@@ -81,7 +81,7 @@ def test_attribute_dataset_records_option_values(tiny_gpt2, tmp_path, monkeypatc
     other = "v3" if registry.method_options("aieg")["preset"] == "v1" else "v1"
     monkeypatch.setitem(registry.FORMER_DEFAULTS, "aieg", {"preset": other})
     before = (out / DATASET_RECORDS).read_bytes()
-    with pytest.raises(ValueError, match=r"other settings \(option_values; option_values: {'preset': 'v1', 'posnorm': 'minmax'} recorded, "
+    with pytest.raises(ValueError, match=r"other settings \(option_values: {'preset': 'v1', 'posnorm': 'minmax'} recorded, "
                                            r"{'preset': 'v2', 'posnorm': 'relu_max'} now\)"):
         attribute_dataset(data, out, tiny_gpt2, method="aieg", n_steps=4, progress=False)
     assert (out / DATASET_RECORDS).read_bytes() == before
