@@ -330,12 +330,25 @@ def _flatten_rows(x):
 
 
 def _read_json(path):
-    """The JSON value in the file ``path``; ValueError naming the file when it is not UTF-8 JSON."""
+    """The JSON value in the file ``path``; ValueError naming the file when it is not UTF-8 JSON
+    (for JSON Lines, one record per line as ``attribute-dataset`` writes, it says how to read it)."""
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        if isinstance(err, json.JSONDecodeError) and err.msg == "Extra data" and _first_line_is_object(path):
+            raise ValueError(f"{path} holds one JSON record per line (JSON Lines, as attribute-dataset's attributions.jsonl), "
+                             "not a saved result; read each line with aieg_fast.Attribution.from_dict(json.loads(line)), "
+                             "or the whole file with pandas.read_json(path, lines=True)") from None
         raise ValueError(f"{path} is not a JSON file of attributions ({type(err).__name__}: {err})") from None
+
+
+def _first_line_is_object(path) -> bool:
+    with open(path, encoding="utf-8") as fh:
+        try:
+            return isinstance(json.loads(fh.readline()), dict)
+        except json.JSONDecodeError:
+            return False
 
 
 def load_attribution(path) -> Attribution:

@@ -296,6 +296,13 @@ def test_save_and_load_several(tmp_path, gen):
         for load in (aieg_fast.load_attribution, aieg_fast.load_attributions):
             with pytest.raises(ValueError, match=r"bad.json is not a JSON file of attributions \((JSONDecodeError|UnicodeDecodeError)"):
                 load(tmp_path / "bad.json")
+    lines = tmp_path / "attributions.jsonl"  # attribute-dataset's records, one per line: the error says how to read them
+    lines.write_text("".join(json.dumps(dict(r.to_dict(), index=i)) + "\n" for i, r in enumerate((a, b))), encoding="utf-8")
+    for load in (aieg_fast.load_attribution, aieg_fast.load_attributions):
+        with pytest.raises(ValueError, match=r"one JSON record per line .*Attribution\.from_dict\(json\.loads\(line\)\)"):
+            load(lines)
+    read = [aieg_fast.Attribution.from_dict(json.loads(ln)) for ln in lines.read_text(encoding="utf-8").splitlines()]
+    assert [r.words()[0] for r in read] == [r.words()[0] for r in (a, b)]
     # results compare by identity: == and `in` work (a dataclass __eq__ on the scores tensor raised)
     back = aieg_fast.load_attribution(tmp_path / "one.json")
     assert a == a and a != back and back in [b, back] and [b, back].index(back) == 1 and len({a, back}) == 2
