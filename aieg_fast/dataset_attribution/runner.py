@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.baselines import check_baseline_value
 from ..core.call import check_label_set_use
-from ..core.diagnostics import AttributionWarning
+from ..core.diagnostics import FLAG_KINDS, AttributionWarning
 from ..core.inputs import fill_template
 from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
@@ -333,7 +333,8 @@ def attribute_dataset(
         "n_examples", "computed" (this run, all processes; skipped ones included),
         "done_before" (of these examples; records of rows past ``limit`` are kept, not counted),
         "skipped" (count), "skips" (``[{"index", "id", "reason"}]``, the first 20), "degenerate"
-        (records with a finding), "world_size", "seconds"}``.
+        (records with a finding), "flag_kinds" (kind → records with a flag of that kind:
+        :data:`~aieg_fast.core.diagnostics.FLAG_KINDS`), "world_size", "seconds"}``.
 
     Raises:
         ValueError / TypeError: bad settings, unreadable or malformed data, a target or contrast
@@ -406,6 +407,12 @@ def _former_option_values(recorded: dict) -> Optional[dict]:
         return None
 
 
+def _flag_kinds(records: Sequence[dict]) -> Dict[str, int]:
+    """Flag kind → the number of records with a flag of that kind (a generation record counts once)."""
+    kinds = [{f.get("kind") for f in r.get("degenerate") or []} for r in records]
+    return {k: n for k in FLAG_KINDS if (n := sum(k in ks for ks in kinds))}
+
+
 def _finish(out: Path, parquet: bool, n: int, computed: int, done_before: int, procs: Dist, t0: float) -> dict:
     """Rank 0 after the work: the parts merged, the file sorted, parquet written; the summary."""
     records = _merge(out)
@@ -413,5 +420,5 @@ def _finish(out: Path, parquet: bool, n: int, computed: int, done_before: int, p
     skips = [{"index": r["index"], "id": r.get("id"), "reason": r["skipped"]} for r in records if "skipped" in r]
     return {"out_dir": str(out), "records_file": str(out / RECORDS_FILE), "parquet_file": None if pq is None else str(pq),
             "n_examples": n, "computed": computed, "done_before": done_before, "skipped": len(skips), "skips": skips[:20],
-            "degenerate": sum(1 for r in records if r.get("degenerate")), "world_size": procs.world_size,
+            "degenerate": sum(1 for r in records if r.get("degenerate")), "flag_kinds": _flag_kinds(records), "world_size": procs.world_size,
             "seconds": time.perf_counter() - t0}

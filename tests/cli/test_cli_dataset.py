@@ -30,6 +30,22 @@ def test_attribute_dataset_command(tiny_gpt2_dir, tmp_path, capsys):
     assert "0 computed now, 3 done before" in capsys.readouterr().out
 
 
+def test_attribute_dataset_summary_names_each_kind_of_flag(tiny_gpt2_dir, tmp_path, capsys):
+    """The summary counts the records of each flag kind and says what it means: an IG
+    completeness caution is not a result "without usable signal" (the former line called every
+    flagged record that)."""
+    out = tmp_path / "o"
+    assert cli.main(["attribute-dataset", str(_csv(tmp_path)), "--out", str(out), "--model", str(tiny_gpt2_dir), "--text-column", "review",
+                     "--method", "integrated_gradients", "--n-steps", "2", "--baseline", "zero", "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    recs = [json.loads(line) for line in (out / RECORDS_FILE).read_text().splitlines()]
+    kinds = [{f["kind"] for f in r["degenerate"]} for r in recs]
+    n = sum("completeness" in k for k in kinds)
+    assert n >= 1 and all(k <= {"completeness"} for k in kinds), kinds  # two steps from zero: IG misses F(x) − F(x′)
+    assert f"{n} record(s) carry flags in their 'degenerate' field ({n} completeness: IG's error above 10% of F(x) − F(x′))" in said
+    assert "usable signal" not in said
+
+
 @pytest.mark.parametrize("extra, match", [
     (["--device", "cpu", "--device-map", "auto"], "exclude each other"),
     (["--limit", "0"], "--limit must be a positive int"),
