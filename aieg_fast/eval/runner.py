@@ -67,7 +67,7 @@ from .metrics import (
 )
 from .examples import example_text, label_token_ids, load_examples, truncate
 from .folder import gather_parts, prepare_folder
-from .records import RECORDS_FILE, append_record, read_records
+from .records import RECORDS_FILE, append_record, read_records, records_beyond
 from .report import plot_pi_soft, write_summary
 from .run_checks import check_methods, check_run_settings
 from .stats import REFERENCE_METHOD, chance_check, summarise
@@ -576,6 +576,9 @@ def summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config:
     :func:`~aieg_fast.eval.generation_runner.evaluate_generation`'s, without labels: ``chance``
     None) it makes."""
     allrec = read_records(out / RECORDS_FILE)
+    beyond = records_beyond(allrec, ids, methods)
+    if beyond:
+        print(f"note: {beyond}", file=sys.stderr)
     found = [allrec[e] for e in ids if e in allrec]
     records = [r for r in found if "skipped" not in r]
     refused = [r for r in found if "skipped" in r]

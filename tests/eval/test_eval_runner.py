@@ -15,7 +15,7 @@ from aieg_fast.eval import runner
 from aieg_fast.methods.registry import parse_method_spec
 
 
-def test_evaluate_resume(tiny_gpt2, tmp_path, monkeypatch):
+def test_evaluate_resume(tiny_gpt2, tmp_path, monkeypatch, capsys):
     calls = []
     orig = runner.evaluate_example
 
@@ -53,7 +53,14 @@ def test_evaluate_resume(tiny_gpt2, tmp_path, monkeypatch):
     assert "sst2-sample:4" in E.read_records(tmp_path / "records.jsonl")
     assert all(json.loads(l) for l in (tmp_path / "records.jsonl").read_text().splitlines())
     assert (tmp_path / "records.jsonl.torn").read_text() == '{"id": "sst2-sample:4", "meth\n'
+    capsys.readouterr()
     assert E.evaluate(tiny_gpt2, n=5, **kw)["computed"] == 0
+    assert "note:" not in capsys.readouterr().err
+    # a rerun of fewer methods and examples summarises its own selection and says what the records hold besides
+    r4 = E.evaluate(tiny_gpt2, n=2, **dict(kw, methods="saliency"))
+    assert r4["computed"] == 0 and {r["method"] for r in r4["rows"]} <= {"saliency", "uniform"}
+    assert ("note: the summary covers this run's 1 method(s) and 2 example(s); the records also hold the method(s) "
+            "['integrated_gradients', 'random'] and 3 other example(s)") in capsys.readouterr().err
     # other settings in the same folder are refused
     with pytest.raises(ValueError, match="out_dir"):
         E.evaluate(tiny_gpt2, n=2, **dict(kw, n_samples=2))
