@@ -14,7 +14,7 @@ from ..datasets import DATASETS, TASKS
 from ..methods.registry import list_methods
 from ..runs import torchrun_rank
 from .common import add_model_options, option_flags, placement
-from .explain import check_option_names, check_steps_given, parse_baseline, parse_option, parse_steps
+from .explain import check_steps_given, option_dict, parse_baseline, parse_option, parse_steps
 
 __all__ = ["add_parser", "run"]
 
@@ -49,7 +49,8 @@ def add_parser(sub) -> None:
     a.add_argument("--target-is-id", action="store_true", help="read targets and contrasts as token ids / class indices")
     a.add_argument("--template", default=None, help="prompt template with {text} for rows without their own")
     a.add_argument("--task", choices=list(TASKS), default=None,
-                   help="preset: the task's template and label words, F = log p(label) over them (--target-fn label_logprob)")
+                   help="preset: the task's template and label words, F = log p(label) over them (--target-fn label_logprob; "
+                        "with another --target-fn, the template only)")
     a.add_argument("--target-fn", default=None, choices=list(TARGET_FNS), help="explained F (default: logit; label_logprob with --task)")
     a.add_argument("--label", action="append", default=None, metavar="TOKEN",
                    help="a label token of --target-fn label_logprob (repeat: --label ' negative' --label ' positive')")
@@ -74,14 +75,15 @@ def run(args) -> int:
     if args.task is not None:
         spec = DATASETS[TASKS[args.task]]
         template = template or spec.template
-        labels = labels or list(spec.labels)
         target_fn = args.target_fn or "label_logprob"
+        if target_fn == "label_logprob":  # another --target-fn takes the task's template only (the labels make F's support)
+            labels = labels or list(spec.labels)
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be a positive int, got {args.limit}")
     check_steps_given(args.method, args.n_steps)
-    check_option_names(dict(args.option or []), _CALL_FLAGS)
+    options = option_dict(args.option, _CALL_FLAGS)
     res = attribute_dataset(
-        args.data, args.out, args.model, method=args.method, options=dict(args.option or []), text_column=args.text_column,
+        args.data, args.out, args.model, method=args.method, options=options, text_column=args.text_column,
         target_column=args.target_column, contrast_column=args.contrast_column, template_column=args.template_column,
         id_column=args.id_column, target_is_id=args.target_is_id, template=template, target_fn=target_fn, label_set=labels,
         n_steps=DEFAULT_N_STEPS if args.n_steps is None else args.n_steps, batch_size=args.batch_size,

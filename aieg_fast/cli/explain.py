@@ -17,7 +17,7 @@ from ..explainer import load_model
 from ..methods.registry import get_method, list_methods, option_value
 from .common import add_model_options, option_flags, placement
 
-__all__ = ["add_parser", "run", "parse_option", "parse_steps", "parse_baseline", "check_option_names", "check_steps_given",
+__all__ = ["add_parser", "run", "parse_option", "parse_steps", "parse_baseline", "option_dict", "check_steps_given",
            "output_path_error"]
 
 
@@ -26,12 +26,12 @@ def parse_option(s: str):
     :func:`~aieg_fast.methods.registry.option_value`.
 
     Raises:
-        argparse.ArgumentTypeError: no ``=``.
+        argparse.ArgumentTypeError: no ``=``, or no name before it.
     """
-    if "=" not in s:
+    k, eq, v = s.partition("=")
+    if not eq or not k.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {s!r}")
-    k, v = s.split("=", 1)
-    return k, option_value(v)
+    return k.strip(), option_value(v)
 
 
 def add_parser(sub) -> None:
@@ -92,18 +92,25 @@ def parse_baseline(s: str):
     return s
 
 
-def check_option_names(options: dict, flags: dict) -> None:
-    """Refuse an ``--option`` that names a setting of the call (:data:`CALL_SETTINGS`: ``n_steps``,
+def option_dict(pairs, flags: dict) -> dict:
+    """The ``--option`` pairs (:func:`parse_option`) as a dict, refusing a name given twice (the
+    last would silently win) and a setting of the call (:data:`CALL_SETTINGS`: ``n_steps``,
     ``baseline``, ...) rather than a method option, saying which option of the command sets it:
     ``flags`` maps those settings to the command's options (one it lacks: the command has none).
 
     Raises:
-        ValueError: names ``--option``, the setting and the option to use.
+        ValueError: names ``--option``, the setting and the option to use, or the repeated name.
     """
+    pairs = list(pairs or [])
+    options = dict(pairs)
+    twice = [k for k in options if sum(k == name for name, _ in pairs) > 1]
+    if twice:
+        raise ValueError(f"--option {twice[0] + '=...'!r} is given {sum(k == twice[0] for k, _ in pairs)} times; give each option once")
     for name in options:
         if name in CALL_SETTINGS:
             use = f"give it as {flags[name]}" if name in flags else "this command has no option for it"
             raise ValueError(f"--option {name + '=...'!r}: a setting of the call, not a method option; {use}")
+    return options
 
 
 def check_steps_given(method: str, n_steps) -> None:
@@ -214,14 +221,14 @@ def _n_steps(args) -> int:
 
 def _check_before_loading(args, text, options) -> None:
     """The checks that need no model, run before it is loaded (which can take minutes): the text
-    and template, the method and its options, the step settings and the internal batch size.
+    and template, the method and its options (their names: :func:`option_dict`), the step
+    settings and the internal batch size.
 
     Raises:
         ValueError / TypeError: naming the argument, as the call itself would.
     """
     fill_template(text, args.template)
     check_steps_given(args.method, args.n_steps)
-    check_option_names(options, CALL_SETTINGS)
     m = get_method(args.method)
     n_steps = _n_steps(args)
     check_call_settings(n_steps, args.backend, args.tolerance, args.max_steps)  # 'auto' with --generate: _input_error
@@ -241,7 +248,7 @@ def run(args) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     text = args.text if args.text is not None else load_dataset(TASKS[args.task])[0][0]
-    options = dict(args.option or [])
+    options = option_dict(args.option, CALL_SETTINGS)
     _check_before_loading(args, text, options)
     ex = load_model(args.model, **placement(args))
     template = args.template

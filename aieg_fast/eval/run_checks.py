@@ -17,7 +17,8 @@ def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict
     are accepted names that are not attribution methods.
 
     Raises:
-        ValueError: no method, an unknown name or option, a ``reference`` not among the methods.
+        ValueError: no method, an unknown name or option, a control given options, a
+            ``reference`` not among the methods.
     """
     if isinstance(methods, str):
         methods = [m.strip() for m in methods.split(",") if m.strip()]
@@ -27,6 +28,9 @@ def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict
     if reference != REFERENCE_METHOD and reference not in methods:
         raise ValueError(f"reference must be one of the methods {methods}, got {reference!r}")
     specs = {m: parse_method_spec(m) for m in methods}
+    tuned = [m for m in methods if specs[m][0] in controls and m not in controls]
+    if tuned:
+        raise ValueError(f"methods: {tuned[0]!r}: the control {specs[tuned[0]][0]!r} takes no options; name it alone")
     bad = [m for m in methods if specs[m][0] not in list_methods() and m not in controls]
     if bad:
         raise ValueError(f"methods has unknown name(s) {bad}; choose from {list_methods() + list(controls)}")

@@ -46,6 +46,19 @@ def test_attribute_dataset_summary_names_each_kind_of_flag(tiny_gpt2_dir, tmp_pa
     assert "usable signal" not in said
 
 
+def test_attribute_dataset_task_with_another_target_fn_takes_the_template_only(tiny_gpt2_dir, tmp_path, capsys):
+    """--task with --target-fn logit explains each row's prediction in the task's template; it
+    said "--label is used only with --target-fn 'label_logprob'", a --label the user never gave."""
+    from aieg_fast.datasets import DATASETS, TASKS
+
+    out = tmp_path / "o"
+    assert cli.main(["attribute-dataset", str(_csv(tmp_path)), "--out", str(out), "--model", str(tiny_gpt2_dir), "--text-column", "review",
+                     "--method", "saliency", "--task", "sentiment", "--target-fn", "logit", "--no-progress"]) == 0, capsys.readouterr().err
+    recs = [json.loads(line) for line in (out / RECORDS_FILE).read_text().splitlines()]
+    head = DATASETS[TASKS["sentiment"]].template.split("{text}")[0]
+    assert len(recs) == 3 and all("".join(r["tokens"]).replace("Ġ", " ").startswith(head.strip()) for r in recs), recs[0]["tokens"]
+
+
 @pytest.mark.parametrize("extra, match", [
     (["--device", "cpu", "--device-map", "auto"], "exclude each other"),
     (["--limit", "0"], "--limit must be a positive int"),

@@ -79,6 +79,8 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
     (["the movie", "--option", "alpha_range=0.5"], "--option 'alpha_range=...': a setting of the call, not a method option; "
                                                     "give it as --alpha-start"),
     (["the movie", "--option", "n_steps=3"], "--option 'n_steps=...': a setting of the call, not a method option; give it as --n-steps"),
+    (["the movie", "--method", "integrated_gradients", "--option", "integration=uniform", "--option", "integration=trapezoid"],
+     "--option 'integration=...' is given 2 times; give each option once"),  # the last one silently won
     (["   "], "text is empty (only whitespace)"),
     (["the movie", "--template", "no field here"], "template must contain '{text}' exactly once"),
     (["the movie", "--n-steps", "1"], "--n-steps must be an int >= 2 or 'auto', got 1"),
@@ -96,6 +98,14 @@ def test_bad_settings_refused_before_loading(capsys, no_model, extra, match):
     assert cli.main(["explain", *extra, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and match in err, err
+
+
+def test_option_without_a_name_is_an_argument_error(capsys, no_model):
+    """``--option =none`` is refused by the parser, naming --option (it said "unknown option(s) ['']")."""
+    for command in (["explain", "the movie"], ["attribute-dataset", "data.jsonl"]):
+        with pytest.raises(SystemExit):
+            cli.main([*command, "--option", "=none"])
+        assert "argument --option: expected NAME=VALUE, got '=none'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("extra, match", [

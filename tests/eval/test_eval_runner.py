@@ -97,6 +97,8 @@ def test_evaluate_bad_arguments(tiny_gpt2, tmp_path, monkeypatch):
         E.evaluate(tiny_gpt2, dataset="mnist", out_dir=tmp_path, progress=False)
     with pytest.raises(ValueError, match="methods"):
         E.evaluate(tiny_gpt2, methods="nope", out_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match="methods: 'random:seed=3': the control 'random' takes no options"):  # was "unknown name(s)"
+        E.evaluate(tiny_gpt2, methods="saliency,random:seed=3", out_dir=tmp_path, progress=False)
     with pytest.raises(ValueError, match="n must"):
         E.evaluate(tiny_gpt2, n=0, out_dir=tmp_path, progress=False)
     with pytest.raises(ValueError, match="max_tokens"):
