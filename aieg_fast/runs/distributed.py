@@ -14,6 +14,7 @@ This module imports nothing else of the package.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 from dataclasses import dataclass
@@ -110,14 +111,23 @@ class Dist:
         raise copy
 
     def close(self, sync: bool = True) -> None:
-        """Destroy the group this object made. With ``sync``, first wait for every process:
-        a process that tears gloo down while another is still inside the last collective can
-        abort ("terminate called without an active exception"). Without it (leaving on an
-        error, when the others may never come) it tears down at once."""
-        if self.owns_group and torch.distributed.is_initialized():
+        """Destroy the group this object made (the default group, or the gloo subgroup made beside
+        a group of the caller's, which is left as it was). With ``sync``, first wait for every
+        process: a process that tears gloo down while another is still inside the last collective
+        can abort ("terminate called without an active exception"). Without it (leaving on an
+        error, when the others may never come) it tears down at once.
+
+        The group must go here, not at interpreter exit: gloo's threads and sockets live as long
+        as the group object does, and one still alive at exit is torn down while the interpreter
+        finalises, unsynchronised with the other processes (an abort there, in some runs). A
+        module that evaluates ``group.WORLD`` as a default argument while the group exists keeps
+        it alive: :func:`start` imports torch's such module first."""
+        made = self.group if self.group is not None else (torch.distributed.group.WORLD if self.owns_group else None)
+        if made is not None and torch.distributed.is_initialized():
             if sync and self.parallel:
                 torch.distributed.barrier(group=self.group)
-            torch.distributed.destroy_process_group()
+            torch.distributed.destroy_process_group(self.group)
+            self.group = None
         self.owns_group = False
 
     def __enter__(self) -> "Dist":
@@ -126,6 +136,15 @@ class Dist:
     def __exit__(self, *exc) -> bool:
         self.close(sync=exc[0] is None)
         return False
+
+
+def _import_world_defaults() -> None:
+    """Import, before this process makes the default group, the torch module whose functions take
+    ``group.WORLD`` as a default argument: transformers imports it when it loads a model, which
+    under the group would bind every such default to the group and keep it alive after
+    :meth:`Dist.close` (pytorch issues 111392, 190489)."""
+    with contextlib.suppress(ImportError):
+        import torch.distributed.nn.functional  # noqa: F401
 
 
 def start(distributed: Optional[bool] = None) -> Dist:
@@ -139,7 +158,7 @@ def start(distributed: Optional[bool] = None) -> Dist:
     Returns:
         A :class:`Dist`; joins (or creates) the process group when parallel. A group the caller
         already made (``torch.distributed.init_process_group`` in a script) is used through a
-        gloo subgroup and left as it was.
+        gloo subgroup (destroyed by :meth:`Dist.close`) and left as it was.
 
     Raises:
         ValueError: ``distributed=True`` without torchrun's environment.
@@ -155,6 +174,7 @@ def start(distributed: Optional[bool] = None) -> Dist:
     if torch.distributed.is_initialized():
         group = torch.distributed.new_group(backend="gloo", timeout=DIST_TIMEOUT)
         return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, group, False)
+    _import_world_defaults()
     torch.distributed.init_process_group(backend="gloo", timeout=DIST_TIMEOUT)
     return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, None, True)
 

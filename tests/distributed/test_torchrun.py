@@ -223,6 +223,43 @@ def test_longra_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     assert out.stdout.count("kept by the filter; results in") == 1, out.stdout
 
 
+CLOSE_SCRIPT = """
+import sys, weakref
+import torch
+from aieg_fast.runs import start
+if sys.argv[1] == "user":
+    torch.distributed.init_process_group("gloo")
+with start() as procs:
+    import torch.distributed.nn.functional  # transformers imports it while it loads a model
+    made = weakref.ref(procs.group if procs.group is not None else torch.distributed.group.WORLD)
+    procs.barrier()
+said = f"rank {procs.rank}: freed {made() is None}"
+if sys.argv[1] == "user":  # the caller's group is left as it was, and still works
+    t = torch.ones(1)
+    torch.distributed.all_reduce(t)
+    said += f", caller's group {torch.distributed.is_initialized() and t.item() == 2}"
+    torch.distributed.destroy_process_group()
+print(said)
+"""
+
+
+@pytest.mark.parametrize("case", ["own", "user"])
+def test_close_frees_the_group_it_made(tmp_path, case):
+    """Dist.close destroys the group it made, even when torch.distributed.nn.functional, whose
+    functions take ``group.WORLD`` as a default argument, is imported under it (transformers
+    does as it loads a model, in every run, which kept the group alive): a group left alive keeps gloo's threads
+    and sockets until interpreter exit, where they were torn down unsynchronised with the other
+    process (rank 0 aborted there in some runs: "terminate called without an active exception").
+    Beside the caller's own group (``case`` "user"), the subgroup it made goes and the caller's
+    group is left as it was."""
+    script = tmp_path / "close.py"
+    script.write_text(CLOSE_SCRIPT, encoding="utf-8")
+    said = _torchrun(str(script), case)
+    lines = sorted(re.findall(r"rank \d: [^\n]*?(?=rank \d:|$)", said.replace("\n", "")))
+    tail = ", caller's group True" if case == "user" else ""
+    assert lines == [f"rank {r}: freed True{tail}" for r in (0, 1)], said
+
+
 def _torchrun_passes(args):
     """Whether torchrun's own parser hands ``args`` (after ``-m aieg_fast.cli``) through unchanged."""
     from torch.distributed.run import get_args_parser
