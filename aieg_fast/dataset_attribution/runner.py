@@ -45,7 +45,7 @@ from ..core.baselines import check_baseline_value
 from ..core.call import check_label_set_use
 from ..core.diagnostics import FLAG_KINDS, AttributionWarning
 from ..core.inputs import fill_template
-from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_choice, check_placement, check_positive_int
+from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_bool, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
 from ..models import run_model_settings
@@ -115,9 +115,12 @@ def plan_batches(examples: Sequence[Example], s: DatasetRun) -> List[List[Exampl
 
 
 def _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template,
-               baseline) -> None:
-    """The settings that need no model (ValueError / TypeError naming each)."""
+               baseline, **flags) -> None:
+    """The settings that need no model (ValueError / TypeError naming each); ``flags``: name →
+    a value that must be a bool."""
     check_call_settings(n_steps, backend)
+    for name, flag in flags.items():  # "no" is truthy: a bar, a parquet file, ids read as ids
+        check_bool(name, flag)
     check_baseline_value(baseline)
     get_method(method).options(**options)  # unknown options and bad values, named
     if not isinstance(target_fn, str):
@@ -337,7 +340,8 @@ def attribute_dataset(
         :data:`~aieg_fast.core.diagnostics.FLAG_KINDS`), "world_size", "seconds"}``.
 
     Raises:
-        ValueError / TypeError: bad settings, unreadable or malformed data, a target or contrast
+        ValueError / TypeError: bad settings (``target_is_id``, ``parquet`` or ``progress`` not a
+            bool included), unreadable or malformed data, a target or contrast
             the tokenizer cannot make one token of (names the row), settings that differ from
             those recorded in ``out_dir``, records of other data in ``out_dir``; all before any
             example is computed, and all but the last two before ``config.json`` is written.
@@ -345,7 +349,8 @@ def attribute_dataset(
     """
     t0 = time.perf_counter()
     options = dict(options or {})
-    _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template, baseline)
+    _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template, baseline,
+               target_is_id=target_is_id, parquet=parquet, progress=progress)
     check_placement(device, dtype, device_map)
     if parquet:
         check_parquet()

@@ -123,6 +123,9 @@ def test_bad_settings_refused_before_any_file(tiny_gpt2, tmp_path):
         (dict(template="no slot"), "template must contain"),
         (dict(dtype="int8"), "dtype must be one of"),
         (dict(device="cpu", device_map="auto"), "exclude each other"),
+        (dict(progress="no"), "progress must be True or False, got 'no'"),  # truthy: a bar was shown
+        (dict(parquet="no"), "parquet must be True or False, got 'no'"),
+        (dict(target_is_id=1), "target_is_id must be True or False, got 1"),
     ]
     for kw, match in bad:
         with pytest.raises(ValueError, match=match):
