@@ -24,9 +24,12 @@ appended a batch at a time and flushed to the disk; a last line cut by a hard ki
 the file (its bytes kept in ``attributions.jsonl.torn``) and its examples computed again
 (:mod:`aieg_fast.runs.records`). Batches are fixed by the data (``batch_size`` consecutive
 examples with the same template and contrast kind), so a resumed or parallel run computes each
-example in the batch a single uninterrupted run would (``limit`` changes the data: a run with a
-limit that ends inside a batch computes that batch short, and a later run without it computes the
-rest of the batch apart).
+example in the batch a single uninterrupted run would: a batch that has some of its records (a
+batch write cut part-way, which keeps its whole lines) is computed whole again and only its
+missing records written, the others kept as they are (dropping them to redo the batch would lose
+finished records if that run were stopped too). ``limit`` changes the data: a run with a limit
+that ends inside a batch computes that batch short, and a later run without it computes the whole
+batch for the rest of it.
 
 Data parallel: under ``torchrun --nproc-per-node N`` the batches are dealt to the processes
 (batch k to rank k mod N); each appends to ``parts/attributions.rank<N>.jsonl``; rank 0 merges
@@ -39,7 +42,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core.baselines import check_baseline_value
 from ..core.call import check_label_set_use
@@ -251,20 +254,25 @@ def _records(ex: "Explainer", s: DatasetRun, batch: Sequence[Example]) -> List[d
     return [{**_head(e, s), "batch": info, **a.to_dict()} for e, a in zip(batch, results)]
 
 
-def _work(ex: "Explainer", s: DatasetRun, batches: Sequence[List[Example]], skip: Dict[int, str], path: Path,
-          bar) -> int:
-    """Compute ``batches`` (only their examples without a record), appending each batch's
-    records to ``path``; the number of examples computed (skipped ones included)."""
+def _work(ex: "Explainer", s: DatasetRun, batches: Sequence[List[Example]], done: Set[int], skip: Dict[int, str],
+          path: Path, bar) -> int:
+    """Compute the examples of ``batches`` without a record (``done``: the indices with one) and
+    append each batch's new records to ``path``; the number of records written (skipped ones
+    included). A batch is computed whole, as planned, also when some of its examples have a
+    record (a batch write cut part-way, a ``limit`` that ended inside it): the missing ones get
+    the numbers an uninterrupted run gives them, and the records there are kept as they are."""
     n = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AttributionWarning)  # recorded in each record's "degenerate"
         for batch in batches:
-            skipped = [{**_head(e, s), "skipped": skip[e.index]} for e in batch if e.index in skip]
+            new = [e for e in batch if e.index not in done]
+            skipped = [{**_head(e, s), "skipped": skip[e.index]} for e in new if e.index in skip]
             run = [e for e in batch if e.index not in skip]
-            append_jsonl(path, sorted(skipped + (_records(ex, s, run) if run else []), key=lambda r: r["index"]))
-            n += len(batch)
+            computed = _records(ex, s, run) if any(e.index not in skip for e in new) else []
+            append_jsonl(path, sorted(skipped + [r for r in computed if r["index"] not in done], key=lambda r: r["index"]))
+            n += len(new)
             if bar is not None:
-                bar.update(len(batch))
+                bar.update(len(new))
     return n
 
 
@@ -372,12 +380,11 @@ def attribute_dataset(
         config = _config(ex, s, examples, text_column, target_is_id)
         procs.check(_prepare(out, config, examples, s) if procs.main else None)
         done = {r["index"] for r in read_jsonl(out / RECORDS_FILE)[0]}
-        todo = [[e for e in b if e.index not in done] for b in mine]
-        todo = [b for b in todo if b]
+        todo = [b for b in mine if any(e.index not in done for e in b)]  # whole batches, as planned
         path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else out / RECORDS_FILE
-        bar = _progress(progress and procs.main, sum(len(b) for b in todo), procs)
+        bar = _progress(progress and procs.main, sum(e.index not in done for b in todo for e in b), procs)
         try:
-            computed = _work(ex, s, todo, skip, path, bar)
+            computed = _work(ex, s, todo, done, skip, path, bar)
         finally:
             if bar is not None:
                 bar.close()

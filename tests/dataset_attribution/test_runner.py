@@ -92,6 +92,31 @@ def test_resume_and_a_cut_last_line(tiny_gpt2, tmp_path, capsys):
     assert [r["index"] for r in _records(out)] == list(range(6))  # nothing lost
 
 
+
+def _same(rec):
+    return {k: v for k, v in rec.items() if k != "timing"}
+
+
+def test_a_batch_cut_part_way_is_computed_whole_again(tiny_gpt2, tmp_path):
+    """A torn batch write (a full disk, a kill between its records) keeps the whole lines of the
+    batch: the resume computed the rest as a shorter batch ({first: 5, size: 3}, other padding,
+    target_prob off in the 9th digit). It computes the planned batch again, keeps the records
+    there and writes only the missing ones: the file equals an uninterrupted run's."""
+    rows = [{"text": " ".join(["good", "bad", "film"][: 1 + i % 3]) + f" {i}"} for i in range(8)]
+    data, out = _data(tmp_path, rows), tmp_path / "o"
+    whole = attribute_dataset(data, tmp_path / "whole", tiny_gpt2, batch_size=4, **KW)
+    assert whole["computed"] == 8
+    want = _records(tmp_path / "whole")
+    attribute_dataset(data, out, tiny_gpt2, batch_size=4, **KW)
+    lines = (out / RECORDS_FILE).read_text(encoding="utf-8").splitlines(keepends=True)
+    (out / RECORDS_FILE).write_text("".join(lines[:5]), encoding="utf-8")  # batch {4, 4}: only row 4 written
+    again = attribute_dataset(data, out, tiny_gpt2, batch_size=4, **KW)
+    assert (again["computed"], again["done_before"]) == (3, 5)
+    got = _records(out)
+    assert got[4] == json.loads(lines[4])  # the record there is kept as it was
+    assert [_same(r) for r in got] == [_same(r) for r in want]
+    assert [r["batch"] for r in got[4:]] == [{"first": 4, "size": 4}] * 4
+
 def test_a_folder_of_settings_only_is_taken_over(tiny_gpt2, tmp_path, capsys):
     """A run stopped before its first record left only its settings: a rerun with other settings
     runs (said on stderr); with a record there, the same change is refused."""
