@@ -345,7 +345,8 @@ def attribute_dataset(
         "done_before" (of these examples; records of rows past ``limit`` are kept, not counted),
         "skipped" (count), "skips" (``[{"index", "id", "reason"}]``, the first 20), "degenerate"
         (records with a finding), "flag_kinds" (kind → records with a flag of that kind:
-        :data:`~aieg_fast.core.diagnostics.FLAG_KINDS`), "world_size", "seconds"}``.
+        :data:`~aieg_fast.core.diagnostics.FLAG_KINDS`), "world_size", "seconds"}``; the counts
+        are of these examples' records too.
 
     Raises:
         ValueError / TypeError: bad settings (``target_is_id``, ``parquet`` or ``progress`` not a
@@ -426,9 +427,12 @@ def _flag_kinds(records: Sequence[dict]) -> Dict[str, int]:
 
 
 def _finish(out: Path, parquet: bool, n: int, computed: int, done_before: int, procs: Dist, t0: float) -> dict:
-    """Rank 0 after the work: the parts merged, the file sorted, parquet written; the summary."""
+    """Rank 0 after the work: the parts merged, the file sorted, parquet written; the summary,
+    of the records of this run's ``n`` examples (those of rows past a ``limit`` or cut from the
+    data are kept in the files, not counted)."""
     records = _merge(out)
     pq = write_parquet(records, out / PARQUET_FILE) if parquet else None
+    records = [r for r in records if r["index"] < n]
     skips = [{"index": r["index"], "id": r.get("id"), "reason": r["skipped"]} for r in records if "skipped" in r]
     return {"out_dir": str(out), "records_file": str(out / RECORDS_FILE), "parquet_file": None if pq is None else str(pq),
             "n_examples": n, "computed": computed, "done_before": done_before, "skipped": len(skips), "skips": skips[:20],

@@ -4,6 +4,7 @@ recomputed, settings and data changes refused, parquet, progress; on the tiny ra
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 import torch
@@ -137,6 +138,31 @@ def test_refused_text_is_recorded_and_the_run_goes_on(tiny_gpt2, tmp_path):
     recs = _records(tmp_path / "o")
     assert "skipped" in recs[1] and "scores" in recs[0] and "scores" in recs[2]
 
+
+
+def test_the_summary_counts_only_this_runs_examples(tiny_gpt2, tmp_path):
+    """skipped, skips, degenerate and flag_kinds counted every record of the file: with a limit
+    after a full run, or after rows were cut from the data, the rows outside this run too."""
+    long = " ".join(["good"] * 80)  # more than the model's 64 positions: skipped
+    rows = [{"text": t} for t in ["the movie is good", long, "bad", "great film", long, "terrible , amazing story"]]
+    data, out, kw = _data(tmp_path, rows), tmp_path / "o", dict(KW, n_steps=2, baseline="zero")  # flags: completeness
+    full = attribute_dataset(data, out, tiny_gpt2, batch_size=2, **kw)
+    assert full["skipped"] == 2 and [s["index"] for s in full["skips"]] == [1, 4]
+    recs = _records(out)
+
+    def counted(n):
+        return sum(bool(r.get("degenerate")) for r in recs[:n])
+
+    def kinds(n):
+        return dict(Counter(k for r in recs[:n] for k in {f["kind"] for f in r.get("degenerate") or []}))
+
+    for again in (attribute_dataset(data, out, tiny_gpt2, batch_size=2, limit=3, **kw),
+                  attribute_dataset(_data(tmp_path, rows[:3]), out, tiny_gpt2, batch_size=2, **kw)):
+        assert (again["n_examples"], again["computed"], again["done_before"]) == (3, 0, 3)
+        assert again["skipped"] == 1 and [s["index"] for s in again["skips"]] == [1]
+        assert again["degenerate"] == counted(3) and again["flag_kinds"] == kinds(3)
+        assert len(_records(out)) == 6  # the other records kept
+    assert full["degenerate"] == counted(6) > counted(3) and full["flag_kinds"] == kinds(6)
 
 def test_bad_settings_refused_before_any_file(tiny_gpt2, tmp_path):
     data, out = _data(tmp_path), tmp_path / "o"
