@@ -291,8 +291,17 @@ class Attribution:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Attribution":
-        """The result of a :meth:`to_dict` dict; dicts written before ``text`` / ``offsets``
-        existed load too (words then follow the marker rule)."""
+        """The result of a :meth:`to_dict` dict (or of an ``attribute-dataset`` record); dicts
+        written before ``text`` / ``offsets`` existed load too (words then follow the marker rule).
+
+        Raises:
+            ValueError: ``d`` is the record of an example ``attribute-dataset`` skipped (it has
+                ``skipped``, the reason, and no result); names its row and the reason.
+            KeyError: another dict without ``scores``, ``tokens``, ... (a missing key).
+        """
+        if "skipped" in d and "scores" not in d:
+            raise ValueError(f"the record of data row {d.get('index')} (id {d.get('id')!r}) is a skipped example, with no "
+                             f"result to read: {d['skipped']} (leave out the records with 'skipped')")
         scores = torch.tensor([float("nan") if v is None else v for v in _flatten_rows(d["scores"])], dtype=torch.float32)
         if d["scores"] and isinstance(d["scores"][0], list):
             scores = scores.view(len(d["scores"]), -1)

@@ -12,7 +12,8 @@ Output folder ``out_dir``:
   prompt, template filled in), ``offsets``, ``degenerate``, ``info``), so
   ``Attribution.from_dict(record)`` gives the result back. An example the model cannot take
   (more tokens than its positions, no attributable token) gets ``{"index", "id",
-  "example_text", ..., "skipped": reason}`` and the run goes on; settings the model refuses are
+  "example_text", ..., "skipped": reason}`` (no result: ``from_dict`` of it is a ValueError
+  naming the row and the reason) and the run goes on; settings the model refuses are
   found on the first example, before anything is written.
 * ``config.json`` — the settings; a rerun with other settings is refused (a folder that holds
   only settings, of a run stopped before its first record, is taken over).

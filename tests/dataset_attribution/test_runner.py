@@ -137,6 +137,8 @@ def test_refused_text_is_recorded_and_the_run_goes_on(tiny_gpt2, tmp_path):
     assert res["skipped"] == 1 and res["skips"][0]["index"] == 1 and "at most 64 positions" in res["skips"][0]["reason"]
     recs = _records(tmp_path / "o")
     assert "skipped" in recs[1] and "scores" in recs[0] and "scores" in recs[2]
+    with pytest.raises(ValueError, match=r"record of data row 1 \(id 1\) is a skipped example, .*: .*at most 64 positions"):
+        Attribution.from_dict(recs[1])  # was KeyError: 'scores'
 
 
 
