@@ -208,11 +208,28 @@ def _prepare(out: Path, config: dict, examples: Sequence[Example], s: DatasetRun
             if changed:
                 k = changed[0]
                 raise ValueError(f"out_dir {str(out)!r} holds a record of data row {i} with another {_ROW_KEYS[k]} "
-                                 f"({r[k]!r:.60} recorded, {now[k]!r:.60} now): the data or its columns changed since; "
-                                 "use another out_dir")
+                                 f"({_change(r[k], now[k])}): the data or its columns changed since; use another out_dir")
     except (ValueError, OSError) as err:
         return err
     return None
+
+
+def _change(old, new, width: int = 60) -> str:
+    """``"<old> recorded, <new> now"``, for the refusal of a changed row: both in full when
+    short; two longer texts from a little before the first character where they differ (a cut at
+    ``width`` characters made texts that differ near their end look alike)."""
+    ro, rn = repr(old), repr(new)
+    if len(ro) <= width and len(rn) <= width:
+        return f"{ro} recorded, {rn} now"
+    if not (isinstance(old, str) and isinstance(new, str)):
+        return " ".join(f"{t[:width]}{'...' if len(t) > width else ''} {when}" for t, when in ((ro, "recorded,"), (rn, "now")))
+    p = next((j for j, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    lo, hi = max(0, p - width // 3), p + width // 3
+
+    def window(t: str) -> str:
+        return f"{'...' if lo else ''}{t[lo:hi]!r}{'...' if hi < len(t) else ''}"
+
+    return f"{len(old)} and {len(new)} characters, the first difference at character {p}: {window(old)} recorded, {window(new)} now"
 
 
 def _merge(out: Path) -> List[dict]:

@@ -239,6 +239,23 @@ def test_resume_refuses_rows_whose_target_contrast_or_template_changed(tiny_gpt2
     assert attribute_dataset(_data(tmp_path), out, tiny_gpt2, **KW)["done_before"] == len(ROWS)  # the same data resumes
 
 
+def test_a_changed_long_text_is_shown_where_it_differs(tiny_gpt2, tmp_path):
+    """Both texts were cut at 60 characters, so two long texts that differ near their end looked
+    alike ("'... what a t recorded, '... what a t now"); the message shows where they differ."""
+    text = "the film was long , slow and boring but the end was what a twist"
+    out = tmp_path / "o"
+    attribute_dataset(_data(tmp_path, [{"text": text}]), out, tiny_gpt2, **KW)
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    with pytest.raises(ValueError) as err:
+        attribute_dataset(_data(changed, [{"text": text.replace("twist", "turn")}]), out, tiny_gpt2, **KW)
+    p = text.index("twist") + 1
+    assert (f"data row 0 with another text ({len(text)} and {len(text) - 1} characters, the first difference at character "
+            f"{p}: ...'{text[p - 20:p + 20]}' recorded, ...'the end was what a turn' now)") in str(err.value)
+    with pytest.raises(ValueError, match=r"another text \(64 and 5 characters, the first difference at character 0: "
+                                         r"'the film was long , '\.\.\. recorded, 'short' now\)"):
+        attribute_dataset(_data(changed, [{"text": "short"}]), out, tiny_gpt2, **KW)
+
 @pytest.mark.parametrize("kw, target, match", [
     (dict(method="integrated_gradients", baseline=99999), " good", r"baseline token id must be in \[0, \d+\), got 99999"),
     (dict(method="aieg", target_fn="logprob"), " very good", r"does not explain multi-token targets"),
