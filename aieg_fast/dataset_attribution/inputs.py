@@ -7,15 +7,16 @@ Accepted data (:func:`read_examples`): the files and objects of
 Columns: the text (``text_column``, default ``"text"``, required) and, each optional, the target
 (``"target"``: a token string, or a token id / class index as a JSON integer, or with
 ``target_is_id`` any integer text), the contrast token (``"contrast"``, same forms), a per-row
-prompt template with ``{text}`` (``"template"``) and an identifier kept in the output (``"id"``).
-A default column name that is absent is simply not used; a name given explicitly must exist. An
-empty value means none: no target = the model's prediction, no template = the run's.
+prompt template with ``{text}`` (``"template"``) and an identifier kept in the output (``"id"``:
+a string or a number, unique; a row without one, or data without the column, is numbered by
+its index). A default column name that is absent is simply not used; a name given explicitly must
+exist. An empty value means none: no target = the model's prediction, no template = the run's.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 from ..core.inputs import fill_template
 from ..datasets.rows import FILE_TYPES, is_empty, read_rows
@@ -29,8 +30,9 @@ DEFAULT_COLUMNS = {"text": "text", "target": "target", "contrast": "contrast", "
 @dataclass(frozen=True)
 class Example:
     """One row: its position ``index`` in the data (the key of its record), ``id`` (the id
-    column's value, else the index), ``text``, ``target`` / ``contrast`` (None, a token string
-    or an int), ``template`` (None: the run's)."""
+    column's value, a whole float as an int; else the index),
+    ``text``, ``target`` / ``contrast`` (None, a token string or an int), ``template`` (None:
+    the run's)."""
 
     index: int
     id: Any
@@ -100,7 +102,8 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
         FileNotFoundError: a missing file. ValueError: an unknown file type, a file that is not
             JSON / CSV, a ``limit`` that is not a positive int, a missing column, a row without a non-empty string text, a target that
             is not a token string or an integer, an id that is not a string or a finite number
-            (it must survive JSON), a template without ``{text}`` exactly once or with another field, no
+            (it must survive JSON), two ids that print the same (``1`` and ``1.0`` or ``'1'``;
+            a row without an id is numbered by its index), a template without ``{text}`` exactly once or with another field, no
             row at all, ``target_is_id`` without a target or contrast column; each names the data,
             the row (the line for JSON lines) and the value.
         TypeError: data of another kind.
@@ -114,7 +117,7 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
                            "template": template_column, "id": id_column}, what)
     if target_is_id and cols["target"] is None and cols["contrast"] is None:
         raise ValueError(f"target_is_id: {what} has no target or contrast column to read as ids (columns: {keys[:8]})")
-    out = []
+    out, unnamed = [], []
     for i, (r, w) in enumerate(zip(rows, where)):
         loc = f"{what}: {w}"
         text = r.get(cols["text"])
@@ -127,25 +130,37 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
                 fill_template("x", template)
             except (TypeError, ValueError) as err:
                 raise ValueError(f"{loc}: the row's template ({cols['template']!r}): {err}") from None
-        ident = get("id")
-        if not is_empty(ident) and (isinstance(ident, bool) or not isinstance(ident, (str, int, float)) or
-                                    (isinstance(ident, float) and not math.isfinite(ident))):
-            raise ValueError(f"{loc}: the id ({cols['id']!r}) must be a string or a finite number (the records keep it as "
-                             f"JSON, and a resume compares it), got {ident!r} ({type(ident).__name__}); convert the column to strings")
-        out.append(Example(i, i if is_empty(ident) else ident, text, _token(get("target"), "target", target_is_id, loc),
+        numbered = cols["id"] is None or is_empty(get("id"))
+        unnamed += [i] * numbered
+        ident = i if numbered else _ident(get("id"), cols["id"], loc)
+        out.append(Example(i, ident, text, _token(get("target"), "target", target_is_id, loc),
                            _token(get("contrast"), "contrast", target_is_id, loc), template, loc))
-    _refuse_repeated_ids(out)
+    _refuse_repeated_ids(out, set(unnamed))
     return out
 
 
-def _refuse_repeated_ids(examples: Sequence[Example]) -> None:
-    """Refuse an id column that gives two rows one id (the records' ids name the rows)."""
-    seen: Dict[Any, Example] = {}
+def _ident(v, column: str, loc: str):
+    """A row's id from the id column: a string or a finite number, a float that is a whole
+    number read as an int (pandas reads an integer column with gaps as floats)."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+        raise ValueError(f"{loc}: the id ({column!r}) must be a string or a finite number (the records keep it as "
+                         f"JSON, and a resume compares it), got {v!r} ({type(v).__name__}); convert the column to strings")
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def _refuse_repeated_ids(examples: Sequence[Example], numbered: Set[int]) -> None:
+    """Refuse an id column that gives two rows one id (the records' ids name the rows): ids
+    that print the same (``1`` and ``'1'``; ``1.0`` is read as ``1``) are one id, as in the
+    parquet copy's string column or a table joined on them. ``numbered``: the rows without an
+    id, whose id is their index (the message says so when one of them is involved)."""
+    seen: Dict[str, Example] = {}
     for e in examples:  # a row without an id has its index as id, which a given id may repeat too
-        key = (type(e.id).__name__, e.id) if isinstance(e.id, (int, float, str)) else repr(e.id)
+        key = str(e.id)
         if key in seen:
-            numbered = any(x.id == x.index and type(x.id) is int for x in (e, seen[key]))  # noqa: E721 (not True == 1)
-            why = " (a row without an id is numbered by its index from 0)" if numbered else ""
-            raise ValueError(f"{e.where}: id {e.id!r} is also the id of {seen[key].where.rsplit(': ', 1)[-1]}{why}; the ids "
-                             "must be unique (they name the records); fix the id column, or leave it out to number the rows")
+            other = seen[key]
+            shown = f" (there {other.id!r})" if repr(other.id) != repr(e.id) else ""
+            why = " (a row without an id is numbered by its index from 0)" if {e.index, other.index} & numbered else ""
+            raise ValueError(f"{e.where}: id {e.id!r} is also the id of {other.where.rsplit(': ', 1)[-1]}{shown}{why}; the ids "
+                             "must be unique (they name the records), ids that print the same are one id; fix the id "
+                             "column, or leave it out to number the rows")
         seen[key] = e

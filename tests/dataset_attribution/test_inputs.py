@@ -70,6 +70,10 @@ def test_csv_tsv_columns_and_ids(tmp_path):
      r"line 3: id 'x' is also the id of line 1; the ids must be unique"),
     ('{"text": "a", "id": 1}\n{"text": "b"}\n', {},  # the second row's id is its index: the message said only "id 1"
      r"line 2: id 1 is also the id of line 1 \(a row without an id is numbered by its index from 0\); the ids must be unique"),
+    ('{"text": "a", "id": 1.0}\n{"text": "b", "id": 1}\n', {},  # accepted as two ids, 1.0 and 1
+     r"line 2: id 1 is also the id of line 1; the ids must be unique .* ids that print the same are one id"),
+    ('{"text": "a", "id": "1"}\n{"text": "b", "id": 1}\n', {},  # one string column in the parquet copy
+     r"line 2: id 1 is also the id of line 1 \(there '1'\); the ids must be unique"),
 ])
 def test_bad_data_names_the_row(tmp_path, content, kwargs, match):
     p = tmp_path / ("d.json" if content.startswith("[") else "d.jsonl")
@@ -169,6 +173,17 @@ def test_an_id_that_does_not_survive_json_is_refused_naming_the_row(ident):
     (or crashed after the model loaded); it is refused when the data is read."""
     with pytest.raises(ValueError, match=r"row 1: the id \('id'\) must be a string or a finite number"):
         read_examples([{"text": "a", "id": "x"}, {"text": "b", "id": ident}])
+
+
+def test_a_dataframe_id_column_with_a_gap_and_whole_floats():
+    """pandas reads [1, 2, None] as 1.0, 2.0, NaN: the ids were 1.0, 2.0 and, for the NaN row,
+    its index 2 (accepted beside 2.0). Whole floats are ints now, so 2 repeats; a gap that
+    repeats no id is numbered by its index."""
+    with pytest.raises(ValueError, match=r"row 2: id 2 is also the id of row 1 \(a row without an id is numbered by its index"):
+        read_examples(pd.DataFrame({"text": ["a", "b", "c"], "id": [1, 2, None]}))
+    assert [e.id for e in read_examples(pd.DataFrame({"text": ["a", "b", "c"], "id": [10, 11, None]}))] == [10, 11, 2]
+    assert [e.id for e in read_examples(pd.DataFrame({"text": ["a", "b"], "id": [1.0, 2.5]}))] == [1, 2.5]
+    assert type(read_examples(pd.DataFrame({"text": ["a"], "id": [7.0]}))[0].id) is int
 
 
 def test_a_folder_and_a_single_json_object_are_named_as_such(tmp_path):
