@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import signal
 import sys
 import threading
@@ -102,14 +103,16 @@ def _warnings_as_flags(flags: dict):
     """The package's :class:`~aieg_fast.AttributionWarning` written as ``warning: <message>``
     on stderr, the library's argument names as the options that set them
     (:func:`.common.as_flags`), instead of Python's ``file:line: Category: message`` and the
-    source line, which in a command are the entry point's (``sys.exit(main())``). Other warnings keep Python's format; the filters (``-W``,
+    source line, which in a command are the entry point's (``sys.exit(main())``); a result's
+    flags lose their pointer to ``res.degenerate`` (the command's output shows them). Other warnings keep Python's format; the filters (``-W``,
     ``PYTHONWARNINGS``) apply to all, and the former hook is put back."""
     with warnings.catch_warnings():
         former = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None):
-            if issubclass(category, AttributionWarning):
-                print(f"warning: {as_flags(str(message), flags)}", file=sys.stderr if file is None else file)
+            if issubclass(category, AttributionWarning):  # without the pointer to res.degenerate: the output shows the flags
+                text = re.sub(r" \(see res\.degenerate[^()]*\)$", "", str(message))
+                print(f"warning: {as_flags(text, flags)}", file=sys.stderr if file is None else file)
             else:
                 former(message, category, filename, lineno, file, line)
 
