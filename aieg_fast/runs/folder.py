@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -36,8 +37,11 @@ ADOPTED_SETTINGS = ("model_weights", "batch_size")
 LOCK_FILE = ".lock"
 #: the files that record how a run was asked for, not what it computed.
 _SETTINGS_FILES = (CONFIG_FILE, METHODS_FILE, COMMAND_FILE, LOCK_FILE)
-#: folder → the descriptor of its lock file, for the folders this process holds
-_CLAIMS: Dict[Path, int] = {}
+#: folder → (the descriptor of its lock file, None where nothing is locked; the thread whose run
+#: holds it), for the folders this process holds
+_CLAIMS: Dict[Path, Tuple[Optional[int], threading.Thread]] = {}
+#: taken while :data:`_CLAIMS` is read or changed (two threads claiming one folder at once)
+_CLAIMS_GUARD = threading.Lock()
 
 
 def writable_folder(out_dir, arg: str = "out_dir") -> Path:
@@ -238,76 +242,103 @@ def made_folder(out_dir, arg: str = "out_dir", procs=None) -> Iterator[Path]:
     (when still empty) if the block raises, so a run refused after its folder was made (a model
     that does not load, a label of several tokens) leaves nothing behind. The folder is held
     (:func:`claim_folder`) from the start of the block, by the only process or torchrun's rank 0,
-    so a folder in use is refused before a model is loaded.
+    so a folder in use is refused before a model is loaded. A refused call (the folder held by
+    another run) removes nothing; a block nested in the holder's own thread lets go of nothing.
 
     ``procs``: the run's processes (a :class:`~aieg_fast.runs.distributed.Dist`, started before
     this block; None: one process). Rank 0 alone makes and holds the folder, and removes it
-    (with its lock) when it made it; its refusal is raised on every process at once.
+    (with its lock) when it made and held it; its refusal is raised on every process at once.
 
     Raises:
         ValueError: as :func:`writable_folder` and :func:`claim_folder` (on every process).
     """
     procs = procs if procs is not None else Dist()
     fresh = procs.main and not Path(out_dir).exists()
-    out = None
+    out, claimed = None, False
     try:
         error = None
         try:
             out = writable_folder(out_dir, arg) if procs.main else Path(out_dir)
             if procs.main:
-                claim_folder(out, arg)
+                claimed = claim_folder(out, arg)
         except ValueError as err:
             error = err
         procs.check(error)  # raised on every process; the folder exists for every process from here on
         yield out
     except BaseException:
-        if out is not None:
+        if claimed:  # a refused call leaves the folder and its lock to the run that holds them
             _release(out, remove=fresh)
             if fresh:
                 with contextlib.suppress(OSError):  # rmdir removes only an empty folder
                     out.rmdir()
         raise
-    _release(out, remove=False)
+    if claimed:  # a nested block of the holder's own thread lets go of nothing
+        _release(out, remove=False)
 
 
-def claim_folder(out, arg: str = "out_dir") -> None:
-    """Hold the folder ``out`` for this process until its :func:`made_folder` block ends (or the
+def claim_folder(out, arg: str = "out_dir") -> bool:
+    """Hold the folder ``out`` for this run until its :func:`made_folder` block ends (or the
     process does: the operating system then lets it go, so a killed run leaves no stale claim).
     Two runs on one folder at the same time would each rewrite the records file while the other
-    appends to it, and records would be lost; the second is refused instead. Under torchrun rank
-    0 holds it for the run. A second claim by the holder is a no-op. Where there is no ``fcntl``
-    (not POSIX), nothing is held.
+    appends to it, and records would be lost; the second is refused instead, whether it is
+    another process or another thread of this one (a notebook's run in a background thread).
+    Under torchrun rank 0 holds it for the run. A second claim by the holding thread (the run's
+    own nested call) is a no-op; a claim left by a thread that has ended is taken over. Where
+    there is no ``fcntl`` (not POSIX), only the threads of this process are kept apart.
+
+    Returns:
+        True when this call took the claim (its caller lets it go: :func:`_release`), False when
+        this thread held it already.
 
     Raises:
-        ValueError: another process holds ``out`` (names ``arg`` and the folder).
+        ValueError: another process, or another thread of this one, holds ``out`` (names ``arg``
+            and the folder).
     """
     key = Path(out).resolve()
-    if key in _CLAIMS:
-        return
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        return
-    fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise ValueError(f"{arg} {str(out)!r} is in use by another run (it holds {key / LOCK_FILE}): two runs on one folder "
-                         f"would lose records; wait for that run to end, or use another {arg}") from None
-    _CLAIMS[key] = fd
+    me = threading.current_thread()
+    with _CLAIMS_GUARD:
+        if key in _CLAIMS:
+            fd, holder = _CLAIMS[key]
+            if holder is me:
+                return False
+            if holder.is_alive():
+                raise _in_use(out, arg, key)
+            _CLAIMS[key] = (fd, me)
+            return True
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            _CLAIMS[key] = (None, me)
+            return True
+        fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise _in_use(out, arg, key) from None
+        _CLAIMS[key] = (fd, me)
+        return True
+
+
+def _in_use(out, arg: str, key: Path) -> ValueError:
+    """The refusal of a folder another run holds."""
+    return ValueError(f"{arg} {str(out)!r} is in use by another run (it holds {key / LOCK_FILE}): two runs on one folder "
+                      f"would lose records; wait for that run to end, or use another {arg}")
 
 
 def _release(out, remove: bool) -> None:
-    """Let go of the claim on ``out`` if this process holds it (``remove``: delete the lock file
-    too, for a folder about to be removed)."""
-    fd = _CLAIMS.pop(Path(out).resolve(), None)
-    if fd is None:
-        return
-    if remove:
-        with contextlib.suppress(OSError):
-            os.unlink(Path(out).resolve() / LOCK_FILE)
-    os.close(fd)
+    """Let go of the claim on ``out`` if this thread holds it (``remove``: delete the lock file
+    too, for a folder about to be removed); another thread's claim stays."""
+    key = Path(out).resolve()
+    with _CLAIMS_GUARD:
+        if _CLAIMS.get(key, (None, None))[1] is not threading.current_thread():
+            return
+        fd, _ = _CLAIMS.pop(key)
+        if remove:
+            with contextlib.suppress(OSError):
+                os.unlink(key / LOCK_FILE)
+        if fd is not None:
+            os.close(fd)
 
 
 def check_recorded_config(out, settings: dict, arg: str = "out_dir", records: Optional[str] = None,

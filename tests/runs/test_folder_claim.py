@@ -127,3 +127,138 @@ def test_a_folder_of_another_kind_of_run_is_named_as_such(tmp_path, capsys):
         assert cli.main(["evaluate", *argv, "--out", str(tmp_path / "ad")]) == 2
         assert "holds the records of another kind of run (attributions.jsonl), not records.jsonl as an evaluation writes" \
             in capsys.readouterr().err
+
+
+def _locked(folder) -> bool:
+    """Whether some open descriptor holds ``folder/.lock`` (flock: a new one is refused even
+    in the holding process)."""
+    import fcntl
+    import os
+
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _hold_in_thread(folder):
+    """A thread holding ``folder`` in a made_folder block until the returned event is set."""
+    import threading
+
+    held, go = threading.Event(), threading.Event()
+
+    def run():
+        with made_folder(folder):
+            held.set()
+            go.wait(30)
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert held.wait(30)
+    return t, go
+
+
+def test_a_run_from_another_thread_is_refused_and_leaves_the_holder_its_lock(tmp_path):
+    """A notebook's second run while the first runs in a background thread: the claim was a
+    no-op for a folder this process held (both ran, losing records), and the second's exit let
+    go of the first's lock (another process could then take the folder)."""
+    out = tmp_path / "run"
+    t, go = _hold_in_thread(out)
+    try:
+        with pytest.raises(ValueError, match=r"is in use by another run"):
+            with made_folder(out):
+                pass
+        assert (out / LOCK_FILE).is_file() and _locked(out)  # still the first run's
+    finally:
+        go.set()
+        t.join()
+    assert not _locked(out)
+    with made_folder(out) as o:  # the holder ended: free again
+        assert claim_folder(o) is False  # the holder's own nested claim
+        assert _locked(out)
+
+
+def test_two_threads_on_a_new_folder_at_once_one_runs_and_the_other_removes_nothing(tmp_path, monkeypatch):
+    """Both find the folder new: the refused one removed the holder's lock file and folder (the
+    holder then failed on .lock), or both ran."""
+    import threading
+
+    from aieg_fast.runs import folder as F
+
+    out = tmp_path / "new"
+    both = threading.Barrier(2, timeout=30)
+    real = F.writable_folder
+    monkeypatch.setattr(F, "writable_folder", lambda *a, **k: (both.wait(), real(*a, **k))[1])  # both saw no folder
+    results, held, refused, go = [], threading.Event(), threading.Event(), threading.Event()
+
+    def run():
+        try:
+            with made_folder(out):
+                results.append("held")
+                held.set()
+                go.wait(30)
+                assert (out / LOCK_FILE).is_file()
+        except ValueError:
+            results.append("refused")
+            refused.set()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        assert held.wait(30) and refused.wait(10), results
+        assert (out / LOCK_FILE).is_file() and _locked(out)
+    finally:
+        go.set()
+        for t in threads:
+            t.join()
+    assert sorted(results) == ["held", "refused"] and out.is_dir() and not _locked(out)
+
+
+def test_a_nested_block_of_the_holders_thread_lets_go_of_nothing(tmp_path):
+    out = tmp_path / "run"
+    with made_folder(out) as o:
+        with made_folder(out):
+            claim_folder(o)
+        assert _locked(out)  # the inner block's end let go of the outer's claim
+    assert not _locked(out)
+
+
+def test_a_claim_left_by_an_ended_thread_is_taken_over(tmp_path):
+    import threading
+
+    out = tmp_path / "run"
+    out.mkdir()
+    t = threading.Thread(target=claim_folder, args=(out,))
+    t.start()
+    t.join()
+    with made_folder(out):
+        assert _locked(out)
+    assert not _locked(out)
+
+
+def test_commands_from_another_thread_on_a_folder_in_use_are_refused(tiny_gpt2, tmp_path):
+    """attribute_dataset and evaluate in the main thread while a background thread holds the
+    folder: both ran into it (the claim was a no-op within one process)."""
+    import json
+
+    from aieg_fast.dataset_attribution import attribute_dataset
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": f"the movie is good {i}"}) + "\n" for i in range(3)), encoding="utf-8")
+    out = tmp_path / "o"
+    t, go = _hold_in_thread(out)
+    try:
+        with pytest.raises(ValueError, match=r"is in use by another run"):
+            attribute_dataset(data, out, tiny_gpt2, method="saliency", progress=False)
+        with pytest.raises(ValueError, match=r"is in use by another run"):
+            E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, n_steps=4, progress=False, plot=False, labels=(10, 11),
+                       template="{text} :", metrics="hard")
+        assert sorted(x.name for x in out.iterdir()) == [LOCK_FILE] and _locked(out)
+    finally:
+        go.set()
+        t.join()
