@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import re
 import signal
 import sys
@@ -61,7 +62,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     0 on success; 2 on an error (``error: ...`` on stderr: ValueError, TypeError,
     RuntimeError, OSError), bad arguments (argparse exits with 2) or a command other than
-    :data:`RUN_COMMANDS` under torchrun with ``WORLD_SIZE`` > 1; 130 when interrupted.
+    :data:`RUN_COMMANDS` under torchrun with ``WORLD_SIZE`` > 1; 130 when interrupted. An
+    interrupted run command, or one stopped by the system (an OSError: a full disk), says that
+    its finished examples are kept and a rerun resumes.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
@@ -89,13 +92,27 @@ def main(argv: Optional[List[str]] = None) -> int:
             return args.fn(args)
     except (ValueError, TypeError, RuntimeError, OSError) as err:
         if getattr(err, "reported_by", None) is None:  # under torchrun: printed by the rank that found it
-            print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}", file=sys.stderr)
+            print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}{_resume_hint(args.cmd, err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        resumable = args.cmd in RUN_COMMANDS
-        hint = " (finished examples are kept in the records; rerun the same command to resume)" if resumable else ""
+        hint = f" ({KEPT}; rerun the same command to resume)" if args.cmd in RUN_COMMANDS else ""
         print(f"interrupted{hint}", file=sys.stderr)
         return 130
+
+
+#: what a run command stopped before its end has written
+KEPT = "finished examples are kept in the records"
+
+
+def _resume_hint(cmd: str, err: BaseException) -> str:
+    """For a run command (:data:`RUN_COMMANDS`) stopped by the system (an OSError with an
+    errno: a full disk, a folder no longer writable; not a missing file), that what it finished
+    is kept and the same command resumes; "" otherwise."""
+    if cmd not in RUN_COMMANDS or not isinstance(err, OSError) or err.errno is None or isinstance(err, FileNotFoundError):
+        return ""
+    if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return f" (the disk is full: {KEPT}; free some space, then rerun the same command to resume)"
+    return f" ({KEPT}; once that is fixed, rerun the same command to resume)"
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, is_dataset_file
-from ..runs import torchrun_rank
+from ..runs import COMMAND_FILE, torchrun_rank
 from .common import DefaultsHelpFormatter, add_model_options, option_flags, placement, write_command
 from ..eval import (DEFAULT_METHODS, DEFAULT_N_NEW_TOKENS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, LONGRA_KS, METRIC_SETS,
                     PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation, evaluate_longra)
@@ -219,9 +219,11 @@ def run(args) -> int:
     """Run the evaluation the dataset's task asks for and print its summary; 0, or 2 on a
     missing data file."""
     task = _task(args)
-    refused = False
+    refused, failed = False, True
     try:
-        return _run_task(args, task)
+        status = _run_task(args, task)
+        failed = False
+        return status
     except ValueError as err:
         refused = True  # its settings were not run: command.json keeps those of the run in the folder
         named = ValueError(as_options(str(err)))
@@ -232,7 +234,24 @@ def run(args) -> int:
         raise
     finally:  # once the evaluation made its folder (refused input makes none), even when interrupted
         if not refused and torchrun_rank() == 0 and Path(args.out).is_dir():
-            write_command(args, args.out)
+            _write_command(args, failed)
+
+
+def _write_command(args, failed: bool) -> None:
+    """Write ``command.json`` into the run's folder. On the way out of a failed or interrupted
+    run (``failed``) a failure to write it (the disk that stopped the run is full still) is a
+    note on stderr, so that the run's own error is the one reported.
+
+    Raises:
+        OSError: it cannot be written after a run that ended well.
+    """
+    if not failed:
+        write_command(args, args.out)
+        return
+    try:
+        write_command(args, args.out)
+    except OSError as err:
+        print(f"note: {Path(args.out) / COMMAND_FILE} was not written ({err.strerror or err})", file=sys.stderr)
 
 
 def _check_task_options(args, task: str) -> None:

@@ -13,6 +13,7 @@ This module imports nothing else of the package.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -121,6 +122,9 @@ def repair_jsonl(path) -> List[str]:
 
     Returns:
         What was repaired, as sentences (empty when nothing was).
+
+    Raises:
+        OSError: the file or ``<path>.torn`` cannot be written (e.g. a full disk), naming it.
     """
     p = Path(path)
     if not p.exists():
@@ -130,16 +134,16 @@ def repair_jsonl(path) -> List[str]:
     if clean == data:
         return []
     if removed:
-        with open(str(p) + TORN_SUFFIX, "ab") as fh:
+        with _naming(str(p) + TORN_SUFFIX), open(str(p) + TORN_SUFFIX, "ab") as fh:
             fh.write(removed)
             fh.flush()
             os.fsync(fh.fileno())
     if data.startswith(clean):  # only the tail went: truncate
-        with open(p, "r+b") as fh:
+        with _naming(p), open(p, "r+b") as fh:
             fh.truncate(len(clean))
             os.fsync(fh.fileno())
     elif clean.startswith(data):  # only a newline was missing
-        with open(p, "ab") as fh:
+        with _naming(p), open(p, "ab") as fh:
             fh.write(clean[len(data):])
             os.fsync(fh.fileno())
     else:
@@ -151,13 +155,29 @@ def _line(rec: dict) -> bytes:
     return (json.dumps(json_safe(rec), allow_nan=False) + "\n").encode("utf-8")
 
 
+@contextlib.contextmanager
+def _naming(path):
+    """An OSError raised in the block without a file name (a ``write`` or ``fsync`` that fails
+    on a full disk names none) is raised again naming ``path``."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from err
+
+
 def append_jsonl(path, records: Iterable[dict]) -> None:
     """Append each record as one strict-JSON line (:func:`json_safe`), in one write, flushed
-    to the disk (``fsync``) before returning."""
+    to the disk (``fsync``) before returning.
+
+    Raises:
+        OSError: the file cannot be written (e.g. a full disk), naming ``path``.
+    """
     data = b"".join(_line(r) for r in records)
     if not data:
         return
-    with open(path, "ab") as fh:
+    with _naming(path), open(path, "ab") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())

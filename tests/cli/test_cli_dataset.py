@@ -1,7 +1,8 @@
-"""aieg-fast attribute-dataset, and --device / --dtype / --device-map on the commands."""
+"""aieg-fast attribute-dataset, the run commands on a full disk, and --device / --dtype / --device-map on the commands."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -178,3 +179,74 @@ def test_attribute_dataset_auto_steps(tiny_gpt2_dir, tmp_path, capsys):
     rec = json.loads((out / RECORDS_FILE).read_text().splitlines()[0])
     assert json.loads((out / "config.json").read_text())["n_steps"] == "auto"
     assert rec["scores"] and "n_steps_used" in json.dumps(rec)
+
+
+@pytest.fixture
+def disk_full_after_first_record(monkeypatch):
+    """Every fsync fails with ENOSPC (naming no file, as on a full disk) once the first batch of
+    records of attribute-dataset or evaluate is written; ``monkeypatch.undo()`` frees the disk."""
+    import errno
+    import os
+
+    from aieg_fast.dataset_attribution import runner as ad_runner
+    from aieg_fast.eval import records as ev_records
+
+    full, real_fsync = [], os.fsync
+
+    def fsync(fd):
+        if full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    for module in (ad_runner, ev_records):
+        def append(path, records, real=module.append_jsonl):
+            real(path, records)
+            full.append(path)
+
+        monkeypatch.setattr(module, "append_jsonl", append)
+    monkeypatch.setattr(os, "fsync", fsync)
+    return monkeypatch
+
+
+#: what a run command stopped by a full disk adds to the error
+FULL = "(the disk is full: finished examples are kept in the records; free some space, then rerun the same command to resume)"
+
+
+def test_a_full_disk_names_the_records_file_and_says_a_rerun_resumes(tiny_gpt2_dir, tmp_path, capsys, disk_full_after_first_record):
+    """attribute-dataset printed only 'error: [Errno 28] No space left on device'."""
+    out = tmp_path / "o"
+    args = ["attribute-dataset", str(_csv(tmp_path)), "--out", str(out), "--model", str(tiny_gpt2_dir), "--text-column", "review",
+            "--method", "saliency", "--batch-size", "1", "--no-progress"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert f"error: [Errno 28] No space left on device: '{out / RECORDS_FILE}' {FULL}" in err, err
+    disk_full_after_first_record.undo()
+    assert cli.main(args) == 0 and re.search(r"[12] done before", capsys.readouterr().out)  # the records written before the disk filled
+    assert len((out / RECORDS_FILE).read_text().splitlines()) == 3
+
+
+def test_evaluate_on_a_full_disk_reports_its_own_error_not_command_json(tiny_gpt2_dir, tmp_path, capsys, disk_full_after_first_record):
+    """command.json, written on the way out, failed too and its error replaced the run's
+    ('No space left on device: .../command.json', naming neither the records nor a rerun)."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"text": f"the movie is good {i}", "label": i % 2}) + "\n" for i in range(3)), encoding="utf-8")
+    out = tmp_path / "ev"
+    args = ["evaluate", "--model", str(tiny_gpt2_dir), "--dataset", str(data), "--label-field", "label", "--labels", " bad", " good",
+            "--methods", "saliency", "--n", "3", "--metrics", "hard", "--out", str(out), "--no-progress"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert f"error: [Errno 28] No space left on device: '{out / 'records.jsonl'}' {FULL}" in err, err
+    assert f"note: {out / 'command.json'} was not written (No space left on device)" in err, err
+    disk_full_after_first_record.undo()
+    assert cli.main(args) == 0 and (out / "command.json").is_file()
+    assert re.search(r"[12] already complete", capsys.readouterr().out)
+
+
+def test_other_system_errors_of_a_run_command_say_a_rerun_resumes(tmp_path, monkeypatch, capsys):
+    def stopped(**_):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "e" / "records.jsonl"))
+
+    monkeypatch.setattr(cli_evaluate, "evaluate", stopped)
+    assert cli.main(["evaluate", "--out", str(tmp_path / "e")]) == 2
+    assert (f"error: [Errno 13] Permission denied: '{tmp_path / 'e' / 'records.jsonl'}' (finished examples are kept in the records; "
+            "once that is fixed, rerun the same command to resume)") in capsys.readouterr().err
