@@ -31,11 +31,12 @@ import signal
 import sys
 import threading
 import warnings
+from pathlib import Path
 from typing import List, Optional
 
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
 from ..core.diagnostics import AttributionWarning
-from ..runs import torchrun_rank, torchrun_world_size
+from ..runs import PARTS_DIR, torchrun_rank, torchrun_world_size
 from .common import apply_config, as_flags
 
 __all__ = ["build_parser", "main", "COMMANDS", "RUN_COMMANDS"]
@@ -63,8 +64,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     0 on success; 2 on an error (``error: ...`` on stderr: ValueError, TypeError,
     RuntimeError, OSError), bad arguments (argparse exits with 2) or a command other than
     :data:`RUN_COMMANDS` under torchrun with ``WORLD_SIZE`` > 1; 130 when interrupted. An
-    interrupted run command, or one stopped by the system (an OSError: a full disk), says that
-    its finished examples are kept and a rerun resumes.
+    interrupted run command, or one stopped by the system once it has records (an OSError: a
+    full disk), says that its finished examples are kept and a rerun resumes.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
@@ -92,7 +93,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return args.fn(args)
     except (ValueError, TypeError, RuntimeError, OSError) as err:
         if getattr(err, "reported_by", None) is None:  # under torchrun: printed by the rank that found it
-            print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}{_resume_hint(args.cmd, err)}", file=sys.stderr)
+            print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}{_resume_hint(args, err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         hint = f" ({KEPT}; rerun the same command to resume)" if args.cmd in RUN_COMMANDS else ""
@@ -104,11 +105,16 @@ def main(argv: Optional[List[str]] = None) -> int:
 KEPT = "finished examples are kept in the records"
 
 
-def _resume_hint(cmd: str, err: BaseException) -> str:
+def _resume_hint(args, err: BaseException) -> str:
     """For a run command (:data:`RUN_COMMANDS`) stopped by the system (an OSError with an
-    errno: a full disk, a folder no longer writable; not a missing file), that what it finished
-    is kept and the same command resumes; "" otherwise."""
-    if cmd not in RUN_COMMANDS or not isinstance(err, OSError) or err.errno is None or isinstance(err, FileNotFoundError):
+    errno: a full disk, a folder no longer writable; not a missing file or a closed pipe) once
+    its folder holds records, that what it finished is kept and the same command resumes; ""
+    otherwise (before any record there is nothing to resume)."""
+    out = getattr(args, "out", None)
+    if (args.cmd not in RUN_COMMANDS or out is None or not isinstance(err, OSError) or err.errno in (None, errno.EPIPE)
+            or isinstance(err, FileNotFoundError)):
+        return ""
+    if not (any(Path(out).glob("*.jsonl")) or (Path(out) / PARTS_DIR).is_dir()):
         return ""
     if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         return f" (the disk is full: {KEPT}; free some space, then rerun the same command to resume)"

@@ -7,7 +7,7 @@ import sys
 
 from .. import ops
 from ..core.baselines import BASELINE_NAMES
-from ..core.diagnostics import COMPLETENESS_REL, NO_SIGNAL_KINDS
+from ..core.diagnostics import FLAG_MEANINGS
 from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS
 from ..dataset_attribution import FILE_TYPES, PARQUET_FILE, RECORDS_FILE, attribute_dataset
 from ..datasets import DATASETS, TASKS
@@ -98,8 +98,7 @@ def run(args) -> int:
         print(f"{res['skipped']} skipped, the model refused their text (records with 'skipped'): "
               + "; ".join(f"row {s['index']}: {s['reason']}" for s in res["skips"][:3]) + (" ..." if res["skipped"] > 3 else ""))
     if res["flag_kinds"]:
-        means = lambda k: "no usable signal" if k in NO_SIGNAL_KINDS else f"IG's error above {COMPLETENESS_REL:.0%} of F(x) − F(x′)"  # noqa: E731
-        said = ", ".join(f"{n} {k}: {means(k)}" for k, n in res["flag_kinds"].items())
+        said = ", ".join(f"{n} {k}: {FLAG_MEANINGS[k]}" for k, n in res["flag_kinds"].items())
         print(f"{res['degenerate']} record(s) carry flags in their 'degenerate' field ({said})")
     print(f"records: {res['records_file']}" + (f"\nparquet: {res['parquet_file']}" if res["parquet_file"] else ""))
     if res["skipped"] and res["skipped"] == res["n_examples"]:

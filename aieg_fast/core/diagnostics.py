@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "AttributionWarning", "NonFiniteAttributionWarning", "FLAG_KINDS", "NO_SIGNAL_KINDS", "ZERO_TOL", "FLAT_REL",
+    "AttributionWarning", "NonFiniteAttributionWarning", "FLAG_KINDS", "FLAG_MEANINGS", "NO_SIGNAL_KINDS", "ZERO_TOL", "FLAT_REL",
     "COMPLETENESS_REL", "ROUTING_NOTE", "signal_flags", "completeness_flag", "auto_steps_flag", "low_precision_hint", "row_flags",
     "method_flags", "warn_flags", "warn",
 ]
@@ -58,6 +58,14 @@ class NonFiniteAttributionWarning(AttributionWarning, RuntimeWarning):
 FLAG_KINDS = ("zero_signal", "constant_signal", "non_finite", "inflated", "completeness")
 #: the kinds whose row carries no usable signal: the views draw it without colour
 NO_SIGNAL_KINDS = ("zero_signal", "constant_signal", "non_finite", "inflated")
+#: what each kind says of a result, in a few words (summaries that count flags by kind)
+FLAG_MEANINGS = {
+    "zero_signal": "no usable signal (the raw signal is 0)",
+    "constant_signal": "no usable signal (the raw signal is the same everywhere)",
+    "non_finite": "no usable signal (values not finite)",
+    "inflated": "no usable signal (a flat raw signal stretched by a normalisation)",
+    "completeness": "IG's completeness error above its limit (10 % of F(x) − F(x′), or the tolerance of n_steps='auto')",
+}
 #: a raw signal whose largest |value| is at most this is "zero"
 ZERO_TOL = 1e-12
 #: a raw signal whose spread is at most this fraction of its largest |value| is "constant"
@@ -123,8 +131,8 @@ def completeness_flag(delta: float, F_input: float, F_baseline: float, routed: b
         return []
     dF = F_input - F_baseline
     if abs(delta) > max(COMPLETENESS_REL * abs(dF), 1e-4):
-        advice = ROUTING_NOTE if routed else ("raise n_steps (attribute: or n_steps='auto', which refines until "
-                                              "tolerance=0.05 by default), or choose another baseline")
+        advice = ROUTING_NOTE if routed else ("raise n_steps (for the next token n_steps='auto' refines them until the "
+                                              "error is below tolerance=0.05 by default), or choose another baseline")
         return [_flag("completeness", f"IG completeness error {delta:+.3g} is {abs(delta) / max(abs(dF), 1e-30):.0%} of "
                                       f"F(x) − F(x′) = {dF:+.3g}; {advice}")]
     return []

@@ -141,11 +141,12 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
 
 def _ident(v, column: str, loc: str):
     """A row's id from the id column: a string or a finite number, a float that is a whole
-    number read as an int (pandas reads an integer column with gaps as floats)."""
+    number up to 2**53 read as an int (pandas reads an integer column with gaps as floats; a
+    larger float has lost the int's last digits, and stays a float, visibly)."""
     if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (isinstance(v, float) and not math.isfinite(v)):
         raise ValueError(f"{loc}: the id ({column!r}) must be a string or a finite number (the records keep it as "
                          f"JSON, and a resume compares it), got {v!r} ({type(v).__name__}); convert the column to strings")
-    return int(v) if isinstance(v, float) and v.is_integer() else v
+    return int(v) if isinstance(v, float) and v.is_integer() and abs(v) <= 2**53 else v  # beyond 2**53 a float holds no exact int
 
 
 def _refuse_repeated_ids(examples: Sequence[Example], numbered: Set[int]) -> None:

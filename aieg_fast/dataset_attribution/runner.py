@@ -54,7 +54,7 @@ from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
 from ..models import run_model_settings
 from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, claim_folder, made_folder, part_files, part_path, rank_device, read_jsonl,
-                    record_former_setting, remove_parts, repair_jsonl, shard, start, write_jsonl)
+                    record_former_setting, recorded_and_now, remove_parts, repair_jsonl, shard, start, write_jsonl)
 from .inputs import Example, read_examples
 from .output import check_parquet, write_parquet
 
@@ -208,28 +208,10 @@ def _prepare(out: Path, config: dict, examples: Sequence[Example], s: DatasetRun
             if changed:
                 k = changed[0]
                 raise ValueError(f"out_dir {str(out)!r} holds a record of data row {i} with another {_ROW_KEYS[k]} "
-                                 f"({_change(r[k], now[k])}): the data or its columns changed since; use another out_dir")
+                                 f"({recorded_and_now(r[k], now[k])}): the data or its columns changed since; use another out_dir")
     except (ValueError, OSError) as err:
         return err
     return None
-
-
-def _change(old, new, width: int = 60) -> str:
-    """``"<old> recorded, <new> now"``, for the refusal of a changed row: both in full when
-    short; two longer texts from a little before the first character where they differ (a cut at
-    ``width`` characters made texts that differ near their end look alike)."""
-    ro, rn = repr(old), repr(new)
-    if len(ro) <= width and len(rn) <= width:
-        return f"{ro} recorded, {rn} now"
-    if not (isinstance(old, str) and isinstance(new, str)):
-        return " ".join(f"{t[:width]}{'...' if len(t) > width else ''} {when}" for t, when in ((ro, "recorded,"), (rn, "now")))
-    p = next((j for j, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
-    lo, hi = max(0, p - width // 3), p + width // 3
-
-    def window(t: str) -> str:
-        return f"{'...' if lo else ''}{t[lo:hi]!r}{'...' if hi < len(t) else ''}"
-
-    return f"{len(old)} and {len(new)} characters, the first difference at character {p}: {window(old)} recorded, {window(new)} now"
 
 
 def _merge(out: Path) -> List[dict]:

@@ -17,11 +17,11 @@ on a line of its own (:mod:`aieg_fast.runs.records`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List
 
 from ..runs.records import append_jsonl, json_safe, read_jsonl, repair_jsonl
 
-__all__ = ["RECORDS_FILE", "json_safe", "read_records", "append_record", "merge_record_lines", "repair_records", "records_beyond"]
+__all__ = ["RECORDS_FILE", "json_safe", "read_records", "append_record", "merge_record_lines", "repair_records"]
 
 #: file name of the records in an evaluation folder.
 RECORDS_FILE = "records.jsonl"
@@ -61,18 +61,3 @@ def repair_records(path: Path) -> List[str]:
 def append_record(path: Path, rec: dict) -> None:
     """Append ``rec`` as one strict-JSON line (:func:`json_safe`), flushed to the disk."""
     append_jsonl(path, [rec])
-
-
-def records_beyond(records: Dict[str, dict], ids: Sequence[str], methods: Sequence[str]) -> str:
-    """What the folder's ``records`` (by id, :func:`read_records`) hold beyond a run's
-    selection (its example ``ids`` and ``methods``), as a sentence for a note, or "" when
-    nothing: a rerun with fewer methods or examples rewrites the summary for its own selection,
-    while the records keep everything."""
-    asked = set(ids)
-    other_methods = sorted({m for r in records.values() for m in r.get("methods") or {}} - set(methods))
-    other_ids = sum(e not in asked for e in records)
-    if not (other_methods or other_ids):
-        return ""
-    more = [f"the method(s) {other_methods}"] * bool(other_methods) + [f"{other_ids} other example(s)"] * bool(other_ids)
-    return (f"the summary covers this run's {len(methods)} method(s) and {len(ids)} example(s); the records also hold "
-            f"{' and '.join(more)}: rerun with them to summarise them too")

@@ -15,7 +15,7 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from ..runs import replace_file
 from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "stars", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft"]
+__all__ = ["write_csv", "fmt", "stars", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft", "records_beyond"]
 
 
 def chance_lines(records: Sequence[dict]) -> List[str]:
@@ -341,3 +341,18 @@ def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def records_beyond(records: Dict[str, dict], ids: Sequence[str], methods: Sequence[str]) -> str:
+    """What the folder's ``records`` (by id, :func:`~aieg_fast.eval.records.read_records`) hold
+    beyond a run's selection (its example ``ids`` and ``methods``), as a sentence for a note, or
+    "" when nothing: a rerun with fewer methods or examples rewrites the summary for its own
+    selection, while the records keep everything."""
+    asked = set(ids)
+    other_methods = sorted({m for r in records.values() for m in r.get("methods") or {}} - set(methods))
+    other_ids = sum(e not in asked for e in records)
+    if not (other_methods or other_ids):
+        return ""
+    more = [f"the method(s) {other_methods}"] * bool(other_methods) + [f"{other_ids} other example(s)"] * bool(other_ids)
+    return (f"the summary covers this run's {len(methods)} method(s) and {len(ids)} example(s); the records also hold "
+            f"{' and '.join(more)}: rerun with them to summarise them too")

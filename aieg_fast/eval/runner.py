@@ -67,8 +67,8 @@ from .metrics import (
 )
 from .examples import example_text, label_token_ids, load_examples, truncate
 from .folder import gather_parts, prepare_folder
-from .records import RECORDS_FILE, append_record, read_records, records_beyond
-from .report import plot_pi_soft, write_summary
+from .records import RECORDS_FILE, append_record, read_records
+from .report import plot_pi_soft, records_beyond, write_summary
 from .run_checks import check_methods, check_run_settings
 from .stats import REFERENCE_METHOD, chance_check, summarise
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from .distributed import Dist
 from .records import read_jsonl, repair_jsonl, write_json
 
-__all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods", "claim_folder", "LOCK_FILE",
+__all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods", "claim_folder", "LOCK_FILE", "recorded_and_now",
            "record_former_setting", "setting_differences", "part_path", "part_files", "remove_parts"]
 
 #: file name of the settings in an output folder.
@@ -166,18 +166,37 @@ def _what_differs(a, b):
     return a, b
 
 
-def _short(v, n: int = 60) -> str:
-    text = repr(v)
-    return text if len(text) <= n else text[: n - 3] + "..."
+def _cut(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def recorded_and_now(old, new, width: int = 60) -> str:
+    """``"<old> recorded, <new> now"`` for a refusal of changed settings or data: each value in
+    full when short, else cut at ``width`` characters; two long texts that differ only after
+    their first ``width // 2`` characters from a little before the first character where they
+    differ, counted from 0 (a cut at ``width`` made texts that differ near their end look alike)."""
+    ro, rn = repr(old), repr(new)
+    p = next((j for j, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new))) \
+        if isinstance(old, str) and isinstance(new, str) else 0
+    if max(len(ro), len(rn)) <= width or p < width // 2:
+        return f"{_cut(ro, width)} recorded, {_cut(rn, width)} now"
+    lo, hi = max(0, p - width // 3), p + width // 3
+
+    def window(t: str) -> str:
+        return f"{'...' if lo else ''}{t[lo:hi]!r}{'...' if hi < len(t) else ''}"
+
+    return (f"{len(old)} and {len(new)} characters, the first difference at character {p} (from 0): {window(old)} recorded, "
+            f"{window(new)} now")
 
 
 def setting_differences(old: dict, new: dict, keys, absent: str = "its default (not written)") -> List[str]:
     """Each key of ``keys`` whose value differs between the recorded settings ``old`` and the new
     ones ``new``, as ``"key: <recorded> recorded, <new> now"`` (values shortened; of two dicts only
     their entries that differ; ``absent`` for a key one side lacks), sorted by key."""
-    said = lambda d, k, v: _short(v) if k in d else absent  # noqa: E731
+    said = lambda d, k, v: _cut(repr(v)) if k in d else absent  # noqa: E731
     pairs = [(k, *_what_differs(old.get(k), new.get(k))) for k in _differing(old, new, keys)]
-    return [f"{k}: {said(old, k, a)} recorded, {said(new, k, b)} now" for k, a, b in pairs]
+    return [f"{k}: {recorded_and_now(a, b)}" if k in old and k in new else f"{k}: {said(old, k, a)} recorded, {said(new, k, b)} now"
+            for k, a, b in pairs]
 
 
 def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
@@ -254,7 +273,7 @@ def made_folder(out_dir, arg: str = "out_dir", procs=None) -> Iterator[Path]:
     """
     procs = procs if procs is not None else Dist()
     fresh = procs.main and not Path(out_dir).exists()
-    out, claimed = None, False
+    out, claimed, refused = None, False, False
     try:
         error = None
         try:
@@ -262,15 +281,15 @@ def made_folder(out_dir, arg: str = "out_dir", procs=None) -> Iterator[Path]:
             if procs.main:
                 claimed = claim_folder(out, arg)
         except ValueError as err:
-            error = err
+            error, refused = err, out is not None  # out set: claim_folder refused it, another run holds it
         procs.check(error)  # raised on every process; the folder exists for every process from here on
         yield out
     except BaseException:
-        if claimed:  # a refused call leaves the folder and its lock to the run that holds them
+        if claimed:
             _release(out, remove=fresh)
-            if fresh:
-                with contextlib.suppress(OSError):  # rmdir removes only an empty folder
-                    out.rmdir()
+        if fresh and out is not None and not refused:  # a refused call leaves the folder and its lock to the run that holds them
+            with contextlib.suppress(OSError):  # rmdir removes only an empty folder
+                out.rmdir()
         raise
     if claimed:  # a nested block of the holder's own thread lets go of nothing
         _release(out, remove=False)

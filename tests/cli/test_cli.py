@@ -234,7 +234,8 @@ def test_cli_warnings_name_the_option_not_the_python_line(tiny_gpt2, monkeypatch
     said = [ln for ln in err.splitlines() if "[completeness]" in ln]
     assert len(said) == 1 and said[0].startswith("warning: integrated_gradients: [completeness]"), err
     assert "raise --n-steps" in said[0] and "n_steps" not in said[0] and "AttributionWarning" not in err
-    assert said[0].endswith("or choose another baseline") and "res.degenerate" not in err  # no result object on the command line
+    assert said[0].endswith("(for the next token --n-steps 'auto' refines them until the error is below --tolerance 0.05 by default), "
+                            "or choose another baseline") and "res.degenerate" not in err  # no result object on the command line
     assert [w.category for w in passed_on] == [FutureWarning]
 
 

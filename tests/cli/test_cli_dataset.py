@@ -43,7 +43,8 @@ def test_attribute_dataset_summary_names_each_kind_of_flag(tiny_gpt2_dir, tmp_pa
     kinds = [{f["kind"] for f in r["degenerate"]} for r in recs]
     n = sum("completeness" in k for k in kinds)
     assert n >= 1 and all(k <= {"completeness"} for k in kinds), kinds  # two steps from zero: IG misses F(x) − F(x′)
-    assert f"{n} record(s) carry flags in their 'degenerate' field ({n} completeness: IG's error above 10% of F(x) − F(x′))" in said
+    assert (f"{n} record(s) carry flags in their 'degenerate' field ({n} completeness: IG's completeness error above its limit "
+            "(10 % of F(x) − F(x′), or the tolerance of n_steps='auto'))") in said
     assert "usable signal" not in said
 
 
@@ -243,10 +244,16 @@ def test_evaluate_on_a_full_disk_reports_its_own_error_not_command_json(tiny_gpt
 
 
 def test_other_system_errors_of_a_run_command_say_a_rerun_resumes(tmp_path, monkeypatch, capsys):
+    """Once the folder holds records; an OSError before any (a file name too long, the data
+    unreadable) has nothing to resume and gets no such words."""
     def stopped(**_):
         raise PermissionError(13, "Permission denied", str(tmp_path / "e" / "records.jsonl"))
 
     monkeypatch.setattr(cli_evaluate, "evaluate", stopped)
+    assert cli.main(["evaluate", "--out", str(tmp_path / "e")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: [Errno 13] Permission denied: '{tmp_path / 'e' / 'records.jsonl'}'"
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "records.jsonl").write_text('{"id": "x"}\n', encoding="utf-8")
     assert cli.main(["evaluate", "--out", str(tmp_path / "e")]) == 2
     assert (f"error: [Errno 13] Permission denied: '{tmp_path / 'e' / 'records.jsonl'}' (finished examples are kept in the records; "
             "once that is fixed, rerun the same command to resume)") in capsys.readouterr().err

@@ -129,3 +129,10 @@ def test_signal_flag_rules():
     assert "raise max_steps" in auto_steps_flag(info, 0)[0]["message"]
     routed = auto_steps_flag(info, 0, routed=True)[0]["message"]
     assert "more steps do not remove" in routed and "raise max_steps" not in routed
+
+
+def test_every_flag_kind_has_a_meaning():
+    """Summaries that count flags by kind (attribute-dataset's) say what each means."""
+    from aieg_fast.core.diagnostics import FLAG_KINDS, FLAG_MEANINGS
+
+    assert list(FLAG_MEANINGS) == list(FLAG_KINDS) and all(FLAG_MEANINGS.values())

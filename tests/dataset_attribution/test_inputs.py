@@ -182,6 +182,8 @@ def test_a_dataframe_id_column_with_a_gap_and_whole_floats():
     with pytest.raises(ValueError, match=r"row 2: id 2 is also the id of row 1 \(a row without an id is numbered by its index"):
         read_examples(pd.DataFrame({"text": ["a", "b", "c"], "id": [1, 2, None]}))
     assert [e.id for e in read_examples(pd.DataFrame({"text": ["a", "b", "c"], "id": [10, 11, None]}))] == [10, 11, 2]
+    big = read_examples(pd.DataFrame({"text": ["a", "b"], "id": [12345678901234567, None]}))[0].id  # its last digit already lost
+    assert type(big) is float and big == 1.2345678901234568e16  # not the int 12345678901234568, one off the user's id
     assert [e.id for e in read_examples(pd.DataFrame({"text": ["a", "b"], "id": [1.0, 2.5]}))] == [1, 2.5]
     assert type(read_examples(pd.DataFrame({"text": ["a"], "id": [7.0]}))[0].id) is int
 

@@ -251,10 +251,19 @@ def test_a_changed_long_text_is_shown_where_it_differs(tiny_gpt2, tmp_path):
         attribute_dataset(_data(changed, [{"text": text.replace("twist", "turn")}]), out, tiny_gpt2, **KW)
     p = text.index("twist") + 1
     assert (f"data row 0 with another text ({len(text)} and {len(text) - 1} characters, the first difference at character "
-            f"{p}: ...'{text[p - 20:p + 20]}' recorded, ...'the end was what a turn' now)") in str(err.value)
-    with pytest.raises(ValueError, match=r"another text \(64 and 5 characters, the first difference at character 0: "
-                                         r"'the film was long , '\.\.\. recorded, 'short' now\)"):
+            f"{p} (from 0): ...'{text[p - 20:p + 20]}' recorded, ...'the end was what a turn' now)") in str(err.value)
+    with pytest.raises(ValueError, match=r"another text \('the film was long , slow and boring but the end was what\.\.\. recorded, "
+                                         r"'short' now\)"):  # different from the start: their beginnings show it
         attribute_dataset(_data(changed, [{"text": "short"}]), out, tiny_gpt2, **KW)
+    # a setting is shown the same way: two long templates that differ near their end were cut alike
+    t1 = "Review of a film, written by a viewer, to classify: {text} Sentiment:"
+    t2 = t1.replace("Sentiment:", "Sentiment?")
+    data = _data(changed, [{"text": "good"}])
+    attribute_dataset(data, tmp_path / "t", tiny_gpt2, **dict(KW, template=t1))
+    with pytest.raises(ValueError) as err:
+        attribute_dataset(data, tmp_path / "t", tiny_gpt2, **dict(KW, template=t2))
+    assert (f"template: {len(t1)} and {len(t2)} characters, the first difference at character {len(t1) - 1} (from 0): "
+            f"...{t1[len(t1) - 21:]!r} recorded, ...{t2[len(t2) - 21:]!r} now") in str(err.value), str(err.value)
 
 @pytest.mark.parametrize("kw, target, match", [
     (dict(method="integrated_gradients", baseline=99999), " good", r"baseline token id must be in \[0, \d+\), got 99999"),

@@ -267,7 +267,7 @@ def test_evaluate_defaults_soft_maps_ties_prob_space(tiny_gpt2, tmp_path):
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "config.json").write_text(json.dumps(cfg_old))
     (tmp_path / "c" / "records.jsonl").write_text((tmp_path / "a" / "records.jsonl").read_text())
-    with pytest.raises(ValueError, match="soft_maps, ties"):
+    with pytest.raises(ValueError, match=r"soft_maps: its default \(not written\) recorded, \[.relu., .minmax.\] now; ties: "):
         E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "c", **kw)
     with pytest.raises(ValueError, match="soft_maps"):
         E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "d", soft_maps="relu,clip", **kw)

@@ -116,7 +116,7 @@ def test_batch_equals_one_at_a_time(tiny_gpt2):
 
 
 def test_fixed_steps_warning_recommends_auto(tiny_llama):
-    with pytest.warns(AttributionWarning, match=r"\[completeness\] .*raise n_steps \(attribute: or n_steps='auto'"):
+    with pytest.warns(AttributionWarning, match=r"\[completeness\] .*raise n_steps \(for the next token n_steps='auto' refines them"):
         tiny_llama.attribute(TEXT, method=IG, n_steps=2, baseline="zero")
 
 

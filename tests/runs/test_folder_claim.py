@@ -51,6 +51,26 @@ def test_a_refused_fresh_folder_is_removed_with_its_lock_file(tmp_path):
     assert not out.exists()
 
 
+def test_a_fresh_folder_whose_lock_cannot_be_made_is_removed(tmp_path, monkeypatch):
+    """claim_folder failing with a system error (the lock file not creatable) is no refusal by
+    another run: the folder this call made goes, as for any other error."""
+    import os
+
+    real_open = os.open
+
+    def no_lock(path, *a, **kw):
+        if str(path).endswith(LOCK_FILE):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr(os, "open", no_lock)
+    out = tmp_path / "fresh"
+    with pytest.raises(PermissionError):
+        with made_folder(out):
+            pass
+    assert not out.exists()
+
+
 def test_evaluate_on_a_folder_in_use_is_refused_and_writes_nothing(tiny_gpt2, tmp_path):
     out = tmp_path / "run"
     p = _holder(out)
