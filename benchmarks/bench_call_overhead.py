@@ -6,7 +6,8 @@ the result) is a visible share of the total. Used to compare two checkouts side 
     PYTHONPATH=/path/to/other python /path/to/other/benchmarks/bench_call_overhead.py --tests /path/to/other/tests
 
 Prints the median (and the minimum, the figure least disturbed by other jobs on a shared
-machine) over --calls calls per method (one torch thread, after 20 warm-up calls).
+machine) over --calls calls per method (integrated gradients: --calls / 5, at least 10, since each
+call runs its path; one torch thread, after 20 warm-up calls).
 ``--ids`` adds each method called with ``input_ids=`` (the text's ids, no tokenising) where the
 checkout has it.
 """

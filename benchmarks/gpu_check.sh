@@ -80,7 +80,7 @@ print(info)
 assert _ext.HAS_EXT, info['ext_error']
 assert _ext.WITH_CUDA, 'built without CUDA'
 missing = {'interpolate_path', 'adaptive_alphas', 'emphasis_factors', 'integrate_gradients',
-           'attention_gradient_product', 'posnorm'} - set(info['cuda_ops'])
+           'attention_gradient_product', 'posnorm', 'hvp_l1_mean'} - set(info['cuda_ops'])
 assert not missing, f'no CUDA kernel for {sorted(missing)}'
 "
   last_rc && BUILD_OK=1

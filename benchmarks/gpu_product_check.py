@@ -32,8 +32,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import aieg_fast  # noqa: E402
+import machine  # noqa: E402  (benchmarks/machine.py)
 from aieg_fast.verify import spearman  # noqa: E402
 from builders import family_specs  # noqa: E402  (tests/builders.py)
 
@@ -180,6 +182,10 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit(f"--device {a.device!r}: CUDA is not available here")
+    header = machine.describe(sys.argv[1:] if argv is None else argv, __file__)
+    if a.device.startswith("cuda"):
+        header.append(f"# device: {torch.cuda.get_device_name(a.device)}, CUDA {torch.version.cuda}")
+    print("\n".join(header), flush=True)
     specs = family_specs()
     families = sorted(specs) if a.families == "all" else a.families.split(",")
     unknown = [f for f in families if f not in specs]
@@ -199,6 +205,7 @@ def main(argv=None) -> int:
         return kind == "refused" or (kind == "rel" and math.isfinite(v) and v <= a.rtol) or (kind == "rho" and v >= a.min_rho)
     failed = [r for r in rows if not ok(r[3], r[4])]
     with open(out / "product_check.csv", "w", newline="", encoding="utf-8") as f:
+        f.write("".join(ln + "\n" for ln in header))  # the machine and the command, as printed
         w = csv.writer(f)
         w.writerow(["check", "family", "method", "kind", "value", "ok"])
         w.writerows([*r, r not in failed] for r in rows)
