@@ -84,7 +84,8 @@ def _check_paths(archive: Path, run_dir: Path) -> None:
 def save(run_dir: Path, archive: Path) -> int:
     """Add the complete record lines of ``run_dir`` (``records.jsonl``, then the torchrun
     parts) that ``archive`` lacks to it (gzip, no time stamp), and copy the settings files
-    (:data:`SETTINGS`) beside it; returns the number of lines in the archive. Raises FileNotFoundError when the
+    (:data:`SETTINGS`) beside it when that added records or none is kept yet (a rerun that
+    computed nothing leaves every committed file as it was); returns the number of lines in the archive. Raises FileNotFoundError when the
     folder has no records."""
     run_dir, archive = Path(run_dir), Path(archive)
     _check_paths(archive, run_dir)
@@ -107,8 +108,8 @@ def save(run_dir: Path, archive: Path) -> int:
     tmp = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
     tmp.write_bytes(buf.getvalue())
     tmp.replace(archive)
-    for name in SETTINGS:
-        if (run_dir / name).is_file():
+    for name in SETTINGS:  # with new records (or where none is kept yet): a save that adds nothing changes no file
+        if (run_dir / name).is_file() and (len(lines) > len(old) or not _kept(archive, name).is_file()):
             shutil.copyfile(run_dir / name, _kept(archive, name))
     return len(lines)
 

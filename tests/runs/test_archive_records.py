@@ -36,6 +36,13 @@ def test_save_keeps_complete_lines_only_and_is_byte_stable(tmp_path):
     assert archive_records.save(run, gz) == 3
     assert gzip.decompress(gz.read_bytes()).decode() == _line(0) + _line(1) + _line(7)
     assert archive_records.save(run, gz) == 3  # saving again adds nothing
+    (run / "config.json").write_text('{"seed": 0}', encoding="utf-8")
+    assert archive_records.save(run, gz) == 3 and gz.with_name("run.jsonl.gz.config.json").read_text() == '{"seed": 0}'  # none kept yet
+    (run / "config.json").write_text('{"seed": 0, "method_options": {"aieg": {"preset": "v1"}}}', encoding="utf-8")
+    archive_records.save(run, gz)  # a rerun that computed nothing (study19's run.py pins options in config.json)
+    assert gz.with_name("run.jsonl.gz.config.json").read_text() == '{"seed": 0}'  # it changed no committed file
+    (run / "records.jsonl").write_text(_line(0) + _line(1) + _line(2))
+    assert archive_records.save(run, gz) == 4 and "method_options" in gz.with_name("run.jsonl.gz.config.json").read_text()
 
 
 def test_restore_fills_a_fresh_folder_then_only_adds_what_is_missing(tmp_path):
