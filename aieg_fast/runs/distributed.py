@@ -22,6 +22,16 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
+# torch.distributed.nn.functional's functions take ``group.WORLD`` as a default argument, evaluated
+# when it is imported; transformers imports it as it loads a model. Imported under a process group,
+# it would hold that group past destroy_process_group, and gloo's threads would be torn down at
+# interpreter exit, unsynchronised with the other processes: an abort there in some runs
+# ("terminate called without an active exception"; pytorch issues 111392, 190489). Imported here,
+# before any group (ours in start(), or a script's own made after importing this package), its
+# defaults stay None.
+with contextlib.suppress(ImportError):
+    import torch.distributed.nn.functional  # noqa: F401
+
 __all__ = ["Dist", "start", "shard", "rank_device", "torchrun_rank", "torchrun_world_size", "DIST_TIMEOUT"]
 
 #: how long a process waits for the others at a barrier (the fastest waits for the slowest
@@ -121,7 +131,7 @@ class Dist:
         as the group object does, and one still alive at exit is torn down while the interpreter
         finalises, unsynchronised with the other processes (an abort there, in some runs). A
         module that evaluates ``group.WORLD`` as a default argument while the group exists keeps
-        it alive: :func:`start` imports torch's such module first."""
+        it alive: this module imports torch's such module before any group exists."""
         made = self.group if self.group is not None else (torch.distributed.group.WORLD if self.owns_group else None)
         if made is not None and torch.distributed.is_initialized():
             if sync and self.parallel:
@@ -136,15 +146,6 @@ class Dist:
     def __exit__(self, *exc) -> bool:
         self.close(sync=exc[0] is None)
         return False
-
-
-def _import_world_defaults() -> None:
-    """Import, before this process makes the default group, the torch module whose functions take
-    ``group.WORLD`` as a default argument: transformers imports it when it loads a model, which
-    under the group would bind every such default to the group and keep it alive after
-    :meth:`Dist.close` (pytorch issues 111392, 190489)."""
-    with contextlib.suppress(ImportError):
-        import torch.distributed.nn.functional  # noqa: F401
 
 
 def start(distributed: Optional[bool] = None) -> Dist:
@@ -174,7 +175,6 @@ def start(distributed: Optional[bool] = None) -> Dist:
     if torch.distributed.is_initialized():
         group = torch.distributed.new_group(backend="gloo", timeout=DIST_TIMEOUT)
         return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, group, False)
-    _import_world_defaults()
     torch.distributed.init_process_group(backend="gloo", timeout=DIST_TIMEOUT)
     return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, None, True)
 
