@@ -127,8 +127,9 @@ def _warnings_as_flags(flags: dict):
     on stderr, the library's argument names as the options that set them
     (:func:`.common.as_flags`), instead of Python's ``file:line: Category: message`` and the
     source line, which in a command are the entry point's (``sys.exit(main())``); a result's
-    flags lose their pointer to ``res.degenerate`` (the command's output shows them). Other warnings keep Python's format; the filters (``-W``,
-    ``PYTHONWARNINGS``) apply to all, and the former hook is put back."""
+    flags lose their pointer to ``res.degenerate`` (the command's output shows them). Other
+    warnings keep Python's format; the filters (``-W``, ``PYTHONWARNINGS``) apply to all, and
+    the former hook is put back."""
     with warnings.catch_warnings():
         former = warnings.showwarning
 

@@ -245,12 +245,11 @@ def _write_command(args, failed: bool) -> None:
     Raises:
         OSError: it cannot be written after a run that ended well.
     """
-    if not failed:
-        write_command(args, args.out)
-        return
     try:
         write_command(args, args.out)
     except OSError as err:
+        if not failed:
+            raise
         print(f"note: {Path(args.out) / COMMAND_FILE} was not written ({err.strerror or err})", file=sys.stderr)
 
 

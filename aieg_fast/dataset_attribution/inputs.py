@@ -30,9 +30,8 @@ DEFAULT_COLUMNS = {"text": "text", "target": "target", "contrast": "contrast", "
 @dataclass(frozen=True)
 class Example:
     """One row: its position ``index`` in the data (the key of its record), ``id`` (the id
-    column's value, a whole float as an int; else the index),
-    ``text``, ``target`` / ``contrast`` (None, a token string or an int), ``template`` (None:
-    the run's)."""
+    column's value, a whole float as an int; else the index), ``text``, ``target`` /
+    ``contrast`` (None, a token string or an int), ``template`` (None: the run's)."""
 
     index: int
     id: Any
@@ -117,7 +116,7 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
                            "template": template_column, "id": id_column}, what)
     if target_is_id and cols["target"] is None and cols["contrast"] is None:
         raise ValueError(f"target_is_id: {what} has no target or contrast column to read as ids (columns: {keys[:8]})")
-    out, unnamed = [], []
+    out, unnamed = [], set()
     for i, (r, w) in enumerate(zip(rows, where)):
         loc = f"{what}: {w}"
         text = r.get(cols["text"])
@@ -130,12 +129,14 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
                 fill_template("x", template)
             except (TypeError, ValueError) as err:
                 raise ValueError(f"{loc}: the row's template ({cols['template']!r}): {err}") from None
-        numbered = cols["id"] is None or is_empty(get("id"))
-        unnamed += [i] * numbered
-        ident = i if numbered else _ident(get("id"), cols["id"], loc)
+        if cols["id"] is None or is_empty(get("id")):
+            ident = i
+            unnamed.add(i)
+        else:
+            ident = _ident(get("id"), cols["id"], loc)
         out.append(Example(i, ident, text, _token(get("target"), "target", target_is_id, loc),
                            _token(get("contrast"), "contrast", target_is_id, loc), template, loc))
-    _refuse_repeated_ids(out, set(unnamed))
+    _refuse_repeated_ids(out, unnamed)
     return out
 
 

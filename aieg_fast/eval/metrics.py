@@ -20,11 +20,12 @@ top-k positions are the k largest *signed* scores among the attributable positio
 (:func:`~aieg_fast.eval.scores.top_k_positions`); k = ⌊|P|·topk⌋ with P the attributable
 positions (``dig_compat=False``, default: the template and BOS are never removed) or
 k = ⌊L·topk⌋ chosen among all L positions (``dig_compat=True``, DIG's own rule: a fixed position
-whose score ranks in the top k is replaced by log-odds and removed by comprehensiveness too); the floor allows 1e-9 for
-float rounding (100 × 0.29 gives 29). Sufficiency keeps the fixed positions (template, BOS) in
-both modes, where DIG keeps the top k alone (deviation from specs/aieg.md §7: DIG's encoder
-inputs had no prompt, and a causal LM shown the top-k tokens without its prompt is no longer
-asked the question). Equal scores are ordered at random (``ties="random"``, default) by a generator seeded with ``ctx.tie_seed``,
+whose score ranks in the top k is replaced by log-odds and removed by comprehensiveness too);
+the floor allows 1e-9 for float rounding (100 × 0.29 gives 29). Sufficiency keeps the fixed
+positions (template, BOS) in both modes, where DIG keeps the top k alone (deviation from
+specs/aieg.md §7: DIG's encoder inputs had no prompt, and a causal LM shown the top-k tokens
+without its prompt is no longer asked the question). Equal scores are ordered at random
+(``ties="random"``, default) by a generator seeded with ``ctx.tie_seed``,
 derived from (seed, instance_id) and returned as ``tie_seed``, so a tie at the k-th place does
 not favour early positions and the choice is reproducible; ``ties="first"`` takes the lower
 index (the rule before). With k = 0 every hard metric is 0.

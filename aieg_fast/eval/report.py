@@ -23,7 +23,8 @@ from ..runs import replace_file
 from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "stars", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft", "records_beyond"]
+__all__ = ["write_csv", "fmt", "stars", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft",
+           "records_beyond"]
 
 
 def chance_lines(records: Sequence[dict]) -> List[str]:
