@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import re
 import signal
 import sys
 import threading
@@ -134,8 +133,9 @@ def _warnings_as_flags(flags: dict):
         former = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None):
-            if issubclass(category, AttributionWarning):  # without the pointer to res.degenerate: the output shows the flags
-                text = re.sub(r" \(see res\.degenerate[^()]*\)$", "", str(message))
+            if issubclass(category, AttributionWarning):
+                text, pointer = str(message), getattr(message, "pointer", "")
+                text = text[:-len(pointer)] if pointer and text.endswith(pointer) else text
                 print(f"warning: {as_flags(text, flags)}", file=sys.stderr if file is None else file)
             else:
                 former(message, category, filename, lineno, file, line)

@@ -30,9 +30,10 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 _SKIP_FILES = (os.path.abspath(contextlib.__file__),)
 
 
-def warn(message: str, category=None) -> None:
-    """``warnings.warn`` of ``message`` (default category :class:`AttributionWarning`) attributed
-    to the first caller outside the package (the user's line), however deep the call."""
+def warn(message, category=None) -> None:
+    """``warnings.warn`` of ``message`` (a str, default category :class:`AttributionWarning`, or
+    a warning instance) attributed to the first caller outside the package (the user's line),
+    however deep the call."""
     level, frame = 2, sys._getframe(1)  # stacklevel 2 = the caller of this function
     while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR)
                                  or os.path.abspath(frame.f_code.co_filename) in _SKIP_FILES):
@@ -46,6 +47,10 @@ class AttributionWarning(UserWarning):
     target that merges with the prompt, a special-token string typed in the text), a model in
     training mode. Filter it with ``warnings.filterwarnings("ignore", category=AttributionWarning)``
     or turn it into errors with ``"error"``."""
+
+    #: the end of a result's flags that points to ``res.degenerate`` ("" otherwise); the
+    #: command line leaves it out, since its output shows the flags
+    pointer = ""
 
 
 class NonFiniteAttributionWarning(AttributionWarning, RuntimeWarning):
@@ -231,5 +236,7 @@ def warn_flags(flags: Sequence[Dict[str, Any]], method: str, hint: str = "") -> 
     head = f"{method}: " + ("; ".join(parts))
     scores_bad = any(f["kind"] == "non_finite" and f.get("source") != "output" for f in flags)
     silent = any(f["kind"] in NO_SIGNAL_KINDS for f in flags)
-    tail = (hint if scores_bad else "") + " (see res.degenerate" + ("; the views draw rows without signal without colour)" if silent else ")")
-    warn(head + tail, cat)
+    pointer = " (see res.degenerate" + ("; the views draw rows without signal without colour)" if silent else ")")
+    w = cat(head + (hint if scores_bad else "") + pointer)
+    w.pointer = pointer
+    warn(w)
