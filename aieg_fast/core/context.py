@@ -220,17 +220,28 @@ class Context:
         return torch.arange(self.batch.B, device=self.device)
 
     def fill_targets(self, hidden: Tensor) -> None:
-        """Set missing targets (−1) to the model's prediction from final hidden states [B, D]."""
+        """Set missing targets (−1) to the model's prediction from final hidden states [B, D],
+        and ``probs`` (the output distribution, for p(target)); nothing for multi-token targets
+        (given, and p = exp F)."""
+        if self.step_ids is not None:
+            return
+        with torch.no_grad():
+            logits = self.adapter.full_logits(hidden.detach()).float()
+        self.probs = torch.softmax(logits, -1)
         missing = self.targets < 0
         if bool(missing.any()):
-            with torch.no_grad():
-                logits = self.adapter.full_logits(hidden.detach()).float()
-            self.probs = torch.softmax(logits, -1)
             self.targets = torch.where(missing, predicted(logits, self.target_fn), self.targets)
 
     def ensure_targets(self) -> None:
         """One no-grad forward on the inputs, only when some target is missing (the prediction)."""
         if bool((self.targets < 0).any()):
+            self.ensure_probs()
+
+    def ensure_probs(self) -> None:
+        """One no-grad forward on the inputs when no forward of the call gave ``probs`` (a method
+        whose path scores only the given target: IG, IDG), so that every method reports
+        p(target); it also fills missing targets. Nothing for multi-token targets."""
+        if self.probs is None and self.step_ids is None:
             with self.timed("predict"), torch.no_grad():
                 self.fill_targets(self.hidden(self.all_rows(), self.batch.embeds))
 

@@ -284,3 +284,19 @@ def test_a_call_from_inside_target_fn_is_refused(tiny_gpt2, method):
     assert model_state(tiny_gpt2) == before
     fine = tiny_gpt2.attribute("the movie is very good and fun", method=method, target_fn=lambda z: z[:, 20], n_steps=4)
     assert bool(torch.isfinite(fine.scores).all())
+
+
+@pytest.mark.parametrize("method", ["integrated_gradients", "integrated_decision_gradients", "aieg", "saliency",
+                                    "input_x_gradient", "scaled_attention", "attention", "grad_ellm", "occlusion"])
+def test_every_method_reports_p_target_of_a_given_target(tiny_gpt2, method):
+    """p(target) of a given (not predicted) target is the model's probability of it, for every
+    method and each text of a batch: the methods whose path scores only the target (IG, IDG,
+    saliency, ...) reported None, so views and dataset records lacked it for some methods."""
+    texts = [TEXT, "a dull and tired film"]
+    tgt = [_two_tokens(tiny_gpt2, t)[0] for t in texts]
+    kw = {"n_steps": 4} if method in ("integrated_gradients", "integrated_decision_gradients", "aieg") else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = tiny_gpt2.attribute(texts, method=method, target=tgt, **kw)
+    for r, text, t in zip(res, texts, tgt):
+        assert r.target_prob == pytest.approx(float(torch.softmax(_last_logits(tiny_gpt2, text), -1)[t]), rel=1e-4)
