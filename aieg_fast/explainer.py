@@ -450,7 +450,6 @@ class Explainer:
                                contrast=call.contrast_tensor(self.device), step_ids=step_ids, word_ids=words,
                                tolerance=tolerance, max_steps=max_steps, compiled=compiled)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
-            ctx.ensure_probs()
         flags = flag_rows(m, opts, out, [(out.scores[b], ~batch.fixed[b]) for b in range(batch.B)], call, None if single
                           else [{"text": b} for b in range(batch.B)], self.adapter, ctx.targets.tolist())
         ctx.timing["total"] = time.perf_counter() - t0

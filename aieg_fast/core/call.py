@@ -231,7 +231,7 @@ def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
             noisy = dataclasses.replace(base, baseline=noisy_baseline(base, settings.row_noise, settings.seed, s, scale))
             ctx_s = dataclasses.replace(ctx, **{batch_field: noisy}, timing={})
             if s > 0:
-                ctx_s.targets = outs[0][2].targets  # the prediction of the first draw
+                ctx_s.targets, ctx_s.probs = outs[0][2].targets, outs[0][2].probs  # the first draw's prediction
             o, used = run(ctx_s)
             outs.append((o, used, ctx_s))
         out = _average([o for o, _, _ in outs])

@@ -358,7 +358,8 @@ def run_method(method, ctx, opts, sequence: bool = False):
 
     A method that makes no forward of its own (one that reads only the inputs, or a random
     control) leaves the prediction to this function: the missing targets are filled after it
-    runs, so its results name the token they explain. Held-fixed positions get 0 here, as the
+    runs, so its results name the token they explain; so is ``ctx.probs`` (p(target)) where
+    the method's forwards did not give it (:meth:`Context.ensure_probs`). Held-fixed positions get 0 here, as the
     method contract says, also where the method's arithmetic gave NaN there (a non-finite F).
 
     Returns:
@@ -372,7 +373,7 @@ def run_method(method, ctx, opts, sequence: bool = False):
         out = method.run_sequence(ctx, opts) if sequence else method.run(ctx, opts)
         _check_output(method, out, None if sequence else ctx.batch)
         if not sequence:  # a generated sequence's targets are its tokens
-            ctx.ensure_targets()
+            ctx.ensure_probs()
             # held-fixed positions score 0 whatever the arithmetic gave (Δ = 0 times a NaN gradient is NaN)
             out.scores = [sc.masked_fill(ctx.batch.fixed[b].to(sc.device), 0.0) for b, sc in enumerate(out.scores)]
     return out, dict(used)
