@@ -16,8 +16,10 @@ inference-only (no autograd formula is registered); ``"auto"`` therefore picks t
 when grad mode is on and an input requires grad, or when an input carries a forward-mode tangent
 (``torch.func.jvp``, ``torch.autograd.forward_ad``), and ``"ext"`` refuses both.
 
-The compiled operators are also reachable directly as ``torch.ops.aieg_fast.<op>``; their fake
-(meta) kernels are registered below so that ``torch.compile`` and ``torch.library.opcheck`` work.
+The compiled operators are also reachable directly as ``torch.ops.aieg_fast.<op>``, without the
+wrappers' argument checks; :mod:`aieg_fast.op_registration` gives torch their fake (meta)
+kernels, so that ``torch.compile`` and ``torch.library.opcheck`` work, and a derivative that
+refuses (a backward through a direct call raises instead of leaving ``.grad`` None).
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from torch.autograd import forward_ad
 
 from . import reference
 from .reference import acc_dtype
+from . import op_registration  # noqa: F401  (the compiled operators' fake kernels and derivative, registered with torch)
 from ._ext import CPU_OPS, CUDA_OPS, EXT_ERROR, HAS_EXT, WITH_CUDA
 
 __all__ = [
@@ -537,54 +540,3 @@ def hvp_l1_mean(hvps: Tensor, *, backend: str = "auto") -> Tensor:
     if _dispatch(backend, hvps, op="hvp_l1_mean") == "reference":
         return reference.hvp_l1_mean(hvps)
     return torch.ops.aieg_fast.hvp_l1_mean.default(hvps)
-
-
-# --------------------------------------------------------------------------------------------
-# Fake (meta) kernels: output metadata only, for torch.compile / export / opcheck
-# --------------------------------------------------------------------------------------------
-def _register_fake(op: str):
-    """``torch.library.register_fake`` for ``op`` when the loaded extension defines it (an
-    extension built before the op existed does not: the op then runs on the reference)."""
-    if op in CPU_OPS or op in CUDA_OPS:
-        return torch.library.register_fake(f"aieg_fast::{op}")
-    return lambda fn: fn
-
-
-if HAS_EXT:
-
-    @torch.library.register_fake("aieg_fast::interpolate_path")
-    def _interpolate_path_fake(input_embeds, baseline_embeds, alphas, fixed_mask=None):
-        torch._check(input_embeds.dim() == 2, lambda: "input_embeds should be [L, d]")
-        torch._check(alphas.dim() == 1, lambda: "alphas should be [m]")
-        L, d = input_embeds.shape
-        return input_embeds.new_empty((alphas.shape[0], L, d))
-
-    @torch.library.register_fake("aieg_fast::adaptive_alphas")
-    def _adaptive_alphas_fake(pilot_logits, n_steps, alloc="abs", idg_compat_quirk=False):
-        torch._check(n_steps >= 2, lambda: f"n_steps must be >= 2, got {n_steps}")
-        acc = acc_dtype(pilot_logits)
-        return pilot_logits.new_empty((n_steps,), dtype=acc), pilot_logits.new_empty((n_steps,), dtype=acc)
-
-    @torch.library.register_fake("aieg_fast::emphasis_factors")
-    def _emphasis_factors_fake(path_logits, alphas, widths, mode="fd", sign="abs", norm="l1", slopes=None):
-        return path_logits.new_empty((path_logits.numel(),), dtype=acc_dtype(path_logits))
-
-    @torch.library.register_fake("aieg_fast::integrate_gradients")
-    def _integrate_gradients_fake(grads, weights, delta, reduce="sum"):
-        torch._check(grads.dim() == 3, lambda: "grads should be [m, L, d]")
-        _, L, d = grads.shape
-        return grads.new_empty((L,) if reduce == "sum" else (L, d), dtype=acc_dtype(grads))
-
-    @torch.library.register_fake("aieg_fast::attention_gradient_product")
-    def _attention_gradient_product_fake(attn, grad=None, weights=None, reduce="product_of_means"):
-        torch._check(attn.dim() == 4, lambda: "attn should be [B, H, Q, K]")
-        return attn.new_empty((attn.shape[2], attn.shape[3]), dtype=acc_dtype(attn))
-
-    @torch.library.register_fake("aieg_fast::posnorm")
-    def _posnorm_fake(scores, valid_mask=None, mode="minmax"):
-        return scores.new_empty(scores.shape, dtype=acc_dtype(scores))
-
-    @_register_fake("hvp_l1_mean")
-    def _hvp_l1_mean_fake(hvps):
-        torch._check(hvps.dim() == 3, lambda: "hvps should be [m, n, d]")
-        return hvps.new_empty((hvps.shape[1],), dtype=acc_dtype(hvps))

@@ -643,6 +643,37 @@ def test_opcheck(device):
 
 
 @requires_ext
+def test_direct_calls_mixing_meta_tensors_are_refused():
+    """Called directly, an op whose other tensor is on the meta device went to the fake kernel,
+    which returned uninitialised memory on the input's device with no error."""
+    E = torch.ones(30, 40)
+    meta = torch.rand(2, device="meta")
+    with pytest.raises(RuntimeError, match=r"interpolate_path: every tensor should be on one device.*alphas on meta"):
+        torch.ops.aieg_fast.interpolate_path(E, E, meta)
+    with pytest.raises(RuntimeError, match=r"integrate_gradients: every tensor should be on one device.*weights on meta"):
+        torch.ops.aieg_fast.integrate_gradients(torch.randn(2, 3, 4), meta, torch.randn(3, 4), "sum")
+    with pytest.raises(RuntimeError, match=r"posnorm: every tensor should be on one device"):
+        torch.ops.aieg_fast.posnorm(torch.randn(2, 5), torch.ones(2, 5, dtype=torch.bool, device="meta"), "minmax")
+    out = torch.ops.aieg_fast.interpolate_path(E.to("meta"), E.to("meta"), meta)  # all on meta: shapes only
+    assert out.device.type == "meta" and out.shape == (2, 30, 40)
+
+
+@requires_ext
+@pytest.mark.parametrize("name", ["integrate_gradients", "hvp_l1_mean"])
+def test_backward_through_a_direct_call_raises(name):
+    """The kernels have no derivative: a backward through a direct call of the operator raises,
+    naming the wrapper (it left .grad None, with only a deprecation warning of PyTorch); the
+    wrapper differentiates through the reference."""
+    x = torch.randn(2, 3, 4, requires_grad=True)
+    args = (x, torch.rand(2), torch.randn(3, 4), "sum") if name == "integrate_gradients" else (x,)
+    out = getattr(torch.ops.aieg_fast, name)(*args)
+    with pytest.raises(RuntimeError, match=rf"aieg_fast::{name} has no derivative.*aieg_fast\.ops\.{name}"):
+        out.sum().backward()
+    getattr(ops, name)(*args).sum().backward()
+    assert x.grad is not None and bool(x.grad.abs().sum() > 0)
+
+
+@requires_ext
 @pytest.mark.parametrize("device", DEVICES)
 def test_torch_compile_fullgraph(device):
     """The fake kernels let torch.compile trace the ops without graph breaks."""
