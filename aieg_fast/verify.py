@@ -154,14 +154,15 @@ def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: 
         ex = load_model(model, device=device, dtype=dtype, device_map=device_map)
     tol = CPU_TOLERANCE if ex.device.type == "cpu" else TOLERANCE.get(next(ex.model.parameters()).dtype, 1e-2)
     print(f"model: {ex.name}   texts: {len(inputs)}   n_steps: {n_steps}   tolerance: {tol:g} of max |score|", file=file)
-    print(f"{'method':32s} {'max abs diff':>13s} {'max rel diff':>13s} {'spearman':>9s}  status", file=file)
+    runs = {name: _variants(ex, name) for name in names}
+    w = max([32] + [len(label) for v in runs.values() for label, _ in v])  # the label column fits the longest spec
+    print(f"{'method':{w}s} {'max abs diff':>13s} {'max rel diff':>13s} {'spearman':>9s}  status", file=file)
     bad = 0
-    for name in names:
-        variants = _variants(ex, name)
+    for name, variants in runs.items():
         if not variants:
-            print(f"{name:32s} {'':13s} {'':13s} {'':9s}  n/a (needs attention layers; {ex.adapter.arch} has none)", file=file)
+            print(f"{name:{w}s} {'':13s} {'':13s} {'':9s}  n/a (needs attention layers; {ex.adapter.arch} has none)", file=file)
         for label, opts in variants:
-            bad += not _verify_row(ex, name, label, opts, inputs, n_steps, tol, file)
+            bad += not _verify_row(ex, name, label.ljust(w), opts, inputs, n_steps, tol, file)
     return 1 if bad else 0
 
 

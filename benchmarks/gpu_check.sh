@@ -7,7 +7,7 @@
 #
 # The timeouts add up to more than one 10-minute device call: run it as two calls on a warm
 # machine, STEPS=env,build,tests,product then STEPS=bench,d2d,dataset (the in-place build
-# stays; a call without `build` checks that the built extension loads). Steps, in order:
+# stays; a call without `build` checks that the built extension loads; then STEPS=verify). Steps, in order:
 #   1. environment      nvidia-smi, torch / CUDA versions
 #   2. build (+ load)   AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 python3 setup.py build_ext --inplace
 #   3. tests            pytest tests/ops/ (CPU and CUDA parametrisations; CUDA ones are marked `cuda`)
@@ -17,6 +17,7 @@
 #   7. product (runs after 3) benchmarks/gpu_product_check.py --device cuda: every method on a tiny model of
 #                       every family, CUDA against CPU (targets, padded batch, generated text,
 #                       classification head), bfloat16 and torch.compile on CUDA, an evaluation run
+#   8. verify           aieg-fast verify --device cuda on the tiny GPT-2, float32 and bfloat16
 # A failed step does not stop the later ones that can still run; the exit status is non-zero if
 # any step failed. A short summary table is printed last.
 set -euo pipefail
@@ -33,7 +34,7 @@ T0=$(date +%s)
 
 declare -a SUMMARY=()
 FAILED=0
-STEPS=${STEPS:-env,build,tests,product,bench,d2d,dataset}
+STEPS=${STEPS:-env,build,tests,product,bench,d2d,dataset,verify}
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
 
 # run_step NAME TIMEOUT_S CMD... : runs CMD with a timeout, logs to $LOG/NAME.log, records the result.
@@ -121,8 +122,8 @@ t = start.elapsed_time(end) / 1e3 / reps
 print(f'd2d copy 1 GiB: {t * 1e3:.3f} ms, {2 * n / t / 1e9:.1f} GB/s (read + write)')
 "
 
-# 6. attribute-dataset on the GPU (a tiny random GPT-2 of tests/builders.py, saved first)
-if [ "$BUILD_OK" -eq 1 ] && want dataset; then
+# a tiny random GPT-2 of tests/builders.py, saved, and a small data file (steps 6 and 8)
+if [ "$BUILD_OK" -eq 1 ] && { want dataset || want verify; }; then
   cat > "$LOG/dataset_setup.py" <<EOF
 import sys
 sys.path.insert(0, "$ROOT/tests")
@@ -132,8 +133,19 @@ m.save_pretrained("$LOG/tiny"); t.save_pretrained("$LOG/tiny")
 with open("$LOG/data.jsonl", "w") as fh:
     fh.writelines('{"text": "the movie is good %d"}\\n' % i for i in range(32))
 EOF
+fi
+
+# 6. attribute-dataset on the GPU
+if [ "$BUILD_OK" -eq 1 ] && want dataset; then
   run_step dataset 120 bash -c "rm -rf '$LOG/dataset_out' && '$PY' '$LOG/dataset_setup.py' && '$PY' -m aieg_fast.cli attribute-dataset \\
     '$LOG/data.jsonl' --model '$LOG/tiny' --device ${DATASET_DEVICE:-cuda} --batch-size 8 --out '$LOG/dataset_out' --no-progress"
+fi
+
+# 8. aieg-fast verify on the GPU, float32 and bfloat16: every method and kernel mode, extension
+#    against reference (the max rel diff of bfloat16 measures what aieg_fast.verify.TOLERANCE allows)
+if [ "$BUILD_OK" -eq 1 ] && want verify; then
+  run_step verify 150 bash -c "'$PY' '$LOG/dataset_setup.py' && rc=0 && for dt in float32 bfloat16; do \\
+    '$PY' -m aieg_fast.cli verify --model '$LOG/tiny' --device cuda --dtype \$dt || rc=1; done; exit \$rc"
 fi
 
 # Summary
@@ -145,6 +157,7 @@ fi
   [ -f "$LOG/tests_cuda.log" ] && echo "tests_cuda: $(grep -E '(passed|failed|error|deselected)' "$LOG/tests_cuda.log" | tail -n 1)"
   grep -h 'd2d copy' "$LOG/d2d_copy.log" 2>/dev/null || true
   grep -h '^product check' "$LOG/product.log" 2>/dev/null || true
+  grep -hE '^(model:|verify rc|.*MISMATCH)' "$LOG/verify.log" 2>/dev/null || true
   grep -h '| NO |' "$LOG/product.log" 2>/dev/null || true
   if [ -f "$LOG/bench.log" ]; then
     grep -h '^# cuda' "$LOG/bench.log" || true
