@@ -170,3 +170,19 @@ def test_verify_takes_a_loaded_model_and_its_dtype(tiny_llama, capsys):
     assert "tolerance: 1e-05 of max |score|" in buf.getvalue().splitlines()[0]
     with pytest.raises(ValueError, match="not with an Explainer"):
         V.verify(tiny_llama, methods="saliency", dtype="bfloat16")
+
+
+def test_verify_writes_no_attribution_cautions(tiny_gpt2_dir):
+    """verify compares two backends: IG's completeness caution at few steps (one per row and
+    text, on stderr) is not its subject and is not written."""
+    import io
+    import warnings
+
+    from aieg_fast import AttributionWarning, ops, verify as V
+
+    if ops.unavailable_reason("cpu", None) is not None:
+        pytest.skip("no CPU extension")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert V.verify(str(tiny_gpt2_dir), methods="integrated_gradients", n_steps=2, texts=["a good movie"], file=io.StringIO()) == 0
+    assert not [w for w in seen if issubclass(w.category, AttributionWarning)]
