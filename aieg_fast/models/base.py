@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "separate_qkv", "config_window", "layer_types_window",
-           "materialized", "execution_device", "longrope_switch", "routes_experts"]
+           "materialized", "execution_device", "longrope_switch", "routes_experts", "is_hooked"]
 
 
 def materialized(module: nn.Module):
@@ -54,11 +54,30 @@ def _refuse_meta_weights(model: nn.Module) -> None:
                              "before explaining the model")
 
 
+def is_hooked(module: nn.Module) -> bool:
+    """Whether calling ``module`` does more than its class's ``forward``: a forward hook, forward
+    pre-hook or backward hook on it or on every module (``register_module_forward_hook``), or a
+    ``forward`` set on the instance. accelerate's device hook (``AlignDevicesHook``, alone, added
+    by ``device_map``) only places weights and inputs, so it does not count."""
+    if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks:
+        return True
+    glob = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks")
+    if any(getattr(nn.modules.module, g, None) for g in glob):
+        return True
+    fwd = module.__dict__.get("forward")
+    if fwd is None:
+        return False
+    old = getattr(module, "_old_forward", None)  # accelerate keeps the forward it wraps here
+    return not (getattr(fwd, "__wrapped__", None) is old and getattr(old, "__func__", None) is type(module).forward
+                and type(getattr(module, "_hf_hook", None)).__name__ == "AlignDevicesHook")
+
+
 def _plain_linear(head: nn.Module) -> bool:
     """A head whose output is ``hidden @ weight.T + bias`` (nn.Linear's own forward), so its
-    target rows can be read; a head that adds to it (a peft LoRA layer on the LM head) or
-    computes it otherwise (a quantized subclass) is called instead."""
-    return isinstance(head, nn.Linear) and type(head).forward is nn.Linear.forward
+    target rows can be read; a head that adds to it (a peft LoRA layer on the LM head), computes
+    it otherwise (a quantized subclass) or whose call does more (:func:`is_hooked`: a forward
+    hook that rescales the logits) is called instead."""
+    return isinstance(head, nn.Linear) and type(head).forward is nn.Linear.forward and not is_hooked(head)
 
 
 def longrope_switch(cfg) -> Optional[int]:
@@ -416,8 +435,8 @@ class DecoderAdapter:
         ``target_ids`` of one element applies to every row. For ``target_fn="logit"`` and a plain
         linear head only the target rows of the output projection are computed (then soft-capped
         when the model caps its logits, so F equals the model's own logit); a head that computes
-        more than its weight rows (a LoRA adapter on it, a quantized layer) is called and its
-        target logits read. Float16 / bfloat16 hidden states are projected in float32 by a plain
+        more than its weight rows (a LoRA adapter on it, a quantized layer, a hook on it:
+        :func:`is_hooked`) is called and its target logits read. Float16 / bfloat16 hidden states are projected in float32 by a plain
         linear head (F then carries no rounding of its own beyond the hidden state's); another
         head runs in its own dtype (:meth:`full_logits`).
         """

@@ -287,3 +287,32 @@ def test_F_is_the_model_logit_with_a_lora_adapter_on_the_output_head(classifier)
     assert res.info["F_input"] == pytest.approx(float(logits[t] - logits[c]), abs=1e-4)
     with pytest.raises(ValueError, match=r"peft wrapper .*get_base_model\(\)"):
         aieg_fast.load_model(wrapped, tok)
+
+
+@pytest.mark.parametrize("classifier", [False, True])
+@pytest.mark.parametrize("change", ["forward_hook", "pre_hook", "instance_forward", "global_hook"])
+def test_F_is_the_model_logit_with_a_hook_on_the_output_head(classifier, change):
+    """A hook on the output head (or a forward set on the instance) changes the model's logits:
+    F calls the head instead of reading its weight rows, which skipped the hook."""
+    model, tok = make_tiny_llama(seed=3, classifier=classifier)
+    head = model.score if classifier else model.lm_head
+    if change == "forward_hook":
+        handle = head.register_forward_hook(lambda m, i, o: o * 0.5)
+    elif change == "pre_hook":
+        handle = head.register_forward_pre_hook(lambda m, i: (i[0] * 0.5,))
+    elif change == "global_hook":
+        handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 0.5 if m is head else None)
+    else:
+        head.forward = lambda x, f=head.forward: f(x) * 0.5
+    try:
+        ids = _ids(tok)
+        with torch.no_grad():
+            logits = model(ids).logits[0, -1] if not classifier else model(ids).logits[0]
+        ad = adapter_for(model)
+        with torch.no_grad():
+            h = ad.hidden_last(ad.embeddings(ids), None, None, None)
+            for t in (0, int(logits.argmax())):
+                torch.testing.assert_close(ad.target_scores(h, torch.tensor([t]), "logit")[0], logits[t], atol=1e-5, rtol=1e-5)
+    finally:
+        if change != "instance_forward":
+            handle.remove()
