@@ -21,7 +21,8 @@ A user's Tensor ``baseline`` (and ``baseline_noise`` σ) is in the space of
 ``model.get_input_embeddings()(ids)``, as for every family; :attr:`GemmaAdapter.inputs_embeds_scale`
 is the factor :mod:`aieg_fast.core.baselines` divides it by to reach the table's space.
 
-So F(E) is exactly the model's output (bit for bit on the real input), and since the scale is a
+So F(E) is exactly the model's output (bit for bit on the real input; to rounding with a hook on
+the embedding module, whose output is divided by the scale), and since the scale is a
 constant linear map, path methods with a straight path (IG, IDG, AIEG) and input × gradient give
 the same scores as in the scaled space with the correspondingly scaled baseline; saliency scales
 uniformly by √hidden_size.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from .base import is_hooked
 from .llama import LlamaAdapter
 
 __all__ = ["GemmaAdapter", "UnscaledEmbedding"]
@@ -42,7 +44,8 @@ class UnscaledEmbedding(nn.Module):
     """Rows of a (scaled) embedding module's table, without the scale: ``W[ids]``.
 
     ``weight`` is the wrapped module's parameter itself (same tensor, no copy); ``embed_scale``
-    the wrapped module's scale buffer (or None). Not part of the model: no hooks reach it.
+    the wrapped module's scale buffer (or None). Not part of the model; the model's module is
+    called when a hook is on it (:meth:`forward`).
     """
 
     def __init__(self, inner: nn.Embedding):
@@ -58,6 +61,13 @@ class UnscaledEmbedding(nn.Module):
         return getattr(self.inner, "embed_scale", None)
 
     def forward(self, input_ids):
+        """``W[ids]``: Tensor[..., d] for ids [...]. With a hook on the model's module
+        (:func:`~.base.is_hooked`: a steering vector added to its output) the module is called, as
+        the model calls it, and its output divided by ``embed_scale`` (the decoder input
+        multiplies it back: the hooked output, to rounding)."""
+        if is_hooked(self.inner):
+            out = self.inner(input_ids)
+            return out / self.embed_scale.to(device=out.device, dtype=out.dtype)
         return nn.Embedding.forward(self.inner, input_ids)
 
 

@@ -316,3 +316,25 @@ def test_F_is_the_model_logit_with_a_hook_on_the_output_head(classifier, change)
     finally:
         if change != "instance_forward":
             handle.remove()
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma", "gemma2", "gemma3_text"])
+def test_F_is_the_model_logit_with_a_hook_on_the_embeddings(family):
+    """A forward hook on the model's embedding module (a steering vector) runs as in the model's
+    call: Gemma's adapter, which reads the table unscaled, skipped it."""
+    from builders import family_specs
+
+    model, tok = family_specs()[family].build()
+    ad = adapter_for(model)
+    torch.manual_seed(1)
+    off = torch.randn(model.config.hidden_size)
+    handle = model.get_input_embeddings().register_forward_hook(lambda m, i, o: o + off)
+    try:
+        ids = _ids(tok)
+        with torch.no_grad():
+            logits = model(ids).logits[0, -1]
+            h = ad.hidden_last(ad.embeddings(ids), None, None, None)
+            for t in (0, int(logits.argmax())):
+                torch.testing.assert_close(ad.target_scores(h, torch.tensor([t]), "logit")[0], logits[t], atol=1e-5, rtol=1e-5)
+    finally:
+        handle.remove()
