@@ -19,13 +19,21 @@ __all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "separate_
            "materialized", "execution_device", "longrope_switch", "routes_experts", "is_hooked"]
 
 
+def _placed(module: nn.Module) -> nn.Module:
+    """The model's module whose weights ``module`` uses: ``module.view_of`` for an adapter's view
+    of one (Gemma's unscaled embeddings), else ``module`` itself."""
+    return getattr(module, "view_of", module)
+
+
 def materialized(module: nn.Module):
     """A context in which ``module``'s own parameters hold their values where it runs.
 
     A model loaded with ``device_map`` may offload modules (accelerate keeps their weights on the
     meta device between forwards and loads them in a hook); inside the block such a module's
     weights are loaded (``accelerate.utils.align_module_device``). Any other module: nothing to do.
+    An adapter's view of a module (``view_of``) stands for that module.
     """
+    module = _placed(module)
     hook = getattr(module, "_hf_hook", None)
     if hook is None or not getattr(hook, "offload", False):
         return contextlib.nullcontext()
@@ -112,7 +120,9 @@ def routes_experts(cfg) -> bool:
 
 def execution_device(module: nn.Module) -> torch.device:
     """Where ``module`` computes: its accelerate hook's execution device (a model dispatched with
-    ``device_map``), else the device of its first parameter."""
+    ``device_map``), else the device of its first parameter. An adapter's view of a module
+    (``view_of``) stands for that module."""
+    module = _placed(module)
     dev = getattr(getattr(module, "_hf_hook", None), "execution_device", None)
     if dev is not None:
         return torch.device(dev)

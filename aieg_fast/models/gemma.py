@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .base import is_hooked
+from .base import is_hooked, materialized
 from .llama import LlamaAdapter
 
 __all__ = ["GemmaAdapter", "UnscaledEmbedding"]
@@ -57,6 +57,12 @@ class UnscaledEmbedding(nn.Module):
         return self.inner.weight
 
     @property
+    def view_of(self) -> nn.Module:
+        """The model's module (:func:`~.base.materialized` and :func:`~.base.execution_device`
+        read its accelerate hook: an embedding offloaded by ``device_map``)."""
+        return self.inner
+
+    @property
     def embed_scale(self):
         return getattr(self.inner, "embed_scale", None)
 
@@ -68,7 +74,8 @@ class UnscaledEmbedding(nn.Module):
         if is_hooked(self.inner):
             out = self.inner(input_ids)
             return out / self.embed_scale.to(device=out.device, dtype=out.dtype)
-        return nn.Embedding.forward(self.inner, input_ids)
+        with materialized(self.inner):  # an offloaded embedding (device_map) holds its weights here only
+            return nn.Embedding.forward(self.inner, input_ids)
 
 
 class GemmaAdapter(LlamaAdapter):
