@@ -36,4 +36,5 @@ class MambaAdapter(DecoderAdapter):
     def hidden_states(self, inputs_embeds, attention_mask=None, position_ids=None):
         """Final hidden states [B, L, hidden]; ``position_ids`` are not used (no positions)."""
         out = self.base(inputs_embeds=inputs_embeds, attention_mask=attention_mask, use_cache=False)
-        return out.last_hidden_state.to(inputs_embeds.device)
+        h = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]  # a tuple with return_dict=False
+        return h.to(inputs_embeds.device)

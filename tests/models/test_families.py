@@ -222,3 +222,16 @@ def test_attention_free_family_runs_aieg_without_attention():
         ex = explainer(n)
         res = ex.attribute(TEXT, method="aieg", n_steps=N, attn_layers="none")
         assert torch.isfinite(res.scores).all() and res.scores.abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hidden_states_with_return_dict_false(name):
+    """A model whose config sets return_dict=False returns tuples: the hidden states are read the
+    same (Mamba's adapter read .last_hidden_state only)."""
+    model, tok = SPECS[name].build()
+    ad = adapter_for(model)
+    E = ad.embeddings(_ids(tok))
+    with torch.no_grad():
+        want = ad.hidden_states(E)
+        model.config.return_dict = False
+        torch.testing.assert_close(ad.hidden_states(E), want)
