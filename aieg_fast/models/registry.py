@@ -105,13 +105,17 @@ def adapter_for(model) -> DecoderAdapter:
     Raises:
         ValueError: the model's family or class is not supported (names the class and
             ``config.model_type`` refused, the supported model_types and :func:`register_adapter`); a
-            peft wrapper (``PeftModel``) is refused with what to pass instead.
+            peft wrapper (``PeftModel``) or a ``torch.compile`` wrapper is refused with what to pass instead.
     """
     if callable(getattr(model, "get_base_model", None)) and type(model).__name__.startswith("Peft"):
         raise ValueError(f"model is a peft wrapper ({type(model).__name__}); pass the model inside it: "
                          "model.get_base_model() keeps LoRA-type adapters active and unmerged (they are explained as "
                          "part of the model), model.merge_and_unload() merges them. Prompt-learning adapters (prefix "
                          "or prompt tuning) live in the wrapper's forward and cannot be explained this way")
+    if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
+        raise ValueError(f"model is a torch.compile wrapper (OptimizedModule of {type(model._orig_mod).__name__}); pass the "
+                         "model inside it, model._orig_mod (load_model(..., compile=True) compiles the decoder stack for "
+                         "the path methods: README 'Repeated calls')")
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     cls = _ADAPTERS.get(model_type)
     if cls is None or not cls.serves(model):

@@ -338,3 +338,10 @@ def test_F_is_the_model_logit_with_a_hook_on_the_embeddings(family):
                 torch.testing.assert_close(ad.target_scores(h, torch.tensor([t]), "logit")[0], logits[t], atol=1e-5, rtol=1e-5)
     finally:
         handle.remove()
+
+
+def test_a_torch_compile_wrapper_is_refused_with_what_to_pass():
+    model, tok = make_tiny_llama(seed=3)
+    with pytest.raises(ValueError, match=r"torch.compile wrapper \(OptimizedModule of LlamaForCausalLM\); pass the model "
+                                         r"inside it, model._orig_mod \(load_model\(\.\.\., compile=True\)"):
+        aieg_fast.load_model(torch.compile(model), tok)
