@@ -65,6 +65,23 @@ def supported_architectures() -> Tuple[str, ...]:
     return tuple(a for cls in _ADAPTERS.values() for a in cls.architectures)
 
 
+def _not_a_decoder(model_type) -> str:
+    """Why a ``transformers`` model_type is not a decoder-only language model (an encoder, an
+    encoder-decoder, Gemma 3's image-text model), or "" when it may be one."""
+    if model_type == "gemma3":
+        return ("it is Gemma 3's image-text model; its text model, Gemma3ForCausalLM (model_type 'gemma3_text'), is "
+                "supported: README 'Model families' builds one around the loaded model's modules")
+    try:
+        from transformers.models.auto import modeling_auto as auto
+    except ImportError:
+        return ""
+    if model_type in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        return "it is an encoder-decoder model type; aieg_fast explains decoder-only language models"
+    if model_type in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return "it is an encoder model type; aieg_fast explains decoder-only language models"
+    return ""
+
+
 def _unsupported(model_type, model=None) -> ValueError:
     """The refusal of a model (or, ``model`` None, a config) whose ``config.model_type`` and class
     no registered adapter serves: what is refused, the supported model_types, and how to add one."""
@@ -75,6 +92,9 @@ def _unsupported(model_type, model=None) -> ValueError:
                 f"{', '.join(cls.architectures)}, or subclasses of them)")
     else:
         what = f"model_type {model_type!r}" + (f" (class {arch!r})" if arch else "") + " is not supported"
+        why = _not_a_decoder(model_type)
+        if why:
+            return ValueError(f"{what}: {why}")
         served = [mt for mt, a in _ADAPTERS.items() if model is not None and a.serves(model)]
         if served:  # transformers builds e.g. LlamaForCausalLM for exaone or internlm3: the config's family is refused
             what += (f": the adapter is chosen by config.model_type, and the class {arch!r} is served only for model_type "
@@ -89,7 +109,7 @@ def adapter_class(config) -> Type[DecoderAdapter]:
 
     Raises:
         ValueError: no adapter for ``config.model_type`` (names it, the supported model_types and
-            :func:`register_adapter`).
+            :func:`register_adapter`; an encoder, encoder-decoder or Gemma 3 image-text model: why instead).
     """
     mt = getattr(config, "model_type", None)
     if mt not in _ADAPTERS:
@@ -104,7 +124,8 @@ def adapter_for(model) -> DecoderAdapter:
 
     Raises:
         ValueError: the model's family or class is not supported (names the class and
-            ``config.model_type`` refused, the supported model_types and :func:`register_adapter`); a
+            ``config.model_type`` refused, the supported model_types and :func:`register_adapter`;
+            an encoder, encoder-decoder or Gemma 3 image-text model: why instead); a
             peft wrapper (``PeftModel``) or a ``torch.compile`` wrapper is refused with what to pass instead.
     """
     if callable(getattr(model, "get_base_model", None)) and type(model).__name__.startswith("Peft"):

@@ -345,3 +345,42 @@ def test_a_torch_compile_wrapper_is_refused_with_what_to_pass():
     with pytest.raises(ValueError, match=r"torch.compile wrapper \(OptimizedModule of LlamaForCausalLM\); pass the model "
                                          r"inside it, model._orig_mod \(load_model\(\.\.\., compile=True\)"):
         aieg_fast.load_model(torch.compile(model), tok)
+
+
+def test_encoder_and_encoder_decoder_models_are_refused_as_not_decoder_only():
+    from transformers import BertConfig, BertForSequenceClassification, T5Config, T5ForConditionalGeneration
+
+    bert = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                    intermediate_size=32))
+    t5 = T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8))
+    for model, what in ((bert, r"'bert' \(class 'BertForSequenceClassification'\) is not supported: it is an encoder "),
+                        (t5, r"'t5' \(class 'T5ForConditionalGeneration'\) is not supported: it is an encoder-decoder ")):
+        with pytest.raises(ValueError, match=f"^model_type {what}model type; aieg_fast explains decoder-only language models$"):
+            adapter_for(model)
+    with pytest.raises(ValueError, match=r"^model_type 't5' is not supported: it is an encoder-decoder model type"):
+        adapter_class(t5.config)
+
+
+def test_gemma3_image_text_model_is_refused_and_its_text_model_explained():
+    """Gemma3ForConditionalGeneration is refused with where its text model is; the README's
+    Gemma3ForCausalLM around its modules gives its logits on text."""
+    from transformers import Gemma3Config, Gemma3ForCausalLM, Gemma3ForConditionalGeneration
+
+    text = dict(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=16)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
+    torch.manual_seed(0)
+    mm = Gemma3ForConditionalGeneration(Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                                                     image_token_index=299, boi_token_index=297, eoi_token_index=298)).eval()
+    with pytest.raises(ValueError, match=r"^model_type 'gemma3' \(class 'Gemma3ForConditionalGeneration'\) is not supported: "
+                                         r"it is Gemma 3's image-text model; its text model, Gemma3ForCausalLM"):
+        adapter_for(mm)
+    with torch.device("meta"):
+        lm = Gemma3ForCausalLM(mm.config.text_config)
+    lm.model, lm.lm_head = mm.model.language_model, mm.lm_head
+    ad = adapter_for(lm.eval())
+    ids = torch.tensor([[2, 5, 7, 9, 11]])
+    with torch.no_grad():
+        logits = mm(ids).logits[0, -1]
+        h = ad.hidden_last(ad.embeddings(ids), None, None, None)
+        torch.testing.assert_close(ad.full_logits(h)[0], logits, atol=1e-5, rtol=1e-5)
