@@ -154,8 +154,10 @@ def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: 
         ex = model
     else:
         ex = load_model(model, device=device, dtype=dtype, device_map=device_map)
-    tol = CPU_TOLERANCE if ex.device.type == "cpu" else TOLERANCE.get(next(ex.model.parameters()).dtype, 1e-2)
-    print(f"model: {ex.name}   texts: {len(inputs)}   n_steps: {n_steps}   tolerance: {tol:g} of max |score|", file=file)
+    dtype = next(ex.model.parameters()).dtype
+    tol = CPU_TOLERANCE if ex.device.type == "cpu" else TOLERANCE.get(dtype, 1e-2)
+    print(f"model: {ex.name} ({str(dtype).replace('torch.', '')} on {ex.device})   texts: {len(inputs)}   n_steps: {n_steps}   "
+          f"tolerance: {tol:g} of max |score|", file=file)
     runs = {name: _variants(ex, name) for name in names}
     w = max([32] + [len(label) for v in runs.values() for label, _ in v])  # the label column fits the longest spec
     print(f"{'method':{w}s} {'max abs diff':>13s} {'max rel diff':>13s} {'spearman':>9s}  status", file=file)

@@ -167,7 +167,7 @@ def test_verify_takes_a_loaded_model_and_its_dtype(tiny_llama, capsys):
     finally:
         lib._destroy()
         tiny_llama.model.to(torch.float32)
-    assert "tolerance: 1e-05 of max |score|" in buf.getvalue().splitlines()[0]
+    assert "(bfloat16 on cpu)" in buf.getvalue().splitlines()[0] and "tolerance: 1e-05 of max |score|" in buf.getvalue().splitlines()[0]
     with pytest.raises(ValueError, match="not with an Explainer"):
         V.verify(tiny_llama, methods="saliency", dtype="bfloat16")
 
