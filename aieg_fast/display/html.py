@@ -9,7 +9,7 @@ import math
 import secrets
 
 from ..core.validation import check_bool
-from .scale import grid, make_scale, no_signal, row_flags, strip
+from .scale import caution, grid, make_scale, no_signal, row_flags, steps_caution, strip
 from .words import describe_target, printable, target_probability
 
 __all__ = ["to_html"]
@@ -38,6 +38,7 @@ _CSS = """
   white-space: pre; }}
 #{id} .aieg-fixed {{ color: #777 !important; background: repeating-linear-gradient(135deg, #fff 0 3px, #eee 3px 6px) !important;
   border: 1px dashed #aaa; font-style: italic; }}
+#{id} .aieg-caution {{ color: #a34700; }}
 #{id} .aieg-v {{ font-size: 10px; color: #444; margin-left: 2px; }}
 #{id} table {{ border-collapse: collapse; font-size: 12px; line-height: 1.3; }}
 #{id} th {{ font-weight: 600; color: #111; padding: 2px 4px; white-space: pre; }}
@@ -70,6 +71,8 @@ def _legend(attr, scale, words: bool) -> str:
     lo = f"−{scale.vmax:.3g}" if scale.signed else "0"
     bar = f'{lo}<b class="aieg-bar"></b>+{scale.vmax:.3g}'
     note = f' — <i>{_esc(scale.note)}</i>' if scale.note else ""
+    if scale.caveat:  # a large IG completeness error: the colours are kept, with this caution
+        note += f' — <b class="aieg-caution">caution:</b> <i>{_esc(scale.caveat)}</i>'
     unit = "words" if words else "tokens"
     kind = "diverging (blue − / red +)" if scale.signed else "sequential (0 → orange)"
     fixed = '<em class="aieg-w aieg-fixed">held fixed</em>'
@@ -107,12 +110,12 @@ def _strip_html(attr, words: bool, values: bool) -> str:
 def _grid_html(attr, words: bool, values: bool) -> str:
     labels, row_labels, rows, visible = grid(attr, words)
     fixed_cols = [all(math.isnan(r[c]) for r in rows) for c in range(len(labels))]
-    scale = make_scale([v for r, vis in zip(rows, visible) for v, ok in zip(r, vis) if ok])
+    scale = make_scale([v for r, vis in zip(rows, visible) for v, ok in zip(r, vis) if ok], steps_caution(attr))
     head = "".join(f"<th{' class=aieg-fixed' if fx else ''}>{_esc(lab)}</th>" for lab, fx in zip(labels, fixed_cols))
     trs = [f'<tr class="aieg-head"><th></th>{head}</tr>']
     for t, (rl, r, vis) in enumerate(zip(row_labels, rows, visible)):
         cells = []
-        bad = no_signal(row_flags(attr, t))
+        bad, warn = no_signal(row_flags(attr, t)), caution(row_flags(attr, t))
         for c, (v, ok) in enumerate(zip(r, vis)):
             if bad is not None and ok and not math.isnan(v):  # no signal: no colour, the reason on hover
                 tip = _esc(f"step {t + 1}: no signal ({bad['kind']}): {bad['message']}; value {v:+.4g}")
@@ -122,11 +125,13 @@ def _grid_html(attr, words: bool, values: bool) -> str:
             elif math.isnan(v):
                 cells.append(f'<td class="aieg-fixed" title="{_esc(labels[c])}: held fixed"></td>')
             else:
-                tip = _esc(f"step {t + 1} {rl!r} ← {labels[c]!r}: {v:+.4g}")
+                tip = _esc(f"step {t + 1} {rl!r} ← {labels[c]!r}: {v:+.4g}" + (" (caution: IG completeness error)" if warn else ""))
                 cells.append(f'<td title="{tip}" style="{_style(scale, v)}">{f"{v:+.2g}" if values else ""}</td>')
         head_cell = _esc(rl)
         if bad is not None:
             head_cell = f'<span title="{_esc(bad["message"])}">⚠ {head_cell} (no signal)</span>'
+        elif warn is not None:  # coloured, with a caution
+            head_cell = f'<span title="{_esc(warn["message"])}">⚠ {head_cell} (caution)</span>'
         trs.append(f"<tr><th>{head_cell}</th>{''.join(cells)}</tr>")
     gen = _esc(str(attr.info.get("generated_text", "")))
     prompt = _esc(str(attr.info.get("prompt", "")))
@@ -159,7 +164,9 @@ def to_html(attr, words: bool = True, values: bool = False, toggle: bool = False
     draws the colour scale with its maximum: diverging blue-white-red centred at 0 when any
     score is negative, white to orange for non-negative scores; a near-zero or near-constant
     result is drawn without colour and the legend says so, as is a result (or a grid row, marked
-    ⚠) flagged in ``attr.degenerate`` as carrying no signal. Held-fixed (template, special)
+    ⚠ ... (no signal)) flagged in ``attr.degenerate`` as carrying no signal; a large IG
+    completeness error keeps the colours and the legend adds a caution (a grid row so flagged
+    is marked ⚠ ... (caution), its message on hover). Held-fixed (template, special)
     entries are hatched grey, distinct from a zero score. Text colour is set explicitly, so the
     snippet reads on light and dark pages. A 1-D result shows the text, one ``<span>`` per word
     (or token); a generation result shows a grid: one row per generated token, one column per

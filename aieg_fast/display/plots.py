@@ -7,7 +7,7 @@ import warnings
 
 from ..core.validation import check_bool
 from .fonts import label_fonts
-from .scale import grid, make_scale, no_signal, row_flags, strip
+from .scale import caution_steps, grid, make_scale, no_signal, row_flags, steps_caution, strip
 from .words import describe_target
 
 __all__ = ["plot", "to_dataframe"]
@@ -31,8 +31,9 @@ def _figure(ax, size):
 
 
 def _caveat(scale, flags) -> str:
-    """The title's second line: the scale's note or caveat, else the flags' caveats ("" when none)."""
-    return scale.note or scale.caveat or "; ".join(f["message"] for f in flags if f["kind"] == "caveat")
+    """The title's second line: the scale's note, its caveat (a caution) and the flags' caveats ("" when none)."""
+    caveats = [f["message"] for f in flags if f["kind"] == "caveat"]
+    return "; ".join(x for x in [scale.note, f"caution: {scale.caveat}" if scale.caveat else ""] + caveats if x)
 
 
 def _cmap(scale):
@@ -97,7 +98,8 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     held-fixed cells grey; a score of ±inf at the end of the scale of its sign (as in the other
     views); a colour bar gives the scale. A result flagged in
     ``attr.degenerate`` as carrying no signal is drawn without colour (generation steps so
-    flagged are left blank), and the title says why.
+    flagged are left blank), and the title says why; a large IG completeness error keeps the
+    colours and the title adds a caution (generation steps so flagged marked ``⚠``).
 
     Args:
         attr: an :class:`~aieg_fast.result.Attribution`.
@@ -148,6 +150,9 @@ def _plot(attr, words: bool, ax, figsize, wrap):
         data = np.array([[v if ok else math.nan for v, ok in zip(r, vis)] for r, vis in zip(rows, visible)], dtype=float)
         future = np.array([[not ok for ok in vis] for vis in visible])
         flags = [{"kind": "caveat", "message": f"steps {', '.join(str(t + 1) for t in silent)} carry no signal (white)"}] if silent else []
+        flags += steps_caution(attr)  # a large IG completeness error: coloured, the row marked ⚠
+        warned = caution_steps(attr)
+        row_labels = [f"⚠ {lab}" if t in warned else lab for t, lab in enumerate(row_labels)]
         size = figsize or (min(2 + 0.35 * len(labels), 40), min(1.5 + 0.3 * len(row_labels), 40))
     else:
         labels, vals, _ = strip(attr, words)

@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..core.diagnostics import NO_SIGNAL_KINDS
+from ..core.diagnostics import FLAG_MEANINGS, NO_SIGNAL_KINDS
 
-__all__ = ["Scale", "make_scale", "strip", "grid", "row_flags", "no_signal"]
+__all__ = ["Scale", "make_scale", "strip", "grid", "row_flags", "no_signal", "caution", "caution_steps", "steps_caution"]
 
 #: below this largest |score| a row is "near zero"
 ZERO_TOL = 1e-9
@@ -66,6 +66,31 @@ def row_flags(attr, row: Optional[int] = None) -> List[Dict[str, Any]]:
 def no_signal(flags: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The first flag saying the row carries no usable signal (drawn without colour), or None."""
     return next((f for f in flags if f.get("kind") in NO_SIGNAL_KINDS), None)
+
+
+def caution(flags: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The first ``completeness`` flag of ``flags`` (a large IG completeness error: the row keeps
+    its colours and is read with caution), or None."""
+    return next((f for f in flags if f.get("kind") == "completeness"), None)
+
+
+def caution_steps(attr) -> List[int]:
+    """The generation steps (0-based rows) with a ``completeness`` flag and a signal: those the
+    views mark with ⚠ and keep coloured."""
+    return [t for t in range(attr.scores.shape[0])
+            if caution(row_flags(attr, t)) is not None and no_signal(row_flags(attr, t)) is None]
+
+
+def steps_caution(attr) -> List[Dict[str, Any]]:
+    """The caution of a generation result as one ``completeness`` flag for :func:`make_scale`
+    (its message names the steps marked ⚠, 1-based, and quotes the first step's flag); [] when
+    no step has one."""
+    steps = caution_steps(attr)
+    if not steps:
+        return []
+    first = caution(row_flags(attr, steps[0]))["message"]
+    return [{"kind": "completeness", "message": f"⚠ step{'s' if len(steps) > 1 else ''} {', '.join(str(t + 1) for t in steps)}: "
+                                                f"{FLAG_MEANINGS['completeness']}, colours kept (step {steps[0] + 1}: {first})"}]
 
 
 def make_scale(values: Sequence[float], flags: Sequence[Dict[str, Any]] = ()) -> Scale:

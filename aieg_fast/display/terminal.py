@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.validation import check_bool, check_int
-from .scale import Scale, grid, make_scale, no_signal, row_flags, strip
+from .scale import Scale, caution_steps, grid, make_scale, no_signal, row_flags, steps_caution, strip
 from .words import describe_target, printable, target_probability
 
 __all__ = ["Heatmap", "show", "printable"]
@@ -256,9 +256,12 @@ def _generation(attr, words: bool, top_k: int, paint, width: int):
     yield Text(f"generated: {gen_text!r}")
     yield Text(f"per step: the generated token, then the {top_k} context {'words' if words else 'tokens'} with the largest |score| "
                "(+n: n more that the width leaves out)")
+    warned = caution_steps(attr)
+    if warned:  # a large IG completeness error: the steps keep their colours, marked ⚠
+        yield Text(f"caution: {printable(steps_caution(attr)[0]['message'])}")
     tok_w = max(1, min(12, width - 10))  # the step's token: 12 cells, fewer on a narrow line
     for t in range(T):
-        head = f"  {t + 1:>3} {_cut(row_labels[t], tok_w)} <- "
+        head = f"{'⚠' if t in warned else ' '} {t + 1:>3} {_cut(row_labels[t], tok_w)} <- "
         yield _step_line(head, labels, rows[t], visible[t], top_k, paint, width, row_flags(attr, t))
     if T > 1:
         kept = [r for t, r in enumerate(rows) if no_signal(row_flags(attr, t)) is None]  # rows without signal do not count
@@ -286,7 +289,8 @@ def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k
     left out are counted, ``(+2)``; a number is printed whole or not at all; on a narrow
     terminal, where none fits beside the token, they go on a second line). A result (or a
     step) flagged in ``attr.degenerate`` as carrying no signal is printed without colour, with
-    the reason. On a 16-colour terminal the two signs keep distinct colours (:func:`cell_style`).
+    the reason; a large IG completeness error keeps the colours and adds a caution (in the
+    scale line, or for a generation on a line of its own, the steps so flagged marked ``⚠``). On a 16-colour terminal the two signs keep distinct colours (:func:`cell_style`).
     Every text from the result (tokens, target, method, model, flag messages) is printed with
     its control characters written as escapes (:func:`~aieg_fast.display.words.printable`).
 

@@ -1,0 +1,68 @@
+"""What the views say beside the colours: the caution of a large IG completeness error (1-D and
+per generation step, in the terminal, HTML and the plot)."""
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+import pytest
+import torch
+
+import aieg_fast
+
+matplotlib.use("Agg")
+
+CAUTION = "IG completeness error -0.113 is 49% of F(x) − F(x′) = +0.229; raise n_steps"
+
+
+def _attr(tokens, scores, **kw):
+    """A hand-built result over ``tokens`` (scores ``[L]``, or ``[T, L]`` for a generation whose
+    last T tokens are the generated ones)."""
+    kw.setdefault("target", {"kind": "token", "id": 5, "text": " great"})
+    return aieg_fast.Attribution(tokens=list(tokens), token_ids=list(range(len(tokens))), scores=torch.as_tensor(scores),
+                                 method=kw.pop("method", "integrated_gradients"), **kw)
+
+
+def _gen(flagged=(0, 2), T=3):
+    """A generation over a 3-token prompt whose steps ``flagged`` (0-based) carry a completeness flag."""
+    tokens = ["the", "movie", "is", "good", "and", "fun"][: 3 + T]
+    scores = torch.linspace(-1, 2, T * len(tokens)).reshape(T, len(tokens))
+    for t in range(T):
+        scores[t, 3 + t:] = math.nan  # the future of step t
+    flags = [{"kind": "completeness", "message": f"step {t}: {CAUTION}", "step": t} for t in flagged]
+    return _attr(tokens, scores, degenerate=flags)
+
+
+def _show(res, **kw):
+    out = io.StringIO()
+    res.show(file=out, width=100, **kw)
+    return out.getvalue()
+
+
+def test_completeness_caution_in_html_of_a_next_token_result():
+    """The README: "a completeness error keeps the colours and adds a caution"; the terminal
+    said it, the HTML legend (notebook, ``--html``) did not."""
+    res = _attr(["the", " movie", " is"], [0.3, -0.2, 0.5], degenerate=[{"kind": "completeness", "message": CAUTION}])
+    h = res.to_html()
+    assert "caution" in h and "49% of F(x)" in h
+    assert "background: rgb(255,255,255)" not in h  # the colours are kept
+    assert "caution" in _show(res)
+
+
+def test_completeness_caution_per_generation_step():
+    """A generation's completeness flags (one per step) were ignored by all three views: each
+    view now marks the flagged steps, keeps their colours and says why."""
+    res = _gen(flagged=(0, 2))
+    out = _show(res)
+    steps = [ln for ln in out.splitlines() if " <- " in ln and "mean over steps" not in ln]
+    assert [ln.startswith("⚠") for ln in steps] == [True, False, True]
+    assert "\ncaution: ⚠ steps 1, 3:" in out and "49% of" in out
+    h = res.to_html()
+    assert h.count("(caution)</span>") == 2 and "caution:</b>" in h and "steps 1, 3" in h and "(no signal)" not in h
+    ax = res.plot().axes[0]
+    assert "caution: ⚠ steps 1, 3" in ax.get_title()
+    assert [t.get_text().startswith("⚠ ") for t in ax.get_yticklabels()] == [True, False, True]
+    silent = _attr(res.tokens, res.scores, degenerate=[{"kind": "zero_signal", "message": "raw signal is 0", "step": 1}])
+    h = silent.to_html()
+    assert "caution" not in _show(silent) and "caution:" not in h and "(caution)" not in h  # no signal is no caution
