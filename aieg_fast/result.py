@@ -101,7 +101,7 @@ class Attribution:
                 raise ValueError(f"offsets has {len(self.offsets)} entries but there are {L} tokens")
             self.offsets = [None if o is None else [int(o[0]), int(o[1])] for o in self.offsets]
             if any("\ufffd" in t for t in self.tokens):  # only such tokens take their text from ``text``
-                from_text = token_display_texts(self.text, self.offsets, self.tokens)
+                from_text = token_display_texts(self.text, self.offsets, self.tokens, self.raw_tokens)
                 self.tokens = [f if "\ufffd" in t else t for t, f in zip(self.tokens, from_text)]
 
     # ------------------------------------------------------------------ views
@@ -155,7 +155,7 @@ class Attribution:
         for a token that carries no character of its own (a byte completed by the next token)."""
         toks = list(self.tokens)
         if self.offsets:
-            from_text = token_display_texts(self.text, self.offsets, self.tokens)
+            from_text = token_display_texts(self.text, self.offsets, self.tokens, self.raw_tokens)
             for i, off in enumerate(self.offsets):
                 if off is not None and (self.special[i] or toks[i] == ""):
                     toks[i] = from_text[i]

@@ -248,17 +248,24 @@ def group_text(text: str, offsets: Sequence[Optional[Sequence[int]]], group: Seq
     return raw.strip() or visible(raw)
 
 
-def token_display_texts(text: str, offsets: Sequence[Optional[Sequence[int]]], fallback: Sequence[str]) -> List[str]:
+def token_display_texts(text: str, offsets: Sequence[Optional[Sequence[int]]], fallback: Sequence[str],
+                        raw: Optional[Sequence[str]] = None) -> List[str]:
     """Text of each token from ``text``: its span, with the whitespace between it and the
     previous token prepended (so the pieces concatenate to the text); a token whose characters
     were already given to an earlier token (bytes of one character) gets ``""``; tokens
-    without offsets keep ``fallback[i]``."""
+    without offsets keep ``fallback[i]``. A token whose raw form (``raw[i]``) is ``▁`` markers
+    only and whose span holds no whitespace (the space a Metaspace or Prepend normalizer puts
+    before the text, which its offsets map onto the first character) is that space, ``" "``, and
+    leaves the characters to the tokens that carry them."""
     out, covered = [], 0
     for i, off in enumerate(offsets):
         if off is None:
             out.append(fallback[i])
             continue
         s, e = int(off[0]), int(off[1])
+        if raw is not None and raw[i] and not raw[i].strip("▁") and not any(c.isspace() for c in text[s:e]):
+            out.append(" " * len(raw[i]))
+            continue
         start = max(s, covered)
         gap = text[covered:start] if covered < start and not text[covered:start].strip() else ""
         out.append(gap + text[start:e] if e > start else "")

@@ -157,3 +157,33 @@ def test_invisible_and_combining_tokens_are_shown():
     buf = io.StringIO()
     res.show(file=buf, words=False, width=80)
     assert "\\u200d" in buf.getvalue() and "\u25cc\u0301" in buf.getvalue()
+
+
+def prepend_tokenizer():
+    """Llama-2 / Mistral style: a Prepend("▁") normalizer (the space before the text), spaces as
+    ``▁``, BPE with byte fallback (``<0xC3>``)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from builders import CORPUS
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=400, special_tokens=specials, show_progress=False))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def test_prepended_space_token_reads_as_a_space():
+    """The lone ``▁`` a Prepend normalizer puts before "é" or "x" has the offsets of the first
+    character: the tokens view gave it that character (and its score) and the character's own
+    tokens ``◌``. It reads ``␣``, as a ``▁`` inside the text does, and joins its word."""
+    tok = prepend_tokenizer()
+    res = _result(tok, "é movie")
+    assert res.raw_tokens[:4] == ["▁", "<0xC3>", "<0xA9>", "▁"]
+    assert res.token_labels()[:4] == ["␣", "é", "◌", "␣"]
+    assert res.tokens[1] == "é" and "\ufffd" not in "".join(res.tokens)
+    assert res.word_labels()[:3] == ["é", "␣", "movie"] and res.word_groups()[0] == [0, 1, 2]
+    x = _result(tok, "x")
+    assert x.raw_tokens == ["▁", "<0x78>"] and x.token_labels() == ["␣", "x"] and x.word_labels() == ["x"]
