@@ -128,13 +128,19 @@ class Attribution:
         """Token indices of each word (consecutive, covering every token once), by :attr:`word_rule`.
 
         For a generation the prompt is grouped into words and each generated token is a column
-        of its own, so no row shows the token it explains inside a context word.
+        of its own, so no row shows the token it explains inside a context word. A word never
+        spans a held-fixed token and an attributed one: template text or a special token typed
+        against a word is a word of its own (bracketed in the views); an unknown-character token
+        (UNK, not attributed) stays in the word of its characters.
         """
         n = self.prompt_length
         if self.word_rule == "offsets":
-            groups = offset_groups(self.text, self.offsets[:n], self.special[:n])
+            unk = [sp and o is not None and self.text[o[0]:o[1]] != raw
+                   for sp, o, raw in zip(self.special, self.offsets, self.raw_tokens)]
+            fixed = [not a and not u for a, u in zip(self.attributable[:n], unk)]
+            groups = offset_groups(self.text, self.offsets[:n], self.special[:n], fixed)
         else:
-            groups = marker_groups(self.raw_tokens[:n], self.special[:n])
+            groups = marker_groups(self.raw_tokens[:n], self.special[:n], [not a for a in self.attributable[:n]])
         return groups + [[i] for i in range(n, len(self.tokens))]
 
     def word_labels(self) -> List[str]:

@@ -75,19 +75,23 @@ def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = N
     return words, reduce_groups(groups, vals, reduce), tok2word
 
 
-def marker_groups(tokens: Sequence[str], special: Optional[Sequence[bool]] = None) -> List[List[int]]:
+def marker_groups(tokens: Sequence[str], special: Optional[Sequence[bool]] = None,
+                  fixed: Optional[Sequence[bool]] = None) -> List[List[int]]:
     """Token indices of each word by the marker rule (see :func:`aggregate_words`).
 
     Args:
         tokens: raw token strings. special: special-token flags (optional).
+        fixed: held-fixed flags (optional): a word never spans a held-fixed token and an
+            attributed one (template text typed against the text is a word of its own).
 
     Returns:
         List of groups (lists of consecutive token indices), covering every token once.
     """
     special = list(special) if special else [False] * len(tokens)
+    fixed = list(fixed) if fixed else [False] * len(tokens)
     groups: List[List[int]] = []
     for i, tok in enumerate(tokens):
-        if i == 0 or special[i] or special[i - 1] or tok.startswith(_WORD_MARKERS):
+        if i == 0 or special[i] or special[i - 1] or fixed[i] != fixed[i - 1] or tok.startswith(_WORD_MARKERS):
             groups.append([i])
         else:
             groups[-1].append(i)
@@ -150,7 +154,8 @@ def _char_units(text: str) -> List[int]:
     return units
 
 
-def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special: Optional[Sequence[bool]] = None) -> List[List[int]]:
+def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special: Optional[Sequence[bool]] = None,
+                  fixed: Optional[Sequence[bool]] = None) -> List[List[int]]:
     """Token indices of each word by the offsets rule.
 
     Words are the whitespace-separated runs of ``text`` (each CJK character a word of its own);
@@ -165,6 +170,9 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
         offsets: per token ``[start, end)`` or None.
         special: special-token flags (optional): a special token with offsets (UNK) is grouped
             by its characters; one with an empty span stands alone.
+        fixed: held-fixed flags (optional): a word never spans a held-fixed token and an
+            attributed one (template text, or a special token typed in the text, against a word
+            is a word of its own).
 
     Returns:
         List of groups of consecutive token indices, covering every token once.
@@ -173,6 +181,7 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
         ValueError: an offset outside ``text``.
     """
     special = list(special) if special else [False] * len(offsets)
+    fixed = list(fixed) if fixed else [False] * len(offsets)
     units = _char_units(text)
     groups: List[List[int]] = []
     last_units: set = set()
@@ -193,7 +202,7 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
             pending.append(i)
             continue
         mine = {u for u in units[s:e] if u >= 0}
-        if mine and mine & last_units and groups:
+        if mine and mine & last_units and groups and fixed[i] == fixed[groups[-1][-1]]:
             groups[-1].extend(pending + [i])
             last_units |= mine
         else:
@@ -211,7 +220,9 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
 def token_word_index(text: str, offsets, raw_tokens: Sequence[str], special: Sequence[bool]) -> List[int]:
     """The word index of each token: by the offsets rule (:func:`offset_groups`) when ``offsets``
     are given (one per token), else by the marker rule (:func:`marker_groups`) on ``raw_tokens``.
-    The words a result's word view shows, so word-level methods mask what the user sees."""
+    The words a result's word view shows, so word-level methods mask what the user sees; the view
+    also ends a word at held-fixed text typed against it (a template, a special token typed in the
+    text), which these indices, made without the held-fixed flags, do not."""
     groups = offset_groups(text, offsets, special) if offsets else marker_groups(raw_tokens, special)
     index = [0] * len(raw_tokens)
     for g, members in enumerate(groups):

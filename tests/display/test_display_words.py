@@ -187,3 +187,25 @@ def test_prepended_space_token_reads_as_a_space():
     assert res.word_labels()[:3] == ["é", "␣", "movie"] and res.word_groups()[0] == [0, 1, 2]
     x = _result(tok, "x")
     assert x.raw_tokens == ["▁", "<0x78>"] and x.token_labels() == ["␣", "x"] and x.word_labels() == ["x"]
+
+
+def test_words_end_at_held_fixed_text(tiny_gpt2):
+    """A special token typed in the text, or template text with no space before the text, was
+    merged with the words beside it into one word, unbracketed, scored as theirs: a word now
+    ends where held-fixed text starts, and the held-fixed text is bracketed."""
+    import io
+
+    with pytest.warns(aieg_fast.AttributionWarning, match="typed as text"):
+        typed = tiny_gpt2.attribute("the movie<|endoftext|>is good", method="saliency")
+    assert typed.word_labels() == ["the", "␣", "movie", "<|endoftext|>", "is", "good"]
+    buf = io.StringIO()
+    typed.show(file=buf)
+    assert "movie[" in buf.getvalue() and " [<|endoftext|>] is[" in buf.getvalue()
+    templ = tiny_gpt2.attribute("good movie", method="saliency", template="Review:{text}!")
+    words, scores = templ.words()
+    assert words == ["Review:", "good", "␣", "movie", "!"]
+    assert [s != s for s in scores] == [True, False, False, False, True]  # the template: held fixed (NaN)
+    assert templ.to_html().count('<span class="aieg-w aieg-fixed"') == 2
+    old = templ.to_dict()
+    old.pop("offsets")  # the marker rule (a result saved without offsets) ends words there too
+    assert aieg_fast.Attribution.from_dict(old).words()[0][:2] == ["Review:", "good"]
