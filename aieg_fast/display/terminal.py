@@ -256,6 +256,11 @@ def _generation(attr, words: bool, top_k: int, paint, width: int):
     yield Text(f"generated: {gen_text!r}")
     yield Text(f"per step: the generated token, then the {top_k} context {'words' if words else 'tokens'} with the largest |score| "
                "(+n: n more that the width leaves out)")
+    scales = ["colours: each line on its own scale (HTML and plot: one for all)"] if paint else []
+    if T > 1:
+        scales.append("mean over steps: each entry's mean over the steps that see it (the last tokens: over few)")
+    if scales:
+        yield Text("; ".join(scales))
     warned = caution_steps(attr)
     if warned:  # a large IG completeness error: the steps keep their colours, marked ⚠
         yield Text(f"caution: {printable(steps_caution(attr)[0]['message'])}")
@@ -287,7 +292,10 @@ def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k
     colour. A 2-D (generation) result prints one line per generated token: the token, then the
     ``top_k`` context words (or tokens) with the largest |score| that fit the width (the entries
     left out are counted, ``(+2)``; a number is printed whole or not at all; on a narrow
-    terminal, where none fits beside the token, they go on a second line). A result (or a
+    terminal, where none fits beside the token, they go on a second line), each line coloured
+    on its own scale (its largest |score|; the HTML and plot views use one scale for all steps),
+    then a ``mean over steps`` line: each entry's mean over the steps that see it (a token
+    generated late is averaged over the few steps after it), steps without signal left out. A result (or a
     step) flagged in ``attr.degenerate`` as carrying no signal is printed without colour, with
     the reason; a large IG completeness error keeps the colours and adds a caution (in the
     scale line, or for a generation on a line of its own, the steps so flagged marked ``⚠``). On a 16-colour terminal the two signs keep distinct colours (:func:`cell_style`).

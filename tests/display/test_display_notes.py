@@ -1,9 +1,11 @@
 """What the views say beside the colours: the caution of a large IG completeness error (1-D and
-per generation step, in the terminal, HTML and the plot)."""
+per generation step, in the terminal, HTML and the plot); how the terminal's generation lines are
+scaled and averaged."""
 from __future__ import annotations
 
 import io
 import math
+import re
 
 import matplotlib
 import pytest
@@ -13,6 +15,7 @@ import aieg_fast
 
 matplotlib.use("Agg")
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CAUTION = "IG completeness error -0.113 is 49% of F(x) − F(x′) = +0.229; raise n_steps"
 
 
@@ -34,8 +37,13 @@ def _gen(flagged=(0, 2), T=3):
     return _attr(tokens, scores, degenerate=flags)
 
 
-def _show(res, **kw):
-    out = io.StringIO()
+class Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def _show(res, stream=None, **kw):
+    out = stream or io.StringIO()
     res.show(file=out, width=100, **kw)
     return out.getvalue()
 
@@ -66,3 +74,16 @@ def test_completeness_caution_per_generation_step():
     silent = _attr(res.tokens, res.scores, degenerate=[{"kind": "zero_signal", "message": "raw signal is 0", "step": 1}])
     h = silent.to_html()
     assert "caution" not in _show(silent) and "caution:" not in h and "(caution)" not in h  # no signal is no caution
+
+
+def test_generation_lines_say_their_scale_and_what_the_mean_is_over(monkeypatch):
+    """The terminal colours each step line on its own scale (HTML and plot: one scale for all
+    steps), and its ``mean over steps`` line averages each entry over the steps that see it
+    only (a token generated last counts once): the header said neither."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    res = _gen(flagged=())
+    colour = ANSI.sub("", _show(res, Tty()))
+    assert "colours: each line on its own scale" in colour
+    assert "mean over steps: each entry's mean over the steps that see it" in colour.replace("\n", " ")
+    plain = _show(res)
+    assert "colours:" not in plain and "mean over steps: each entry's mean" in plain.replace("\n", " ")
