@@ -101,7 +101,8 @@ def _strip_html(attr, words: bool, values: bool) -> str:
             spans.append(f'<span class="aieg-w aieg-fixed" title="held fixed (template / special)">{text}</span>')
             continue
         title = f"{v:+.4g}" if not math.isnan(v) else "no score"
-        val = f'<sub class="aieg-v">{v:+.2g}</sub>' if values and not math.isnan(v) else ""
+        # bdi dir="ltr": the number's sign stays before it after a right-to-left word ("0.36-" else)
+        val = f'<sub class="aieg-v"><bdi dir="ltr">{v:+.2g}</bdi></sub>' if values and not math.isnan(v) else ""
         spans.append(f'<span class="aieg-w" title="{title}" style="{_style(scale, v)}">{text}{val}</span>')
     # dir="auto": a right-to-left text (Arabic, Hebrew) is laid out from the right, as it is read
     return _wrap(attr, scale, f'<div class="aieg-text" dir="auto">{" ".join(spans)}</div>', words)

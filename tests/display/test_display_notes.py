@@ -87,3 +87,12 @@ def test_generation_lines_say_their_scale_and_what_the_mean_is_over(monkeypatch)
     assert "mean over steps: each entry's mean over the steps that see it" in colour.replace("\n", " ")
     plain = _show(res)
     assert "colours:" not in plain and "mean over steps: each entry's mean" in plain.replace("\n", " ")
+
+
+def test_html_values_keep_their_sign_before_the_number_after_right_to_left_words():
+    """``values=True`` after a Hebrew or Arabic word, in the text laid out ``dir="auto"``: the
+    bidirectional algorithm drew ``-0.36`` as ``0.36-``; the number is isolated, left to right."""
+    toks = ["good", " שלום", " עולם", " مرحبا", " end"]
+    res = _attr(toks, [0.5, -0.36, 0.2, -0.9, 0.1], method="saliency")
+    h = res.to_html(values=True)
+    assert h.count('<bdi dir="ltr">') == 5 and '<sub class="aieg-v"><bdi dir="ltr">-0.36</bdi></sub>' in h
