@@ -115,9 +115,12 @@ def _header(attr):
 
 def _legend(scale: Scale, paint) -> Text:
     """``scale: diverging, ±0.53`` and, with colour (``paint``, see :func:`_painter`), a colour bar
-    from its lowest to its highest value. The scale's note and caveat quote the result's flags:
-    written with :func:`printable`."""
+    from its lowest to its highest value; without colour, what the bracketed values of the text
+    are (score / largest |score|, where the table prints the scores). The scale's note and
+    caveat quote the result's flags: written with :func:`printable`."""
     out = Text(f"scale: {printable(scale.legend)}")
+    if not paint and not scale.note and scale.vmax > 0:
+        out.append(f"   [±x] = score / {scale.vmax:.3g} (the largest |score|); the table: scores")
     if paint and not scale.note and scale.vmax > 0:
         lo = -scale.vmax if scale.signed else 0.0
         out.append(f"   {'−' if scale.signed else ''}{scale.vmax if scale.signed else 0:.3g} ")

@@ -96,3 +96,14 @@ def test_html_values_keep_their_sign_before_the_number_after_right_to_left_words
     res = _attr(toks, [0.5, -0.36, 0.2, -0.9, 0.1], method="saliency")
     h = res.to_html(values=True)
     assert h.count('<bdi dir="ltr">') == 5 and '<sub class="aieg-v"><bdi dir="ltr">-0.36</bdi></sub>' in h
+
+
+def test_plain_text_says_the_bracketed_values_are_relative(monkeypatch):
+    """Without colour the text prints score / largest |score| (``good[+1.00]``) while the scale
+    line gives the scores' range and the table the scores: the scale line says which is which."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    res = _attr(["the", " movie", " is"], [0.036, 0.144, -0.072], method="saliency")
+    lines = _show(res).splitlines()
+    assert lines[2].startswith("scale: diverging, ±0.144") and "[±x] = score / 0.144 (the largest |score|)" in lines[2]
+    assert "movie[+1.00]" in lines[3] and "+0.144" in lines[5]
+    assert "[±x]" not in ANSI.sub("", _show(res, Tty()))  # coloured: no bracketed values
