@@ -100,9 +100,12 @@ def _strip_html(attr, words: bool, values: bool) -> str:
         if fx:
             spans.append(f'<span class="aieg-w aieg-fixed" title="held fixed (template / special)">{text}</span>')
             continue
-        title = f"{v:+.4g}" if not math.isnan(v) else "no score"
+        if math.isnan(v):  # attributed, but its score is NaN: said in the text, not drawn as a zero
+            spans.append(f'<span class="aieg-w" title="NaN score">{text}<sub class="aieg-v">nan</sub></span>')
+            continue
+        title = f"{v:+.4g}"
         # bdi dir="ltr": the number's sign stays before it after a right-to-left word ("0.36-" else)
-        val = f'<sub class="aieg-v"><bdi dir="ltr">{v:+.2g}</bdi></sub>' if values and not math.isnan(v) else ""
+        val = f'<sub class="aieg-v"><bdi dir="ltr">{v:+.2g}</bdi></sub>' if values else ""
         spans.append(f'<span class="aieg-w" title="{title}" style="{_style(scale, v)}">{text}{val}</span>')
     # dir="auto": a right-to-left text (Arabic, Hebrew) is laid out from the right, as it is read
     return _wrap(attr, scale, f'<div class="aieg-text" dir="auto">{" ".join(spans)}</div>', words)
@@ -168,7 +171,8 @@ def to_html(attr, words: bool = True, values: bool = False, toggle: bool = False
     ⚠ ... (no signal)) flagged in ``attr.degenerate`` as carrying no signal; a large IG
     completeness error keeps the colours and the legend adds a caution (a grid row so flagged
     is marked ⚠ ... (caution), its message on hover). Held-fixed (template, special)
-    entries are hatched grey, distinct from a zero score. Text colour is set explicitly, so the
+    entries are hatched grey, distinct from a zero score; an attributed entry whose score is NaN
+    is marked ``nan``. Text colour is set explicitly, so the
     snippet reads on light and dark pages. A 1-D result shows the text, one ``<span>`` per word
     (or token); a generation result shows a grid: one row per generated token, one column per
     context word (or token), cells of the future blank, values on hover; a grid wider than the

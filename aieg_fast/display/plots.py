@@ -36,10 +36,39 @@ def _caveat(scale, flags) -> str:
     return "; ".join(x for x in [scale.note, f"caution: {scale.caveat}" if scale.caveat else ""] + caveats if x)
 
 
+#: the grey of a cell with no score (held fixed: template, special); the colour maps' "bad" colour
+NO_SCORE = "#dddddd"
+#: the hatch over an attributed cell whose score is NaN, told apart from a held-fixed one
+NAN_HATCH = "xxx"
+
+
+def _mark_nan(ax, cells) -> None:
+    """Cross-hatch ``cells``, (row, column) of the attributed entries whose score is NaN (grey as
+    held fixed cells are, beneath)."""
+    from matplotlib.patches import Rectangle
+
+    for r, c in cells:
+        ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch=NAN_HATCH, edgecolor="#444444", linewidth=0))
+
+
+def _key(fig, ax, own: bool, fixed: bool, nan: bool) -> None:
+    """A legend of the cells without a colour the picture has: held fixed, a NaN score; below
+    the figure (``own``: a figure :func:`plot` made), else in ``ax``."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=NO_SCORE, edgecolor="#999999", label="held fixed (template / special)")] if fixed else []
+    if nan:
+        handles.append(Patch(facecolor=NO_SCORE, edgecolor="#444444", hatch=NAN_HATCH, label="NaN score (attributed)"))
+    if handles and own:
+        fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=7, frameon=False)
+    elif handles:
+        ax.legend(handles=handles, loc="upper right", fontsize=7, framealpha=0.9)
+
+
 def _cmap(scale):
     import matplotlib
 
-    cmap = matplotlib.colormaps["RdBu_r" if scale.signed else "Oranges"].with_extremes(bad="#dddddd")  # bad = held fixed
+    cmap = matplotlib.colormaps["RdBu_r" if scale.signed else "Oranges"].with_extremes(bad=NO_SCORE)  # bad = held fixed
     top = scale.vmax or 1.0  # no finite score: 0 is still the white middle (signed) or bottom
     return cmap, (-top if scale.signed else 0.0), top
 
@@ -95,7 +124,8 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     future left white); with more than :data:`MAX_COLUMN_LABELS` columns every n-th column is
     labelled, with more than :data:`MAX_ROW_LABELS` rows every n-th row (the title says which).
     Diverging ``RdBu_r`` centred at 0 for signed scores, ``Oranges`` for non-negative ones;
-    held-fixed cells grey; a score of ±inf at the end of the scale of its sign (as in the other
+    held-fixed cells grey, an attributed cell whose score is NaN grey and cross-hatched, with a
+    legend of the two below the figure (in ``ax`` when given); a score of ±inf at the end of the scale of its sign (as in the other
     views); a colour bar gives the scale. A result flagged in
     ``attr.degenerate`` as carrying no signal is drawn without colour (generation steps so
     flagged are left blank), and the title says why; a large IG completeness error keeps the
@@ -155,11 +185,12 @@ def _plot(attr, words: bool, ax, figsize, wrap):
         row_labels = [f"⚠ {lab}" if t in warned else lab for t, lab in enumerate(row_labels)]
         size = figsize or (min(2 + 0.35 * len(labels), 40), min(1.5 + 0.3 * len(row_labels), 40))
     else:
-        labels, vals, _ = strip(attr, words)
+        labels, vals, fixed = strip(attr, words)
         flags = row_flags(attr)
         per = wrap or (len(labels) if len(labels) <= WRAP_AFTER else WRAP_ROW)
+        nan = [k for k, (v, fx) in enumerate(zip(vals, fixed)) if math.isnan(v) and not fx]  # attributed, NaN score
         if per < len(labels):
-            return _wrapped_strip(attr, labels, vals, flags, per, ax, figsize, words)
+            return _wrapped_strip(attr, (labels, vals, fixed, nan), flags, per, ax, figsize, words)
         row_labels, data, future = [], np.array([vals], dtype=float), None
         size = figsize or (min(2 + 0.45 * len(labels), 40), 2.2)
     scale = make_scale((data if future is None else data[~future]).ravel().tolist(), flags)  # as the other views: NaN kept
@@ -168,8 +199,12 @@ def _plot(attr, words: bool, ax, figsize, wrap):
     elif future is not None and silent:
         data[silent] = np.where(np.isnan(data[silent]), data[silent], 0.0)
     cmap, vmin, vmax = _cmap(scale)
+    own = ax is None
     fig, ax = _figure(ax, size)
     im = ax.imshow(_drawn(data, scale, vmin, vmax), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    if future is None:
+        _mark_nan(ax, [(0, k) for k in nan])
+        _key(fig, ax, own, any(fixed), bool(nan))
     if future is not None:  # the future is blank, not "held fixed"
         ax.imshow(np.ma.masked_where(~future, np.ones_like(data)), cmap="Greys", vmin=0, vmax=10, aspect="auto", interpolation="nearest")
     every = math.ceil(len(labels) / MAX_COLUMN_LABELS)  # 1 unless the columns are too many to label each
@@ -185,10 +220,12 @@ def _plot(attr, words: bool, ax, figsize, wrap):
     return fig
 
 
-def _wrapped_strip(attr, labels, vals, flags, per: int, ax, figsize, words: bool):
-    """:func:`plot` of a 1-D result in rows of ``per`` cells, each labelled inside."""
+def _wrapped_strip(attr, strip_, flags, per: int, ax, figsize, words: bool):
+    """:func:`plot` of a 1-D result in rows of ``per`` cells, each labelled inside; ``strip_`` =
+    (labels, values, fixed, the indices of the attributed entries whose score is NaN)."""
     import numpy as np
 
+    labels, vals, fixed, nan = strip_
     n_rows = math.ceil(len(labels) / per)
     data = np.full((n_rows, per), np.nan)
     data.flat[: len(vals)] = vals
@@ -196,12 +233,15 @@ def _wrapped_strip(attr, labels, vals, flags, per: int, ax, figsize, words: bool
     if no_signal(flags) is not None:
         data = np.where(np.isnan(data), data, 0.0)
     cmap, vmin, vmax = _cmap(scale)
+    own = ax is None
     fig, ax = _figure(ax, figsize or (min(1 + 0.6 * per, 40), min(1.2 + 0.42 * n_rows, 60)))
     drawn = _drawn(data, scale, vmin, vmax)
     im = ax.imshow(drawn, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     past_end = np.arange(n_rows * per).reshape(n_rows, per) >= len(labels)  # after the text: blank, not "held fixed"
     ax.imshow(np.ma.masked_where(~past_end, np.zeros_like(data)), cmap="Greys", vmin=0, vmax=1, aspect="auto",
               interpolation="nearest")
+    _mark_nan(ax, [divmod(k, per) for k in nan])
+    _key(fig, ax, own, any(fixed), bool(nan))
     filled = drawn.filled(math.nan)
     for k, lab in enumerate(labels):
         v = filled.flat[k]

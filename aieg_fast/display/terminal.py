@@ -132,14 +132,17 @@ def _legend(scale: Scale, paint) -> Text:
 
 
 def _body(labels, vals, fixed, scale: Scale, paint) -> Text:
-    """The words joined by spaces, each coloured (or followed by its value); rich wraps it."""
+    """The words joined by spaces, each coloured (or followed by its value); rich wraps it. An
+    attributed word whose score is NaN is followed by ``[nan]`` (it is not in the table)."""
     out = Text()
     for k, (lab, v, fx) in enumerate(zip(labels, vals, fixed)):
         if k:
             out.append(" ")
         if fx:
             out.append(f"[{lab}]", style="dim" if paint else "")
-        elif scale.note or math.isnan(v):
+        elif math.isnan(v):
+            out.append(f"{lab}[nan]", style="bold" if paint else "")
+        elif scale.note:
             out.append(lab)
         elif paint:
             out.append(lab, style=paint(scale, v))

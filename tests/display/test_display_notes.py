@@ -107,3 +107,20 @@ def test_plain_text_says_the_bracketed_values_are_relative(monkeypatch):
     assert lines[2].startswith("scale: diverging, ±0.144") and "[±x] = score / 0.144 (the largest |score|)" in lines[2]
     assert "movie[+1.00]" in lines[3] and "+0.144" in lines[5]
     assert "[±x]" not in ANSI.sub("", _show(res, Tty()))  # coloured: no bracketed values
+
+
+def test_a_nan_score_is_told_apart_from_held_fixed_and_zero():
+    """An attributed token whose score is NaN: the terminal printed the bare word (no value, not
+    in the table), the plot drew it in the held-fixed grey, HTML as a white (zero) cell."""
+    res = _attr(["Review:", " the", " movie", " is"], [0.0, 0.4, math.nan, -0.2], method="saliency",
+                attributable=[False, True, True, True])
+    out = _show(res, words=False)
+    assert "[Review:]" in out and "the[+1.00]" in out and "movie[nan]" in out and "is[-0.50]" in out
+    h = res.to_html(words=False)
+    assert h.count('<span class="aieg-w aieg-fixed"') == 1 and '<sub class="aieg-v">nan</sub>' in h
+    for wrap in (None, 2):
+        fig = res.plot(words=False, wrap=wrap)
+        hatched = [p for p in fig.axes[0].patches if p.get_hatch()]
+        assert len(hatched) == 1 and hatched[0].get_x() == (2 if wrap is None else 0) - 0.5
+        key = [t.get_text() for lg in fig.legends + [fig.axes[0].get_legend()] if lg for t in lg.get_texts()]
+        assert key == ["held fixed (template / special)", "NaN score (attributed)"]
