@@ -22,11 +22,13 @@ def _title(attr) -> str:
 
 
 def _figure(ax, size):
-    """(figure, axes): ``ax`` and its figure, else a new figure of ``size`` inches."""
-    import matplotlib.pyplot as plt
+    """(figure, axes): ``ax`` and its figure, else a new figure of ``size`` inches, not registered
+    with pyplot (pyplot kept every figure open: 20 plots and it warned of the memory they hold)."""
+    from matplotlib.figure import Figure
 
     if ax is None:
-        return plt.subplots(figsize=size, layout="constrained")
+        fig = Figure(figsize=size, layout="constrained")
+        return fig, fig.subplots()
     return ax.figure, ax
 
 
@@ -40,6 +42,8 @@ def _caveat(scale, flags) -> str:
 NO_SCORE = "#dddddd"
 #: the hatch over an attributed cell whose score is NaN, told apart from a held-fixed one
 NAN_HATCH = "xxx"
+#: the lighter grey of a generation matrix's cells of the future (the step's token and those after it)
+FUTURE = "#f3f3f3"
 
 
 def _mark_nan(ax, cells) -> None:
@@ -51,12 +55,14 @@ def _mark_nan(ax, cells) -> None:
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch=NAN_HATCH, edgecolor="#444444", linewidth=0))
 
 
-def _key(fig, ax, own: bool, fixed: bool, nan: bool) -> None:
-    """A legend of the cells without a colour the picture has: held fixed, a NaN score; below
-    the figure (``own``: a figure :func:`plot` made), else in ``ax``."""
+def _key(fig, ax, own: bool, fixed: bool, nan: bool, future: bool = False) -> None:
+    """A legend of the cells without a colour the picture has: held fixed, a NaN score, the
+    future of a step; below the figure (``own``: a figure :func:`plot` made), else in ``ax``."""
     from matplotlib.patches import Patch
 
-    handles = [Patch(facecolor=NO_SCORE, edgecolor="#999999", label="held fixed (template / special)")] if fixed else []
+    handles = [Patch(facecolor=NO_SCORE, edgecolor="#999999", label="held fixed (not attributed)")] if fixed else []
+    if future:
+        handles.append(Patch(facecolor=FUTURE, edgecolor="#999999", label="not yet generated at that step"))
     if nan:
         handles.append(Patch(facecolor=NO_SCORE, edgecolor="#444444", hatch=NAN_HATCH, label="NaN score (attributed)"))
     if handles and own:
@@ -121,7 +127,7 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     (more than :data:`WRAP_AFTER` cells) is wrapped into rows of ``wrap`` cells, read like
     text, each cell labelled inside and each row by the index of its first cell. A generation
     result is a matrix (rows = generated tokens, columns = context words or tokens; cells of the
-    future left white); with more than :data:`MAX_COLUMN_LABELS` columns every n-th column is
+    future in a lighter grey than held-fixed ones, both in the legend); with more than :data:`MAX_COLUMN_LABELS` columns every n-th column is
     labelled, with more than :data:`MAX_ROW_LABELS` rows every n-th row (the title says which).
     Diverging ``RdBu_r`` centred at 0 for signed scores, ``Oranges`` for non-negative ones;
     held-fixed cells grey, an attributed cell whose score is NaN grey and cross-hatched, with a
@@ -141,7 +147,9 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
             :data:`WRAP_AFTER` cells, rows of :data:`WRAP_ROW` beyond. Not for a generation result.
 
     Returns:
-        matplotlib.figure.Figure.
+        matplotlib.figure.Figure: a new one (when ``ax`` is None) is not registered with pyplot,
+        so many plots do not stay open: a notebook shows the returned figure, ``fig.savefig``
+        writes it; ``plt.show()`` does not see it (draw into ``ax=plt.subplots()[1]`` for that).
 
     Token texts are drawn as typed (``$`` does not start matplotlib's math text). Characters the
     default font lacks (Chinese, Japanese, Korean, emoji, ...) are drawn with an installed font
@@ -205,8 +213,15 @@ def _plot(attr, words: bool, ax, figsize, wrap):
     if future is None:
         _mark_nan(ax, [(0, k) for k in nan])
         _key(fig, ax, own, any(fixed), bool(nan))
-    if future is not None:  # the future is blank, not "held fixed"
-        ax.imshow(np.ma.masked_where(~future, np.ones_like(data)), cmap="Greys", vmin=0, vmax=10, aspect="auto", interpolation="nearest")
+        ax.set_xlabel("words" if words else "tokens")
+    else:  # the future in a lighter grey than "held fixed"
+        from matplotlib.colors import ListedColormap
+
+        ax.imshow(np.ma.masked_where(~future, np.zeros_like(data)), cmap=ListedColormap([FUTURE]), aspect="auto",
+                  interpolation="nearest")
+        _key(fig, ax, own, bool(np.isnan(data[~future]).any()), False, bool(future.any()))
+        ax.set_xlabel(f"context {'words' if words else 'tokens'} (prompt, then the generated tokens)")
+        ax.set_ylabel("generated token")
     every = math.ceil(len(labels) / MAX_COLUMN_LABELS)  # 1 unless the columns are too many to label each
     ax.set_xticks(range(0, len(labels), every), labels[::every], rotation=60 if len(labels) > 6 else 0,
                   ha="right" if len(labels) > 6 else "center", parse_math=False)
