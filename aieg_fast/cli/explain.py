@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
     e.add_argument("--task", choices=list(TASKS), default=None, help="preset: sentiment prompt, label words ' positive'/' negative'")
     e.add_argument("--backend", choices=list(ops.BACKENDS), default="auto")
     e.add_argument("--option", action="append", type=parse_option, metavar="NAME=VALUE", help="method option, e.g. --option ef_mode=none")
-    e.add_argument("--tokens", action="store_true", help="show tokens instead of words")
+    e.add_argument("--tokens", action="store_true", help="show tokens instead of words (in the terminal and --html)")
     e.add_argument("--json", metavar="FILE", help="write the result as JSON")
     e.add_argument("--html", metavar="FILE", help="write an HTML heatmap")
     e.add_argument("--no-progress", action="store_true")
@@ -202,7 +202,7 @@ def _write_outputs(res, args) -> int:
                 res.save(path)
             else:
                 with open(path, "w", encoding="utf-8") as fh:
-                    fh.write("<!doctype html><meta charset='utf-8'>" + res.to_html())
+                    fh.write("<!doctype html><meta charset='utf-8'>" + res.to_html(words=not args.tokens))
             print(f"wrote {path}")
         except OSError as err:
             fd, rescue = tempfile.mkstemp(prefix="aieg-fast-result-", suffix=".json")

@@ -74,6 +74,20 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
     assert rescue.startswith(str(tmp_path)) and json.loads(open(rescue).read())["method"] == "saliency"
 
 
+def test_html_shows_tokens_with_tokens(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """``--tokens --html F`` wrote the words view to F (the terminal showed tokens)."""
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **placement: tiny_gpt2)
+    page, saved = tmp_path / "out.html", tmp_path / "out.json"
+    for extra in ([], ["--tokens"]):
+        cmd = ["explain", "unflinchingly bleak", "--method", "saliency", "--html", str(page), "--json", str(saved), "--no-progress"]
+        assert cli.main([*cmd, *extra]) == 0
+        res = aieg_fast.load_attribution(saved)
+        n = len(res.tokens) if extra else len(res.word_groups())
+        assert page.read_text(encoding="utf-8").count('<span class="aieg-w') == n
+    assert len(res.tokens) > len(res.word_groups())
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize("extra, match", [
     (["the movie", "--option", "bogus=1"], "unknown option"),
     (["the movie", "--option", "alpha_range=0.5"], "--option 'alpha_range=...': a setting of the call, not a method option; "
