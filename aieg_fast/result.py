@@ -157,8 +157,10 @@ class Attribution:
 
     def token_labels(self) -> List[str]:
         """Display text of each token: from :attr:`text` where the token's own decoding cannot
-        show it (U+FFFD, UNK, an empty piece), whitespace-only tokens as visible symbols, ``◌``
-        for a token that carries no character of its own (a byte completed by the next token)."""
+        show it (U+FFFD, UNK, an empty piece), whitespace-only tokens as visible symbols (the
+        lone ``▁`` a Metaspace or Prepend normalizer puts before the text too: ``␣``). A
+        character split over several tokens (UTF-8 bytes) is shown on the first of them, the
+        others read ``◌`` (no character of their own)."""
         toks = list(self.tokens)
         if self.offsets:
             from_text = token_display_texts(self.text, self.offsets, self.tokens, self.raw_tokens)

@@ -231,14 +231,20 @@ def token_word_index(text: str, offsets, raw_tokens: Sequence[str], special: Seq
     return index
 
 
+def _escape(c: str) -> str:
+    """``c`` as an escape: ``\\xa0`` below U+0100, ``\\u3000`` above."""
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
 def visible(s: str) -> str:
-    """``s`` with whitespace made visible (``␣`` space, ``⏎`` newline, ``⇥`` tab) when it is
-    whitespace only; invisible format characters only (zero-width joiner or space, word joiner,
-    BOM) as escapes (``\\u200d``); a leading combining mark on a dotted circle (``◌́``, as
-    Unicode shows one alone), so it cannot merge into what is drawn before it; other text is
-    returned unchanged."""
+    """``s`` with whitespace made visible (``␣`` space, ``⏎`` newline, ``⇥`` tab, ``␍`` carriage
+    return; other whitespace, such as a no-break or ideographic space, as escapes: ``\\xa0``,
+    ``\\u3000``) when it is whitespace only; invisible format characters only (zero-width
+    joiner or space, word joiner, BOM) as escapes (``\\u200d``); a leading combining mark on a
+    dotted circle (``◌́``, as Unicode shows one alone), so it cannot merge into what is drawn
+    before it; other text is returned unchanged."""
     if s and not s.strip():
-        return "".join(_SYMBOLS.get(c, c) for c in s)
+        return "".join(_SYMBOLS.get(c) or _escape(c) for c in s)
     if s and all(unicodedata.category(c) == "Cf" for c in s):
         return "".join(f"\\u{ord(c):04x}" for c in s)
     if s and unicodedata.category(s[0]) in ("Mn", "Me", "Mc"):

@@ -209,3 +209,12 @@ def test_words_end_at_held_fixed_text(tiny_gpt2):
     old = templ.to_dict()
     old.pop("offsets")  # the marker rule (a result saved without offsets) ends words there too
     assert aieg_fast.Attribution.from_dict(old).words()[0][:2] == ["Review:", "good"]
+
+
+def test_other_whitespace_tokens_are_shown_as_escapes():
+    """A token that is a no-break, thin or ideographic space was shown as itself: an empty-looking
+    label (only space, newline, tab and carriage return had symbols)."""
+    assert visible("\u00a0") == "\\xa0" and visible("\u3000") == "\\u3000" and visible(" \u2009\n") == "␣\\u2009⏎"
+    res = aieg_fast.Attribution(tokens=["a", "\u00a0", "b", "\u3000"], token_ids=[1, 2, 3, 4], scores=torch.tensor([0.1, 0.2, 0.3, 0.4]),
+                                method="saliency", target={"kind": "token", "id": 0, "text": "x"})
+    assert res.token_labels() == ["a", "\\xa0", "b", "\\u3000"]
