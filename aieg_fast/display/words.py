@@ -271,17 +271,19 @@ def token_display_texts(text: str, offsets: Sequence[Optional[Sequence[int]]], f
     previous token prepended (so the pieces concatenate to the text); a token whose characters
     were already given to an earlier token (bytes of one character) gets ``""``; tokens
     without offsets keep ``fallback[i]``. A token whose raw form (``raw[i]``) is ``▁`` markers
-    only and whose span holds no whitespace (the space a Metaspace or Prepend normalizer puts
-    before the text, which its offsets map onto the first character) is that space, ``" "``, and
-    leaves the characters to the tokens that carry them."""
+    only is that many spaces: those its span holds, or, where it holds no whitespace, the space a
+    Metaspace or Prepend normalizer puts before the text (its offsets are the first
+    character's), which leaves the characters to the tokens that carry them; a second ``▁`` on
+    one space (a generated continuation) is a space too, not ``""``."""
     out, covered = [], 0
     for i, off in enumerate(offsets):
         if off is None:
             out.append(fallback[i])
             continue
         s, e = int(off[0]), int(off[1])
-        if raw is not None and raw[i] and not raw[i].strip("▁") and not any(c.isspace() for c in text[s:e]):
+        if raw is not None and raw[i] and not raw[i].strip("▁"):  # spaces only, whatever its span
             out.append(" " * len(raw[i]))
+            covered = max(covered, e) if text[s:e].isspace() else covered
             continue
         start = max(s, covered)
         gap = text[covered:start] if covered < start and not text[covered:start].strip() else ""

@@ -218,3 +218,18 @@ def test_other_whitespace_tokens_are_shown_as_escapes():
     res = aieg_fast.Attribution(tokens=["a", "\u00a0", "b", "\u3000"], token_ids=[1, 2, 3, 4], scores=torch.tensor([0.1, 0.2, 0.3, 0.4]),
                                 method="saliency", target={"kind": "token", "id": 0, "text": "x"})
     assert res.token_labels() == ["a", "\\xa0", "b", "\\u3000"]
+
+
+def test_two_space_tokens_on_one_space_both_read_as_spaces():
+    """A continuation tokenized ``▁ ▁ <0xC3> <0xA9> !`` maps both ``▁`` onto its one space: the
+    second read ``◌`` (a token without a character), a generated step shown as nothing."""
+    tok = prepend_tokenizer()
+    text = "the movie é!"
+    ids = tok("the movie", add_special_tokens=False)["input_ids"]
+    gen = [tok.convert_tokens_to_ids(t) for t in ("▁", "▁", "<0xC3>", "<0xA9>", "<0x21>")]
+    offsets = [list(o) for o in tok("the movie", add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]]
+    offsets += [[9, 10], [9, 10], [10, 11], [10, 11], [11, 12]]
+    res = aieg_fast.Attribution(tokens=[tok.decode([i]) for i in ids + gen], token_ids=ids + gen, scores=torch.ones(len(ids) + 5),
+                                method="saliency", target={"kind": "token", "id": 0, "text": "x"},
+                                raw_tokens=tok.convert_ids_to_tokens(ids + gen), text=text, offsets=offsets)
+    assert res.token_labels()[len(ids):] == ["␣", "␣", "é", "◌", "!"]
