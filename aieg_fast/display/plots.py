@@ -22,13 +22,12 @@ def _title(attr) -> str:
 
 
 def _figure(ax, size):
-    """(figure, axes): ``ax`` and its figure, else a new figure of ``size`` inches, not registered
-    with pyplot (pyplot kept every figure open: 20 plots and it warned of the memory they hold)."""
-    from matplotlib.figure import Figure
+    """(figure, axes): ``ax`` and its figure, else a new pyplot figure of ``size`` inches (so
+    ``plt.show()`` shows it; pyplot keeps it open until ``plt.close(fig)``)."""
+    import matplotlib.pyplot as plt
 
     if ax is None:
-        fig = Figure(figsize=size, layout="constrained")
-        return fig, fig.subplots()
+        return plt.subplots(figsize=size, layout="constrained")
     return ax.figure, ax
 
 
@@ -147,9 +146,10 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
             :data:`WRAP_AFTER` cells, rows of :data:`WRAP_ROW` beyond. Not for a generation result.
 
     Returns:
-        matplotlib.figure.Figure: a new one (when ``ax`` is None) is not registered with pyplot,
-        so many plots do not stay open: a notebook shows the returned figure, ``fig.savefig``
-        writes it; ``plt.show()`` does not see it (draw into ``ax=plt.subplots()[1]`` for that).
+        matplotlib.figure.Figure: a new one (when ``ax`` is None) is pyplot's, as
+        ``plt.subplots`` makes it: ``plt.show()`` shows it, and it stays open until
+        ``plt.close(fig)`` (in a loop of many plots, close each once saved: matplotlib warns
+        past 20 open figures).
 
     Token texts are drawn as typed (``$`` does not start matplotlib's math text). Characters the
     default font lacks (Chinese, Japanese, Korean, emoji, ...) are drawn with an installed font
