@@ -205,22 +205,23 @@ class Explainer:
         offsets = [] if spans is None else self.token_spans(ids, spans)
         return ids, fixed, full, offsets
 
-    def token_words(self, ids: Sequence[int], source=("", [])) -> torch.Tensor:
+    def token_words(self, ids: Sequence[int], source=("", []), fixed: Sequence[bool] = ()) -> torch.Tensor:
         """Tensor[len(ids)] long: the word index of each token, words as the results' word view
         groups them (:func:`~aieg_fast.display.words.token_word_index`: the offsets rule when
-        ``source`` = (encoded string, offsets) has offsets, else the marker rule); tokens past
-        the offsets (a teacher-forced target) are words of their own."""
+        ``source`` = (encoded string, offsets) has offsets, else the marker rule; no word across
+        held-fixed and attributed tokens, ``fixed`` of each id); tokens past the offsets (a
+        teacher-forced target) are words of their own."""
         text, offsets = source
         offs = (list(offsets) + [None] * len(ids))[: len(ids)] if offsets else None
-        raw = self.tokenizer.convert_ids_to_tokens(list(ids))
-        return torch.tensor(token_word_index(text, offs, raw, [i in self.special_ids for i in ids]), dtype=torch.long)
+        raw, attributable = self.tokenizer.convert_ids_to_tokens(list(ids)), [not f for f in fixed] if fixed else None
+        return torch.tensor(token_word_index(text, offs, raw, [i in self.special_ids for i in ids], attributable), dtype=torch.long)
 
     def _word_ids(self, batch: Batch, sources) -> torch.Tensor:
         """Tensor[B, L] long word index of each position of the batch (−1 where fixed)."""
         out = torch.full(tuple(batch.ids.shape), -1, dtype=torch.long)
         for b, src in enumerate(sources):
             off, n = batch.offsets[b], batch.lengths[b]
-            out[b, off : off + n] = self.token_words(batch.ids[b, off : off + n].tolist(), src)
+            out[b, off : off + n] = self.token_words(batch.ids[b, off : off + n].tolist(), src, batch.fixed[b, off : off + n].tolist())
         return torch.where(batch.fixed.cpu(), torch.full_like(out, -1), out).to(self.device)
 
     def token_span(self, token_id: int, start: int, end: int, shift: int = 0):

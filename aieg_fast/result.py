@@ -12,7 +12,7 @@ import torch
 from .core.validation import check_int
 from .runs.records import json_safe, replace_file
 from .display import aggregate_words, html, plots, terminal
-from .display.words import group_text, marker_groups, marker_text, offset_groups, reduce_groups, token_display_texts, visible
+from .display.words import group_text, marker_text, reduce_groups, token_display_texts, visible, word_groups_of
 
 __all__ = ["Attribution", "load_attribution", "save_attributions", "load_attributions", "aggregate_words"]
 
@@ -134,13 +134,8 @@ class Attribution:
         (UNK, not attributed) stays in the word of its characters.
         """
         n = self.prompt_length
-        if self.word_rule == "offsets":
-            unk = [sp and o is not None and self.text[o[0]:o[1]] != raw
-                   for sp, o, raw in zip(self.special, self.offsets, self.raw_tokens)]
-            fixed = [not a and not u for a, u in zip(self.attributable[:n], unk)]
-            groups = offset_groups(self.text, self.offsets[:n], self.special[:n], fixed)
-        else:
-            groups = marker_groups(self.raw_tokens[:n], self.special[:n], [not a for a in self.attributable[:n]])
+        offsets = self.offsets[:n] if self.word_rule == "offsets" else None
+        groups = word_groups_of(self.text, offsets, self.raw_tokens[:n], self.special[:n], self.attributable[:n])
         return groups + [[i] for i in range(n, len(self.tokens))]
 
     def word_labels(self) -> List[str]:

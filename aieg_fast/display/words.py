@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence
 import torch
 
 __all__ = ["printable", "aggregate_words", "describe_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts",
-           "token_word_index"]
+           "token_word_index", "word_groups_of"]
 
 _WORD_MARKERS = ("Ġ", "▁", "Ċ", " ", "\n", "\t")
 
@@ -217,15 +217,29 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
     return groups
 
 
-def token_word_index(text: str, offsets, raw_tokens: Sequence[str], special: Sequence[bool]) -> List[int]:
-    """The word index of each token: by the offsets rule (:func:`offset_groups`) when ``offsets``
-    are given (one per token), else by the marker rule (:func:`marker_groups`) on ``raw_tokens``.
-    The words a result's word view shows, so word-level methods mask what the user sees; the view
-    also ends a word at held-fixed text typed against it (a template, a special token typed in the
-    text), which these indices, made without the held-fixed flags, do not."""
-    groups = offset_groups(text, offsets, special) if offsets else marker_groups(raw_tokens, special)
+def word_groups_of(text: str, offsets, raw_tokens: Sequence[str], special: Sequence[bool],
+                   attributable: Optional[Sequence[bool]] = None) -> List[List[int]]:
+    """Token indices of each word as the views group them: the offsets rule
+    (:func:`offset_groups`) when ``offsets`` are given (one per token), else the marker rule
+    (:func:`marker_groups`) on ``raw_tokens``. With ``attributable`` a word never spans a
+    held-fixed token and an attributed one (template text or a special token typed against a
+    word is a word of its own), except an unknown-character token (UNK: a special token whose
+    span's text is not its own), which stays in the word of its characters."""
+    fixed = None if attributable is None else [not a for a in attributable]
+    if not offsets:
+        return marker_groups(raw_tokens, special, fixed)
+    if fixed is not None:
+        unk = [sp and o is not None and text[o[0]:o[1]] != raw for sp, o, raw in zip(special, offsets, raw_tokens)]
+        fixed = [f and not u for f, u in zip(fixed, unk)]
+    return offset_groups(text, offsets, special, fixed)
+
+
+def token_word_index(text: str, offsets, raw_tokens: Sequence[str], special: Sequence[bool],
+                     attributable: Optional[Sequence[bool]] = None) -> List[int]:
+    """The word index of each token, words as :func:`word_groups_of` groups them: the words a
+    result's word view shows, so word-level methods mask what the user sees."""
     index = [0] * len(raw_tokens)
-    for g, members in enumerate(groups):
+    for g, members in enumerate(word_groups_of(text, offsets, raw_tokens, special, attributable)):
         for i in members:
             index[i] = g
     return index

@@ -233,3 +233,14 @@ def test_two_space_tokens_on_one_space_both_read_as_spaces():
                                 method="saliency", target={"kind": "token", "id": 0, "text": "x"},
                                 raw_tokens=tok.convert_ids_to_tokens(ids + gen), text=text, offsets=offsets)
     assert res.token_labels()[len(ids):] == ["␣", "␣", "é", "◌", "!"]
+
+
+def test_word_occlusion_masks_the_words_the_view_shows(tiny_gpt2):
+    """Occlusion by word masks the words the view shows: with a special token typed between two
+    words ("movie<|endoftext|>is") the view shows "movie" and "is" apart, and each is left out on
+    its own (they were masked together: the view showed one score twice)."""
+    with pytest.warns(aieg_fast.AttributionWarning, match="typed as text"):
+        res = tiny_gpt2.attribute("the movie<|endoftext|>is good", method="occlusion", granularity="word")
+    groups, labels = res.word_groups(), res.word_labels()
+    movie, is_ = groups[labels.index("movie")], groups[labels.index("is")]
+    assert float(res.scores[movie[0]]) != pytest.approx(float(res.scores[is_[0]]), abs=1e-6)
