@@ -213,8 +213,8 @@ class Explainer:
         teacher-forced target) are words of their own."""
         text, offsets = source
         offs = (list(offsets) + [None] * len(ids))[: len(ids)] if offsets else None
-        raw, attributable = self.tokenizer.convert_ids_to_tokens(list(ids)), [not f for f in fixed] if fixed else None
-        return torch.tensor(token_word_index(text, offs, raw, [i in self.special_ids for i in ids], attributable), dtype=torch.long)
+        raw = self.tokenizer.convert_ids_to_tokens(list(ids))
+        return torch.tensor(token_word_index(text, offs, raw, [i in self.special_ids for i in ids], fixed), dtype=torch.long)
 
     def _word_ids(self, batch: Batch, sources) -> torch.Tensor:
         """Tensor[B, L] long word index of each position of the batch (−1 where fixed)."""

@@ -55,8 +55,8 @@ class Attribution:
             else the marker rule of :func:`aggregate_words` (``"markers"``). Tokens whose own
             decoding holds U+FFFD (bytes of one character) take their text from ``text``.
         target_prob (float or None): the model's probability of the target on the full input
-            (next token over the vocabulary, or class), when the call computed the model's full
-            output (a predicted target, AIEG's attention pass, Grad-ELLM); else None.
+            (next token over the vocabulary, or class; for a multi-token target the product of
+            its tokens' probabilities); None for a generation step or a result saved without it.
         degenerate (List[dict]): why the scores may carry no usable signal, one dict
             ``{"kind", "message"}`` per finding (``"step"`` too for a generation row); kinds in
             :data:`~aieg_fast.core.diagnostics.FLAG_KINDS`: ``zero_signal``, ``constant_signal``,
@@ -135,7 +135,7 @@ class Attribution:
         """
         n = self.prompt_length
         offsets = self.offsets[:n] if self.word_rule == "offsets" else None
-        groups = word_groups_of(self.text, offsets, self.raw_tokens[:n], self.special[:n], self.attributable[:n])
+        groups = word_groups_of(self.text, offsets, self.raw_tokens[:n], self.special[:n], [not a for a in self.attributable[:n]])
         return groups + [[i] for i in range(n, len(self.tokens))]
 
     def word_labels(self) -> List[str]:

@@ -81,8 +81,9 @@ def marker_groups(tokens: Sequence[str], special: Optional[Sequence[bool]] = Non
 
     Args:
         tokens: raw token strings. special: special-token flags (optional).
-        fixed: held-fixed flags (optional): a word never spans a held-fixed token and an
-            attributed one (template text typed against the text is a word of its own).
+        fixed: held-fixed flags (optional; None: either, as :func:`offset_groups` reads them):
+            a word never spans a held-fixed token and an attributed one (template text typed
+            against the text is a word of its own).
 
     Returns:
         List of groups (lists of consecutive token indices), covering every token once.
@@ -90,12 +91,21 @@ def marker_groups(tokens: Sequence[str], special: Optional[Sequence[bool]] = Non
     special = list(special) if special else [False] * len(tokens)
     fixed = list(fixed) if fixed else [False] * len(tokens)
     groups: List[List[int]] = []
+    held = None  # the held-fixed state of the last group (None: not known yet)
     for i, tok in enumerate(tokens):
-        if i == 0 or special[i] or special[i - 1] or fixed[i] != fixed[i - 1] or tok.startswith(_WORD_MARKERS):
+        if i == 0 or special[i] or special[i - 1] or not _same_side(fixed[i], held) or tok.startswith(_WORD_MARKERS):
             groups.append([i])
+            held = fixed[i]
         else:
             groups[-1].append(i)
+            held = fixed[i] if held is None else held
     return groups
+
+
+def _same_side(fixed: Optional[bool], held: Optional[bool]) -> bool:
+    """Whether a token (held fixed or not, None: either) may join a word whose tokens are (None:
+    not known yet)."""
+    return fixed is None or held is None or fixed == held
 
 
 def marker_text(tokens: Sequence[str], group: Sequence[int]) -> str:
@@ -172,7 +182,8 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
             by its characters; one with an empty span stands alone.
         fixed: held-fixed flags (optional): a word never spans a held-fixed token and an
             attributed one (template text, or a special token typed in the text, against a word
-            is a word of its own).
+            is a word of its own); None for a token that may sit on either side (an
+            unknown-character token, see :func:`word_groups_of`).
 
     Returns:
         List of groups of consecutive token indices, covering every token once.
@@ -185,29 +196,31 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
     units = _char_units(text)
     groups: List[List[int]] = []
     last_units: set = set()
+    held = None  # the held-fixed state of the last group (None: not known yet)
     pending: List[int] = []  # empty-span tokens waiting for the next token
     for i, off in enumerate(offsets):
         if off is None:
             groups.extend([[j] for j in pending] + [[i]])
-            pending, last_units = [], set()
+            pending, last_units, held = [], set(), None
             continue
         s, e = int(off[0]), int(off[1])
         if not (0 <= s <= e <= len(text)):
             raise ValueError(f"token {i} has offsets {list(off)} outside the text (length {len(text)})")
         if s == e and special[i]:
             groups.extend([[j] for j in pending] + [[i]])
-            pending, last_units = [], set()
+            pending, last_units, held = [], set(), None
             continue
         if s == e:
             pending.append(i)
             continue
         mine = {u for u in units[s:e] if u >= 0}
-        if mine and mine & last_units and groups and fixed[i] == fixed[groups[-1][-1]]:
+        if mine and mine & last_units and groups and _same_side(fixed[i], held):
             groups[-1].extend(pending + [i])
             last_units |= mine
+            held = fixed[i] if held is None else held
         else:
             groups.append(pending + [i])
-            last_units = mine
+            last_units, held = mine, fixed[i]
         pending = []
     if pending:
         if groups and not special[groups[-1][-1]]:
@@ -218,28 +231,26 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
 
 
 def word_groups_of(text: str, offsets, raw_tokens: Sequence[str], special: Sequence[bool],
-                   attributable: Optional[Sequence[bool]] = None) -> List[List[int]]:
+                   fixed: Optional[Sequence[bool]] = None) -> List[List[int]]:
     """Token indices of each word as the views group them: the offsets rule
     (:func:`offset_groups`) when ``offsets`` are given (one per token), else the marker rule
-    (:func:`marker_groups`) on ``raw_tokens``. With ``attributable`` a word never spans a
-    held-fixed token and an attributed one (template text or a special token typed against a
-    word is a word of its own), except an unknown-character token (UNK: a special token whose
-    span's text is not its own), which stays in the word of its characters."""
-    fixed = None if attributable is None else [not a for a in attributable]
-    if not offsets:
-        return marker_groups(raw_tokens, special, fixed)
-    if fixed is not None:
-        unk = [sp and o is not None and text[o[0]:o[1]] != raw for sp, o, raw in zip(special, offsets, raw_tokens)]
-        fixed = [f and not u for f, u in zip(fixed, unk)]
-    return offset_groups(text, offsets, special, fixed)
+    (:func:`marker_groups`) on ``raw_tokens``. With ``fixed`` (held-fixed flags) a word never
+    spans a held-fixed token and an attributed one (template text or a special token typed
+    against a word is a word of its own); an unknown-character token (UNK: a special token
+    whose span's text is not its own, held fixed wherever it is) sits on either side, in the
+    word of its characters."""
+    if fixed and offsets:
+        fixed = [None if sp and o is not None and text[o[0]:o[1]] != raw else f
+                 for f, sp, o, raw in zip(fixed, special, offsets, raw_tokens)]
+    return offset_groups(text, offsets, special, fixed) if offsets else marker_groups(raw_tokens, special, fixed)
 
 
 def token_word_index(text: str, offsets, raw_tokens: Sequence[str], special: Sequence[bool],
-                     attributable: Optional[Sequence[bool]] = None) -> List[int]:
+                     fixed: Optional[Sequence[bool]] = None) -> List[int]:
     """The word index of each token, words as :func:`word_groups_of` groups them: the words a
     result's word view shows, so word-level methods mask what the user sees."""
     index = [0] * len(raw_tokens)
-    for g, members in enumerate(word_groups_of(text, offsets, raw_tokens, special, attributable)):
+    for g, members in enumerate(word_groups_of(text, offsets, raw_tokens, special, fixed)):
         for i in members:
             index[i] = g
     return index
@@ -282,20 +293,21 @@ def group_text(text: str, offsets: Sequence[Optional[Sequence[int]]], group: Seq
 def token_display_texts(text: str, offsets: Sequence[Optional[Sequence[int]]], fallback: Sequence[str],
                         raw: Optional[Sequence[str]] = None) -> List[str]:
     """Text of each token from ``text``: its span, with the whitespace between it and the
-    previous token prepended (so the pieces concatenate to the text); a token whose characters
-    were already given to an earlier token (bytes of one character) gets ``""``; tokens
-    without offsets keep ``fallback[i]``. A token whose raw form (``raw[i]``) is ``▁`` markers
-    only is that many spaces: those its span holds, or, where it holds no whitespace, the space a
-    Metaspace or Prepend normalizer puts before the text (its offsets are the first
-    character's), which leaves the characters to the tokens that carry them; a second ``▁`` on
-    one space (a generated continuation) is a space too, not ``""``."""
+    previous token prepended (so the pieces concatenate to the text, but for the space a
+    normalizer puts before it, below); a token whose characters were already given to an
+    earlier token (bytes of one character) gets ``""``; tokens without offsets keep
+    ``fallback[i]``. A token whose raw form (``raw[i]``) is ``▁`` markers only, and whose span
+    is not that ``▁`` typed in the text, is that many spaces: those its span holds, or, where it
+    holds no whitespace, the space a Metaspace or Prepend normalizer puts before the text (its
+    offsets are the first character's), which leaves the characters to the tokens that carry
+    them; a second ``▁`` on one space (a generated continuation) is a space too, not ``""``."""
     out, covered = [], 0
     for i, off in enumerate(offsets):
         if off is None:
             out.append(fallback[i])
             continue
         s, e = int(off[0]), int(off[1])
-        if raw is not None and raw[i] and not raw[i].strip("▁"):  # spaces only, whatever its span
+        if raw is not None and raw[i] and not raw[i].strip("▁") and text[s:e] != raw[i]:  # spaces, not a typed ▁
             out.append(" " * len(raw[i]))
             covered = max(covered, e) if text[s:e].isspace() else covered
             continue

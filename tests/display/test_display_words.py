@@ -244,3 +244,20 @@ def test_word_occlusion_masks_the_words_the_view_shows(tiny_gpt2):
     groups, labels = res.word_groups(), res.word_labels()
     movie, is_ = groups[labels.index("movie")], groups[labels.index("is")]
     assert float(res.scores[movie[0]]) != pytest.approx(float(res.scores[is_[0]]), abs=1e-6)
+
+
+def test_unknown_character_tokens_sit_on_either_side_of_held_fixed_text(tiny_llama):
+    """The tiny LLaMA's tokenizer has no "R", ":" or "S" (UNK, held fixed): a template's UNK
+    tokens were taken for attributed ones, so "Review:" fell apart into "R", "R", "eview", ":"
+    once words ended at held-fixed text; the words are those of before."""
+    res = tiny_llama.attribute("good movie", method="saliency", template="Review: {text}\nSentiment:")
+    assert res.word_labels() == ["<s>", "Review:", "good", "movie", "⏎", "Sentiment:"]
+    glued = tiny_llama.attribute("good movie", method="saliency", template="review:{text}!")
+    assert glued.word_labels()[:3] == ["<s>", "review:", "good"]
+
+
+def test_a_typed_lower_one_eighth_block_is_shown_as_itself():
+    """A "▁" typed in the text (its span holds "▁") is that character, not the space a
+    normalizer puts before the text."""
+    res = _result(prepend_tokenizer(), "a ▁ b")
+    assert res.token_labels() == ["a ", "▁", "␣", "b"]
