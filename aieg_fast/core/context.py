@@ -219,18 +219,19 @@ class Context:
     def all_rows(self) -> Tensor:
         return torch.arange(self.batch.B, device=self.device)
 
-    def fill_targets(self, hidden: Tensor) -> None:
+    def fill_targets(self, hidden: Tensor) -> Optional[Tensor]:
         """Set missing targets (−1) to the model's prediction from final hidden states [B, D],
-        and ``probs`` (the output distribution, for p(target)); nothing for multi-token targets
-        (given, and p = exp F)."""
+        and ``probs`` (the output distribution, for p(target)); returns the float32 logits
+        [B, V]. Nothing (None) for multi-token targets (given, and p = exp F)."""
         if self.step_ids is not None:
-            return
+            return None
         with torch.no_grad():
             logits = self.adapter.full_logits(hidden.detach()).float()
         self.probs = torch.softmax(logits, -1)
         missing = self.targets < 0
         if bool(missing.any()):
             self.targets = torch.where(missing, predicted(logits, self.target_fn), self.targets)
+        return logits
 
     def ensure_targets(self) -> None:
         """One no-grad forward on the inputs, only when some target is missing (the prediction)."""
@@ -351,7 +352,7 @@ class SequenceContext:
         return F
 
 
-def run_method(method, ctx, opts, sequence: bool = False):
+def run_method(method, ctx, opts, sequence: bool = False, probs: bool = True):
     """Run ``method.run(ctx, opts)`` (or ``run_sequence`` when ``sequence``) with the model
     prepared (eval mode, frozen parameters; restored afterwards) and the kernel backends
     recorded (:func:`aieg_fast.ops.recording`). The one place methods are invoked.
@@ -359,7 +360,8 @@ def run_method(method, ctx, opts, sequence: bool = False):
     A method that makes no forward of its own (one that reads only the inputs, or a random
     control) leaves the prediction to this function: the missing targets are filled after it
     runs, so its results name the token they explain; so is ``ctx.probs`` (p(target)) where
-    the method's forwards did not give it (:meth:`Context.ensure_probs`). Held-fixed positions get 0 here, as the
+    the method's forwards did not give it (:meth:`Context.ensure_probs`), unless ``probs`` is
+    False (a generation's steps, whose probabilities come from their own forward). Held-fixed positions get 0 here, as the
     method contract says, also where the method's arithmetic gave NaN there (a non-finite F).
 
     Returns:
@@ -373,7 +375,7 @@ def run_method(method, ctx, opts, sequence: bool = False):
         out = method.run_sequence(ctx, opts) if sequence else method.run(ctx, opts)
         _check_output(method, out, None if sequence else ctx.batch)
         if not sequence:  # a generated sequence's targets are its tokens
-            ctx.ensure_probs()
+            ctx.ensure_probs() if probs else ctx.ensure_targets()
             # held-fixed positions score 0 whatever the arithmetic gave (Δ = 0 times a NaN gradient is NaN)
             out.scores = [sc.masked_fill(ctx.batch.fixed[b].to(sc.device), 0.0) for b, sc in enumerate(out.scores)]
     return out, dict(used)

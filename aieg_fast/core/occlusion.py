@@ -108,12 +108,9 @@ def reference_outputs(ctx, measure: str) -> Dict[str, Tensor]:
     with torch.no_grad():
         h = ctx.hidden(ctx.all_rows(), ctx.batch.embeds)
         out: Dict[str, Tensor] = {}
-        if ctx.step_ids is None:
-            logits = ctx.adapter.full_logits(h).float()
-            ctx.fill_targets(h)
-            ctx.probs = torch.softmax(logits, -1)
-            if measure == "kl":
-                out["logp"] = torch.log_softmax(logits, -1)
+        logits = ctx.fill_targets(h)  # None for a multi-token target
+        if logits is not None and measure == "kl":
+            out["logp"] = torch.log_softmax(logits, -1)
         out["F"] = ctx.score(h)
     return out
 

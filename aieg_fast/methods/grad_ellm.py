@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from ..core.capture import ProjectionCapture
-from ..core.objective import predicted, target_scores
+from ..core.objective import target_scores
 from ..core.validation import check_choice
 from ..core.vjp import rows_vjp
 from .base import Method, MethodOutput, Options
@@ -297,9 +297,7 @@ class GradELLM(Method):
         with ctx.timed("forward_backward"), ProjectionCapture(ad, layers, p["grad_source"], use_rope) as cap:
             with torch.enable_grad():
                 h = ad.hidden_last(batch.embeds, batch.attention_mask, batch.position_ids, li)
-                with torch.no_grad():
-                    logits = ad.full_logits(h.detach()).float()
-                ctx.targets = torch.where(ctx.targets < 0, predicted(logits, ctx.target_fn), ctx.targets)
+                ctx.fill_targets(h)  # the prediction, and ctx.probs
                 F = ctx.score(h)
                 grads = torch.autograd.grad(F.sum(), [cap.A[l] for l in layers])
             q, k, v, pe = cap.projections(layers)
@@ -309,7 +307,7 @@ class GradELLM(Method):
             total, per_layer = _score(ad, p, layers, q, k, v, pe, [G[rows, li] for G in grads], rows, li, valid, use_rope)
             scores = torch.where(batch.fixed | ~valid, torch.zeros_like(total), total)
         ctx.advance(B)
-        probs = ctx.probs = torch.softmax(logits, -1)
+        probs = ctx.probs
         info = {
             "F_input": F.detach().tolist(),
             "target_prob": [float(probs[b, ctx.targets[b]]) for b in range(B)],

@@ -256,3 +256,11 @@ def test_continuation_ids_default_and_given_text(tiny):
     assert continuation_ids(tiny, PROMPT, generated_text=[5, 6, 7]) == [5, 6, 7]
     with pytest.raises(ValueError, match="max_new_tokens=3 decodes a continuation, but generated_text gives one"):
         continuation_ids(tiny, PROMPT, 3, generated_text=[5, 6, 7])
+
+
+@pytest.mark.parametrize("method, kw", [("integrated_decision_gradients", {}), ("integrated_gradients", {"shared": False})])
+def test_steps_make_no_forward_for_p_target(tiny_gpt2, method, kw):
+    """A generation's step probabilities come from their own forward: the steps' batch made one
+    more no-grad forward over every step for p(target), which nothing read."""
+    res = tiny_gpt2.attribute_generation(PROMPT, generated_text=CONT, method=method, n_steps=4, **kw)
+    assert "predict" not in res.timing and len(res.info["step_probs"]) == res.scores.shape[0]
