@@ -157,7 +157,7 @@ fi
   [ -f "$LOG/tests_cuda.log" ] && echo "tests_cuda: $(grep -E '(passed|failed|error|deselected)' "$LOG/tests_cuda.log" | tail -n 1)"
   grep -h 'd2d copy' "$LOG/d2d_copy.log" 2>/dev/null || true
   grep -h '^product check' "$LOG/product.log" 2>/dev/null || true
-  grep -hE '^(model:|verify rc|.*MISMATCH)' "$LOG/verify.log" 2>/dev/null || true
+  grep -hE '^model:|MISMATCH' "$LOG/verify.log" 2>/dev/null || true
   grep -h '| NO |' "$LOG/product.log" 2>/dev/null || true
   if [ -f "$LOG/bench.log" ]; then
     grep -h '^# cuda' "$LOG/bench.log" || true

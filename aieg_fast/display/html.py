@@ -9,7 +9,7 @@ import math
 import secrets
 
 from ..core.validation import check_bool
-from .scale import caution, grid, make_scale, no_signal, row_flags, steps_caution, strip
+from .scale import caution, caution_flag_of_steps, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target, printable, target_probability
 
 __all__ = ["to_html"]
@@ -114,7 +114,7 @@ def _strip_html(attr, words: bool, values: bool) -> str:
 def _grid_html(attr, words: bool, values: bool) -> str:
     labels, row_labels, rows, visible = grid(attr, words)
     fixed_cols = [all(math.isnan(r[c]) for r in rows) for c in range(len(labels))]
-    scale = make_scale([v for r, vis in zip(rows, visible) for v, ok in zip(r, vis) if ok], steps_caution(attr))
+    scale = make_scale([v for r, vis in zip(rows, visible) for v, ok in zip(r, vis) if ok], caution_flag_of_steps(attr))
     head = "".join(f"<th{' class=aieg-fixed' if fx else ''}>{_esc(lab)}</th>" for lab, fx in zip(labels, fixed_cols))
     trs = [f'<tr class="aieg-head"><th></th>{head}</tr>']
     for t, (rl, r, vis) in enumerate(zip(row_labels, rows, visible)):

@@ -7,7 +7,7 @@ import warnings
 
 from ..core.validation import check_bool
 from .fonts import label_fonts
-from .scale import caution_steps, grid, make_scale, no_signal, row_flags, steps_caution, strip
+from .scale import caution_flag_of_steps, caution_steps, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target
 
 __all__ = ["plot", "to_dataframe"]
@@ -188,7 +188,7 @@ def _plot(attr, words: bool, ax, figsize, wrap):
         data = np.array([[v if ok else math.nan for v, ok in zip(r, vis)] for r, vis in zip(rows, visible)], dtype=float)
         future = np.array([[not ok for ok in vis] for vis in visible])
         flags = [{"kind": "caveat", "message": f"steps {', '.join(str(t + 1) for t in silent)} carry no signal (white)"}] if silent else []
-        flags += steps_caution(attr)  # a large IG completeness error: coloured, the row marked ⚠
+        flags += caution_flag_of_steps(attr)  # a large IG completeness error: coloured, the row marked ⚠
         warned = caution_steps(attr)
         row_labels = [f"⚠ {lab}" if t in warned else lab for t, lab in enumerate(row_labels)]
         size = figsize or (min(2 + 0.35 * len(labels), 40), min(1.5 + 0.3 * len(row_labels), 40))

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.diagnostics import FLAG_MEANINGS, NO_SIGNAL_KINDS
 
-__all__ = ["Scale", "make_scale", "strip", "grid", "row_flags", "no_signal", "caution", "caution_steps", "steps_caution"]
+__all__ = ["Scale", "make_scale", "strip", "grid", "row_flags", "no_signal", "caution", "caution_steps", "caution_flag_of_steps"]
 
 #: below this largest |score| a row is "near zero"
 ZERO_TOL = 1e-9
@@ -81,7 +81,7 @@ def caution_steps(attr) -> List[int]:
             if caution(row_flags(attr, t)) is not None and no_signal(row_flags(attr, t)) is None]
 
 
-def steps_caution(attr) -> List[Dict[str, Any]]:
+def caution_flag_of_steps(attr) -> List[Dict[str, Any]]:
     """The caution of a generation result as one ``completeness`` flag for :func:`make_scale`
     (its message names the steps marked ⚠, 1-based, and quotes the first step's flag); [] when
     no step has one."""

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.validation import check_bool, check_int
-from .scale import Scale, caution_steps, grid, make_scale, no_signal, row_flags, steps_caution, strip
+from .scale import Scale, caution_flag_of_steps, caution_steps, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target, printable, target_probability
 
 __all__ = ["Heatmap", "show", "printable"]
@@ -269,7 +269,7 @@ def _generation(attr, words: bool, top_k: int, paint, width: int):
         yield Text("; ".join(scales))
     warned = caution_steps(attr)
     if warned:  # a large IG completeness error: the steps keep their colours, marked ⚠
-        yield Text(f"caution: {printable(steps_caution(attr)[0]['message'])}")
+        yield Text(f"caution: {printable(caution_flag_of_steps(attr)[0]['message'])}")
     tok_w = max(1, min(12, width - 10))  # the step's token: 12 cells, fewer on a narrow line
     for t in range(T):
         head = f"{'⚠' if t in warned else ' '} {t + 1:>3} {_cut(row_labels[t], tok_w)} <- "
