@@ -268,7 +268,7 @@ def attribute_generation(
     encoded = [(prompt_ids + gen_ids[:t], prompt_fixed + gen_fixed[:t]) for t in range(T)]
     source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text, gen_offsets)
     settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=call.target_fn,
-                    backend=backend, words=_sequence_words(ex, m, opts, prompt_ids + gen_ids[:-1], source, prompt_fixed + gen_fixed[:-1]))
+                    backend=backend, words=_sequence_words(ex, m, opts, prompt_ids + gen_ids[:-1], source, prompt_fixed + gen_fixed[:-1], Lp))
     with progress_bar(progress, f"{method} ({T} steps)") as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
@@ -359,11 +359,16 @@ def _run(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, settin
     return out, used
 
 
-def _sequence_words(ex, m, opts, ids: List[int], source, fixed: List[bool]):
+def _sequence_words(ex, m, opts, ids: List[int], source, fixed: List[bool], n_prompt: int):
     """Tensor[len(ids)] long, the word of each token of prompt ⊕ y_<T (``fixed``: which are held
     fixed) as the result's word view groups them, for methods that mask words
-    (``m.needs_words``); else None."""
-    return ex.token_words(ids, source, fixed) if m.needs_words(opts) else None
+    (``m.needs_words``); else None. The view gives each generated token a column of its own, so
+    each is a word of its own (a continuation of the prompt's last word is not masked with it)."""
+    if not m.needs_words(opts):
+        return None
+    words = ex.token_words(ids, source, fixed)
+    words[n_prompt:] = torch.arange(len(ids) - n_prompt) + int(words.max()) + 1
+    return words
 
 
 def _masked_words(words, batch):

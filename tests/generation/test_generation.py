@@ -264,3 +264,14 @@ def test_steps_make_no_forward_for_p_target(tiny_gpt2, method, kw):
     more no-grad forward over every step for p(target), which nothing read."""
     res = tiny_gpt2.attribute_generation(PROMPT, generated_text=CONT, method=method, n_steps=4, **kw)
     assert "predict" not in res.timing and len(res.info["step_probs"]) == res.scores.shape[0]
+
+
+def test_word_occlusion_masks_each_generated_token_on_its_own(tiny_gpt2):
+    """The view gives each generated token a column of its own: with interpolate_generated a
+    continuation of the prompt's last word ("unflinch" + "ingly") was masked with that word, so
+    the view showed one score in several columns."""
+    res = tiny_gpt2.attribute_generation("the movie is bad and unflinch", generated_text="ingly bleak", method="occlusion",
+                                         granularity="word", interpolate_generated=True)
+    n, last = res.prompt_length, res.scores[-1]
+    assert float(last[n]) != pytest.approx(float(last[n - 1]), abs=1e-6)
+    assert float(last[n]) != pytest.approx(float(last[n + 1]), abs=1e-6)
