@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 
+from ..core.diagnostics import warn
 from ..core.validation import check_bool
 from .fonts import label_fonts
 from .scale import caution_flag_of_steps, caution_steps, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target
 
 __all__ = ["plot", "to_dataframe"]
+
+
+#: the sets of characters :func:`plot` has warned of (Python's "default" warning filter shows a
+#: warning again once any ``warnings.catch_warnings`` block has run, as the package's own do)
+_WARNED_MISSING: set = set()
 
 
 def _title(attr) -> str:
@@ -170,10 +175,10 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     import matplotlib
 
     families, missing = label_fonts(attr.token_labels() + [_title(attr)])
-    if missing:
-        warnings.warn(f"plot: no installed font draws {len(missing)} character(s) of the labels ({missing[:20]!r}); they show "
-                      "as boxes. Install a font that has them (e.g. Noto Sans CJK for Chinese, Japanese and Korean)",
-                      UserWarning, stacklevel=2)
+    if missing and missing not in _WARNED_MISSING:  # once per set of characters in a process, at the user's line
+        _WARNED_MISSING.add(missing)
+        warn(f"plot: no installed font draws {len(missing)} character(s) of the labels ({missing[:20]!r}); they show "
+             "as boxes. Install a font that has them (e.g. Noto Sans CJK for Chinese, Japanese and Korean)", UserWarning)
     with matplotlib.rc_context({"font.family": families} if families else {}):
         return _plot(attr, words, ax, figsize, wrap)
 
