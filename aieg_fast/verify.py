@@ -127,9 +127,10 @@ def verify(model=None, methods: Optional[str] = None, n_steps: int = 20, texts: 
 
     Returns:
         0 when every method agrees on every text within :data:`CPU_TOLERANCE` on a CPU, or
-        :data:`TOLERANCE` of the model's dtype on a GPU, of the largest reference score (:func:`within_tolerance`), 1 on a mismatch, 2 when the
-        extension is not available. A method that runs no kernel op is listed as ``n/a``, as is
-        one that needs attention layers on a model without them (Mamba).
+        :data:`TOLERANCE` of the model's dtype on a GPU, of the largest reference score
+        (:func:`within_tolerance`), 1 on a mismatch, 2 when the extension is not available. A
+        method that runs no kernel op is listed as ``n/a``, as is one that needs attention
+        layers on a model without them (Mamba).
 
     Raises:
         ValueError: an unknown method, ``n_steps`` not an int ≥ 2, an empty text or list of texts

@@ -131,12 +131,13 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     (more than :data:`WRAP_AFTER` cells) is wrapped into rows of ``wrap`` cells, read like
     text, each cell labelled inside and each row by the index of its first cell. A generation
     result is a matrix (rows = generated tokens, columns = context words or tokens; cells of the
-    future in a lighter grey than held-fixed ones, both in the legend); with more than :data:`MAX_COLUMN_LABELS` columns every n-th column is
-    labelled, with more than :data:`MAX_ROW_LABELS` rows every n-th row (the title says which).
-    Diverging ``RdBu_r`` centred at 0 for signed scores, ``Oranges`` for non-negative ones;
-    held-fixed cells grey, an attributed cell whose score is NaN grey and cross-hatched, with a
-    legend of the two below the figure (in ``ax`` when given); a score of ±inf at the end of the scale of its sign (as in the other
-    views); a colour bar gives the scale. A result flagged in
+    future in a lighter grey than held-fixed ones, both in the legend); with more than
+    :data:`MAX_COLUMN_LABELS` columns every n-th column is labelled, with more than
+    :data:`MAX_ROW_LABELS` rows every n-th row (the title says which). Diverging ``RdBu_r``
+    centred at 0 for signed scores, ``Oranges`` for non-negative ones; held-fixed cells grey,
+    an attributed cell whose score is NaN grey and cross-hatched (1-D results), with a legend of
+    the two below the figure (in ``ax`` when given); a score of ±inf at the end of the scale of
+    its sign (as in the other views); a colour bar gives the scale. A result flagged in
     ``attr.degenerate`` as carrying no signal is drawn without colour (generation steps so
     flagged are left blank), and the title says why; a large IG completeness error keeps the
     colours and the title adds a caution (generation steps so flagged marked ``⚠``).

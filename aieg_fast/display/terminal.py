@@ -301,10 +301,11 @@ def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k
     terminal, where none fits beside the token, they go on a second line), each line coloured
     on its own scale (its largest |score|; the HTML and plot views use one scale for all steps),
     then a ``mean over steps`` line: each entry's mean over the steps that see it (a token
-    generated late is averaged over the few steps after it), steps without signal left out. A result (or a
-    step) flagged in ``attr.degenerate`` as carrying no signal is printed without colour, with
-    the reason; a large IG completeness error keeps the colours and adds a caution (in the
-    scale line, or for a generation on a line of its own, the steps so flagged marked ``⚠``). On a 16-colour terminal the two signs keep distinct colours (:func:`cell_style`).
+    generated late is averaged over the few steps after it), steps without signal left out. A
+    result (or a step) flagged in ``attr.degenerate`` as carrying no signal is printed without
+    colour, with the reason; a large IG completeness error keeps the colours and adds a caution
+    (in the scale line, or for a generation on a line of its own, the steps so flagged marked
+    ``⚠``). On a 16-colour terminal the two signs keep distinct colours (:func:`cell_style`).
     Every text from the result (tokens, target, method, model, flag messages) is printed with
     its control characters written as escapes (:func:`~aieg_fast.display.words.printable`).
 

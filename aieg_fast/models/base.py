@@ -446,9 +446,10 @@ class DecoderAdapter:
         linear head only the target rows of the output projection are computed (then soft-capped
         when the model caps its logits, so F equals the model's own logit); a head that computes
         more than its weight rows (a LoRA adapter on it, a quantized layer, a hook on it:
-        :func:`is_hooked`) is called and its target logits read. Float16 / bfloat16 hidden states are projected in float32 by a plain
-        linear head (F then carries no rounding of its own beyond the hidden state's); another
-        head runs in its own dtype (:meth:`full_logits`).
+        :func:`is_hooked`) is called and its target logits read. Float16 / bfloat16 hidden
+        states are projected in float32 by a plain linear head (F then carries no rounding of
+        its own beyond the hidden state's); another head runs in its own dtype
+        (:meth:`full_logits`).
         """
         if hidden.dtype in (torch.float16, torch.bfloat16):
             hidden = hidden.float()
