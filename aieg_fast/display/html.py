@@ -9,7 +9,7 @@ import math
 import secrets
 
 from ..core.validation import check_bool
-from .scale import caution, caution_flag_of_steps, grid, make_scale, no_signal, row_flags, strip
+from .scale import caution, caution_flag_of_steps, fixed_columns, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target, printable, target_probability
 
 __all__ = ["to_html"]
@@ -113,7 +113,7 @@ def _strip_html(attr, words: bool, values: bool) -> str:
 
 def _grid_html(attr, words: bool, values: bool) -> str:
     labels, row_labels, rows, visible = grid(attr, words)
-    fixed_cols = [all(math.isnan(r[c]) for r in rows) for c in range(len(labels))]
+    fixed_cols = fixed_columns(attr, words)
     scale = make_scale([v for r, vis in zip(rows, visible) for v, ok in zip(r, vis) if ok], caution_flag_of_steps(attr))
     head = "".join(f"<th{' class=aieg-fixed' if fx else ''}>{_esc(lab)}</th>" for lab, fx in zip(labels, fixed_cols))
     trs = [f'<tr class="aieg-head"><th></th>{head}</tr>']
@@ -126,8 +126,10 @@ def _grid_html(attr, words: bool, values: bool) -> str:
                 cells.append(f'<td title="{tip}">{f"{v:+.2g}" if values else ""}</td>')
             elif not ok:
                 cells.append('<td class="aieg-future"></td>')
-            elif math.isnan(v):
+            elif math.isnan(v) and fixed_cols[c]:
                 cells.append(f'<td class="aieg-fixed" title="{_esc(labels[c])}: held fixed"></td>')
+            elif math.isnan(v):  # attributed, but its score is NaN
+                cells.append(f'<td title="{_esc(f"step {t + 1} {rl!r} ← {labels[c]!r}: NaN score")}"><sub class="aieg-v">nan</sub></td>')
             else:
                 tip = _esc(f"step {t + 1} {rl!r} ← {labels[c]!r}: {v:+.4g}" + (" (caution: IG completeness error)" if warn else ""))
                 cells.append(f'<td title="{tip}" style="{_style(scale, v)}">{f"{v:+.2g}" if values else ""}</td>')

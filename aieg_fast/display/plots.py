@@ -7,7 +7,7 @@ import numbers
 from ..core.diagnostics import warn
 from ..core.validation import check_bool
 from .fonts import label_fonts
-from .scale import caution_flag_of_steps, caution_steps, grid, make_scale, no_signal, row_flags, strip
+from .scale import caution_flag_of_steps, caution_steps, fixed_columns, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_target
 
 __all__ = ["plot", "to_dataframe"]
@@ -135,7 +135,7 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     :data:`MAX_COLUMN_LABELS` columns every n-th column is labelled, with more than
     :data:`MAX_ROW_LABELS` rows every n-th row (the title says which). Diverging ``RdBu_r``
     centred at 0 for signed scores, ``Oranges`` for non-negative ones; held-fixed cells grey,
-    an attributed cell whose score is NaN grey and cross-hatched (1-D results), with a legend of
+    an attributed cell whose score is NaN grey and cross-hatched, with a legend of
     the two below the figure (in ``ax`` when given); a score of ±inf at the end of the scale of
     its sign (as in the other views); a colour bar gives the scale. A result flagged in
     ``attr.degenerate`` as carrying no signal is drawn without colour (generation steps so
@@ -197,6 +197,9 @@ def _plot(attr, words: bool, ax, figsize, wrap):
         flags += caution_flag_of_steps(attr)  # a large IG completeness error: coloured, the row marked ⚠
         warned = caution_steps(attr)
         row_labels = [f"⚠ {lab}" if t in warned else lab for t, lab in enumerate(row_labels)]
+        fixed = [fx and any(vis[c] for vis in visible) for c, fx in enumerate(fixed_columns(attr, words))]  # drawn held fixed
+        nan = [(t, c) for t, (r, vis) in enumerate(zip(rows, visible)) for c, (v, ok) in enumerate(zip(r, vis))
+               if ok and math.isnan(v) and not fixed[c]]  # attributed, NaN score
         size = figsize or (min(2 + 0.35 * len(labels), 40), min(1.5 + 0.3 * len(row_labels), 40))
     else:
         labels, vals, fixed = strip(attr, words)
@@ -217,7 +220,7 @@ def _plot(attr, words: bool, ax, figsize, wrap):
     fig, ax = _figure(ax, size)
     im = ax.imshow(_drawn(data, scale, vmin, vmax), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     if future is None:
-        _mark_nan(ax, [(0, k) for k in nan])
+        _mark_nan(ax, [(0, k) for k in nan])  # the strip's row 0
         _key(fig, ax, own, any(fixed), bool(nan))
         ax.set_xlabel("words" if words else "tokens")
     else:  # the future in a lighter grey than "held fixed"
@@ -225,7 +228,8 @@ def _plot(attr, words: bool, ax, figsize, wrap):
 
         ax.imshow(np.ma.masked_where(~future, np.zeros_like(data)), cmap=ListedColormap([FUTURE]), aspect="auto",
                   interpolation="nearest")
-        _key(fig, ax, own, bool(np.isnan(data[~future]).any()), False, bool(future.any()))
+        _mark_nan(ax, nan)
+        _key(fig, ax, own, any(fixed), bool(nan), bool(future.any()))
         ax.set_xlabel(f"context {'words' if words else 'tokens'} (prompt, then the generated tokens)")
         ax.set_ylabel("generated token")
     every = math.ceil(len(labels) / MAX_COLUMN_LABELS)  # 1 unless the columns are too many to label each

@@ -8,7 +8,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.diagnostics import FLAG_MEANINGS, NO_SIGNAL_KINDS
 
-__all__ = ["Scale", "make_scale", "strip", "grid", "row_flags", "no_signal", "caution", "caution_steps", "caution_flag_of_steps"]
+__all__ = ["Scale", "make_scale", "strip", "grid", "row_flags", "no_signal", "caution", "caution_steps", "caution_flag_of_steps",
+           "fixed_columns"]
 
 #: below this largest |score| a row is "near zero"
 ZERO_TOL = 1e-9
@@ -129,6 +130,13 @@ def strip(attr, words: bool = True):
         vals = [float(s) if a else float("nan") for s, a in zip(attr.scores.tolist(), attr.attributable)]
     fixed = [not any(attr.attributable[i] for i in g) for g in groups]
     return labels, vals, fixed
+
+
+def fixed_columns(attr, words: bool = True) -> List[bool]:
+    """Whether each column of :func:`grid` is held fixed (no token of it attributed): a NaN there
+    is "held fixed", elsewhere a NaN score."""
+    groups = attr.word_groups() if words else [[i] for i in range(len(attr.tokens))]
+    return [not any(attr.attributable[i] for i in g) for g in groups]
 
 
 def grid(attr, words: bool = True):

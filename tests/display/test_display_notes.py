@@ -146,3 +146,23 @@ def test_plots_name_their_axes_and_greys():
     res.plot(ax=own)  # into axes of one's own: the legend in the axes
     assert [t.get_text() for t in own.get_legend().get_texts()] == key
     plt.close("all")
+
+
+def test_a_nan_score_in_a_generation_grid_is_not_held_fixed():
+    """An attributed cell whose score is NaN in a generation was drawn and titled "held fixed" in
+    the HTML grid and the plot; it is marked nan (HTML) and cross-hatched with its legend entry."""
+    import matplotlib.pyplot as plt
+
+    res = _gen(flagged=())
+    res.attributable[0] = False
+    res.scores[:, 0] = math.nan  # "the": held fixed
+    res.scores[2, 1] = math.nan  # "movie" at step 3: attributed, NaN score
+    html = res.to_html(words=False)
+    assert html.count('title="the: held fixed"') == 3 and "movie" in html and "NaN score" in html
+    assert "'movie': NaN score" in html.replace("&#x27;", "'")
+    fig = res.plot(words=False)
+    hatched = [p for p in fig.axes[0].patches if p.get_hatch()]
+    assert len(hatched) == 1 and (hatched[0].get_x(), hatched[0].get_y()) == (0.5, 1.5)
+    key = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert key == ["held fixed (not attributed)", "not yet generated at that step", "NaN score (attributed)"]
+    plt.close("all")
