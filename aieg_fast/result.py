@@ -131,7 +131,8 @@ class Attribution:
         of its own, so no row shows the token it explains inside a context word. A word never
         spans a held-fixed token and an attributed one: template text or a special token typed
         against a word is a word of its own (bracketed in the views); an unknown-character token
-        (UNK, not attributed) stays in the word of its characters.
+        (UNK, not attributed) joins the word before it in its run of text
+        (:func:`~aieg_fast.display.words.word_groups_of`).
         """
         n = self.prompt_length
         offsets = self.offsets[:n] if self.word_rule == "offsets" else None

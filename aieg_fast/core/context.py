@@ -361,8 +361,9 @@ def run_method(method, ctx, opts, sequence: bool = False, probs: bool = True):
     control) leaves the prediction to this function: the missing targets are filled after it
     runs, so its results name the token they explain; so is ``ctx.probs`` (p(target)) where
     the method's forwards did not give it (:meth:`Context.ensure_probs`), unless ``probs`` is
-    False (a generation's steps, whose probabilities come from their own forward). Held-fixed positions get 0 here, as the
-    method contract says, also where the method's arithmetic gave NaN there (a non-finite F).
+    False (a generation's steps, whose probabilities come from their own forward). Held-fixed
+    positions get 0 here, as the method contract says, also where the method's arithmetic gave
+    NaN there (a non-finite F).
 
     Returns:
         (the method's output, {op: backend that ran})

@@ -237,8 +237,9 @@ def word_groups_of(text: str, offsets, raw_tokens: Sequence[str], special: Seque
     (:func:`marker_groups`) on ``raw_tokens``. With ``fixed`` (held-fixed flags) a word never
     spans a held-fixed token and an attributed one (template text or a special token typed
     against a word is a word of its own); an unknown-character token (UNK: a special token
-    whose span's text is not its own, held fixed wherever it is) sits on either side, in the
-    word of its characters."""
+    whose span's text is not its own, held fixed wherever it is) sits on either side: it joins
+    the word before it in its run of text (so a template's UNK stays in the template's word, but
+    a text's first character typed right after template text, when UNK, joins the template's)."""
     if fixed and offsets:
         fixed = [None if sp and o is not None and text[o[0]:o[1]] != raw else f
                  for f, sp, o, raw in zip(fixed, special, offsets, raw_tokens)]
@@ -297,17 +298,19 @@ def token_display_texts(text: str, offsets: Sequence[Optional[Sequence[int]]], f
     normalizer puts before it, below); a token whose characters were already given to an
     earlier token (bytes of one character) gets ``""``; tokens without offsets keep
     ``fallback[i]``. A token whose raw form (``raw[i]``) is ``▁`` markers only, and whose span
-    is not that ``▁`` typed in the text, is that many spaces: those its span holds, or, where it
-    holds no whitespace, the space a Metaspace or Prepend normalizer puts before the text (its
-    offsets are the first character's), which leaves the characters to the tokens that carry
-    them; a second ``▁`` on one space (a generated continuation) is a space too, not ``""``."""
+    is not that ``▁`` typed in the text (or is, but the next token starts there too), is that
+    many spaces: those its span holds, or, where it holds no whitespace, the space a Metaspace
+    or Prepend normalizer puts before the text (its offsets are the first character's), which
+    leaves the characters to the tokens that carry them; a second ``▁`` on one space (a
+    generated continuation) is a space too, not ``""``."""
     out, covered = [], 0
     for i, off in enumerate(offsets):
         if off is None:
             out.append(fallback[i])
             continue
         s, e = int(off[0]), int(off[1])
-        if raw is not None and raw[i] and not raw[i].strip("▁") and text[s:e] != raw[i]:  # spaces, not a typed ▁
+        here = i + 1 < len(offsets) and offsets[i + 1] is not None and int(offsets[i + 1][0]) == s  # a later token carries it
+        if raw is not None and raw[i] and not raw[i].strip("▁") and (text[s:e] != raw[i] or here):  # spaces, not a typed ▁
             out.append(" " * len(raw[i]))
             covered = max(covered, e) if text[s:e].isspace() else covered
             continue

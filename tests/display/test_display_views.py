@@ -452,7 +452,7 @@ def test_html_lays_out_right_to_left_text_from_the_right(gen):
     assert "prompt: <b><bdi>" in gen.to_html() and "generated: <b><bdi>" in gen.to_html()
 
 
-def test_plot_labels_fall_back_to_a_font_that_draws_them(tmp_path):
+def test_plot_labels_fall_back_to_a_font_that_draws_them(tmp_path, monkeypatch):
     """A character the default font lacks is drawn with an installed fallback font (here
     STIXGeneral, shipped with matplotlib, for a Fraktur letter); one that no installed font draws
     is named once. Before, every label used the default font alone (boxes for CJK)."""
@@ -478,6 +478,9 @@ def test_plot_labels_fall_back_to_a_font_that_draws_them(tmp_path):
     fig.savefig(tmp_path / "f.png")
     if label_fonts(["\u732b"])[1] != "\u732b":
         pytest.skip("a CJK font is installed here")
+    from aieg_fast.display import plots
+
+    monkeypatch.setattr(plots, "_WARNED_MISSING", set())  # whatever plots ran before in this process
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         for _ in range(3):  # named once, at this line (it came at every plot, from result.py)

@@ -261,3 +261,5 @@ def test_a_typed_lower_one_eighth_block_is_shown_as_itself():
     normalizer puts before the text."""
     res = _result(prepend_tokenizer(), "a ▁ b")
     assert res.token_labels() == ["a ", "▁", "␣", "b"]
+    first = _result(prepend_tokenizer(), "▁x")  # the normalizer's space and the typed ▁ share the first offsets
+    assert first.token_labels() == ["␣", "▁", "x"]
