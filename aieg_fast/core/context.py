@@ -247,12 +247,13 @@ class Context:
                 self.fill_targets(self.hidden(self.all_rows(), self.batch.embeds))
 
     def reference_forward(self, attn_layers: Optional[Sequence[int]] = None, full: bool = False, baseline: bool = True):
-        """One no-grad forward on the inputs (and the baselines when ``baseline``): prediction
-        (fills missing targets), F(x), F(x′) and the attention of ``attn_layers`` at α = 1.
+        """One no-grad forward on the inputs (and the baselines when ``baseline``): the prediction
+        and ``probs`` (:meth:`fill_targets`), F(x), F(x′) and the attention of ``attn_layers`` at α = 1.
 
         Returns:
-            dict with ``F_input`` Tensor[B], ``F_baseline`` Tensor[B] or None, ``pred``
-            Tensor[B], ``probs`` Tensor[B, V], ``attn`` (layer → captured rows / matrices) or None.
+            dict with ``F_input`` Tensor[B], ``F_baseline`` Tensor[B] or None, ``probs``
+            Tensor[B, V] (None for multi-token targets), ``attn`` (layer → captured rows /
+            matrices) or None.
         """
         with self.timed("reference_forward"):
             b = self.batch
@@ -267,20 +268,12 @@ class Context:
                 with torch.no_grad():
                     X = torch.cat([b.embeds, b.baseline], 0) if baseline else b.embeds
                     h = self.hidden(r2, X)
-                    if self.step_ids is not None:  # the targets are given; p(y_1…y_T) = exp(F)
-                        logits = None
-                        pred = self.targets
-                    else:
-                        logits = self.adapter.full_logits(h[:B]).float()
-                        pred = predicted(logits, self.target_fn)
-                    self.targets = torch.where(self.targets < 0, pred, self.targets)
+                    self.fill_targets(h[:B])
                     F = self.score(h, r2)
                 attn = None
                 if cap is not None:
                     attn = {l: (v[:B] if v is not None else None) for l, v in cap.pop().items()}
-            probs = None if logits is None else torch.softmax(logits, -1)
-            self.probs = probs
-        return {"F_input": F[:B], "F_baseline": F[B:] if baseline else None, "pred": pred, "probs": probs, "attn": attn}
+        return {"F_input": F[:B], "F_baseline": F[B:] if baseline else None, "probs": self.probs, "attn": attn}
 
     def gradient_at_input(self):
         """∂F/∂E at the input from one forward and one backward; missing targets are filled from
