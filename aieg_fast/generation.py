@@ -69,7 +69,8 @@ def _pad_token_id(ex) -> int:
 
 def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
     """Greedy continuation with ``model.generate``; stops early at EOS (the EOS token is kept).
-    RuntimeError when it returns no new token."""
+    RuntimeError when it returns no new token, or when generate fails on a model whose
+    ``config.return_dict`` is False (its own forward breaks then)."""
     from transformers import GenerationConfig
 
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=ex.device)
@@ -81,7 +82,15 @@ def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
     # a fresh config, so sampling settings stored with the model (temperature, top_p) do not apply
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=pad, eos_token_id=eos)
     with model_prepared(ex.model), torch.no_grad():
-        out = ex.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+        try:
+            out = ex.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+        except AttributeError as e:
+            if getattr(ex.model.config, "return_dict", True) is False:
+                raise RuntimeError(
+                    f"model.generate failed with model.config.return_dict=False ({e}): in this transformers "
+                    "version the model's own forward then breaks; set model.config.return_dict = True, or pass "
+                    "the continuation as generated_text= (teacher forcing needs no generate)") from e
+            raise
     new = [int(i) for i in out[0, len(prompt_ids) :].tolist()]
     if not new:
         raise RuntimeError("model.generate returned no new token")
@@ -150,7 +159,8 @@ def continuation_ids(ex, prompt: str, max_new_tokens: Optional[int] = None,
         ValueError: a classification head, an empty prompt or ``generated_text``,
             ``max_new_tokens`` < 1 or given with ``generated_text``, ids outside the vocabulary,
             or more tokens than the model's positions. TypeError: ``generated_text`` of another type.
-        RuntimeError: ``model.generate`` returned no new token.
+        RuntimeError: ``model.generate`` returned no new token, or failed on a model whose
+            ``config.return_dict`` is False.
     """
     if ex.adapter.kind != "causal_lm":
         raise ValueError("continuation_ids needs a causal language model, not a classification head")
@@ -243,6 +253,9 @@ def attribute_generation(
             method or option, n_steps < 2 or too large for memory, ``internal_batch_size`` not a
             positive int, a bad ``max_memory``.
             Checked before the model is touched; the model is left as it was.
+        RuntimeError: greedy decoding (no ``generated_text``) on a model whose
+            ``config.return_dict`` is False, which breaks the model's own forward in transformers
+            5 (LLaMA, GPT-2 and others); the message says to set it True or pass ``generated_text``.
     """
     ex, t0 = self, time.perf_counter()
     # ---- validation first: nothing below touches the model until everything is checked

@@ -275,3 +275,19 @@ def test_word_occlusion_masks_each_generated_token_on_its_own(tiny_gpt2):
     n, last = res.prompt_length, res.scores[-1]
     assert float(last[n]) != pytest.approx(float(last[n - 1]), abs=1e-6)
     assert float(last[n]) != pytest.approx(float(last[n + 1]), abs=1e-6)
+
+
+def test_greedy_under_return_dict_false_says_what_to_do(tiny_llama):
+    # transformers 5's own forward of LLaMA breaks when config.return_dict is False; the
+    # greedy continuation names the setting and the two ways out, and the model is left as it was
+    ex = tiny_llama
+    ex.model.config.return_dict = False
+    try:
+        before = _model_state(ex)
+        with pytest.raises(RuntimeError, match=r"config\.return_dict=False.*generated_text="):
+            ex.attribute_generation(PROMPT, max_new_tokens=2, method="saliency")
+        assert _model_state(ex) == before
+        res = ex.attribute_generation(PROMPT, generated_text=CONT, method="saliency")
+        assert res.scores.shape[0] == len(_cont_ids(ex))
+    finally:
+        ex.model.config.return_dict = True
