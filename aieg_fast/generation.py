@@ -68,8 +68,9 @@ def _pad_token_id(ex) -> int:
 
 
 def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
-    """Greedy continuation with ``model.generate``; stops early at EOS (the EOS token is kept).
-    RuntimeError when it returns no new token, or when generate fails on a model whose
+    """Greedy continuation with ``model.generate``: the argmax of the model's logits at each step,
+    whatever generation settings are stored with the model; stops early at EOS (the EOS token is
+    kept). RuntimeError when it returns no new token, or when generate fails on a model whose
     ``config.return_dict`` is False (its own forward breaks then)."""
     from transformers import GenerationConfig
 
@@ -79,9 +80,13 @@ def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
     eos = getattr(ex.model.generation_config, "eos_token_id", None)
     if eos is None:
         eos = getattr(ex.tokenizer, "eos_token_id", None)
-    # a fresh config, so sampling settings stored with the model (temperature, top_p) do not apply
     cfg = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=pad, eos_token_id=eos)
+    # generate fills each setting left unset in cfg from model.generation_config, so a stored
+    # repetition_penalty, suppress_tokens or return_dict_in_generate would apply: an empty one stands
+    # in for the call (under model_prepared's lock, as its attention switch) and is given back after
     with model_prepared(ex.model), torch.no_grad():
+        stored = ex.model.generation_config
+        ex.model.generation_config = GenerationConfig()
         try:
             out = ex.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
         except AttributeError as e:
@@ -91,6 +96,8 @@ def _greedy(ex, prompt_ids: List[int], max_new_tokens: int) -> List[int]:
                     "version the model's own forward then breaks; set model.config.return_dict = True, or pass "
                     "the continuation as generated_text= (teacher forcing needs no generate)") from e
             raise
+        finally:
+            ex.model.generation_config = stored
     new = [int(i) for i in out[0, len(prompt_ids) :].tolist()]
     if not new:
         raise RuntimeError("model.generate returned no new token")

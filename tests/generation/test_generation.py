@@ -291,3 +291,25 @@ def test_greedy_under_return_dict_false_says_what_to_do(tiny_llama):
         assert res.scores.shape[0] == len(_cont_ids(ex))
     finally:
         ex.model.config.return_dict = True
+
+
+@pytest.mark.parametrize("stored", [dict(repetition_penalty=1.3), dict(no_repeat_ngram_size=1), dict(suppress_tokens="the first greedy token"),
+                                    dict(return_dict_in_generate=True, output_scores=True), dict(num_return_sequences=2)])
+def test_greedy_ignores_generation_settings_stored_with_the_model(tiny_llama, stored):
+    # the continuation explained is the argmax at every step, whatever model.generation_config
+    # holds; that config is given back as it was
+    ex = tiny_llama
+    prompt = "the movie is good and the actors"  # its greedy continuation repeats a token
+    p_ids, _ = ex.encode(prompt)
+    expected = _greedy_by_hand(ex, p_ids, 6)
+    cfg = ex.model.generation_config
+    old = {k: getattr(cfg, k, None) for k in stored}
+    stored = {k: expected[:1] if v == "the first greedy token" else v for k, v in stored.items()}
+    for k, v in stored.items():
+        setattr(cfg, k, v)
+    try:
+        assert aieg_fast.generation.continuation_ids(ex, prompt, 6) == expected
+        assert ex.model.generation_config is cfg and all(getattr(cfg, k) == v for k, v in stored.items())
+    finally:
+        for k, v in old.items():
+            setattr(cfg, k, v)
