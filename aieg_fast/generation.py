@@ -151,7 +151,8 @@ def continuation_ids(ex, prompt: str, max_new_tokens: Optional[int] = None,
 
     Greedy decoding of ``max_new_tokens`` tokens (default 8) after the encoded prompt (stopping
     early at EOS, which is kept), or the ids of ``generated_text`` (a string tokenised as it
-    would follow the prompt, or a list of ids taken as given; not with ``max_new_tokens``). Passing
+    would follow the prompt, or a list of ids taken as given), its first ``max_new_tokens`` when
+    given (the model's positions must hold those, not the whole text). Passing
     the result as ``generated_text=`` to several ``attribute_generation`` calls makes every
     method explain the same tokens without decoding again.
 
@@ -164,16 +165,20 @@ def continuation_ids(ex, prompt: str, max_new_tokens: Optional[int] = None,
 
     Raises:
         ValueError: a classification head, an empty prompt or ``generated_text``,
-            ``max_new_tokens`` < 1 or given with ``generated_text``, ids outside the vocabulary,
-            or more tokens than the model's positions. TypeError: ``generated_text`` of another type.
+            ``max_new_tokens`` < 1, ids outside the vocabulary, or more tokens than the model's
+            positions. TypeError: ``generated_text`` of another type.
         RuntimeError: ``model.generate`` returned no new token, or failed on a model whose
             ``config.return_dict`` is False.
     """
     if ex.adapter.kind != "causal_lm":
         raise ValueError("continuation_ids needs a causal language model, not a classification head")
+    cut = None
+    if max_new_tokens is not None and generated_text is not None:  # the first max_new_tokens of the text
+        check_int("max_new_tokens", max_new_tokens, 1)
+        cut, max_new_tokens = max_new_tokens, None
     max_new_tokens = _new_tokens(max_new_tokens, generated_text)
     prompt_ids, _, full_prompt, _ = _encode_prompt(ex, prompt, template)
-    gen_ids = _given_ids(ex, generated_text, full_prompt)[0] if generated_text is not None else None
+    gen_ids = _given_ids(ex, generated_text, full_prompt)[0][:cut] if generated_text is not None else None
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
     return _greedy(ex, prompt_ids, max_new_tokens) if gen_ids is None else gen_ids
 
@@ -321,8 +326,8 @@ def _new_tokens(max_new_tokens, generated_text) -> int:
         return DEFAULT_MAX_NEW_TOKENS
     if generated_text is not None:
         raise ValueError(f"max_new_tokens={max_new_tokens!r} decodes a continuation, but generated_text gives one; "
-                         "give one of them (to explain part of a given text, cut it first: "
-                         "continuation_ids(ex, prompt, generated_text=text)[:n])")
+                         "give one of them (to explain the first n tokens of a given text, pass "
+                         "continuation_ids(ex, prompt, n, generated_text=text) as generated_text)")
     check_int("max_new_tokens", max_new_tokens, 1)
     return max_new_tokens
 

@@ -290,9 +290,8 @@ def evaluate_generation_example(ex: "Explainer", s: GenerationSettings, row: dic
     eid, prompt = row["id"], row["prompt"]
     if done is None:
         forced = row["reference"] if s.teacher_forced else None
-        gen_ids = continuation_ids(ex, prompt, None if forced is not None else s.n_new_tokens or 1, generated_text=forced,
-                                   template=s.template)
-        gen_ids = gen_ids[: s.n_new_tokens] if s.n_new_tokens else gen_ids
+        gen_ids = continuation_ids(ex, prompt, s.n_new_tokens or (None if forced is not None else 1), generated_text=forced,
+                                   template=s.template)  # a reference: its first n_new_tokens (only those need to fit)
     else:
         gen_ids = [int(i) for i in done["generated_ids"]]
     views = step_views(ex, prompt, gen_ids, s.template, s.interpolate_generated)

@@ -112,14 +112,17 @@ def test_evaluate_generation_records_resume_and_summary(tiny_gpt2, tmp_path, mon
 
 
 def test_teacher_forced_prompt_only_and_refused_input(tiny_gpt2, tmp_path):
-    """Teacher forcing explains the reference's first n tokens; --prompt-only perturbs the prompt
-    at every step; a prompt too long for the model is recorded as skipped and the run goes on."""
+    """Teacher forcing explains the reference's first n tokens (only those must fit the model);
+    --prompt-only perturbs the prompt at every step; a prompt too long for the model is recorded
+    as skipped and the run goes on."""
     ex = tiny_gpt2
     long = {"id": "long", "prompt": " ".join(["good"] * 80), "reference": " yes"}
-    res = G.evaluate_generation(ex, PROMPTS + [long], methods="saliency", out_dir=tmp_path, teacher_forced=True,
+    long_ref = {"id": "long_ref", "prompt": "the movie is", "reference": " good" * 80}
+    res = G.evaluate_generation(ex, PROMPTS + [long, long_ref], methods="saliency", out_dir=tmp_path, teacher_forced=True,
                                 interpolate_generated=False, **dict(FAST, n_new_tokens=2))
     recs = read_records(tmp_path / "records.jsonl")
     assert res["failed"] == 1 and res["failures"][0]["id"] == "long" and "positions" in recs["long"]["skipped"]
+    assert recs["long_ref"]["generated_ids"] == ex.target_ids(long_ref["reference"], context=long_ref["prompt"])[:2]
     assert "- long: " in res["summary_md"]
     for row in PROMPTS:
         r = recs[row["id"]]

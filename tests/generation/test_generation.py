@@ -246,16 +246,25 @@ def test_shared_grad_ellm_two_layers(tiny_llama, preset):
 
 def test_continuation_ids_default_and_given_text(tiny):
     """continuation_ids decodes 8 tokens by default (unless EOS comes first), takes a given
-    continuation as it is, and refuses max_new_tokens with a given continuation (it would be
-    ignored), as attribute_generation does."""
+    continuation as it is, or its first max_new_tokens tokens, which alone must fit the model's
+    positions (attribute_generation refuses the two together)."""
     from aieg_fast.generation import DEFAULT_MAX_NEW_TOKENS, continuation_ids
 
     ids = continuation_ids(tiny, PROMPT)
     assert len(ids) == DEFAULT_MAX_NEW_TOKENS or ids[-1] == tiny.tokenizer.eos_token_id
     assert continuation_ids(tiny, PROMPT, 3) == ids[:3]
     assert continuation_ids(tiny, PROMPT, generated_text=[5, 6, 7]) == [5, 6, 7]
-    with pytest.raises(ValueError, match="max_new_tokens=3 decodes a continuation, but generated_text gives one"):
-        continuation_ids(tiny, PROMPT, 3, generated_text=[5, 6, 7])
+    assert continuation_ids(tiny, PROMPT, 2, generated_text=[5, 6, 7]) == [5, 6]
+    limit = tiny.adapter.max_positions
+    too_long = [5] * limit
+    with pytest.raises(ValueError, match=r"plus generated_text \(\d+ tokens\) exceed"):
+        continuation_ids(tiny, PROMPT, generated_text=too_long)
+    assert continuation_ids(tiny, PROMPT, 4, generated_text=too_long) == [5] * 4
+    with pytest.raises(ValueError, match="max_new_tokens must be a positive int, got 0"):
+        continuation_ids(tiny, PROMPT, 0, generated_text=[5, 6, 7])
+    with pytest.raises(ValueError, match=r"max_new_tokens=3 decodes a continuation, but generated_text gives one.*"
+                                         r"continuation_ids\(ex, prompt, n, generated_text=text\)"):
+        tiny.attribute_generation(PROMPT, max_new_tokens=3, generated_text=[5, 6, 7])
 
 
 @pytest.mark.parametrize("method, kw", [("integrated_decision_gradients", {}), ("integrated_gradients", {"shared": False})])
