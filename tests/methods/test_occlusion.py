@@ -160,6 +160,9 @@ def test_bad_options_are_refused_before_any_work(tiny_llama):
         ex.attribute(TEXT, method="occlusion", measure="kl", target=" good and", target_fn="logprob")
     with pytest.raises(ValueError, match="measure='kl' compares the whole next-token distributions, so it has no contrast"):
         ex.attribute(TEXT, method="occlusion", measure="kl", target=5, contrast_target=6)  # before: the contrast ignored, recorded
+    for shared in (True, False):  # a generation's steps too, on the shared path as on each step's own
+        with pytest.raises(ValueError, match="measure='kl' compares the whole next-token distributions, so it has no contrast"):
+            ex.attribute_generation(TEXT, max_new_tokens=2, method="occlusion", measure="kl", contrast_target=6, shared=shared)
     assert model_state(ex) == before
 
 
