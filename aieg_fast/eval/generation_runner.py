@@ -48,7 +48,8 @@ Record of an example (the lines of one id merged, :mod:`aieg_fast.eval.records`)
 ``degenerate`` (every step is), ``methods`` ({spec: the metrics averaged over the steps, and
 ``steps``: each step's metrics, ``n_degenerate_steps``, ``scores`` [T][L_p + T] with null where
 not attributed, ``signal_flags``, ``time_attribution_s``, ``time_metrics_s``}) and
-``controls`` ({"uniform": the same for the uniform π-Soft control}).
+``controls`` ({"uniform": the same for the uniform π-Soft control}), and ``notes`` (the cautions
+about the continuation, also said on stderr) when there are any.
 """
 from __future__ import annotations
 
@@ -266,6 +267,31 @@ def _method_entry(ex: "Explainer", s: GenerationSettings, eid: str, prompt: str,
     return entry
 
 
+def _continuation(ex: "Explainer", s: GenerationSettings, eid, prompt, forced: Optional[str]) -> Tuple[List[int], List[str]]:
+    """The ids one prompt explains (:func:`~aieg_fast.generation.continuation_ids`: greedy, or
+    the first ``s.n_new_tokens`` of the reference ``forced``; only those must fit the model) and
+    the cautions about a reference, each also said on stderr: the tokeniser merging it with the
+    prompt or reading special tokens in it, and a reference that starts a word right after the
+    prompt's last character (WikiBio's "Biography:" + "leonard ...": read as one glued word)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AttributionWarning)
+        ids = continuation_ids(ex, prompt, s.n_new_tokens or (None if forced is not None else 1), generated_text=forced,
+                               template=s.template)
+    notes = []
+    for w in caught:
+        if issubclass(w.category, AttributionWarning):
+            notes.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    end = (s.template or "{text}").rsplit("{text}", 1)[1] or prompt
+    if forced and end and not end[-1].isspace() and forced[0].isalnum():
+        notes.append(f"the reference follows the prompt with no space ({end[-12:]!r} + {forced[:12]!r}), so the first word "
+                     "is read glued to the prompt; start the references with a space where they begin a new word")
+    for note in notes:
+        print(f"note: {eid}: {note}", file=sys.stderr)
+    return ids, notes
+
+
 def evaluate_generation_example(ex: "Explainer", s: GenerationSettings, row: dict, methods: Sequence[str],
                                 done: Optional[dict] = None, need_controls: bool = True) -> Iterator[dict]:
     """The record lines of one prompt, each computed when the iterator reaches it.
@@ -288,10 +314,9 @@ def evaluate_generation_example(ex: "Explainer", s: GenerationSettings, row: dic
             its options (naming the method and the example).
     """
     eid, prompt = row["id"], row["prompt"]
+    notes: List[str] = []
     if done is None:
-        forced = row["reference"] if s.teacher_forced else None
-        gen_ids = continuation_ids(ex, prompt, s.n_new_tokens or (None if forced is not None else 1), generated_text=forced,
-                                   template=s.template)  # a reference: its first n_new_tokens (only those need to fit)
+        gen_ids, notes = _continuation(ex, s, eid, prompt, row["reference"] if s.teacher_forced else None)
     else:
         gen_ids = [int(i) for i in done["generated_ids"]]
     views = step_views(ex, prompt, gen_ids, s.template, s.interpolate_generated)
@@ -305,6 +330,8 @@ def evaluate_generation_example(ex: "Explainer", s: GenerationSettings, row: dic
                              "degenerate": c.degenerate, "n_attributable": int(sum(v.attributable)), "tie_seed": c.tie_seed}
                             for t, (v, c) in enumerate(zip(views, ctxs))],
                      degenerate=all(c.degenerate for c in ctxs), methods={}, controls={})
+        if notes:
+            first["notes"] = notes
 
     def lines():
         if first is not None:

@@ -257,3 +257,20 @@ def test_a_list_of_dicts_is_read_with_the_fields_given():
     rows = [{"prompt": "ignored", "question": "why is the sky blue", "answer": "light", "key": "k1"}]
     name, got = G.load_prompts(rows, text_field="question", target_field="answer", id_field="key")
     assert [(r["id"], r["prompt"], r["reference"]) for r in got] == [("k1", "why is the sky blue", "light")]
+
+
+def test_teacher_forced_reference_cautions_are_said_and_recorded(tiny_gpt2, tmp_path, capsys):
+    """The cautions about a teacher-forced reference reach the user and the record: the tokeniser
+    merging it with the prompt's trailing space, and a reference glued to the prompt's last word;
+    a reference that starts with a space has none."""
+    ex = tiny_gpt2
+    rows = [{"id": "merged", "prompt": "the movie is ", "reference": "good and the actors are great"},
+            {"id": "glued", "prompt": "Biography:", "reference": "leonard is a player"},
+            {"id": "clean", "prompt": "the movie is", "reference": " good and the actors are great"}]
+    G.evaluate_generation(ex, rows, methods="saliency", out_dir=tmp_path, teacher_forced=True, metrics="hard",
+                          **dict(FAST, n_new_tokens=2))
+    err = capsys.readouterr().err
+    recs = read_records(tmp_path / "records.jsonl")
+    assert any("merge" in n for n in recs["merged"]["notes"]) and "note: merged: " in err
+    assert any("no space ('Biography:' + 'leonard is a')" in n for n in recs["glued"]["notes"]) and "note: glued: " in err
+    assert "notes" not in recs["clean"] and "note: clean" not in err
