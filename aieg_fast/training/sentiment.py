@@ -40,11 +40,8 @@ time) go in ``out_dir``; ``load_model("smollm2-sst2")`` merges the copy shipped 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import os
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -58,12 +55,13 @@ from ..core.batch import right_pad
 from ..core.inputs import fill_template
 from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
 from ..models import SST2_NAME, cache_dir, load_hf_model
-from ..runs import setting_differences, writable_folder
+from ..runs import writable_folder
 from ..runs.records import write_json
 from ..core.validation import check_number, check_positive_int
+from .folder import elapsed_seconds, recorded_state, resume, save_checkpoint
 from .schedule import warmup_cosine
 
-__all__ = ["LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "accumulate_grads", "last_logits", "train_sentiment",
+__all__ = ["FREE_SETTINGS", "LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "accumulate_grads", "last_logits", "train_sentiment",
            "sentiment_accuracy", "sentiment_out_dir"]
 
 #: task → (training dataset, evaluation dataset, default output name, default n_train, default epochs);
@@ -215,114 +213,7 @@ def sentiment_out_dir(task: str = "sst2", out_dir=None) -> Path:
 
 
 #: settings that may change between the runs of one training: pieces of any size give the batch's mean loss.
-_FREE_SETTINGS = ("micro_batch_size",)
-
-
-def _other_settings(old: dict, new: dict) -> str:
-    """"" when ``old`` and ``new`` agree on every setting but :data:`_FREE_SETTINGS`, else each
-    one that differs as "name: recorded value recorded, new value now", joined by "; "."""
-    keys = (set(old) | set(new)) - set(_FREE_SETTINGS)
-    return "; ".join(setting_differences(old, new, keys, absent="absent"))
-
-
-def _read_checkpoint(out: Path) -> Tuple[Optional[dict], Optional[Path]]:
-    """(state, its file) of the checkpoint in ``out``, read on the CPU, or (None, None): none.
-    ``checkpoint.tmp/state.pt``, a checkpoint that earlier versions of this module left there when
-    killed before renaming it, is read when ``checkpoint/state.pt`` is missing (unreadable: a
-    note on stderr, then none).
-
-    Raises:
-        ValueError: ``checkpoint/state.pt`` cannot be read or lacks a part (names the file).
-    """
-    keys = {"adapter", "optimizer", "scheduler", "step", "losses", "settings"}
-    for f in (out / "checkpoint" / "state.pt", out / "checkpoint.tmp" / "state.pt"):
-        if not f.is_file():
-            continue
-        try:
-            state = torch.load(f, map_location="cpu", weights_only=False)
-            problem = "" if isinstance(state, dict) and keys <= set(state) else "parts of a checkpoint are missing"
-        except Exception as err:  # torch.load raises many kinds on a torn or foreign file
-            problem = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-        if not problem:
-            return state, f
-        if f.parent.name == "checkpoint.tmp":
-            print(f"note: {f} cannot be read ({problem}) and is not resumed", file=sys.stderr)
-            break
-        raise ValueError(f"checkpoint {str(f)!r} cannot be resumed ({problem}); pass another out_dir, "
-                         f"or delete {str(f.parent)!r} to start again")
-    return None, None
-
-
-def _recorded_state(out: Path, settings: dict) -> Optional[dict]:
-    """The checkpoint's state in ``out`` (None: none), read before the model loads.
-
-    Raises:
-        ValueError: ``out`` holds a finished adapter (``training.json``) or a checkpoint made with
-            other settings (names each with its recorded and its new value), an unreadable
-            ``training.json`` or checkpoint.
-    """
-    fix = f"pass another out_dir, or delete the folder {str(out)!r} to start again"
-    done = out / "training.json"
-    if done.is_file():
-        try:
-            old = json.loads(done.read_text(encoding="utf-8"))["settings"]
-        except (ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"out_dir: {str(done)!r} is not a readable training record ({type(err).__name__}); {fix}") from None
-        diff = _other_settings(old if isinstance(old, dict) else {}, settings)
-        if diff:
-            raise ValueError(f"out_dir {str(out)!r} holds an adapter trained with other settings ({diff}); {fix}")
-    state, f = _read_checkpoint(out)
-    if state is not None:
-        diff = _other_settings(state["settings"], settings)
-        if diff:
-            raise ValueError(f"out_dir {str(out)!r} holds a checkpoint ({f}) made with other settings ({diff}); {fix}")
-    return state
-
-
-def _save_checkpoint(out: Path, model, opt, sched, step: int, losses: List[float], running: List[float], settings: dict,
-                     seconds: float) -> None:
-    """Write ``out/checkpoint/state.pt`` (adapter, optimizer, scheduler, step, losses per 10 steps,
-    the losses since the last of them, settings) and ``out/progress.json`` (step, seconds): each
-    written in full beside, then renamed over the former one, so a kill leaves that or this."""
-    from peft import get_peft_model_state_dict
-
-    ckpt = out / "checkpoint"
-    ckpt.mkdir(exist_ok=True)
-    tmp = ckpt / "state.pt.tmp"
-    with open(tmp, "wb") as fh:
-        torch.save({"adapter": get_peft_model_state_dict(model), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "step": step, "losses": losses, "running": running, "settings": settings}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, ckpt / "state.pt")
-    shutil.rmtree(out / "checkpoint.tmp", ignore_errors=True)  # an older one a former version left unrenamed
-    write_json(out / "progress.json", {"step": step, "seconds": seconds})
-
-
-def _resume(state: Optional[dict], model, opt, sched) -> Tuple[int, List[float], List[float]]:
-    """Load a checkpoint's state into the model, optimizer and scheduler: (step, losses per 10
-    steps, losses since the last of them; checkpoints before these were kept: none); (0, [], []) for None."""
-    if state is None:
-        return 0, [], []
-    from peft import set_peft_model_state_dict
-
-    set_peft_model_state_dict(model, state["adapter"])
-    opt.load_state_dict(state["optimizer"])
-    sched.load_state_dict(state["scheduler"])
-    return int(state["step"]), list(state["losses"]), list(state.get("running", []))
-
-
-def _elapsed(out: Path, step: int) -> float:
-    """Seconds the runs before this one trained (``progress.json``); 0 at step 0, and 0 with a
-    note on stderr when the file cannot be read."""
-    f = out / "progress.json"
-    if not step or not f.is_file():
-        return 0.0
-    try:
-        return float(json.loads(f.read_text(encoding="utf-8"))["seconds"])
-    except (ValueError, KeyError, TypeError) as err:
-        print(f"note: {f} cannot be read ({type(err).__name__}); the training time is counted from 0 seconds", file=sys.stderr)
-        return 0.0
+FREE_SETTINGS = ("micro_batch_size",)
 
 
 def _held_out_split(recs: List[dict], path: Path, given: bool, train_name: str, eval_name: str) -> Tuple[List[dict], str]:
@@ -467,7 +358,7 @@ def _train_steps(model, opt, sched, params, data: tuple, out: Path, settings: di
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1] if losses else running[-1]:.3f}")
             if save:
-                _save_checkpoint(out, model, opt, sched, step, losses, running, settings, t_prev + time.perf_counter() - t0)
+                save_checkpoint(out, model, opt, sched, step, losses, running, settings, t_prev + time.perf_counter() - t0)
     finally:
         if bar is not None:
             bar.close()
@@ -540,7 +431,7 @@ def train_sentiment(
 
     out = writable_folder(sentiment_out_dir(task) if out_dir is None else out_dir, "out_dir")
     settings = _settings(spec, train_path, train_path != SHIPPED_DATA_DIR / spec.shipped, task, n_train, batch_size, lr, seed, epochs)
-    state = _recorded_state(out, settings)
+    state = recorded_state(out, settings, FREE_SETTINGS)
 
     model, tok, _ = load_hf_model(None, dtype=torch.float32)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -558,10 +449,10 @@ def train_sentiment(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = warmup_cosine(opt, len(batches))
-    step, losses, running = _resume(state, model, opt, sched)
+    step, losses, running = resume(state, model, opt, sched)
     stop = len(batches) if max_steps is None else min(len(batches), step + max_steps)
     step, losses, seconds = _train_steps(model, opt, sched, params, (seqs, targets, batches, micro, pad_id), out, settings,
-                                         (step, losses, running, _elapsed(out, step)), stop, checkpoint_every, progress)
+                                         (step, losses, running, elapsed_seconds(out, step)), stop, checkpoint_every, progress)
     if step < len(batches):
         return {"finished": False, "step": step, "steps": len(batches), "out_dir": str(out), "seconds": seconds}
     model.eval()

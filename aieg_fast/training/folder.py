@@ -1,0 +1,149 @@
+"""A training's output folder: its record (``training.json``), checked before a rerun may use the
+folder, and the checkpoint of :func:`aieg_fast.training.train_sentiment` (written beside, then
+renamed over the former one, so a kill leaves that or this)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, List, Optional, Tuple
+
+import torch
+
+from ..runs import setting_differences
+from ..runs.records import write_json
+
+__all__ = ["TRAINING_RECORD", "elapsed_seconds", "other_settings", "read_checkpoint", "recorded_state", "refuse_other_training",
+           "resume", "save_checkpoint"]
+
+#: the record of a finished training, in its output folder.
+TRAINING_RECORD = "training.json"
+
+
+def other_settings(old: dict, new: dict, free: Iterable[str] = ()) -> str:
+    """"" when ``old`` and ``new`` agree on every setting but those of ``free``, else each one
+    that differs as "name: recorded value recorded, new value now", joined by "; "."""
+    keys = (set(old) | set(new)) - set(free)
+    return "; ".join(setting_differences(old, new, keys, absent="absent"))
+
+
+def _fix(out: Path) -> str:
+    return f"pass another out_dir, or delete the folder {str(out)!r} to start again"
+
+
+def refuse_other_training(out: Path, settings: dict, what: str = "an adapter", free: Iterable[str] = (),
+                          view: Callable[[dict], dict] = lambda record: record["settings"]) -> None:
+    """Refuse a folder whose ``training.json`` records a training with other settings than
+    ``settings`` (those of ``free`` may differ); nothing when it holds none.
+
+    Args:
+        what: what the folder holds, as the message names it ("an adapter", "a model").
+        view: the recorded settings of a record (default its ``"settings"``).
+
+    Raises:
+        ValueError: the settings differ (names each with its recorded and its new value), or
+            ``training.json`` cannot be read (names it); both say what to do.
+    """
+    done = out / TRAINING_RECORD
+    if not done.is_file():
+        return
+    try:
+        old = view(json.loads(done.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"out_dir: {str(done)!r} is not a readable training record ({type(err).__name__}); {_fix(out)}") from None
+    diff = other_settings(old if isinstance(old, dict) else {}, settings, free)
+    if diff:
+        raise ValueError(f"out_dir {str(out)!r} holds {what} trained with other settings ({diff}); {_fix(out)}")
+
+
+def read_checkpoint(out: Path) -> Tuple[Optional[dict], Optional[Path]]:
+    """(state, its file) of the checkpoint in ``out``, read on the CPU, or (None, None): none.
+    ``checkpoint.tmp/state.pt``, a checkpoint that earlier versions of this module left there when
+    killed before renaming it, is read when ``checkpoint/state.pt`` is missing (unreadable: a
+    note on stderr, then none).
+
+    Raises:
+        ValueError: ``checkpoint/state.pt`` cannot be read or lacks a part (names the file).
+    """
+    keys = {"adapter", "optimizer", "scheduler", "step", "losses", "settings"}
+    for f in (out / "checkpoint" / "state.pt", out / "checkpoint.tmp" / "state.pt"):
+        if not f.is_file():
+            continue
+        try:
+            state = torch.load(f, map_location="cpu", weights_only=False)
+            problem = "" if isinstance(state, dict) and keys <= set(state) else "parts of a checkpoint are missing"
+        except Exception as err:  # torch.load raises many kinds on a torn or foreign file
+            problem = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        if not problem:
+            return state, f
+        if f.parent.name == "checkpoint.tmp":
+            print(f"note: {f} cannot be read ({problem}) and is not resumed", file=sys.stderr)
+            break
+        raise ValueError(f"checkpoint {str(f)!r} cannot be resumed ({problem}); pass another out_dir, "
+                         f"or delete {str(f.parent)!r} to start again")
+    return None, None
+
+
+def recorded_state(out: Path, settings: dict, free: Iterable[str] = ()) -> Optional[dict]:
+    """The checkpoint's state in ``out`` (None: none), read before the model loads.
+
+    Raises:
+        ValueError: ``out`` holds a finished adapter (``training.json``) or a checkpoint made with
+            other settings than ``settings`` (those of ``free`` may differ; names each with its
+            recorded and its new value), an unreadable ``training.json`` or checkpoint.
+    """
+    refuse_other_training(out, settings, "an adapter", free)
+    state, f = read_checkpoint(out)
+    if state is not None:
+        diff = other_settings(state["settings"], settings, free)
+        if diff:
+            raise ValueError(f"out_dir {str(out)!r} holds a checkpoint ({f}) made with other settings ({diff}); {_fix(out)}")
+    return state
+
+
+def save_checkpoint(out: Path, model, opt, sched, step: int, losses: List[float], running: List[float], settings: dict,
+                    seconds: float) -> None:
+    """Write ``out/checkpoint/state.pt`` (adapter, optimizer, scheduler, step, losses per 10 steps,
+    the losses since the last of them, settings) and ``out/progress.json`` (step, seconds): each
+    written in full beside, then renamed over the former one, so a kill leaves that or this."""
+    from peft import get_peft_model_state_dict
+
+    ckpt = out / "checkpoint"
+    ckpt.mkdir(exist_ok=True)
+    tmp = ckpt / "state.pt.tmp"
+    with open(tmp, "wb") as fh:
+        torch.save({"adapter": get_peft_model_state_dict(model), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                    "step": step, "losses": losses, "running": running, "settings": settings}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, ckpt / "state.pt")
+    shutil.rmtree(out / "checkpoint.tmp", ignore_errors=True)  # an older one a former version left unrenamed
+    write_json(out / "progress.json", {"step": step, "seconds": seconds})
+
+
+def resume(state: Optional[dict], model, opt, sched) -> Tuple[int, List[float], List[float]]:
+    """Load a checkpoint's state into the model, optimizer and scheduler: (step, losses per 10
+    steps, losses since the last of them; checkpoints before these were kept: none); (0, [], []) for None."""
+    if state is None:
+        return 0, [], []
+    from peft import set_peft_model_state_dict
+
+    set_peft_model_state_dict(model, state["adapter"])
+    opt.load_state_dict(state["optimizer"])
+    sched.load_state_dict(state["scheduler"])
+    return int(state["step"]), list(state["losses"]), list(state.get("running", []))
+
+
+def elapsed_seconds(out: Path, step: int) -> float:
+    """Seconds the runs before this one trained (``progress.json``); 0 at step 0, and 0 with a
+    note on stderr when the file cannot be read."""
+    f = out / "progress.json"
+    if not step or not f.is_file():
+        return 0.0
+    try:
+        return float(json.loads(f.read_text(encoding="utf-8"))["seconds"])
+    except (ValueError, KeyError, TypeError) as err:
+        print(f"note: {f} cannot be read ({type(err).__name__}); the training time is counted from 0 seconds", file=sys.stderr)
+        return 0.0
