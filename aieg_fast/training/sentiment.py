@@ -120,22 +120,33 @@ def last_logits(model, seqs: List[List[int]], pad_id: int) -> torch.Tensor:
     :func:`sentiment_accuracy` read them.
 
     Args:
-        model: a Hugging Face causal LM whose forward takes ``logits_to_keep`` (transformers ≥ 4.50).
+        model: a Hugging Face causal LM whose forward takes ``logits_to_keep`` (transformers ≥ 5.15,
+            the declared minimum).
         seqs: B token-id lists, each non-empty.
         pad_id: the id the batch is right-padded with.
 
     Returns:
         Tensor[B, V] logits (the model's dtype; V the vocabulary size).
 
-    Only the last position of each row goes through the LM head (``logits_to_keep`` as a [B, 1]
-    index tensor), so the full-vocabulary logits of every position (B × L × V floats) are never
-    made. No attention mask is passed: with right padding and causal attention no real token
-    attends to a pad (the pads come after it), so the logits read are those of each sequence
-    alone (tests/training/test_training_accumulate.py compares them with the masked forward).
-    Errors are the model's own (e.g. an id outside the vocabulary)."""
+    Raises:
+        RuntimeError: the model's logits are not [B, K, V] for the K positions asked for.
+
+    Only the distinct last positions of the rows go through the LM head, given as a 1-D index
+    tensor (``logits_to_keep``), and each row takes its own: B × K × V floats for K distinct
+    lengths (K ≤ B, small in batches grouped by length), never the B × L × V of every position.
+    Every supported transformers release reads a 1-D tensor alike (``hidden[:, keep]``); a [B, 1]
+    tensor, which 5.25 reads as one position per row, 5.15 read as positions for every row
+    (logits [B, B, 1, V]: every row at the first row's last position). No attention mask is passed: with right padding and causal attention no
+    real token attends to a pad (the pads come after it), so the logits read are those of each
+    sequence alone (tests/training/test_training_accumulate.py compares them with the masked
+    forward). Other errors are the model's own (e.g. an id outside the vocabulary)."""
     ids, mask = right_pad(seqs, pad_id)
-    last = (mask.sum(1) - 1).unsqueeze(1)
-    return model(input_ids=ids, logits_to_keep=last).logits[:, 0]
+    keep, row = torch.unique(mask.sum(1) - 1, return_inverse=True)  # the distinct last positions; each row's among them
+    logits = model(input_ids=ids, logits_to_keep=keep).logits
+    if logits.dim() != 3 or tuple(logits.shape[:2]) != (len(seqs), len(keep)):
+        raise RuntimeError(f"last_logits: the model gave logits of shape {tuple(logits.shape)} for logits_to_keep of "
+                           f"{len(keep)} positions; expected [{len(seqs)}, {len(keep)}, vocabulary]")
+    return logits[torch.arange(len(seqs)), row]
 
 
 def accumulate_grads(model, seqs: List[List[int]], targets: torch.Tensor, idx: List[int], micro: int, pad_id: int) -> float:
