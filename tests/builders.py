@@ -72,6 +72,35 @@ def make_tiny_llama(seed: int = 0, classifier: bool = False, num_labels: int = 2
     return model, tok
 
 
+#: the words of :func:`word_level_base`'s tokenizer: the label words and prompt words of SST-2 and BoolQ, one token each.
+WORD_LEVEL_WORDS = ["<unk>", "<pad>", "<s>", "</s>", "negative", "positive", "no", "yes", "Review", "Question", "Answer", ":", "?",
+                    "Is", "this", "review", "or", "a", "great", "fine", "dull", "bad", "film", "the", "is"]
+
+
+def word_level_base(*args, **kwargs):
+    """(model, tokenizer, name) as ``load_hf_model(None)`` gives them, for ``train_sentiment``
+    with its loader replaced: a one-layer random LLaMA and a word-level tokenizer in which each
+    label word is one token (other words are ``<unk>``). Arguments are ignored."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    t = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORD_LEVEL_WORDS)}, unk_token="<unk>"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    cfg = LlamaConfig(num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, hidden_size=16, intermediate_size=32,
+                      vocab_size=len(WORD_LEVEL_WORDS), max_position_embeddings=4096, pad_token_id=1, bos_token_id=2, eos_token_id=3)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(cfg), tok, "tiny"
+
+
+def sst2_rows(path, n, word="film"):
+    """Write ``n`` SST-2 style rows (``sentence<TAB>label``, a header) to ``path``; ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["sentence\tlabel"] + [f"{'a great fine' if i % 2 else 'a dull bad'} {word} {i} \t{i % 2}" for i in range(n)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def model_state(ex):
     """What an attribution call must leave unchanged: requires_grad flags, every submodule's
     training mode, the attention implementation and the number of hooks on the model."""

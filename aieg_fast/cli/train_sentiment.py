@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
     ts.add_argument("--out", default=None, help="output folder (default: <cache>/smollm2-<task>-train); the finished adapter "
                     "loads with --model and this folder")
     ts.add_argument("--train-file", default=None, help="training rows in the task's format (default: SST-2 train or BoolQ's even half, read "
-                    "as evaluate reads the scored set: from $AIEG_FAST_DATA when set, else the copy shipped with the package)")
+                    "as evaluate reads the scored set: from $AIEG_FAST_DATA when set, else the copy shipped with the package); its "
+                    "rows in the scored set (the same BoolQ question, the same SST-2 sentence) are left out")
     ts.add_argument("--n-train", type=int, default=None, help="training rows, the first of a seeded shuffle (default: 16000 for "
                     "sst2, all for boolq)")
     ts.add_argument("--epochs", type=int, default=None, help="passes over the rows (default: 1 for sst2, 3 for boolq)")

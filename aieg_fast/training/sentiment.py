@@ -60,6 +60,7 @@ from ..runs.records import write_json
 from ..core.validation import check_number, check_positive_int
 from .folder import elapsed_seconds, recorded_state, resume, save_checkpoint
 from .schedule import warmup_cosine
+from .split import scored_split
 
 __all__ = ["FREE_SETTINGS", "LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "accumulate_grads", "last_logits", "train_sentiment",
            "sentiment_accuracy", "sentiment_out_dir"]
@@ -227,34 +228,6 @@ def sentiment_out_dir(task: str = "sst2", out_dir=None) -> Path:
 FREE_SETTINGS = ("micro_batch_size",)
 
 
-def _held_out_split(recs: List[dict], path: Path, given: bool, train_name: str, eval_name: str) -> Tuple[List[dict], str]:
-    """The training records of a task with a held-out half, and the split note saying how they
-    were made. A file given loses the rows whose fields (question and passage) are in the scored
-    set ``eval_name`` (said on stderr).
-
-    Raises:
-        ValueError: every row of the file given is in the scored set.
-    """
-    train_parity, held = DATASETS[train_name].parity, DATASETS[eval_name].parity
-    if not given:
-        return recs, (f"trained on {train_name} ({path.name} rows with idx % 2 == {train_parity}), scored on {eval_name} "
-                      f"(idx % 2 == {held}): disjoint halves of the same set")
-    content = lambda r: tuple(sorted(r["fields"].items()))  # noqa: E731
-    scored = {content(r) for r in DATASETS[eval_name].records(dataset_path(eval_name))}
-    kept = [r for r in recs if content(r) not in scored]
-    dropped = len(recs) - len(kept)
-    if not kept:
-        raise ValueError(f"train_file {str(path)!r}: all its {len(recs)} rows are in {eval_name}, the set the adapter is "
-                         "scored on; no row is left to train on")
-    if dropped:
-        print(f"note: {dropped} of the {len(recs)} rows of {path.name} are in {eval_name} (the scored set) and are left "
-              "out of training", file=sys.stderr)
-    which = (f"less {dropped} whose question and passage are in {eval_name}" if dropped
-             else f"none of which is in {eval_name}")
-    return kept, (f"trained on {len(kept)} rows of {path.name} (all rows of the file given, {which}), scored on {eval_name} "
-                  f"(idx % 2 == {held}): no training row is in the scored set")
-
-
 def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
     """(train spec, train path, train rows, eval rows, split note, n_train, epochs, output name)
     of a task (the defaults of :data:`TRAIN_TASKS` filled in): rows are (text or field
@@ -263,7 +236,7 @@ def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
 
     Raises:
         ValueError: an unknown task, an ``epochs`` that is not a positive int, a training file
-            without rows (or, for a task with a held-out set, only rows of that set).
+            without rows, or a file given whose rows are all in the scored set.
     """
     if task not in TRAIN_TASKS:
         raise ValueError(f"task must be one of {list(TRAIN_TASKS)}, got {task!r}")
@@ -277,16 +250,14 @@ def _task_rows(task: str, train_file, n_dev, n_train, epochs) -> tuple:
     recs = (replace(spec, parity=None) if train_file is not None else spec).records(path)  # a file of one's own: all rows
     if not recs:
         raise ValueError(f"train_file {str(path)!r} holds no rows")
-    split = ""
-    if spec.parity is not None:
-        recs, split = _held_out_split(recs, path, train_file is not None, train_name, eval_name)
+    dev = DATASETS[eval_name].records(dataset_path(eval_name))
+    recs, split = scored_split(recs, dev, path, train_file is not None, train_name, eval_name)
     n_train = n_default if n_train is None else n_train
     if n_train is not None and n_train > len(recs):
         print(f"note: n_train is {n_train} but {path.name} gives {len(recs)} training rows; all {len(recs)} are used "
               "(and recorded as n_train)", file=sys.stderr)
         n_train = len(recs)
     pairs = lambda rs: [(r["fields"]["text"] if list(r["fields"]) == ["text"] else r["fields"], r["label"]) for r in rs]  # noqa: E731
-    dev = DATASETS[eval_name].records(dataset_path(eval_name))
     return spec, path, pairs(recs), pairs(dev[:n_dev] if n_dev is not None else dev), split, n_train, epochs, name
 
 
@@ -403,8 +374,9 @@ def train_sentiment(
         train_file: the training rows in the task's format (default: the task's training set,
             SST-2 train or BoolQ's even half, from ``$AIEG_FAST_DATA`` when set, else the copy
             shipped with the package, as the scored set is found: :func:`aieg_fast.datasets.dataset_path`).
-            Rows of a given BoolQ file that are in the scored set (same question and passage) are
-            left out.
+            Rows of a file given that are in the scored set are left out, said on stderr and
+            counted in the split note (BoolQ: the same question, or the same ``idx`` and passage;
+            SST-2: the same sentence; whitespace and case aside: :mod:`aieg_fast.training.split`).
         epochs: passes over the rows, each in its own seeded order (default 1 for SST-2, 3 for BoolQ).
         n_train: rows used, the first of a seeded shuffle of the train set (default 16,000 for
             SST-2, all 1,635 for BoolQ; more than there are: all, recorded as their number).
@@ -423,8 +395,8 @@ def train_sentiment(
     Returns:
         the contents of ``training.json`` when finished (``"finished": True``, ``"dev_accuracy"``
         on the scored set, ``"steps"``, ``"seconds"``, ``"losses"`` per 10 steps, ``"settings"``,
-        ``"split"``: how BoolQ's halves were made), else a dict with ``"finished": False`` and
-        the step reached.
+        ``"split"``: how the training rows were chosen, for BoolQ or a file given), else a dict
+        with ``"finished": False`` and the step reached.
 
     Raises:
         FileNotFoundError: ``$AIEG_FAST_DATA`` is set and lacks the training or scored set's file.

@@ -1,0 +1,70 @@
+"""``train_sentiment`` with a training file given never trains on the set it is scored on: BoolQ
+rows by their question (or idx and passage), SST-2 rows by their sentence, whatever the copy's
+spacing, case, passage title or label type; on a one-layer random LLaMA (seconds)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+import aieg_fast.training.sentiment as sentiment
+from aieg_fast.datasets import DATASETS, dataset_path
+from aieg_fast.training import train_sentiment
+from builders import sst2_rows, word_level_base
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="needs peft")
+
+
+@pytest.fixture(autouse=True)
+def tiny(monkeypatch):
+    monkeypatch.setattr(sentiment, "load_hf_model", word_level_base)
+
+
+def _own_boolq(n, start=100):
+    return [{"idx": start + i, "question": f"is the film number {i} good", "passage": f"the film was {i}", "label": i % 2}
+            for i in range(n)]
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_superglue_copy_of_the_boolq_scored_rows_is_left_out(tmp_path, capsys):
+    """SuperGLUE's val.jsonl keeps the title in the passage ("Title -- passage") and has no
+    title field; its questions are the scored set's, and every such row is left out."""
+    held = DATASETS["boolq-heldout"].records(dataset_path("boolq-heldout"))[:3]
+    copy = [{"question": "  " + r["question"].upper() + " ", "passage": f"{r['title']} -- {r['passage']}", "idx": r["idx"],
+             "label": int(r["label"])} for r in held]
+    f = _write_jsonl(tmp_path / "val.jsonl", copy + _own_boolq(2))
+    done = train_sentiment(task="boolq", out_dir=tmp_path / "run", train_file=f, batch_size=2, epochs=1, n_dev=2, progress=False)
+    assert "3 of the 5 rows of val.jsonl are in boolq-heldout" in capsys.readouterr().err
+    assert done["steps"] == 1 and "trained on 2 rows of val.jsonl" in done["split"]
+    assert "less 3 whose question is in boolq-heldout" in done["split"]
+
+
+def test_boolq_rows_are_matched_by_idx_only_with_the_same_passage(tmp_path, capsys):
+    """A row of another BoolQ split shares idx numbers with the dev set (not its examples): kept.
+    A scored row whose question was reworded keeps its idx and passage: left out."""
+    held = DATASETS["boolq-heldout"].records(dataset_path("boolq-heldout"))[:2]
+    other_split = [{"idx": r["idx"], "question": "is this another question", "passage": "another passage", "label": 1} for r in held]
+    reworded = [{"idx": held[0]["idx"], "question": "reworded: " + held[0]["question"], "passage": held[0]["passage"], "label": 0}]
+    f = _write_jsonl(tmp_path / "mixed.jsonl", other_split + reworded + _own_boolq(1))
+    done = train_sentiment(task="boolq", out_dir=tmp_path / "run", train_file=f, batch_size=3, epochs=1, n_dev=2, progress=False)
+    assert "1 of the 4 rows of mixed.jsonl are in boolq-heldout" in capsys.readouterr().err
+    assert "trained on 3 rows of mixed.jsonl" in done["split"]
+
+
+def test_sst2_dev_sentences_in_a_training_file_are_left_out_and_said(tmp_path, capsys):
+    dev = DATASETS["sst2-dev"].read(dataset_path("sst2-dev"))[:4]
+    f = sst2_rows(tmp_path / "t.tsv", 4)
+    with open(f, "a", encoding="utf-8") as fh:
+        fh.writelines(f"{' '.join(s.split()).upper()}  \t{y}\n" for s, y in dev)
+    done = train_sentiment(out_dir=tmp_path / "run", train_file=f, n_train=8, batch_size=2, n_dev=2, progress=False)
+    assert "4 of the 8 rows of t.tsv are in sst2-dev" in capsys.readouterr().err
+    assert done["steps"] == 2 and done["settings"]["n_train"] == 4
+    assert "trained on 4 rows of t.tsv" in done["split"] and "less 4 whose sentence is in sst2-dev" in done["split"]
+    clean = train_sentiment(out_dir=tmp_path / "clean", train_file=sst2_rows(tmp_path / "c.tsv", 4), n_train=4, batch_size=2,
+                            n_dev=2, progress=False)
+    assert "none of whose sentences is in sst2-dev" in clean["split"]
