@@ -18,9 +18,10 @@ Question answering (``task="classification"``; :data:`BOOLQ_TEMPLATE`, passage a
 both attributed, label 0 no, 1 yes; explained with the contrast target by default):
 
 * ``boolq``: the BoolQ dev set (3,270; Clark et al. 2019; shipped gzipped);
-* ``boolq-train`` / ``boolq-heldout``: its two disjoint halves by the parity of ``idx`` (even:
-  1,635 for training, :mod:`aieg_fast.training`; odd: 1,635 to evaluate the model trained on
-  the other half).
+* ``boolq-train`` / ``boolq-heldout``: its two halves by the parity of ``idx`` (even: 1,635 for
+  training, :mod:`aieg_fast.training`; odd: 1,635 to evaluate the model trained on the other
+  half). No question is in both, but 137 passages are (BoolQ asks several questions about one
+  passage): 177 held-out questions ask about a passage of a training question.
 
 Ground truth (``task="longra"``, :mod:`aieg_fast.eval.longra`): ``longra`` (573 instances rebuilt
 from the analogy set with ReAGent's templates) and ``longra-reagent`` (the 519 instances ReAGent

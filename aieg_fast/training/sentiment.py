@@ -24,9 +24,12 @@ Recipe (the shipped adapter was made by ``aieg-fast train-sentiment`` with these
 The same recipe on another task (:data:`TRAIN_TASKS`): ``task="boolq"`` trains on ``boolq-train``
 (the BoolQ dev records with an even ``idx``, 1,635) with :data:`~aieg_fast.datasets.BOOLQ_TEMPLATE`
 and the label words ``" no"`` / ``" yes"``, ``epochs`` passes over them (default 3), and scores
-the other, disjoint half ``boolq-heldout`` (odd ``idx``, 1,635), which is what ``evaluate
---dataset boolq-heldout`` then explains. BoolQ has no labelled test set of its own here, so the
-dev set is split in two, deterministically, and the split is recorded in ``training.json``.
+the other half ``boolq-heldout`` (odd ``idx``, 1,635), which is what ``evaluate --dataset
+boolq-heldout`` then explains. BoolQ has no labelled test set of its own here, so the dev set is
+split in two, deterministically, and the split is recorded in ``training.json``. The halves share
+no example (no question is in both), but BoolQ asks several questions about one passage and 137
+passages are in both halves: 177 of the 1,635 held-out questions ask about a passage the model
+was trained on with another question (the split note counts them).
 
 Training is resumable: every ``checkpoint_every`` steps the adapter, optimizer, scheduler and step
 are saved in ``out_dir/checkpoint`` (written beside, then renamed over the former one); a rerun with

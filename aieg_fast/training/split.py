@@ -46,6 +46,12 @@ def _in_scored(recs: List[dict], scored: List[dict]) -> List[bool]:
     return [example_key(r) in keys or same_idx(r) for r in recs]
 
 
+def _shared_passages(train: List[dict], held: List[dict]) -> Tuple[int, int]:
+    """(passages in both sets, rows of ``held`` whose passage is one of them)."""
+    both = {_norm(r["passage"]) for r in train} & {_norm(r["passage"]) for r in held}
+    return len(both), sum(_norm(r["passage"]) in both for r in held)
+
+
 def scored_split(recs: List[dict], scored: List[dict], path: Path, given: bool, train_name: str,
                  eval_name: str) -> Tuple[List[dict], str]:
     """The training records of a task, and the split note saying how they were made ("" for the
@@ -53,7 +59,8 @@ def scored_split(recs: List[dict], scored: List[dict], path: Path, given: bool, 
 
     A file given (``given``, read from ``path``) loses its rows that are examples of
     ``scored``, the records of the scored set ``eval_name`` (module docstring; said on stderr,
-    and the count in the note).
+    and the count in the note). The task's own halves of one set (``boolq-train`` /
+    ``boolq-heldout``) share no question; their note counts the passages they share.
 
     Raises:
         ValueError: every row of the file given is in the scored set.
@@ -64,8 +71,10 @@ def scored_split(recs: List[dict], scored: List[dict], path: Path, given: bool, 
     if not given:
         if train_parity is None:
             return recs, ""
+        shared, asked = _shared_passages(recs, scored)
         return recs, (f"trained on {train_name} ({path.name} rows with idx % 2 == {train_parity}), scored on {eval_name}{where}: "
-                      f"disjoint halves of the same set")
+                      f"halves of the same set with no question in common; {shared} passages are in both, so {asked} of the "
+                      f"{len(scored)} scored questions ask about a passage trained on with another question")
     kept = [r for r, inside in zip(recs, _in_scored(recs, scored)) if not inside]
     dropped = len(recs) - len(kept)
     if not kept:

@@ -68,3 +68,21 @@ def test_sst2_dev_sentences_in_a_training_file_are_left_out_and_said(tmp_path, c
     clean = train_sentiment(out_dir=tmp_path / "clean", train_file=sst2_rows(tmp_path / "c.tsv", 4), n_train=4, batch_size=2,
                             n_dev=2, progress=False)
     assert "none of whose sentences is in sst2-dev" in clean["split"]
+
+
+def test_the_boolq_halves_are_described_as_they_are():
+    """The halves share no question but 137 passages; 177 held-out questions ask about a passage
+    trained on with another question. The docstrings and the split note say so, not "disjoint"."""
+    import aieg_fast.datasets as datasets
+    from aieg_fast.datasets import load_records
+    from aieg_fast.training.split import scored_split
+
+    train, held = load_records("boolq-train"), load_records("boolq-heldout")
+    assert not {r["question"] for r in train} & {r["question"] for r in held}
+    both = {r["passage"] for r in train} & {r["passage"] for r in held}
+    assert (len(both), sum(r["passage"] in both for r in held)) == (137, 177)
+    for doc in (sentiment.__doc__, datasets.__doc__):
+        assert "disjoint" not in doc and "137 passages" in " ".join(doc.split()) and "177" in doc
+    _, note = scored_split(train, held, dataset_path("boolq-train"), False, "boolq-train", "boolq-heldout")
+    assert "no question in common; 137 passages are in both, so 177 of the 1635 scored questions" in note
+    assert "disjoint" not in note
