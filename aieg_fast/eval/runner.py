@@ -71,6 +71,7 @@ from .records import RECORDS_FILE, append_record, read_records
 from .report import plot_pi_soft, records_beyond, write_summary
 from .run_checks import check_methods, check_run_settings
 from .stats import REFERENCE_METHOD, chance_check, summarise
+from .trained import check_not_trained_on
 
 if TYPE_CHECKING:
     from ..explainer import Explainer
@@ -481,19 +482,18 @@ def evaluate(
         distributed: None: data parallel under ``torchrun`` (:mod:`aieg_fast.eval.folder`); False: one process.
 
     Returns:
-        ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots", "failed",
-        "failures", "chance"}``: examples computed in this call / found in the records; the first
-        π-Soft plot (or None) and all; the examples whose input was refused (too many tokens, none
-        attributable), recorded with ``"skipped"`` and listed; the accuracy against chance
-        (:func:`~aieg_fast.eval.stats.chance_check`). Under torchrun other ranks than 0 return
-        no summary and ``"rank"``.
+        ``{"rows", "summary_md", "computed", "skipped", "out_dir", "plot", "plots", "failed", "failures",
+        "chance"}``: examples computed in this call / found in the records; the first π-Soft plot (or None)
+        and all; the examples whose input was refused (too many tokens, none attributable), recorded with
+        ``"skipped"`` and listed; the accuracy against chance (:func:`~aieg_fast.eval.stats.chance_check`).
+        Under torchrun other ranks than 0 return no summary and ``"rank"``.
 
     Raises:
-        ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a
-            method spec included), an empty or malformed data file (names the file and line),
-            settings that differ from those recorded in ``out_dir`` (before the model loads),
-            records there of other data (a changed file, ``data_dir`` or ``text_field``); all
-            before ``config.json`` or any record is written. FileNotFoundError: missing data file.
+        ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a method spec
+            included), an empty or malformed data file (names the file and line), settings that differ from
+            those recorded in ``out_dir`` (before the model loads) or records there of other data (a changed
+            file, ``data_dir`` or ``text_field``), a ``dataset`` the model was trained on (:mod:`.trained`);
+            all before ``config.json`` or any record is written. FileNotFoundError: missing data file.
     """
     methods, specs = check_methods(methods, reference, CONTROLS)
     topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
@@ -502,6 +502,7 @@ def evaluate(
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
     check_chunk_settings(internal_batch_size, None)
+    check_not_trained_on(model, dataset, data_dir)
     spec, data = load_examples(dataset, data_dir, n, start, text_field=text_field, label_field=label_field,
                                template=template, labels=labels, id_field=id_field)
     target_fn, dataset = eval_target_fn(spec.target_fn if target_fn == "auto" else target_fn, prob_space), _name(dataset, spec)

@@ -13,7 +13,7 @@ import torch
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class
 
-__all__ = ["load_hf_model", "model_kind", "weights_digest", "run_model_settings"]
+__all__ = ["load_hf_model", "model_kind", "training_folder", "weights_digest", "run_model_settings"]
 
 
 def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = None, device_map=None,
@@ -172,6 +172,27 @@ def _refuse_unfinished_training(folder: str) -> None:
         step = ""
     raise ValueError(f"model {folder!r}: its training stopped{step} and has not finished (a checkpoint, no adapter yet); "
                      f"rerun the same `aieg-fast train-sentiment --out {folder}` command to finish it")
+
+
+def training_folder(model) -> Optional[Path]:
+    """The folder of ``model`` that holds its ``training.json`` when one of this package's
+    training commands made it (``train-sentiment``, ``train-nano``), found without loading:
+    ``"gpt-nano"`` / ``"llama-nano"`` → :func:`nano_path`, ``"smollm2-sst2"`` → the shipped
+    adapter, a local folder → itself, a loaded :class:`~aieg_fast.Explainer` → that of its
+    name; None for anything else (the embedded model, a hub id, a model object). Never raises."""
+    name = getattr(model, "name", None) if not isinstance(model, (str, Path)) and hasattr(model, "adapter") else model
+    if isinstance(name, str) and name in (NANO_NAME, LLAMA_NANO_NAME):
+        folder = nano_path("gpt2" if name == NANO_NAME else "llama")
+    elif isinstance(name, str) and name == SST2_NAME:
+        folder = sst2_adapter_path()
+    elif isinstance(name, (str, Path)) and str(name) and name != DEFAULT_MODEL:
+        folder = Path(name)
+    else:
+        return None
+    try:
+        return folder if (folder / "training.json").is_file() else None
+    except OSError:
+        return None
 
 
 def _is_adapter_dir(model) -> bool:

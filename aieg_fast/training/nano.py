@@ -30,6 +30,7 @@ from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_pa
 from ..core.validation import check_int, check_number, check_positive_int
 from ..runs import writable_folder
 from .schedule import warmup_cosine
+from .split import rows_in_datasets
 
 __all__ = ["ARCHS", "LLAMA_NANO_CONFIG", "NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
 
@@ -233,7 +234,10 @@ def train_nano(
 
     Returns:
         ``{"out_dir", "dev_accuracy", "train_accuracy_last_epoch", "epochs", "n_train",
-        "n_params", "seconds", "history"}`` (also written to ``out_dir/training.json``).
+        "n_params", "seconds", "history", "training_rows_in", ...}`` (also written to
+        ``out_dir/training.json``); ``"training_rows_in"``: the rows of each sentiment
+        evaluation dataset that are training rows (``evaluate`` refuses a dataset the model was
+        trained on: :func:`aieg_fast.eval.trained.check_not_trained_on`).
 
     Raises:
         ValueError: a bad argument (named), a malformed data file (names the file and line), a
@@ -273,6 +277,7 @@ def train_nano(
         "history": history, "config": dict(NANO_CONFIG if arch == "gpt2" else LLAMA_NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok), arch=arch),
         "settings": {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "max_length": max_length, "seed": seed,
                      "train_file": str(train_file), "dev_file": str(dev_file)},
+        "training_rows_in": rows_in_datasets(tr_texts, DATASETS["sst2-train"]),
         "torch": torch.__version__, "threads": torch.get_num_threads(),
     }
     (out / "training.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")

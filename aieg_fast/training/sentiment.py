@@ -63,7 +63,7 @@ from ..runs.records import write_json
 from ..core.validation import check_number, check_positive_int
 from .folder import elapsed_seconds, recorded_state, resume, save_checkpoint
 from .schedule import warmup_cosine
-from .split import scored_split
+from .split import rows_in_datasets, scored_split
 
 __all__ = ["FREE_SETTINGS", "LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "accumulate_grads", "last_logits", "train_sentiment",
            "sentiment_accuracy", "sentiment_out_dir"]
@@ -398,8 +398,10 @@ def train_sentiment(
     Returns:
         the contents of ``training.json`` when finished (``"finished": True``, ``"dev_accuracy"``
         on the scored set, ``"steps"``, ``"seconds"``, ``"losses"`` per 10 steps, ``"settings"``,
-        ``"split"``: how the training rows were chosen, for BoolQ or a file given), else a dict
-        with ``"finished": False`` and the step reached.
+        ``"split"``: how the training rows were chosen, for BoolQ or a file given,
+        ``"training_rows_in"``: the rows of each evaluation dataset of the task that are training
+        rows, which ``evaluate`` reads to refuse a dataset the model was trained on), else a
+        dict with ``"finished": False`` and the step reached.
 
     Raises:
         FileNotFoundError: ``$AIEG_FAST_DATA`` is set and lacks the training or scored set's file.
@@ -425,6 +427,7 @@ def train_sentiment(
     pick = list(range(len(rows)))
     rng.shuffle(pick)
     rows = [rows[i] for i in pick[:n_train]]
+    trained_in = rows_in_datasets([t for t, _ in rows], spec)
     seqs = _encode(tok, [t for t, _ in rows], spec.template)
     lab = torch.tensor(_label_ids(tok, spec.labels))
     targets = lab[torch.tensor([y for _, y in rows])]
@@ -445,7 +448,7 @@ def train_sentiment(
     acc = sentiment_accuracy(model, tok, dev, spec.template, spec.labels)
     model.save_pretrained(out)
     record = {"finished": True, "out_dir": str(out), "dev_accuracy": acc, "n_dev": len(dev), "steps": len(batches),
-              "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}),
+              "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}), "training_rows_in": trained_in,
               "seconds": seconds, "losses_per_10_steps": losses, "settings": settings, "micro_batch_size": micro,
               "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
               "threads": torch.get_num_threads()}

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
-from ..datasets import DATASETS
+from ..datasets import DATASETS, EVALUATION_DATASETS, DatasetSpec, load_records
 
-__all__ = ["example_key", "scored_split"]
+__all__ = ["example_key", "rows_in_datasets", "scored_split"]
 
 
 def _norm(text) -> str:
@@ -86,3 +86,21 @@ def scored_split(recs: List[dict], scored: List[dict], path: Path, given: bool, 
     which = (f"less {dropped} whose {what} is in {eval_name}" if dropped else f"none of whose {what}s is in {eval_name}")
     return kept, (f"trained on {len(kept)} rows of {path.name} (all rows of the file given, {which}), scored on {eval_name}"
                   f"{where}: no training row is in the scored set")
+
+
+def rows_in_datasets(texts: Sequence, spec: DatasetSpec) -> Dict[str, Dict[str, int]]:
+    """How many rows of each evaluation dataset of ``spec``'s task (the same task kind and
+    fields; those that cannot be read are left out) are examples of the training rows ``texts``
+    (strs, or mappings of template fields): dataset → ``{"rows": its rows, "trained": those}``,
+    as ``training.json`` records it for :func:`aieg_fast.eval.trained.check_not_trained_on`."""
+    keys = {example_key({"fields": t if isinstance(t, dict) else {"text": t}}) for t in texts}
+    out = {}
+    for name in EVALUATION_DATASETS:
+        if DATASETS[name].task != spec.task or DATASETS[name].fields != spec.fields:
+            continue
+        try:
+            rows = load_records(name)
+        except (OSError, ValueError):  # not in the data folder: not known
+            continue
+        out[name] = {"rows": len(rows), "trained": sum(example_key(r) in keys for r in rows)}
+    return out

@@ -70,6 +70,15 @@ def test_sst2_dev_sentences_in_a_training_file_are_left_out_and_said(tmp_path, c
     assert "none of whose sentences is in sst2-dev" in clean["split"]
 
 
+def test_training_json_records_the_rows_of_each_evaluation_dataset_trained_on(tmp_path):
+    """What ``evaluate`` reads to refuse a dataset the model was trained on (tests/eval/test_eval_trained_rows.py)."""
+    train = DATASETS["boolq-train"].records(dataset_path("boolq-train"))[:3]
+    f = _write_jsonl(tmp_path / "b.jsonl", [{k: r[k] for k in ("idx", "question", "passage", "label")} for r in train])
+    done = train_sentiment(task="boolq", out_dir=tmp_path / "run", train_file=f, batch_size=3, epochs=1, n_dev=2, progress=False)
+    assert done["training_rows_in"] == {"boolq": {"rows": 3270, "trained": 3}, "boolq-heldout": {"rows": 1635, "trained": 0}}
+    assert json.loads((tmp_path / "run" / "training.json").read_text())["training_rows_in"] == done["training_rows_in"]
+
+
 def test_the_boolq_halves_are_described_as_they_are():
     """The halves share no question but 137 passages; 177 held-out questions ask about a passage
     trained on with another question. The docstrings and the split note say so, not "disjoint"."""
