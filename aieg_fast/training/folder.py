@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, List, Optional, Tuple
 
@@ -16,7 +17,7 @@ from ..runs import setting_differences
 from ..runs.records import write_json
 
 __all__ = ["TRAINING_RECORD", "elapsed_seconds", "other_settings", "read_checkpoint", "recorded_state", "refuse_other_training",
-           "resume", "save_checkpoint"]
+           "replace_folder", "resume", "save_checkpoint", "staging_folder"]
 
 #: the record of a finished training, in its output folder.
 TRAINING_RECORD = "training.json"
@@ -147,3 +148,29 @@ def elapsed_seconds(out: Path, step: int) -> float:
     except (ValueError, KeyError, TypeError) as err:
         print(f"note: {f} cannot be read ({type(err).__name__}); the training time is counted from 0 seconds", file=sys.stderr)
         return 0.0
+
+
+def staging_folder(out: Path) -> Path:
+    """A new empty folder beside ``out`` (``.<name>.<random>.partial`` in its parent) to write a
+    whole model into before :func:`replace_folder` puts it in place of ``out``.
+
+    Raises:
+        ValueError: the parent of ``out`` is not writable (names ``out_dir``).
+    """
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    except OSError as err:
+        raise ValueError(f"out_dir {str(out)!r}: its parent folder {str(out.parent)!r} is not writable, and the model is "
+                         f"written beside it before it replaces the folder ({err.strerror or err})") from None
+
+
+def replace_folder(staged: Path, out: Path) -> None:
+    """Put the folder ``staged`` (:func:`staging_folder`) in place of ``out`` by renaming: the
+    former ``out`` is renamed aside, ``staged`` renamed to ``out``, then the former removed. A
+    reader sees the whole former model or the whole new one; a kill between the two renames
+    leaves no ``out`` and the former one in ``.<name>.<random>.old`` beside it."""
+    old = staged.with_suffix(".old")
+    if out.exists():
+        os.rename(out, old)
+    os.rename(staged, out)
+    shutil.rmtree(old, ignore_errors=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
 from ..core.validation import check_int, check_number, check_positive_int
 from ..runs import writable_folder
+from .folder import TRAINING_RECORD, refuse_other_training, replace_folder, staging_folder
 from .schedule import warmup_cosine
 from .split import rows_in_datasets
 
@@ -221,7 +223,12 @@ def train_nano(
             ``sst2_train.tsv`` / ``sst2_dev.tsv`` in ``data_dir``, else ``$AIEG_FAST_DATA``,
             else the copies shipped with the package).
         out_dir: where to save (default :func:`nano_path` of ``arch``); created, and checked
-            writable, before the tokenizer loads.
+            writable, before the tokenizer loads. A folder that holds a model trained with other
+            settings (its ``training.json``: these arguments, the files, the rows used, the
+            position table) or files but no ``training.json`` is refused then; one of the same
+            settings is trained again. The model is written into a folder beside it
+            (``.<name>.<random>.partial``) renamed into its place at the end, so an error or
+            Ctrl-C leaves the former model whole.
         epochs, batch_size, lr, weight_decay: AdamW with linear warm-up (5 % of the steps) and
             cosine decay to 0; dropout 0.1 (GPT-2 default).
         max_length: training texts are truncated to this many tokens.
@@ -241,7 +248,9 @@ def train_nano(
 
     Raises:
         ValueError: a bad argument (named), a malformed data file (names the file and line), a
-            data file without rows, an ``out_dir`` that is not a writable folder.
+            data file without rows, an ``out_dir`` that is not a writable folder (or whose parent
+            is not), or that holds a model of other settings or other files (before the
+            tokenizer loads).
         FileNotFoundError: a missing data file.
         RuntimeError: the loss or the weights became inf or nan (nothing saved).
     """
@@ -257,28 +266,56 @@ def train_nano(
         if not texts:
             raise ValueError(f"{what} {str(f)!r} holds no rows")
     out = writable_folder(out_dir if out_dir is not None else nano_path(arch), "out_dir")
+    settings = {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "max_length": max_length, "seed": seed,
+                "train_file": str(train_file), "dev_file": str(dev_file)}
+    _refuse_folder(out, _compared({"settings": settings, "epochs": epochs, "n_train": len(tr_texts),
+                                   "config": {"n_positions": n_positions, "arch": arch}}))
+    staged = staging_folder(out)
+    try:
+        tok = _embedded_tokenizer() if tokenizer is None else tokenizer
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        tr = _encode(tok, tr_texts, max_length)
+        dv = _encode(tok, dv_texts, max_length)
 
-    tok = _embedded_tokenizer() if tokenizer is None else tokenizer
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    tr = _encode(tok, tr_texts, max_length)
-    dv = _encode(tok, dv_texts, max_length)
-
-    model = _new_model(tok, n_positions, pad_id, seed, arch)
-    n_params = sum(p.numel() for p in model.parameters())
-    t0 = time.perf_counter()
-    history = _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress)
-    seconds = time.perf_counter() - t0
-    model.eval()
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    summary = {
-        "out_dir": str(out), "dev_accuracy": history[-1]["dev_accuracy"], "train_accuracy_last_epoch": history[-1]["train_accuracy"],
-        "epochs": epochs, "n_train": len(tr), "n_dev": len(dv), "n_params": n_params, "seconds": seconds,
-        "history": history, "config": dict(NANO_CONFIG if arch == "gpt2" else LLAMA_NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok), arch=arch),
-        "settings": {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "max_length": max_length, "seed": seed,
-                     "train_file": str(train_file), "dev_file": str(dev_file)},
-        "training_rows_in": rows_in_datasets(tr_texts, DATASETS["sst2-train"]),
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
-    }
-    (out / "training.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+        model = _new_model(tok, n_positions, pad_id, seed, arch)
+        n_params = sum(p.numel() for p in model.parameters())
+        t0 = time.perf_counter()
+        history = _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress)
+        seconds = time.perf_counter() - t0
+        model.eval()
+        model.save_pretrained(staged)
+        tok.save_pretrained(staged)
+        summary = {
+            "out_dir": str(out), "dev_accuracy": history[-1]["dev_accuracy"], "train_accuracy_last_epoch": history[-1]["train_accuracy"],
+            "epochs": epochs, "n_train": len(tr), "n_dev": len(dv), "n_params": n_params, "seconds": seconds,
+            "history": history, "config": dict(NANO_CONFIG if arch == "gpt2" else LLAMA_NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok), arch=arch),
+            "settings": settings, "training_rows_in": rows_in_datasets(tr_texts, DATASETS["sst2-train"]),
+            "torch": torch.__version__, "threads": torch.get_num_threads(),
+        }
+        (staged / TRAINING_RECORD).write_text(json.dumps(summary, indent=1), encoding="utf-8")
+        replace_folder(staged, out)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)  # what an error or Ctrl-C left (renamed into place: nothing)
     return summary
+
+
+def _compared(record: dict) -> dict:
+    """The settings of a ``training.json`` record that a rerun in its folder must match: its
+    ``settings`` with the epochs, rows, position table and architecture (recorded beside them;
+    records before LLaMA-nano have no ``arch``: GPT-nano)."""
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    return dict(record["settings"], epochs=record.get("epochs"), n_train=record.get("n_train"),
+                n_positions=config.get("n_positions"), arch=config.get("arch", "gpt2"))
+
+
+def _refuse_folder(out: Path, settings: dict) -> None:
+    """Refuse an ``out`` that holds a model trained with other settings (as ``train_sentiment``
+    refuses an adapter), or files but no ``training.json`` (the whole folder is replaced).
+
+    Raises:
+        ValueError: names the settings that differ (recorded and new value), or the folder.
+    """
+    refuse_other_training(out, settings, "a model", view=_compared)
+    if not (out / TRAINING_RECORD).is_file() and any(out.iterdir()):
+        raise ValueError(f"out_dir {str(out)!r} holds files but no {TRAINING_RECORD} (not a model train_nano finished), and "
+                         f"train_nano replaces the whole folder; pass another out_dir, or empty the folder {str(out)!r}")

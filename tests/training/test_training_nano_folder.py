@@ -1,0 +1,68 @@
+"""``train_nano``'s output folder: a finished model of other settings is refused before the
+tokenizer loads (as ``train_sentiment`` refuses an adapter), and the new model replaces the folder
+only once it is whole (an interrupted save leaves the former one as it was)."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+import aieg_fast.training.nano as nano
+from builders import byte_level_tokenizer, sentencepiece_like_tokenizer, sst2_rows
+
+
+def _no_tokenizer():
+    raise AssertionError("the tokenizer was loaded before the folder was checked")
+
+
+def _digest(out):
+    return hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def data(tmp_path):
+    return sst2_rows(tmp_path / "t.tsv", 16), sst2_rows(tmp_path / "d.tsv", 8, word="movie")
+
+
+def _train(data, out, **kw):
+    return nano.train_nano(*data, out_dir=out, epochs=1, batch_size=8, progress=False, **dict(dict(tokenizer=byte_level_tokenizer()), **kw))
+
+
+def test_a_finished_model_of_other_settings_is_refused_before_the_tokenizer_loads(tmp_path, data, monkeypatch):
+    out = tmp_path / "gpt-nano-sst2"
+    _train(data, out)
+    before = _digest(out)
+    monkeypatch.setattr(nano, "_embedded_tokenizer", _no_tokenizer)
+    with pytest.raises(ValueError) as err:
+        _train(data, out, seed=1, max_train=4, tokenizer=None)
+    assert str(err.value) == (f"out_dir {str(out)!r} holds a model trained with other settings (n_train: 16 recorded, 4 now; "
+                              f"seed: 0 recorded, 1 now); pass another out_dir, or delete the folder {str(out)!r} to start again")
+    with pytest.raises(ValueError, match=r"holds a model trained with other settings \(arch: 'gpt2' recorded, 'llama' now"):
+        _train(data, out, arch="llama", tokenizer=None)
+    assert _digest(out) == before and json.loads((out / "training.json").read_text())["settings"]["seed"] == 0
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="holds files but no training.json"):
+        _train(data, tmp_path / "mine", tokenizer=None)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
+
+
+def test_the_same_settings_train_again_and_an_interrupted_save_keeps_the_former_model(tmp_path, data, monkeypatch):
+    out = tmp_path / "gpt-nano-sst2"
+    _train(data, out)
+    before, record = _digest(out), (out / "training.json").read_text()
+    tok = sentencepiece_like_tokenizer()  # the same settings, another vocabulary: other weights
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(type(tok), "save_pretrained", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _train(data, out, tokenizer=tok)
+    assert _digest(out) == before and (out / "training.json").read_text() == record
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.tsv", "gpt-nano-sst2", "t.tsv"]  # no staging folder left
+    monkeypatch.undo()
+    again = _train(data, out)
+    assert again["settings"]["seed"] == 0 and _digest(out) == before  # the same settings: the same model, in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.tsv", "gpt-nano-sst2", "t.tsv"]
