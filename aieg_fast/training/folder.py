@@ -9,7 +9,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -105,9 +105,9 @@ def recorded_state(out: Path, settings: dict, free: Iterable[str] = ()) -> Optio
 
 
 def save_checkpoint(out: Path, model, opt, sched, step: int, losses: List[float], running: List[float], settings: dict,
-                    seconds: float) -> None:
+                    seconds: float, resumed_at: Sequence[int] = ()) -> None:
     """Write ``out/checkpoint/state.pt`` (adapter, optimizer, scheduler, step, losses per 10 steps,
-    the losses since the last of them, settings) and ``out/progress.json`` (step, seconds): each
+    the losses since the last of them, settings, the steps at which the training resumed) and ``out/progress.json`` (step, seconds): each
     written in full beside, then renamed over the former one, so a kill leaves that or this."""
     from peft import get_peft_model_state_dict
 
@@ -116,7 +116,8 @@ def save_checkpoint(out: Path, model, opt, sched, step: int, losses: List[float]
     tmp = ckpt / "state.pt.tmp"
     with open(tmp, "wb") as fh:
         torch.save({"adapter": get_peft_model_state_dict(model), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "step": step, "losses": losses, "running": running, "settings": settings}, fh)
+                    "step": step, "losses": losses, "running": running, "settings": settings,
+                    "resumed_at_steps": [int(k) for k in resumed_at]}, fh)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, ckpt / "state.pt")

@@ -34,7 +34,10 @@ was trained on with another question (the split note counts them).
 Training is resumable: every ``checkpoint_every`` steps the adapter, optimizer, scheduler and step
 are saved in ``out_dir/checkpoint`` (written beside, then renamed over the former one); a rerun with
 the same settings (the micro-batch size may change) continues from there (a run killed mid-way
-loses at most that many steps). A folder holding a checkpoint or a finished adapter of other
+loses at most that many steps). A resumed run reseeds the dropout with ``seed + step`` at the step
+it resumes from (as the kept adapters were trained), so its dropout draws, and its adapter, differ
+from those of an uninterrupted run; ``training.json`` records those steps (``"resumed_at_steps"``,
+empty when the run went through at once). A folder holding a checkpoint or a finished adapter of other
 settings is refused before the model loads, naming the settings that differ. The finished adapter (``adapter_config.json``,
 ``adapter_model.safetensors``) and ``training.json`` (settings, loss curve, SST-2 dev accuracy,
 time) go in ``out_dir``; ``load_model("smollm2-sst2")`` merges the copy shipped in
@@ -306,7 +309,8 @@ def _train_steps(model, opt, sched, params, data: tuple, out: Path, settings: di
 
     Args:
         data: (token-id lists, label-word targets, index batches of every step, rows per piece, pad id).
-        resumed: (step, losses per 10 steps, losses since the last of them, seconds trained before).
+        resumed: (step, losses per 10 steps, losses since the last of them, seconds trained before,
+            the steps at which this training resumed, kept in each checkpoint).
 
     Returns:
         (step reached, losses per 10 steps, seconds trained in all).
@@ -316,7 +320,7 @@ def _train_steps(model, opt, sched, params, data: tuple, out: Path, settings: di
             became inf or nan (that step is not saved).
     """
     seqs, targets, batches, micro, pad_id = data
-    step, losses, running, t_prev = resumed
+    step, losses, running, t_prev, resumed_at = resumed
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -343,7 +347,8 @@ def _train_steps(model, opt, sched, params, data: tuple, out: Path, settings: di
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1] if losses else running[-1]:.3f}")
             if save:
-                save_checkpoint(out, model, opt, sched, step, losses, running, settings, t_prev + time.perf_counter() - t0)
+                save_checkpoint(out, model, opt, sched, step, losses, running, settings, t_prev + time.perf_counter() - t0,
+                                resumed_at)
     finally:
         if bar is not None:
             bar.close()
@@ -384,7 +389,9 @@ def train_sentiment(
         n_train: rows used, the first of a seeded shuffle of the train set (default 16,000 for
             SST-2, all 1,635 for BoolQ; more than there are: all, recorded as their number).
         batch_size, lr, seed: batches of this many rows; peak AdamW learning rate (finite, > 0);
-            seed of the shuffle, LoRA initialisation and dropout.
+            seed of the shuffle, LoRA initialisation and dropout (reseeded with ``seed + step``
+            where a run resumes: its dropout draws differ from an uninterrupted run's, and
+            ``training.json`` lists those steps in ``"resumed_at_steps"``).
         checkpoint_every: steps between checkpoints (resume on rerun).
         max_steps: stop after this many steps (≥ 1) in this call (the run resumes next call); None
             to finish.
@@ -439,9 +446,12 @@ def train_sentiment(
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = warmup_cosine(opt, len(batches))
     step, losses, running = resume(state, model, opt, sched)
+    resumed_at = list(state.get("resumed_at_steps", [])) if state is not None else []
+    if 0 < step < len(batches):  # the dropout stream is reseeded here (seed + step): not that of an uninterrupted run
+        resumed_at.append(step)
     stop = len(batches) if max_steps is None else min(len(batches), step + max_steps)
     step, losses, seconds = _train_steps(model, opt, sched, params, (seqs, targets, batches, micro, pad_id), out, settings,
-                                         (step, losses, running, elapsed_seconds(out, step)), stop, checkpoint_every, progress)
+                                         (step, losses, running, elapsed_seconds(out, step), resumed_at), stop, checkpoint_every, progress)
     if step < len(batches):
         return {"finished": False, "step": step, "steps": len(batches), "out_dir": str(out), "seconds": seconds}
     model.eval()
@@ -449,7 +459,7 @@ def train_sentiment(
     model.save_pretrained(out)
     record = {"finished": True, "out_dir": str(out), "dev_accuracy": acc, "n_dev": len(dev), "steps": len(batches),
               "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}), "training_rows_in": trained_in,
-              "seconds": seconds, "losses_per_10_steps": losses, "settings": settings, "micro_batch_size": micro,
+              "seconds": seconds, "losses_per_10_steps": losses, "resumed_at_steps": resumed_at, "settings": settings, "micro_batch_size": micro,
               "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
               "threads": torch.get_num_threads()}
     write_json(out / "training.json", record)

@@ -1,0 +1,37 @@
+"""A resumed ``train_sentiment``: where it resumed is recorded (its dropout draws differ from an
+uninterrupted run's), and an interrupted command names the step its checkpoint holds. On a
+one-layer random LLaMA (seconds)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+import aieg_fast.training.sentiment as sentiment
+from aieg_fast.training import train_sentiment
+from builders import sst2_rows, word_level_base
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="needs peft")
+
+
+@pytest.fixture(autouse=True)
+def tiny(monkeypatch):
+    monkeypatch.setattr(sentiment, "load_hf_model", word_level_base)
+
+
+def _kw(tmp_path, out="run"):
+    return dict(out_dir=tmp_path / out, train_file=sst2_rows(tmp_path / "t.tsv", 8), n_train=8, batch_size=2, lr=5e-2,
+                checkpoint_every=1, n_dev=2, progress=False)
+
+
+def test_the_steps_a_run_resumed_at_are_recorded(tmp_path):
+    assert train_sentiment(**_kw(tmp_path, "whole"))["resumed_at_steps"] == []
+    kw = _kw(tmp_path)
+    train_sentiment(max_steps=1, **kw)
+    train_sentiment(max_steps=2, **kw)
+    done = train_sentiment(**kw)
+    assert done["steps"] == 4 and done["resumed_at_steps"] == [1, 3]
+    assert json.loads((tmp_path / "run" / "training.json").read_text())["resumed_at_steps"] == [1, 3]
+    assert "differ from those of an uninterrupted run" in " ".join(sentiment.__doc__.split())
+    assert "resumed_at_steps" in train_sentiment.__doc__
