@@ -61,7 +61,7 @@ from ..core.batch import right_pad
 from ..core.inputs import fill_template
 from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
 from ..models import SST2_NAME, cache_dir, load_hf_model
-from ..runs import writable_folder
+from ..runs import made_folder
 from ..runs.records import write_json
 from ..core.validation import check_number, check_positive_int
 from .folder import elapsed_seconds, recorded_state, resume, save_checkpoint
@@ -413,8 +413,10 @@ def train_sentiment(
     Raises:
         FileNotFoundError: ``$AIEG_FAST_DATA`` is set and lacks the training or scored set's file.
         ValueError: a bad argument (named), a training file without rows, an ``out_dir`` that is
-            not a writable folder, or that holds a finished adapter or a checkpoint of other
-            settings (each named, before the model loads), an unreadable checkpoint (named).
+            not a writable folder, that another run holds (two runs on one folder at once would
+            overwrite each other's checkpoint: the folder is held as ``evaluate`` holds its own,
+            :func:`aieg_fast.runs.claim_folder`), or that holds a finished adapter or a checkpoint
+            of other settings (each named, before the model loads), an unreadable checkpoint (named).
         RuntimeError: the loss or the weights became inf or nan (no adapter saved; the last
             checkpoint kept).
         ImportError: ``peft`` is not installed.
@@ -424,43 +426,44 @@ def train_sentiment(
     spec, train_path, rows, dev, split, n_train, epochs, name = _task_rows(task, train_file, n_dev, n_train, epochs)
     from peft import LoraConfig, get_peft_model
 
-    out = writable_folder(sentiment_out_dir(task) if out_dir is None else out_dir, "out_dir")
-    settings = _settings(spec, train_path, train_path != SHIPPED_DATA_DIR / spec.shipped, task, n_train, batch_size, lr, seed, epochs)
-    state = recorded_state(out, settings, FREE_SETTINGS)
+    with made_folder(sentiment_out_dir(task) if out_dir is None else out_dir, "out_dir") as out:  # held: a second run is refused
+        settings = _settings(spec, train_path, train_path != SHIPPED_DATA_DIR / spec.shipped, task, n_train, batch_size, lr, seed, epochs)
+        state = recorded_state(out, settings, FREE_SETTINGS)
 
-    model, tok, _ = load_hf_model(None, dtype=torch.float32)
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    rng = random.Random(seed)
-    pick = list(range(len(rows)))
-    rng.shuffle(pick)
-    rows = [rows[i] for i in pick[:n_train]]
-    trained_in = rows_in_datasets([t for t, _ in rows], spec)
-    seqs = _encode(tok, [t for t, _ in rows], spec.template)
-    lab = torch.tensor(_label_ids(tok, spec.labels))
-    targets = lab[torch.tensor([y for _, y in rows])]
-    batches = [b for e in range(epochs) for b in _batches(seqs, batch_size, seed + e)]
+        model, tok, _ = load_hf_model(None, dtype=torch.float32)
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        rng = random.Random(seed)
+        pick = list(range(len(rows)))
+        rng.shuffle(pick)
+        rows = [rows[i] for i in pick[:n_train]]
+        trained_in = rows_in_datasets([t for t, _ in rows], spec)
+        seqs = _encode(tok, [t for t, _ in rows], spec.template)
+        lab = torch.tensor(_label_ids(tok, spec.labels))
+        targets = lab[torch.tensor([y for _, y in rows])]
+        batches = [b for e in range(epochs) for b in _batches(seqs, batch_size, seed + e)]
 
-    torch.manual_seed(seed)
-    model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **LORA_CONFIG))
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    sched = warmup_cosine(opt, len(batches))
-    step, losses, running = resume(state, model, opt, sched)
-    resumed_at = list(state.get("resumed_at_steps", [])) if state is not None else []
-    if 0 < step < len(batches):  # the dropout stream is reseeded here (seed + step): not that of an uninterrupted run
-        resumed_at.append(step)
-    stop = len(batches) if max_steps is None else min(len(batches), step + max_steps)
-    step, losses, seconds = _train_steps(model, opt, sched, params, (seqs, targets, batches, micro, pad_id), out, settings,
-                                         (step, losses, running, elapsed_seconds(out, step), resumed_at), stop, checkpoint_every, progress)
-    if step < len(batches):
-        return {"finished": False, "step": step, "steps": len(batches), "out_dir": str(out), "seconds": seconds}
-    model.eval()
-    acc = sentiment_accuracy(model, tok, dev, spec.template, spec.labels)
-    model.save_pretrained(out)
-    record = {"finished": True, "out_dir": str(out), "dev_accuracy": acc, "n_dev": len(dev), "steps": len(batches),
-              "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}), "training_rows_in": trained_in,
-              "seconds": seconds, "losses_per_10_steps": losses, "resumed_at_steps": resumed_at, "settings": settings, "micro_batch_size": micro,
-              "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
-              "threads": torch.get_num_threads()}
-    write_json(out / "training.json", record)
-    return record
+        torch.manual_seed(seed)
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **LORA_CONFIG))
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+        sched = warmup_cosine(opt, len(batches))
+        step, losses, running = resume(state, model, opt, sched)
+        resumed_at = list(state.get("resumed_at_steps", [])) if state is not None else []
+        if 0 < step < len(batches):  # the dropout stream is reseeded here (seed + step): not that of an uninterrupted run
+            resumed_at.append(step)
+        stop = len(batches) if max_steps is None else min(len(batches), step + max_steps)
+        step, losses, seconds = _train_steps(model, opt, sched, params, (seqs, targets, batches, micro, pad_id), out, settings,
+                                             (step, losses, running, elapsed_seconds(out, step), resumed_at), stop,
+                                             checkpoint_every, progress)
+        if step < len(batches):
+            return {"finished": False, "step": step, "steps": len(batches), "out_dir": str(out), "seconds": seconds}
+        model.eval()
+        acc = sentiment_accuracy(model, tok, dev, spec.template, spec.labels)
+        model.save_pretrained(out)
+        record = {"finished": True, "out_dir": str(out), "dev_accuracy": acc, "n_dev": len(dev), "steps": len(batches),
+                  "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}), "training_rows_in": trained_in,
+                  "seconds": seconds, "losses_per_10_steps": losses, "resumed_at_steps": resumed_at, "settings": settings,
+                  "micro_batch_size": micro, "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
+                  "threads": torch.get_num_threads()}
+        write_json(out / "training.json", record)
+        return record
