@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
     tn.add_argument("--batch-size", type=int, default=64, help="rows per optimizer step")
     tn.add_argument("--lr", type=float, default=2e-3, help="peak AdamW learning rate (warm-up, cosine decay)")
     tn.add_argument("--max-train", type=int, default=None, help="use only the first N training rows")
-    tn.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the shuffling")
+    tn.add_argument("--seed", type=int, default=0, help="seed of the initialisation, the shuffling and the dropout: an int in [0, 2**32 - 1]")
     tn.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2",
                     help="gpt2: GPT-nano (--model gpt-nano); llama: LLaMA-nano, RoPE/RMSNorm/GQA (--model llama-nano)")
     tn.add_argument("--no-progress", action="store_true", help="no progress bar")

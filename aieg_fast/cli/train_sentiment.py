@@ -3,11 +3,11 @@ on one half of the BoolQ dev set, scored on the other) with LoRA
 (:func:`aieg_fast.training.train_sentiment`); the adapter shipped as ``smollm2-sst2`` was made by it."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from ..training import TRAIN_TASKS, train_sentiment
+from ..training.folder import checkpoint_step
 from ..training.sentiment import sentiment_out_dir
 from .common import DefaultsHelpFormatter, option_flags
 
@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
     ts.add_argument("--micro-batch-size", type=int, default=None, help="rows per forward/backward inside a step, gradients "
                     "accumulated (default: 4 for boolq, whose passages are long; the whole batch for sst2)")
     ts.add_argument("--lr", type=float, default=5e-4, help="peak AdamW learning rate (warm-up, cosine decay)")
-    ts.add_argument("--seed", type=int, default=0, help="seed of the shuffle, LoRA initialisation and dropout")
+    ts.add_argument("--seed", type=int, default=0, help="seed of the shuffle, LoRA initialisation and dropout: an int in [0, 2**32 - 1]")
     ts.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints (a rerun resumes)")
     ts.add_argument("--max-steps", type=int, default=None, help="stop after this many steps in this run (rerun to continue)")
     ts.add_argument("--n-dev", type=int, default=None, help="score only the first N rows of the scored set at the end")
@@ -42,10 +42,10 @@ def add_parser(sub) -> None:
 
 
 def _resume_hint(out: Path) -> str:
-    """How a rerun goes on after an interruption: from the step ``out/progress.json`` records, if any."""
-    try:
-        step = json.loads((out / "progress.json").read_text(encoding="utf-8"))["step"]
-    except (OSError, ValueError, KeyError, TypeError):
+    """How a rerun goes on after an interruption: from the step its checkpoint holds, if any
+    (``progress.json``, written after the checkpoint, may still name the one before)."""
+    step = checkpoint_step(out)
+    if step is None:
         return "no checkpoint was saved yet: a rerun of the same command starts from step 0"
     return f"rerun the same command to resume from the last checkpoint (step {step}, in {out / 'checkpoint'})"
 

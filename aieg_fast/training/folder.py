@@ -16,7 +16,7 @@ import torch
 from ..runs import setting_differences
 from ..runs.records import write_json
 
-__all__ = ["TRAINING_RECORD", "elapsed_seconds", "other_settings", "read_checkpoint", "recorded_state", "refuse_other_training",
+__all__ = ["TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "other_settings", "read_checkpoint", "recorded_state", "refuse_other_training",
            "replace_folder", "resume", "save_checkpoint", "staging_folder"]
 
 #: the record of a finished training, in its output folder.
@@ -60,8 +60,9 @@ def refuse_other_training(out: Path, settings: dict, what: str = "an adapter", f
 
 
 def read_checkpoint(out: Path) -> Tuple[Optional[dict], Optional[Path]]:
-    """(state, its file) of the checkpoint in ``out``, read on the CPU, or (None, None): none.
-    ``checkpoint.tmp/state.pt``, a checkpoint that earlier versions of this module left there when
+    """(state, its file) of the checkpoint in ``out``, read on the CPU with ``weights_only=True``
+    (tensors, numbers, strings and their containers: what :func:`save_checkpoint` writes; a file
+    holding other objects is not unpickled), or (None, None): none. ``checkpoint.tmp/state.pt``, a checkpoint that earlier versions of this module left there when
     killed before renaming it, is read when ``checkpoint/state.pt`` is missing (unreadable: a
     note on stderr, then none).
 
@@ -73,7 +74,7 @@ def read_checkpoint(out: Path) -> Tuple[Optional[dict], Optional[Path]]:
         if not f.is_file():
             continue
         try:
-            state = torch.load(f, map_location="cpu", weights_only=False)
+            state = torch.load(f, map_location="cpu", weights_only=True)
             problem = "" if isinstance(state, dict) and keys <= set(state) else "parts of a checkpoint are missing"
         except Exception as err:  # torch.load raises many kinds on a torn or foreign file
             problem = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
@@ -85,6 +86,16 @@ def read_checkpoint(out: Path) -> Tuple[Optional[dict], Optional[Path]]:
         raise ValueError(f"checkpoint {str(f)!r} cannot be resumed ({problem}); pass another out_dir, "
                          f"or delete {str(f.parent)!r} to start again")
     return None, None
+
+
+def checkpoint_step(out: Path) -> Optional[int]:
+    """The step the checkpoint in ``out`` holds (the one a rerun resumes from), None when there
+    is none or it cannot be read. Never raises."""
+    try:
+        state, _ = read_checkpoint(out)
+        return None if state is None else int(state["step"])
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def recorded_state(out: Path, settings: dict, free: Iterable[str] = ()) -> Optional[dict]:

@@ -31,7 +31,7 @@ from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_pa
 from ..core.validation import check_int, check_number, check_positive_int
 from ..runs import writable_folder
 from .folder import TRAINING_RECORD, refuse_other_training, replace_folder, staging_folder
-from .schedule import warmup_cosine
+from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets
 
 __all__ = ["ARCHS", "LLAMA_NANO_CONFIG", "NANO_NAME", "NANO_CONFIG", "nano_path", "train_nano"]
@@ -89,11 +89,13 @@ def _accuracy(model, seqs: List[List[int]], labels: List[int], pad_id: int, batc
     return correct / max(1, len(seqs))
 
 
-def _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr) -> None:
+def _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr, seed) -> None:
+    """ValueError naming the first argument out of its range, and its value."""
     for name, v in (("epochs", epochs), ("batch_size", batch_size), ("max_length", max_length), ("n_positions", n_positions)):
         check_positive_int(name, v)
     check_int("max_train", max_train, 2, optional=True)
     check_number("lr", lr, 0.0, strict=True)
+    check_seed(seed)
 
 
 def _data_files(train_file, dev_file, data_dir) -> Tuple[Path, Path]:
@@ -230,11 +232,13 @@ def train_nano(
             (``.<name>.<random>.partial``) renamed into its place at the end, so an error or
             Ctrl-C leaves the former model whole.
         epochs, batch_size, lr, weight_decay: AdamW with linear warm-up (5 % of the steps) and
-            cosine decay to 0; dropout 0.1 (GPT-2 default).
+            cosine decay to 0. GPT-nano trains with GPT-2's default dropout (0.1 on the
+            embeddings, attention weights and residual branches); LLaMA-nano with none
+            (``LlamaConfig``'s attention dropout 0.0, and LLaMA has no other).
         max_length: training texts are truncated to this many tokens.
         n_positions: position table size (512 leaves room for IMDb's 400-token bucket).
         max_train: use only the first this many training rows (tests, quick runs).
-        seed: seed of the initialisation and the shuffling.
+        seed: seed of the initialisation, the shuffling and the dropout: an int in [0, 2**32 - 1].
         tokenizer: a tokenizer object (default: the embedded SmolLM2 tokenizer).
         arch: ``"gpt2"`` (GPT-nano, :data:`NANO_CONFIG`) or ``"llama"`` (LLaMA-nano,
             :data:`LLAMA_NANO_CONFIG`; saved in ``nano_path("llama")``, loaded as ``"llama-nano"``).
@@ -254,7 +258,7 @@ def train_nano(
         FileNotFoundError: a missing data file.
         RuntimeError: the loss or the weights became inf or nan (nothing saved).
     """
-    _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr)
+    _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr, seed)
     if arch not in ARCHS:
         raise ValueError(f"arch must be one of {list(ARCHS)}, got {arch!r}")
     train_file, dev_file = _data_files(train_file, dev_file, data_dir)

@@ -65,7 +65,7 @@ from ..runs import made_folder
 from ..runs.records import write_json
 from ..core.validation import check_number, check_positive_int
 from .folder import elapsed_seconds, recorded_state, resume, save_checkpoint
-from .schedule import warmup_cosine
+from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets, scored_split
 
 __all__ = ["FREE_SETTINGS", "LORA_CONFIG", "MICRO_BATCH", "SST2_NAME", "TRAIN_TASKS", "accumulate_grads", "last_logits", "train_sentiment",
@@ -186,9 +186,20 @@ def accumulate_grads(model, seqs: List[List[int]], targets: torch.Tensor, idx: L
 @torch.no_grad()
 def sentiment_accuracy(model, tok, rows: Sequence[Tuple[object, int]], template: str = SENTIMENT_TEMPLATE,
                        labels: Sequence[str] = SENTIMENT_LABELS, batch_size: int = 32) -> float:
-    """Share of ``rows`` ((text, label) pairs; a text may be a mapping of template fields) whose
-    label word has the highest logit of the label words at the end of ``template`` (the
-    decision :mod:`aieg_fast.eval` scores).
+    """Share of ``rows`` whose label word has the highest logit of the label words at the end of
+    ``template`` (the decision :mod:`aieg_fast.eval` scores).
+
+    Args:
+        model: a causal LM, as :func:`last_logits` takes it; run in eval mode (no dropout), its
+            mode restored after.
+        tok: its tokenizer (prompts encoded as :meth:`aieg_fast.Explainer.encode` does).
+        rows: (text, label) pairs; a text may be a mapping of template fields (BoolQ's passage
+            and question), a label is an index into ``labels``.
+        template, labels: the prompt and the label words, one token each (default SST-2's).
+        batch_size: prompts per forward, grouped by length.
+
+    Returns:
+        the accuracy, in [0, 1] (0.0 for no rows).
 
     Raises:
         ValueError: a label word that is not one token.
@@ -208,14 +219,16 @@ def sentiment_accuracy(model, tok, rows: Sequence[Tuple[object, int]], template:
     return correct / max(1, len(rows))
 
 
-def _check(n_train, batch_size, lr, checkpoint_every, micro_batch_size, max_steps=None, n_dev=None) -> None:
-    """Refuse a count that is not a positive int (``max_steps`` and ``n_dev`` may be None) and an
-    ``lr`` that is not a finite positive number (ValueError naming the argument and the value)."""
+def _check(n_train, batch_size, lr, checkpoint_every, micro_batch_size, max_steps=None, n_dev=None, seed=0) -> None:
+    """Refuse a count that is not a positive int (``max_steps`` and ``n_dev`` may be None), an
+    ``lr`` that is not a finite positive number and a ``seed`` outside [0, :data:`~.schedule.MAX_SEED`]
+    (ValueError naming the argument and the value)."""
     for name, v in (("n_train", n_train), ("batch_size", batch_size), ("checkpoint_every", checkpoint_every),
                     ("micro_batch_size", micro_batch_size), ("max_steps", max_steps), ("n_dev", n_dev)):
         if v is not None or name not in ("max_steps", "n_dev"):  # None: leave out (the message names no None)
             check_positive_int(name, v)
     check_number("lr", lr, 0.0, strict=True)
+    check_seed(seed)
 
 
 def sentiment_out_dir(task: str = "sst2", out_dir=None) -> Path:
@@ -389,7 +402,7 @@ def train_sentiment(
         n_train: rows used, the first of a seeded shuffle of the train set (default 16,000 for
             SST-2, all 1,635 for BoolQ; more than there are: all, recorded as their number).
         batch_size, lr, seed: batches of this many rows; peak AdamW learning rate (finite, > 0);
-            seed of the shuffle, LoRA initialisation and dropout (reseeded with ``seed + step``
+            seed of the shuffle, LoRA initialisation and dropout, an int in [0, 2**32 - 1] (reseeded with ``seed + step``
             where a run resumes: its dropout draws differ from an uninterrupted run's, and
             ``training.json`` lists those steps in ``"resumed_at_steps"``).
         checkpoint_every: steps between checkpoints (resume on rerun).
@@ -411,7 +424,8 @@ def train_sentiment(
         dict with ``"finished": False`` and the step reached.
 
     Raises:
-        FileNotFoundError: ``$AIEG_FAST_DATA`` is set and lacks the training or scored set's file.
+        FileNotFoundError: ``train_file`` does not exist (named), or ``$AIEG_FAST_DATA`` is set
+            and lacks the training or scored set's file.
         ValueError: a bad argument (named), a training file without rows, an ``out_dir`` that is
             not a writable folder, that another run holds (two runs on one folder at once would
             overwrite each other's checkpoint: the folder is held as ``evaluate`` holds its own,
@@ -422,7 +436,7 @@ def train_sentiment(
         ImportError: ``peft`` is not installed.
     """
     micro = MICRO_BATCH.get(task, batch_size) if micro_batch_size is None else micro_batch_size
-    _check(1 if n_train is None else n_train, batch_size, lr, checkpoint_every, micro, max_steps, n_dev)
+    _check(1 if n_train is None else n_train, batch_size, lr, checkpoint_every, micro, max_steps, n_dev, seed)
     spec, train_path, rows, dev, split, n_train, epochs, name = _task_rows(task, train_file, n_dev, n_train, epochs)
     from peft import LoraConfig, get_peft_model
 

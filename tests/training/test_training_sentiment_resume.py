@@ -66,3 +66,47 @@ def test_a_second_run_on_a_folder_in_use_is_refused_before_the_model_loads(tmp_p
         other.wait()
     monkeypatch.setattr(sentiment, "load_hf_model", word_level_base)
     assert train_sentiment(max_steps=1, **_kw(tmp_path))["step"] == 1  # let go: the folder is free again
+
+
+def test_an_interrupted_command_names_the_step_its_checkpoint_holds(tmp_path, monkeypatch, capsys):
+    """Ctrl-C after the checkpoint of step 3 was renamed into place and before progress.json said
+    so: a rerun resumes from step 3, and the message says 3 (progress.json still says 2)."""
+    import aieg_fast.training.folder as folder
+    from aieg_fast import cli
+
+    real = folder.write_json
+
+    def stop_before_progress_3(path, obj):
+        if path.name == "progress.json" and obj["step"] == 3:
+            raise KeyboardInterrupt
+        return real(path, obj)
+
+    monkeypatch.setattr(folder, "write_json", stop_before_progress_3)
+    out = tmp_path / "run"
+    assert cli.main(["train-sentiment", "--out", str(out), "--train-file", str(sst2_rows(tmp_path / "t.tsv", 8)), "--batch-size", "2",
+                     "--checkpoint-every", "1", "--n-dev", "2", "--no-progress"]) == 130
+    assert json.loads((out / "progress.json").read_text())["step"] == 2
+    assert f"resume from the last checkpoint (step 3, in {out / 'checkpoint'})" in capsys.readouterr().err
+
+
+def test_a_checkpoint_is_read_as_weights_only(tmp_path):
+    """What the checkpoint holds loads with torch.load(weights_only=True), and a file holding
+    other objects is refused rather than unpickled."""
+    import torch
+
+    from aieg_fast.training.folder import checkpoint_step
+
+    kw = _kw(tmp_path)
+    train_sentiment(max_steps=2, **kw)
+    state_pt = tmp_path / "run" / "checkpoint" / "state.pt"
+    state = torch.load(state_pt, weights_only=True)
+    assert state["step"] == 2 and checkpoint_step(tmp_path / "run") == 2
+    assert train_sentiment(max_steps=1, **kw)["step"] == 3  # resumed from it
+    state["settings"] = dict(state["settings"], extra=Foreign())
+    torch.save(state, state_pt)
+    with pytest.raises(ValueError, match=f"checkpoint {str(state_pt)!r} cannot be resumed \\(UnpicklingError"):
+        train_sentiment(max_steps=1, **kw)
+
+
+class Foreign:
+    """An object a checkpoint never holds."""
