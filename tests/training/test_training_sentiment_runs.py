@@ -12,25 +12,9 @@ import torch
 import aieg_fast.training.sentiment as sentiment
 from aieg_fast import cli
 from aieg_fast.training import train_sentiment
+from builders import word_level_base
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="needs peft")
-
-WORDS = ["<unk>", "<pad>", "<s>", "</s>", "negative", "positive", "no", "yes", "Review", "Question", "Answer", ":", "?",
-         "Is", "this", "review", "or", "a", "great", "fine", "dull", "bad", "film", "the", "is"]
-
-
-def _tiny_base(*args, **kwargs):
-    """(model, tokenizer, name) as ``load_hf_model(None)`` gives them: each label word is one token."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    t = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    t.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>")
-    cfg = LlamaConfig(num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, hidden_size=16, intermediate_size=32,
-                      vocab_size=len(WORDS), max_position_embeddings=4096, pad_token_id=1, bos_token_id=2, eos_token_id=3)
-    torch.manual_seed(0)
-    return LlamaForCausalLM(cfg), tok, "tiny"
 
 
 def _no_model(*args, **kwargs):
@@ -39,7 +23,7 @@ def _no_model(*args, **kwargs):
 
 @pytest.fixture
 def tiny(monkeypatch):
-    monkeypatch.setattr(sentiment, "load_hf_model", _tiny_base)
+    monkeypatch.setattr(sentiment, "load_hf_model", word_level_base)
 
 
 @pytest.fixture
