@@ -16,8 +16,8 @@ import torch
 from ..runs import setting_differences
 from ..runs.records import write_json
 
-__all__ = ["TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "other_settings", "read_checkpoint", "recorded_state", "refuse_other_training",
-           "replace_folder", "resume", "save_checkpoint", "staging_folder"]
+__all__ = ["TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "install_model", "other_settings", "read_checkpoint", "recorded_state",
+           "refuse_other_training", "resume", "save_checkpoint", "staging_folder"]
 
 #: the record of a finished training, in its output folder.
 TRAINING_RECORD = "training.json"
@@ -163,26 +163,38 @@ def elapsed_seconds(out: Path, step: int) -> float:
 
 
 def staging_folder(out: Path) -> Path:
-    """A new empty folder beside ``out`` (``.<name>.<random>.partial`` in its parent) to write a
-    whole model into before :func:`replace_folder` puts it in place of ``out``.
+    """A new empty folder inside ``out`` (``.partial-<random>``: on the same file system) to
+    write a whole model into before :func:`install_model` moves it into ``out``; such folders
+    that a killed run left behind are removed first.
 
     Raises:
-        ValueError: the parent of ``out`` is not writable (names ``out_dir``).
+        ValueError: ``out`` is not writable (names ``out_dir``).
+    """
+    for left in out.glob(".partial-*"):
+        shutil.rmtree(left, ignore_errors=True)
+    try:
+        return Path(tempfile.mkdtemp(prefix=".partial-", dir=out))
+    except OSError as err:
+        raise ValueError(f"out_dir {str(out)!r} is not writable ({err.strerror or err})") from None
+
+
+def install_model(staged: Path, out: Path) -> None:
+    """Move the files of ``staged`` (:func:`staging_folder`) into ``out``, then remove
+    ``staged``: the former ``training.json`` goes first and the new one comes last, so a reader
+    sees the former model with its record, the new one with its record, or model files without
+    a record (a stop in between; refused as not finished, and a rerun in an emptied folder
+    trains again), never new weights under the former record. Other files of ``out`` stay.
+
+    Raises:
+        OSError: a file could not be moved (names ``out_dir``, and ``staged``, left in place
+            with the files not moved, the record among them).
     """
     try:
-        return Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+        (out / TRAINING_RECORD).unlink(missing_ok=True)
+        for f in sorted(staged.iterdir(), key=lambda f: f.name == TRAINING_RECORD):
+            os.replace(f, out / f.name)
     except OSError as err:
-        raise ValueError(f"out_dir {str(out)!r}: its parent folder {str(out.parent)!r} is not writable, and the model is "
-                         f"written beside it before it replaces the folder ({err.strerror or err})") from None
-
-
-def replace_folder(staged: Path, out: Path) -> None:
-    """Put the folder ``staged`` (:func:`staging_folder`) in place of ``out`` by renaming: the
-    former ``out`` is renamed aside, ``staged`` renamed to ``out``, then the former removed. A
-    reader sees the whole former model or the whole new one; a kill between the two renames
-    leaves no ``out`` and the former one in ``.<name>.<random>.old`` beside it."""
-    old = staged.with_suffix(".old")
-    if out.exists():
-        os.rename(out, old)
-    os.rename(staged, out)
-    shutil.rmtree(old, ignore_errors=True)
+        raise OSError(err.errno, f"out_dir {str(out)!r}: the trained model could not be moved into it ({err.strerror or err}); "
+                                 f"the files not moved, its {TRAINING_RECORD} last, are kept in {str(staged)!r}: move them into "
+                                 f"{str(out)!r} to finish") from err
+    shutil.rmtree(staged, ignore_errors=True)

@@ -30,7 +30,7 @@ from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
 from ..core.validation import check_int, check_number, check_positive_int
 from ..runs import writable_folder
-from .folder import TRAINING_RECORD, refuse_other_training, replace_folder, staging_folder
+from .folder import TRAINING_RECORD, install_model, refuse_other_training, staging_folder
 from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets
 
@@ -228,9 +228,10 @@ def train_nano(
             writable, before the tokenizer loads. A folder that holds a model trained with other
             settings (its ``training.json``: these arguments, the files, the rows used, the
             position table) or files but no ``training.json`` is refused then; one of the same
-            settings is trained again. The model is written into a folder beside it
-            (``.<name>.<random>.partial``) renamed into its place at the end, so an error or
-            Ctrl-C leaves the former model whole.
+            settings is trained again. The model is saved into a folder inside it
+            (``.partial-<random>``) whose files are then moved into it, the record last
+            (:func:`~aieg_fast.training.folder.install_model`), so an error or Ctrl-C leaves the
+            former model whole, and other files in the folder stay.
         epochs, batch_size, lr, weight_decay: AdamW with linear warm-up (5 % of the steps) and
             cosine decay to 0. GPT-nano trains with GPT-2's default dropout (0.1 on the
             embeddings, attention weights and residual branches); LLaMA-nano with none
@@ -274,32 +275,33 @@ def train_nano(
                 "train_file": str(train_file), "dev_file": str(dev_file)}
     _refuse_folder(out, _compared({"settings": settings, "epochs": epochs, "n_train": len(tr_texts),
                                    "config": {"n_positions": n_positions, "arch": arch}}))
+    tok = _embedded_tokenizer() if tokenizer is None else tokenizer
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    tr = _encode(tok, tr_texts, max_length)
+    dv = _encode(tok, dv_texts, max_length)
+
+    model = _new_model(tok, n_positions, pad_id, seed, arch)
+    n_params = sum(p.numel() for p in model.parameters())
+    t0 = time.perf_counter()
+    history = _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress)
+    seconds = time.perf_counter() - t0
+    model.eval()
+    summary = {
+        "out_dir": str(out), "dev_accuracy": history[-1]["dev_accuracy"], "train_accuracy_last_epoch": history[-1]["train_accuracy"],
+        "epochs": epochs, "n_train": len(tr), "n_dev": len(dv), "n_params": n_params, "seconds": seconds,
+        "history": history, "config": dict(NANO_CONFIG if arch == "gpt2" else LLAMA_NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok), arch=arch),
+        "settings": settings, "training_rows_in": rows_in_datasets(tr_texts, DATASETS["sst2-train"]),
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+    }
     staged = staging_folder(out)
     try:
-        tok = _embedded_tokenizer() if tokenizer is None else tokenizer
-        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        tr = _encode(tok, tr_texts, max_length)
-        dv = _encode(tok, dv_texts, max_length)
-
-        model = _new_model(tok, n_positions, pad_id, seed, arch)
-        n_params = sum(p.numel() for p in model.parameters())
-        t0 = time.perf_counter()
-        history = _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress)
-        seconds = time.perf_counter() - t0
-        model.eval()
         model.save_pretrained(staged)
         tok.save_pretrained(staged)
-        summary = {
-            "out_dir": str(out), "dev_accuracy": history[-1]["dev_accuracy"], "train_accuracy_last_epoch": history[-1]["train_accuracy"],
-            "epochs": epochs, "n_train": len(tr), "n_dev": len(dv), "n_params": n_params, "seconds": seconds,
-            "history": history, "config": dict(NANO_CONFIG if arch == "gpt2" else LLAMA_NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok), arch=arch),
-            "settings": settings, "training_rows_in": rows_in_datasets(tr_texts, DATASETS["sst2-train"]),
-            "torch": torch.__version__, "threads": torch.get_num_threads(),
-        }
         (staged / TRAINING_RECORD).write_text(json.dumps(summary, indent=1), encoding="utf-8")
-        replace_folder(staged, out)
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)  # what an error or Ctrl-C left (renamed into place: nothing)
+    except BaseException:  # an error or Ctrl-C while saving: the former model stays as it was
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    install_model(staged, out)
     return summary
 
 
@@ -314,12 +316,13 @@ def _compared(record: dict) -> dict:
 
 def _refuse_folder(out: Path, settings: dict) -> None:
     """Refuse an ``out`` that holds a model trained with other settings (as ``train_sentiment``
-    refuses an adapter), or files but no ``training.json`` (the whole folder is replaced).
+    refuses an adapter), or files but no ``training.json`` (the model's files would overwrite
+    theirs).
 
     Raises:
         ValueError: names the settings that differ (recorded and new value), or the folder.
     """
     refuse_other_training(out, settings, "a model", view=_compared)
-    if not (out / TRAINING_RECORD).is_file() and any(out.iterdir()):
+    if not (out / TRAINING_RECORD).is_file() and any(not f.name.startswith(".partial-") for f in out.iterdir()):
         raise ValueError(f"out_dir {str(out)!r} holds files but no {TRAINING_RECORD} (not a model train_nano finished), and "
-                         f"train_nano replaces the whole folder; pass another out_dir, or empty the folder {str(out)!r}")
+                         f"train_nano would write its model's files over theirs; pass another out_dir, or empty the folder {str(out)!r}")

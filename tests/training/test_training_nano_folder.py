@@ -1,6 +1,7 @@
 """``train_nano``'s output folder: a finished model of other settings is refused before the
-tokenizer loads (as ``train_sentiment`` refuses an adapter), and the new model replaces the folder
-only once it is whole (an interrupted save leaves the former one as it was)."""
+tokenizer loads (as ``train_sentiment`` refuses an adapter), and the new model's files move into
+the folder only once they are whole, the record last (an interrupted save leaves the former model
+as it was; other files in the folder stay)."""
 from __future__ import annotations
 
 import hashlib
@@ -61,8 +62,32 @@ def test_the_same_settings_train_again_and_an_interrupted_save_keeps_the_former_
     with pytest.raises(KeyboardInterrupt):
         _train(data, out, tokenizer=tok)
     assert _digest(out) == before and (out / "training.json").read_text() == record
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.tsv", "gpt-nano-sst2", "t.tsv"]  # no staging folder left
+    assert not list(out.glob(".partial-*")) and sorted(p.name for p in tmp_path.iterdir()) == ["d.tsv", "gpt-nano-sst2", "t.tsv"]
     monkeypatch.undo()
+    (out / "my_notes.md").write_text("mine")
+    (out / "runs").mkdir()
     again = _train(data, out)
     assert again["settings"]["seed"] == 0 and _digest(out) == before  # the same settings: the same model, in place
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.tsv", "gpt-nano-sst2", "t.tsv"]
+    assert (out / "my_notes.md").read_text() == "mine" and (out / "runs").is_dir()  # the user's files stay
+    assert not list(out.glob(".partial-*")) and sorted(p.name for p in tmp_path.iterdir()) == ["d.tsv", "gpt-nano-sst2", "t.tsv"]
+
+
+def test_a_model_that_cannot_be_moved_into_place_is_kept_and_named(tmp_path, data, monkeypatch):
+    out = tmp_path / "gpt-nano-sst2"
+    real = nano.install_model.__globals__["os"].replace
+
+    def busy(src, dst):
+        if str(dst).endswith("model.safetensors"):
+            raise OSError(16, "Device or resource busy")
+        return real(src, dst)
+
+    monkeypatch.setattr(nano.install_model.__globals__["os"], "replace", busy)
+    with pytest.raises(OSError, match=r"out_dir .*gpt-nano-sst2'.*could not be moved into it.*are kept in '.*\.partial-") as err:
+        _train(data, out)
+    kept = [p for p in out.glob(".partial-*")]
+    assert len(kept) == 1 and str(kept[0]) in str(err.value)
+    assert (kept[0] / "model.safetensors").is_file() and (kept[0] / "training.json").is_file()
+    assert not (out / "training.json").exists()  # no record over files of two models
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="holds files but no training.json"):  # a rerun does not write over them unasked
+        _train(data, out)
