@@ -170,6 +170,14 @@ class Method:
                  f"the scores can cover a small part of the path (info['alphas'] holds the grid; the default "
                  f"{self.pilot_option} is n_steps)")
 
+    def check_target(self, opts, contrast: bool, multi_token: bool = False) -> None:
+        """Refuse, before any model work, a target these options cannot explain: ``contrast``
+        (a contrast token is given) or ``multi_token`` (a multi-token target). Nothing by default.
+
+        Raises:
+            ValueError: naming the option and the target setting, and what to pass instead.
+        """
+
     def needs_words(self, opts) -> bool:
         """Whether the method groups tokens into words with these options; the caller then fills
         ``ctx.word_ids`` (the word of each position, from the tokenizer's offsets)."""

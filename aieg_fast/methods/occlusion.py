@@ -100,17 +100,16 @@ class Occlusion(Method):
             out.update(span_width=o.span_width, span_stride=o.span_stride)
         return out
 
-    @staticmethod
-    def _check_kl(o, contrast) -> None:
-        """ValueError for ``measure="kl"`` with a contrast token (the KL has none)."""
-        if o.measure == "kl" and contrast is not None:
+    def check_target(self, opts, contrast: bool, multi_token: bool = False) -> None:
+        """``measure="kl"`` has no contrast and no multi-token target (ValueError)."""
+        if opts.measure == "kl" and multi_token:
+            raise ValueError("measure='kl' needs a single-token target; use measure='delta' for a multi-token target")
+        if opts.measure == "kl" and contrast:
             raise ValueError("measure='kl' compares the whole next-token distributions, so it has no contrast: drop "
                              "contrast_target, or use measure='delta' to explain z_target − z_contrast")
 
     def run(self, ctx, o):
-        if o.measure == "kl" and ctx.step_ids is not None:
-            raise ValueError("measure='kl' needs a single-token target; use measure='delta' for a multi-token target")
-        self._check_kl(o, ctx.contrast)
+        self.check_target(o, ctx.contrast is not None, ctx.step_ids is not None)
         batch = ctx.batch
         fixed = batch.fixed.cpu()
         words = None if ctx.word_ids is None else ctx.word_ids.cpu()
@@ -128,7 +127,7 @@ class Occlusion(Method):
 
     def run_sequence(self, sctx, o):
         """Every step's row from one forward per masked group over the whole sequence."""
-        self._check_kl(o, sctx.contrast)
+        self.check_target(o, sctx.contrast is not None)
         groups = occlusion_groups(sctx.seq.fixed[0], o.granularity, o.span_width, o.span_stride,
                                   None if sctx.word_ids is None else sctx.word_ids[0])
         per_group, F0 = sequence_occlude(sctx, groups, o.measure)

@@ -3,6 +3,8 @@ tokens, words and spans, both measures, every replacement kind; batched chunks a
 change it; generation rows from the shared forwards equal per-prefix calls; bad options refused."""
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 import torch
 
@@ -160,8 +162,9 @@ def test_bad_options_are_refused_before_any_work(tiny_llama):
         ex.attribute(TEXT, method="occlusion", measure="kl", target=" good and", target_fn="logprob")
     with pytest.raises(ValueError, match="measure='kl' compares the whole next-token distributions, so it has no contrast"):
         ex.attribute(TEXT, method="occlusion", measure="kl", target=5, contrast_target=6)  # before: the contrast ignored, recorded
-    for shared in (True, False):  # a generation's steps too, on the shared path as on each step's own
-        with pytest.raises(ValueError, match="measure='kl' compares the whole next-token distributions, so it has no contrast"):
+    for shared in (True, False):  # a generation's steps too, on the shared path as on each step's own, before decoding
+        with pytest.raises(ValueError, match="measure='kl' compares the whole next-token distributions, so it has no contrast"), \
+                mock.patch.object(ex.model, "generate", side_effect=AssertionError("decoded before the options were checked")):
             ex.attribute_generation(TEXT, max_new_tokens=2, method="occlusion", measure="kl", contrast_target=6, shared=shared)
     assert model_state(ex) == before
 
