@@ -113,14 +113,19 @@ def _encode_prompt(ex, prompt, template):
     return ex.encode_with_offsets(prompt, template)
 
 
-def _given_ids(ex, generated_text, context: str):
+def _given_ids(ex, generated_text, context: str, cut: Optional[int] = None):
     """(ids, offsets into the text or None) of a forced continuation: a string tokenised as it
-    would follow ``context`` (the encoded prompt), a list of ids as given."""
+    would follow ``context`` (the encoded prompt), a list of ids as given; its first ``cut``
+    tokens when given (the cautions then speak of those only)."""
     generated_text = as_id_list(generated_text, "generated_text")
     if isinstance(generated_text, str):
         if generated_text == "":
             raise ValueError("generated_text is empty; pass the continuation to explain, or None for greedy decoding")
         ids, offsets, merged = continuation(ex.tokenizer, context, generated_text, offsets=True)
+        if cut is not None and len(ids) > cut:
+            ids, offsets = ids[:cut], offsets[:cut]
+            ends = [o[1] for o in offsets if o is not None]
+            generated_text = generated_text[: max(ends)] if ends else generated_text
         if merged:
             warn(merge_message(ex.tokenizer, context, generated_text, ids, "generated_text"))
         if not ids:
@@ -140,7 +145,7 @@ def _given_ids(ex, generated_text, context: str):
         bad = [i for i in generated_text if not (0 <= i < ex.vocab_size)]
         if bad:
             raise ValueError(f"generated_text has token ids outside [0, {ex.vocab_size}): {bad}")
-        return [int(i) for i in generated_text], None
+        return [int(i) for i in generated_text][:cut], None
     raise TypeError(f"generated_text must be a str, a list (or 1-D tensor) of token ids or None, got {type(generated_text).__name__}")
 
 
@@ -178,7 +183,7 @@ def continuation_ids(ex, prompt: str, max_new_tokens: Optional[int] = None,
         cut, max_new_tokens = max_new_tokens, None
     max_new_tokens = _new_tokens(max_new_tokens, generated_text)
     prompt_ids, _, full_prompt, _ = _encode_prompt(ex, prompt, template)
-    gen_ids = _given_ids(ex, generated_text, full_prompt)[0][:cut] if generated_text is not None else None
+    gen_ids = _given_ids(ex, generated_text, full_prompt, cut)[0] if generated_text is not None else None
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
     return _greedy(ex, prompt_ids, max_new_tokens) if gen_ids is None else gen_ids
 

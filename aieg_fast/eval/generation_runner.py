@@ -272,11 +272,14 @@ def _continuation(ex: "Explainer", s: GenerationSettings, eid, prompt, forced: O
     the first ``s.n_new_tokens`` of the reference ``forced``; only those must fit the model) and
     the cautions about a reference, each also said on stderr: the tokeniser merging it with the
     prompt or reading special tokens in it, and a reference that starts a word right after the
-    prompt's last character (WikiBio's "Biography:" + "leonard ...": read as one glued word)."""
+    prompt's last character (WikiBio's "Biography:" + "leonard ...": read as one glued word).
+    Greedy decoding has none: its cautions (a model in training mode) stay silenced with the
+    per-step ones of the run."""
+    if forced is None:
+        return continuation_ids(ex, prompt, s.n_new_tokens or 1, template=s.template), []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", AttributionWarning)
-        ids = continuation_ids(ex, prompt, s.n_new_tokens or (None if forced is not None else 1), generated_text=forced,
-                               template=s.template)
+        ids = continuation_ids(ex, prompt, s.n_new_tokens, generated_text=forced, template=s.template)
     notes = []
     for w in caught:
         if issubclass(w.category, AttributionWarning):
@@ -284,7 +287,7 @@ def _continuation(ex: "Explainer", s: GenerationSettings, eid, prompt, forced: O
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     end = (s.template or "{text}").rsplit("{text}", 1)[1] or prompt
-    if forced and end and not end[-1].isspace() and forced[0].isalnum():
+    if end and not end[-1].isspace() and forced[0].isalnum():
         notes.append(f"the reference follows the prompt with no space ({end[-12:]!r} + {forced[:12]!r}), so the first word "
                      "is read glued to the prompt; start the references with a space where they begin a new word")
     for note in notes:

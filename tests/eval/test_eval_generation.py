@@ -266,7 +266,8 @@ def test_teacher_forced_reference_cautions_are_said_and_recorded(tiny_gpt2, tmp_
     ex = tiny_gpt2
     rows = [{"id": "merged", "prompt": "the movie is ", "reference": "good and the actors are great"},
             {"id": "glued", "prompt": "Biography:", "reference": "leonard is a player"},
-            {"id": "clean", "prompt": "the movie is", "reference": " good and the actors are great"}]
+            {"id": "clean", "prompt": "the movie is", "reference": " good and the actors are great"},
+            {"id": "past_cut", "prompt": "the movie is", "reference": " good and <|endoftext|> after the cut"}]
     G.evaluate_generation(ex, rows, methods="saliency", out_dir=tmp_path, teacher_forced=True, metrics="hard",
                           **dict(FAST, n_new_tokens=2))
     err = capsys.readouterr().err
@@ -274,3 +275,10 @@ def test_teacher_forced_reference_cautions_are_said_and_recorded(tiny_gpt2, tmp_
     assert any("merge" in n for n in recs["merged"]["notes"]) and "note: merged: " in err
     assert any("no space ('Biography:' + 'leonard is a')" in n for n in recs["glued"]["notes"]) and "note: glued: " in err
     assert "notes" not in recs["clean"] and "note: clean" not in err
+    assert "notes" not in recs["past_cut"] and "note: past_cut" not in err  # the special token is not among the 2 explained
+    ex.model.train()  # greedy decoding: a model's own cautions are not notes about a reference
+    try:
+        G.evaluate_generation(ex, rows[2:3], methods="saliency", out_dir=tmp_path / "greedy", metrics="hard", **dict(FAST, n_new_tokens=2))
+    finally:
+        ex.model.eval()
+    assert "notes" not in read_records(tmp_path / "greedy" / "records.jsonl")["clean"] and "note: " not in capsys.readouterr().err
