@@ -308,9 +308,11 @@ def train_nano(
 def _compared(record: dict) -> dict:
     """The settings of a ``training.json`` record that a rerun in its folder must match: its
     ``settings`` with the epochs, rows, position table and architecture (recorded beside them;
-    records before LLaMA-nano have no ``arch``: GPT-nano)."""
+    records before LLaMA-nano have no ``arch``: GPT-nano). The data files count by their names:
+    the shipped copies lie under the installed package, whose path differs between installs."""
     config = record.get("config") if isinstance(record.get("config"), dict) else {}
-    return dict(record["settings"], epochs=record.get("epochs"), n_train=record.get("n_train"),
+    files = {k: Path(str(v)).name for k, v in record["settings"].items() if k in ("train_file", "dev_file") and v is not None}
+    return dict(record["settings"], **files, epochs=record.get("epochs"), n_train=record.get("n_train"),
                 n_positions=config.get("n_positions"), arch=config.get("arch", "gpt2"))
 
 

@@ -91,3 +91,19 @@ def test_a_model_that_cannot_be_moved_into_place_is_kept_and_named(tmp_path, dat
     monkeypatch.undo()
     with pytest.raises(ValueError, match="holds files but no training.json"):  # a rerun does not write over them unasked
         _train(data, out)
+
+
+def test_the_same_data_files_elsewhere_are_the_same_settings(tmp_path, data):
+    """The shipped data lie under the installed package, whose path differs between installs:
+    files of the same names elsewhere train again in place (another name is another setting)."""
+    out = tmp_path / "gpt-nano-sst2"
+    _train(data, out)
+    moved = [tmp_path / "elsewhere" / p.name for p in data]
+    for src, dst in zip(data, moved):
+        dst.parent.mkdir(exist_ok=True)
+        dst.write_text(src.read_text())
+    assert _train(moved, out)["settings"]["train_file"] == str(moved[0])
+    renamed = tmp_path / "other.tsv"
+    renamed.write_text(data[0].read_text())
+    with pytest.raises(ValueError, match=r"other settings \(train_file: 't.tsv' recorded, 'other.tsv' now\)"):
+        _train((renamed, data[1]), out)
