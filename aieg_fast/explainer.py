@@ -438,7 +438,7 @@ class Explainer:
         encoded, sources = self._encode_ids(inputs) if given_ids else self._encode_all(inputs, template, single)
         call = resolve_call(self, m, len(inputs), target_fn=target_fn, label_set=label_set, contrast_target=contrast_target,
                             baseline=baseline, alpha_range=alpha_range, n_baseline_samples=n_baseline_samples,
-                            baseline_noise=baseline_noise, seed=seed, contexts=[full for full, _ in sources])
+                            baseline_noise=baseline_noise, seed=seed, contexts=[full for full, _ in sources], opts=opts)
         tinfo = [self.resolve_target(t, multi_token=target_fn == "logprob", context=c) for t, (c, _) in zip(targets, sources)]
         step_ids, encoded = multi_token_inputs(m, call, tinfo, encoded, self.adapter.max_positions, self.device,
                                                sorted(n for n, c in METHODS.items() if c.multi_token_targets))

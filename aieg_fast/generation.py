@@ -279,10 +279,10 @@ def attribute_generation(
     max_new_tokens = _new_tokens(max_new_tokens, generated_text)
     _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory,
                            dict(interpolate_generated=interpolate_generated, progress=progress, shared=shared))
-    m, opts = _method_checked(ex, method, options, n_steps, backend, contrast_target is not None)
+    m, opts = _method_checked(ex, method, options, n_steps, backend)
     prompt_ids, prompt_fixed, full_prompt, prompt_offsets = _encode_prompt(ex, prompt, template)
     call = resolve_call(ex, m, 1, target_fn=target_fn, contrast_target=contrast_target, baseline=baseline, alpha_range=alpha_range,
-                        n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed, contexts=[full_prompt])
+                        n_baseline_samples=n_baseline_samples, baseline_noise=baseline_noise, seed=seed, contexts=[full_prompt], opts=opts)
     gen_ids, gen_offsets = _given_ids(ex, generated_text, full_prompt) if generated_text is not None else (None, None)
     _check_length(ex, len(prompt_ids), gen_ids, max_new_tokens)
     rows = len(gen_ids) if gen_ids is not None else max_new_tokens
@@ -311,16 +311,15 @@ def attribute_generation(
                           max_new_tokens=None if generated_text is not None else max_new_tokens, shared=bool(shared)))
 
 
-def _method_checked(ex, method, options, n_steps, backend, contrast: bool = False):
+def _method_checked(ex, method, options, n_steps, backend):
     """(method, validated options) of a generation call, after the checks that need no input:
     the step settings (an int ``n_steps``: ``"auto"`` is for ``Explainer.attribute`` only), the
-    options, the pilot against the steps, the target (``contrast``: a contrast token is given)
-    and the model's family (ValueError / TypeError naming the argument)."""
+    options, the pilot against the steps and the model's family (ValueError / TypeError naming
+    the argument)."""
     m = get_method(method)
     check_call_settings(n_steps, backend, auto_ok=False)
     opts = m.options(**options)
     m.check_steps(opts, n_steps)
-    m.check_target(opts, contrast)
     check_model(m, opts, ex.adapter)
     return m, opts
 

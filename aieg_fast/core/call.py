@@ -129,7 +129,7 @@ def _resolve_target_fn(ex, target_fn, label_set, context=None, gradients: bool =
 
 def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None, contrast_target=None, baseline=None,
                  alpha_range=None, n_baseline_samples: int = 1, baseline_noise: Optional[float] = None, seed: int = 0,
-                 contexts: Optional[Sequence[str]] = None) -> CallSettings:
+                 contexts: Optional[Sequence[str]] = None, opts=None) -> CallSettings:
     """Check and resolve the target and baseline settings of a call (before any model work).
 
     Args:
@@ -140,6 +140,8 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
             baseline_noise, seed: as ``Explainer.attribute``.
         contexts: per text the encoded prompt string: contrast tokens are tokenised as they would
             follow it, label words as they would follow the first one (None: alone).
+        opts: the method's validated options, for its :meth:`~aieg_fast.methods.Method.check_target`
+            (None: not checked).
 
     Raises:
         ValueError / TypeError: naming the argument and the value received.
@@ -156,6 +158,8 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
     single = not isinstance(contrast_target, (list, tuple))
     contrast = [None if c is None else _resolve_as(ex, c, "contrast_target" if single else f"contrast_target[{i}]", ctx)
                 for i, (c, ctx) in enumerate(zip(cts, contexts))]
+    if opts is not None:
+        method.check_target(opts, any(c is not None for c in contrast))
     alpha0 = check_alpha_range(alpha_range)
     check_int("n_baseline_samples", n_baseline_samples, 1)
     check_baseline_noise(baseline_noise, n_baseline_samples)

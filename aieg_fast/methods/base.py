@@ -170,9 +170,10 @@ class Method:
                  f"the scores can cover a small part of the path (info['alphas'] holds the grid; the default "
                  f"{self.pilot_option} is n_steps)")
 
-    def check_target(self, opts, contrast: bool, multi_token: bool = False) -> None:
-        """Refuse, before any model work, a target these options cannot explain: ``contrast``
-        (a contrast token is given) or ``multi_token`` (a multi-token target). Nothing by default.
+    def check_target(self, opts, contrast: bool) -> None:
+        """Refuse, before any model work, a contrast these options cannot explain (``contrast``:
+        a contrast token is given); called by ``Explainer.attribute`` and ``attribute_generation``
+        (through :func:`~aieg_fast.core.call.resolve_call`). Nothing by default.
 
         Raises:
             ValueError: naming the option and the target setting, and what to pass instead.

@@ -100,16 +100,16 @@ class Occlusion(Method):
             out.update(span_width=o.span_width, span_stride=o.span_stride)
         return out
 
-    def check_target(self, opts, contrast: bool, multi_token: bool = False) -> None:
-        """``measure="kl"`` has no contrast and no multi-token target (ValueError)."""
-        if opts.measure == "kl" and multi_token:
-            raise ValueError("measure='kl' needs a single-token target; use measure='delta' for a multi-token target")
+    def check_target(self, opts, contrast: bool) -> None:
+        """``measure="kl"`` has no contrast (ValueError)."""
         if opts.measure == "kl" and contrast:
             raise ValueError("measure='kl' compares the whole next-token distributions, so it has no contrast: drop "
                              "contrast_target, or use measure='delta' to explain z_target − z_contrast")
 
     def run(self, ctx, o):
-        self.check_target(o, ctx.contrast is not None, ctx.step_ids is not None)
+        if o.measure == "kl" and ctx.step_ids is not None:
+            raise ValueError("measure='kl' needs a single-token target; use measure='delta' for a multi-token target")
+        self.check_target(o, ctx.contrast is not None)
         batch = ctx.batch
         fixed = batch.fixed.cpu()
         words = None if ctx.word_ids is None else ctx.word_ids.cpu()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import dataclasses
+from unittest import mock
 
 import pytest
 import torch
@@ -98,3 +99,23 @@ def test_fixed_positions_score_zero_even_when_the_method_gives_nan_there(tiny_ll
     fixed = [not x for x in a.attributable]
     assert any(fixed) and all(float(s) == 0.0 for s, f in zip(a.scores, fixed) if f)
     assert all(math.isnan(float(s)) for s, f in zip(a.scores, fixed) if not f)
+
+
+def test_check_target_refuses_before_any_work_in_both_calls(tiny_gpt2):
+    """A method's check_target hook (README, "Adding a method") is called by attribute and by
+    attribute_generation before the model runs."""
+    def no_contrast(self, opts, contrast):
+        if contrast:
+            raise ValueError("user_nocontrast has no contrast")
+
+    def never(ctx):
+        raise AssertionError("the method ran before its target was checked")
+
+    cls = type("M_nocontrast", (A.Method,), {"name": "user_nocontrast", "gradients": False, "check_target": no_contrast,
+                                             "run": lambda self, ctx, o: never(ctx)})
+    ex = tiny_gpt2
+    with registered(cls) as name, mock.patch.object(ex.model, "generate", side_effect=AssertionError("decoded first")):
+        with pytest.raises(ValueError, match="user_nocontrast has no contrast"):
+            ex.attribute("the movie is good", method=name, target=5, contrast_target=6)
+        with pytest.raises(ValueError, match="user_nocontrast has no contrast"):
+            ex.attribute_generation("the movie is good", max_new_tokens=2, method=name, contrast_target=6)
