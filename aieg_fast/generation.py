@@ -123,9 +123,11 @@ def _given_ids(ex, generated_text, context: str, cut: Optional[int] = None):
             raise ValueError("generated_text is empty; pass the continuation to explain, or None for greedy decoding")
         ids, offsets, merged = continuation(ex.tokenizer, context, generated_text, offsets=True)
         if cut is not None and len(ids) > cut:
-            ids, offsets = ids[:cut], offsets[:cut]
-            ends = [o[1] for o in offsets if o is not None]
-            generated_text = generated_text[: max(ends)] if ends else generated_text
+            ids = ids[:cut]
+            if offsets is not None:  # a slow tokenizer has none: the cautions then read the whole text
+                offsets = offsets[:cut]
+                ends = [o[1] for o in offsets if o is not None]
+                generated_text = generated_text[: max(ends)] if ends else generated_text
         if merged:
             warn(merge_message(ex.tokenizer, context, generated_text, ids, "generated_text"))
         if not ids:

@@ -322,3 +322,48 @@ def test_greedy_ignores_generation_settings_stored_with_the_model(tiny_llama, st
     finally:
         for k, v in old.items():
             setattr(cfg, k, v)
+
+
+def test_a_given_text_is_cut_with_a_slow_tokenizer_too():
+    """A slow (Python) tokenizer gives no offsets: the cut of a given continuation still takes
+    its first tokens (it failed on the missing offsets)."""
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizer
+
+    words = ["<unk>", "</s>", "the", "movie", "is", "good", "and", "actors", "are", "great"]
+
+    class WordTokenizer(PreTrainedTokenizer):
+        vocab_files_names = {}
+
+        def __init__(self, **kw):
+            self.vocab = {w: i for i, w in enumerate(words)}
+            super().__init__(unk_token="<unk>", eos_token="</s>", **kw)
+
+        @property
+        def vocab_size(self):
+            return len(words)
+
+        def get_vocab(self):
+            return dict(self.vocab)
+
+        def _tokenize(self, text, **kw):
+            return text.split()
+
+        def _convert_token_to_id(self, token):
+            return self.vocab.get(token, 0)
+
+        def _convert_id_to_token(self, i):
+            return words[i]
+
+        def convert_tokens_to_string(self, tokens):
+            return " ".join(tokens)
+
+        def save_vocabulary(self, *args, **kw):
+            return ()
+
+    tok = WordTokenizer()
+    assert not tok.is_fast
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=len(words), n_positions=64, eos_token_id=1, bos_token_id=1, pad_token_id=1)
+    ex = aieg_fast.load_model(GPT2LMHeadModel(cfg).eval(), tok)
+    whole = aieg_fast.generation.continuation_ids(ex, "the movie is", generated_text=" good and the actors")
+    assert len(whole) == 4 and aieg_fast.generation.continuation_ids(ex, "the movie is", 2, generated_text=" good and the actors") == whole[:2]
