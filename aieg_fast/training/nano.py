@@ -15,6 +15,7 @@ The trained model and its tokenizer are saved in ``<cache>/gpt-nano-sst2`` (see
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -272,7 +273,8 @@ def train_nano(
             raise ValueError(f"{what} {str(f)!r} holds no rows")
     out = writable_folder(out_dir if out_dir is not None else nano_path(arch), "out_dir")
     settings = {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "max_length": max_length, "seed": seed,
-                "train_file": str(train_file), "dev_file": str(dev_file)}
+                "train_file": str(train_file), "dev_file": str(dev_file),
+                **{f"{k}_sha256": hashlib.sha256(Path(f).read_bytes()).hexdigest()[:16] for k, f in (("train_file", train_file), ("dev_file", dev_file))}}
     _refuse_folder(out, _compared({"settings": settings, "epochs": epochs, "n_train": len(tr_texts),
                                    "config": {"n_positions": n_positions, "arch": arch}}))
     tok = _embedded_tokenizer() if tokenizer is None else tokenizer
@@ -308,12 +310,23 @@ def train_nano(
 def _compared(record: dict) -> dict:
     """The settings of a ``training.json`` record that a rerun in its folder must match: its
     ``settings`` with the epochs, rows, position table and architecture (recorded beside them;
-    records before LLaMA-nano have no ``arch``: GPT-nano). The data files count by their names:
-    the shipped copies lie under the installed package, whose path differs between installs."""
+    records before LLaMA-nano have no ``arch``: GPT-nano). The data files count by their names
+    and contents (``*_sha256``), not their paths: the shipped copies lie under the installed
+    package, whose path differs between installs."""
     config = record.get("config") if isinstance(record.get("config"), dict) else {}
     files = {k: Path(str(v)).name for k, v in record["settings"].items() if k in ("train_file", "dev_file") and v is not None}
     return dict(record["settings"], **files, epochs=record.get("epochs"), n_train=record.get("n_train"),
                 n_positions=config.get("n_positions"), arch=config.get("arch", "gpt2"))
+
+
+def _unrecorded_digests(out: Path) -> Tuple[str, ...]:
+    """The data-file digests that the record in ``out`` lacks (written before them: its files
+    are then compared by name only)."""
+    try:
+        recorded = json.loads((out / TRAINING_RECORD).read_text(encoding="utf-8"))["settings"]
+        return tuple(k for k in ("train_file_sha256", "dev_file_sha256") if k not in recorded)
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
 
 
 def _refuse_folder(out: Path, settings: dict) -> None:
@@ -324,7 +337,7 @@ def _refuse_folder(out: Path, settings: dict) -> None:
     Raises:
         ValueError: names the settings that differ (recorded and new value), or the folder.
     """
-    refuse_other_training(out, settings, "a model", view=_compared)
+    refuse_other_training(out, settings, "a model", free=_unrecorded_digests(out), view=_compared)
     if not (out / TRAINING_RECORD).is_file() and any(not f.name.startswith(".partial-") for f in out.iterdir()):
         raise ValueError(f"out_dir {str(out)!r} holds files but no {TRAINING_RECORD} (not a model train_nano finished), and "
                          f"train_nano would write its model's files over theirs; pass another out_dir, or empty the folder {str(out)!r}")

@@ -95,7 +95,8 @@ def test_a_model_that_cannot_be_moved_into_place_is_kept_and_named(tmp_path, dat
 
 def test_the_same_data_files_elsewhere_are_the_same_settings(tmp_path, data):
     """The shipped data lie under the installed package, whose path differs between installs:
-    files of the same names elsewhere train again in place (another name is another setting)."""
+    files of the same names and contents elsewhere train again in place (another name or other
+    contents are other settings; a record from before the contents were written compares names)."""
     out = tmp_path / "gpt-nano-sst2"
     _train(data, out)
     moved = [tmp_path / "elsewhere" / p.name for p in data]
@@ -107,3 +108,13 @@ def test_the_same_data_files_elsewhere_are_the_same_settings(tmp_path, data):
     renamed.write_text(data[0].read_text())
     with pytest.raises(ValueError, match=r"other settings \(train_file: 't.tsv' recorded, 'other.tsv' now\)"):
         _train((renamed, data[1]), out)
+    flipped = tmp_path / "flipped" / "t.tsv"  # the same name and rows, other labels
+    flipped.parent.mkdir()
+    flipped.write_text(data[0].read_text().replace("\t1\n", "\tX\n").replace("\t0\n", "\t1\n").replace("\tX\n", "\t0\n"))
+    with pytest.raises(ValueError, match=r"other settings \(train_file_sha256: '[0-9a-f]{16}' recorded, '[0-9a-f]{16}' now\)"):
+        _train((flipped, data[1]), out)
+    record = json.loads((out / "training.json").read_text())  # a record from before the digests: names alone
+    for k in ("train_file_sha256", "dev_file_sha256"):
+        del record["settings"][k]
+    (out / "training.json").write_text(json.dumps(record))
+    assert _train(moved, out)["settings"]["train_file_sha256"]
