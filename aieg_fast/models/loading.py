@@ -162,8 +162,14 @@ def _tokenizer(tokenizer):
 
 def _refuse_unfinished_training(folder: str) -> None:
     """Refuse a ``train-sentiment`` output folder whose training has not finished (a checkpoint,
-    no adapter yet), saying so, where the loader would call it a folder without a config."""
+    no adapter yet), saying so, where the loader would call it a folder without a config, and a
+    ``train-nano`` folder whose model was being moved in when it stopped (its files there, the
+    rest and the record in ``.partial-*``)."""
     path = Path(folder)
+    stopped = [p for p in sorted(path.glob(".partial-*")) if (p / "training.json").is_file()] if path.is_dir() else []
+    if stopped and not (path / "training.json").is_file():  # aieg_fast.training.folder.install_model stopped
+        raise ValueError(f"model {folder!r}: a train_nano stopped while moving its model into this folder; the rest of "
+                         f"that model is in {str(stopped[0])!r}: move its files into {folder!r} to finish it, or train again")
     if not (path / "checkpoint").is_dir() or (path / "config.json").is_file() or (path / "adapter_config.json").is_file():
         return
     try:

@@ -16,11 +16,15 @@ import torch
 from ..runs import setting_differences
 from ..runs.records import write_json
 
-__all__ = ["TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "install_model", "other_settings", "read_checkpoint", "recorded_state",
-           "refuse_other_training", "resume", "save_checkpoint", "staging_folder"]
+__all__ = ["MODEL_FILES", "TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "install_model", "other_settings", "read_checkpoint",
+           "recorded_state", "refuse_other_training", "resume", "save_checkpoint", "staging_folder", "unfinished_install"]
 
 #: the record of a finished training, in its output folder.
 TRAINING_RECORD = "training.json"
+#: the files a transformers model and tokenizer save may write (a former record without a file list).
+MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json",
+               "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
+               "tokenizer.model", "chat_template.jinja", "chat_template.json")
 
 
 def other_settings(old: dict, new: dict, free: Iterable[str] = ()) -> str:
@@ -165,13 +169,15 @@ def elapsed_seconds(out: Path, step: int) -> float:
 def staging_folder(out: Path) -> Path:
     """A new empty folder inside ``out`` (``.partial-<random>``: on the same file system) to
     write a whole model into before :func:`install_model` moves it into ``out``; such folders
-    that a killed run left behind are removed first.
+    that a run killed while saving left behind are removed first (not one holding its record,
+    whose install stopped: :func:`unfinished_install`).
 
     Raises:
         ValueError: ``out`` is not writable (names ``out_dir``).
     """
     for left in out.glob(".partial-*"):
-        shutil.rmtree(left, ignore_errors=True)
+        if not (left / TRAINING_RECORD).is_file():  # one with its record is an install to finish (install_model)
+            shutil.rmtree(left, ignore_errors=True)
     try:
         return Path(tempfile.mkdtemp(prefix=".partial-", dir=out))
     except OSError as err:
@@ -180,17 +186,27 @@ def staging_folder(out: Path) -> Path:
 
 def install_model(staged: Path, out: Path) -> None:
     """Move the files of ``staged`` (:func:`staging_folder`) into ``out``, then remove
-    ``staged``: the former ``training.json`` goes first and the new one comes last, so a reader
-    sees the former model with its record, the new one with its record, or model files without
-    a record (a stop in between; refused as not finished, and a rerun in an emptied folder
-    trains again), never new weights under the former record. Other files of ``out`` stay.
+    ``staged``: the former ``training.json`` goes first, with the former model's files that the
+    new one does not write (those its record lists in ``"files"``, else :data:`MODEL_FILES`),
+    and the new record comes last. A reader sees the former model with its record, the new one
+    with its record, or a stopped install (files without a record, the rest in ``staged``:
+    refused by the loader and by a rerun, :func:`unfinished_install`), never new weights under
+    the former record. Other files of ``out`` stay.
 
     Raises:
         OSError: a file could not be moved (names ``out_dir``, and ``staged``, left in place
             with the files not moved, the record among them).
     """
+    new = {f.name for f in staged.iterdir()}
+    try:
+        former = json.loads((out / TRAINING_RECORD).read_text(encoding="utf-8")).get("files") or list(MODEL_FILES)
+    except (OSError, ValueError, AttributeError):
+        former = list(MODEL_FILES)
     try:
         (out / TRAINING_RECORD).unlink(missing_ok=True)
+        for name in set(former) - new - {TRAINING_RECORD}:  # the former model's files the new one does not write
+            if "/" not in str(name) and (out / str(name)).is_file():
+                (out / str(name)).unlink()
         for f in sorted(staged.iterdir(), key=lambda f: f.name == TRAINING_RECORD):
             os.replace(f, out / f.name)
     except OSError as err:
@@ -198,3 +214,11 @@ def install_model(staged: Path, out: Path) -> None:
                                  f"the files not moved, its {TRAINING_RECORD} last, are kept in {str(staged)!r}: move them into "
                                  f"{str(out)!r} to finish") from err
     shutil.rmtree(staged, ignore_errors=True)
+
+
+def unfinished_install(out: Path) -> Optional[Path]:
+    """The ``.partial-*`` folder of ``out`` that still holds the record of a model whose
+    :func:`install_model` stopped (``out`` itself has none), or None."""
+    if (out / TRAINING_RECORD).is_file():
+        return None
+    return next((p for p in sorted(out.glob(".partial-*")) if (p / TRAINING_RECORD).is_file()), None)

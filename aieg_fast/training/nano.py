@@ -31,7 +31,7 @@ from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
 from ..core.validation import check_int, check_number, check_positive_int
 from ..runs import writable_folder
-from .folder import TRAINING_RECORD, install_model, refuse_other_training, staging_folder
+from .folder import TRAINING_RECORD, install_model, refuse_other_training, staging_folder, unfinished_install
 from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets
 
@@ -231,8 +231,9 @@ def train_nano(
             position table) or files but no ``training.json`` is refused then; one of the same
             settings is trained again. The model is saved into a folder inside it
             (``.partial-<random>``) whose files are then moved into it, the record last
-            (:func:`~aieg_fast.training.folder.install_model`), so an error or Ctrl-C leaves the
-            former model whole, and other files in the folder stay.
+            (:func:`~aieg_fast.training.folder.install_model`): an error or Ctrl-C while
+            training or saving leaves the former model whole; one while moving leaves the rest
+            in that folder, which the loader and a rerun name; other files in the folder stay.
         epochs, batch_size, lr, weight_decay: AdamW with linear warm-up (5 % of the steps) and
             cosine decay to 0. GPT-nano trains with GPT-2's default dropout (0.1 on the
             embeddings, attention weights and residual branches); LLaMA-nano with none
@@ -255,9 +256,11 @@ def train_nano(
     Raises:
         ValueError: a bad argument (named), a malformed data file (names the file and line), a
             data file without rows, an ``out_dir`` that is not a writable folder (or whose parent
-            is not), or that holds a model of other settings or other files (before the
-            tokenizer loads).
+            is not), or that holds a model of other settings, other files or a stopped install
+            (before the tokenizer loads).
         FileNotFoundError: a missing data file.
+        OSError: a file of the trained model could not be moved into ``out_dir`` (names the
+            folder holding the rest).
         RuntimeError: the loss or the weights became inf or nan (nothing saved).
     """
     _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr, seed)
@@ -299,6 +302,7 @@ def train_nano(
     try:
         model.save_pretrained(staged)
         tok.save_pretrained(staged)
+        summary["files"] = sorted(f.name for f in staged.iterdir())  # what a later install replaces
         (staged / TRAINING_RECORD).write_text(json.dumps(summary, indent=1), encoding="utf-8")
     except BaseException:  # an error or Ctrl-C while saving: the former model stays as it was
         shutil.rmtree(staged, ignore_errors=True)
@@ -338,6 +342,11 @@ def _refuse_folder(out: Path, settings: dict) -> None:
         ValueError: names the settings that differ (recorded and new value), or the folder.
     """
     refuse_other_training(out, settings, "a model", free=_unrecorded_digests(out), view=_compared)
+    stopped = unfinished_install(out)
+    if stopped is not None:
+        raise ValueError(f"out_dir {str(out)!r}: a train_nano stopped while moving its model into it; the rest of that model, "
+                         f"its {TRAINING_RECORD} included, is in {str(stopped)!r}: move those files into {str(out)!r} to "
+                         "finish it, or pass another out_dir")
     if not (out / TRAINING_RECORD).is_file() and any(not f.name.startswith(".partial-") for f in out.iterdir()):
         raise ValueError(f"out_dir {str(out)!r} holds files but no {TRAINING_RECORD} (not a model train_nano finished), and "
                          f"train_nano would write its model's files over theirs; pass another out_dir, or empty the folder {str(out)!r}")

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+import aieg_fast
 import aieg_fast.training.nano as nano
 from builders import byte_level_tokenizer, sentencepiece_like_tokenizer, sst2_rows
 
@@ -66,9 +67,14 @@ def test_the_same_settings_train_again_and_an_interrupted_save_keeps_the_former_
     monkeypatch.undo()
     (out / "my_notes.md").write_text("mine")
     (out / "runs").mkdir()
+    record = json.loads((out / "training.json").read_text())
+    assert "model.safetensors" in record["files"] and "training.json" not in record["files"]
+    (out / "vocab.json").write_text("{}")  # a file the former model wrote (as its record says) and the new one does not
+    (out / "training.json").write_text(json.dumps(dict(record, files=record["files"] + ["vocab.json"])))
     again = _train(data, out)
     assert again["settings"]["seed"] == 0 and _digest(out) == before  # the same settings: the same model, in place
     assert (out / "my_notes.md").read_text() == "mine" and (out / "runs").is_dir()  # the user's files stay
+    assert not (out / "vocab.json").exists()  # the former model's own stale file does not
     assert not list(out.glob(".partial-*")) and sorted(p.name for p in tmp_path.iterdir()) == ["d.tsv", "gpt-nano-sst2", "t.tsv"]
 
 
@@ -89,8 +95,14 @@ def test_a_model_that_cannot_be_moved_into_place_is_kept_and_named(tmp_path, dat
     assert (kept[0] / "model.safetensors").is_file() and (kept[0] / "training.json").is_file()
     assert not (out / "training.json").exists()  # no record over files of two models
     monkeypatch.undo()
-    with pytest.raises(ValueError, match="holds files but no training.json"):  # a rerun does not write over them unasked
+    stopped = r"a train_nano stopped while moving its model into (it|this folder); the rest of that model.* is in '.*\.partial-"
+    with pytest.raises(ValueError, match=stopped):  # a rerun does not write over them unasked, nor drops the rest
         _train(data, out)
+    with pytest.raises(ValueError, match=stopped):  # nor does the loader read the half-moved model
+        aieg_fast.load_model(str(out))
+    for f in kept[0].iterdir():  # finished by hand, as the message says
+        f.rename(out / f.name)
+    assert aieg_fast.load_model(str(out)).model.config.model_type == "gpt2"
 
 
 def test_the_same_data_files_elsewhere_are_the_same_settings(tmp_path, data):
