@@ -199,14 +199,16 @@ def install_model(staged: Path, out: Path) -> None:
     """
     new = {f.name for f in staged.iterdir()}
     try:
-        former = json.loads((out / TRAINING_RECORD).read_text(encoding="utf-8")).get("files") or list(MODEL_FILES)
+        former = json.loads((out / TRAINING_RECORD).read_text(encoding="utf-8")).get("files")
     except (OSError, ValueError, AttributeError):
+        former = None
+    if not isinstance(former, list) or not all(isinstance(n, str) for n in former):
         former = list(MODEL_FILES)
     try:
         (out / TRAINING_RECORD).unlink(missing_ok=True)
         for name in set(former) - new - {TRAINING_RECORD}:  # the former model's files the new one does not write
-            if "/" not in str(name) and (out / str(name)).is_file():
-                (out / str(name)).unlink()
+            if "/" not in name and (out / name).is_file():
+                (out / name).unlink()
         for f in sorted(staged.iterdir(), key=lambda f: f.name == TRAINING_RECORD):
             os.replace(f, out / f.name)
     except OSError as err:
