@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, load_records
-from ..models import training_folder
+from ..models import TRAINING_RECORD, training_folder
 
 __all__ = ["INCIDENTAL", "check_not_trained_on", "trained_rows"]
 
@@ -90,7 +90,7 @@ def check_not_trained_on(model, dataset, data_dir=None) -> None:
     if folder is None:
         return
     try:
-        record = json.loads((folder / "training.json").read_text(encoding="utf-8"))
+        record = json.loads((folder / TRAINING_RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # not a record this package wrote; loading the model says what is wrong with the folder
     rows = trained_rows(record if isinstance(record, dict) else {}, data_dir)
@@ -100,9 +100,9 @@ def check_not_trained_on(model, dataset, data_dir=None) -> None:
     name = getattr(model, "name", model) if not isinstance(model, (str, Path)) else str(model)
     said = f"model {str(name)!r} was trained on {counts['trained']:,} of the {counts['rows']:,} rows of dataset {dataset!r}"
     if not _refused(counts):
-        print(f"note: {said} ({folder / 'training.json'}); their scores measure rows it learnt", file=sys.stderr)
+        print(f"note: {said} ({folder / TRAINING_RECORD}); their scores measure rows it learnt", file=sys.stderr)
         return
     alt = _instead(record, rows, dataset)
     use = (f"evaluate it on {alt!r}, whose rows it was not trained on" if alt is not None
            else "evaluate it on rows it was not trained on (a dataset file)")
-    raise ValueError(f"{said} ({folder / 'training.json'}): its scores there would measure rows it learnt; {use}")
+    raise ValueError(f"{said} ({folder / TRAINING_RECORD}): its scores there would measure rows it learnt; {use}")

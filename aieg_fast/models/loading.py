@@ -13,7 +13,10 @@ import torch
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class
 
-__all__ = ["load_hf_model", "model_kind", "training_folder", "weights_digest", "run_model_settings"]
+__all__ = ["TRAINING_RECORD", "load_hf_model", "model_kind", "training_folder", "unfinished_install", "weights_digest", "run_model_settings"]
+
+#: the record a training command of this package writes in its output folder.
+TRAINING_RECORD = "training.json"
 
 
 def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = None, device_map=None,
@@ -166,10 +169,10 @@ def _refuse_unfinished_training(folder: str) -> None:
     ``train-nano`` folder whose model was being moved in when it stopped (its files there, the
     rest and the record in ``.partial-*``)."""
     path = Path(folder)
-    stopped = [p for p in sorted(path.glob(".partial-*")) if (p / "training.json").is_file()] if path.is_dir() else []
-    if stopped and not (path / "training.json").is_file():  # aieg_fast.training.folder.install_model stopped
+    stopped = unfinished_install(path) if path.is_dir() else None
+    if stopped is not None:
         raise ValueError(f"model {folder!r}: a train_nano stopped while moving its model into this folder; the rest of "
-                         f"that model is in {str(stopped[0])!r}: move its files into {folder!r} to finish it, or train again")
+                         f"that model is in {str(stopped)!r}: move its files into {folder!r} to finish it, or train again")
     if not (path / "checkpoint").is_dir() or (path / "config.json").is_file() or (path / "adapter_config.json").is_file():
         return
     try:
@@ -178,6 +181,14 @@ def _refuse_unfinished_training(folder: str) -> None:
         step = ""
     raise ValueError(f"model {folder!r}: its training stopped{step} and has not finished (a checkpoint, no adapter yet); "
                      f"rerun the same `aieg-fast train-sentiment --out {folder}` command to finish it")
+
+
+def unfinished_install(out: Path) -> Optional[Path]:
+    """The ``.partial-*`` folder of ``out`` that still holds the record of a model whose
+    :func:`aieg_fast.training.folder.install_model` stopped (``out`` itself has none), or None."""
+    if (out / TRAINING_RECORD).is_file():
+        return None
+    return next((p for p in sorted(out.glob(".partial-*")) if (p / TRAINING_RECORD).is_file()), None)
 
 
 def training_folder(model) -> Optional[Path]:
@@ -196,7 +207,7 @@ def training_folder(model) -> Optional[Path]:
     else:
         return None
     try:
-        return folder if (folder / "training.json").is_file() else None
+        return folder if (folder / TRAINING_RECORD).is_file() else None
     except OSError:
         return None
 

@@ -13,14 +13,13 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
+from ..models import TRAINING_RECORD, unfinished_install
 from ..runs import setting_differences
 from ..runs.records import write_json
 
 __all__ = ["MODEL_FILES", "TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "install_model", "other_settings", "read_checkpoint",
            "recorded_state", "refuse_other_training", "resume", "save_checkpoint", "staging_folder", "unfinished_install"]
 
-#: the record of a finished training, in its output folder.
-TRAINING_RECORD = "training.json"
 #: the files a transformers model and tokenizer save may write (a former record without a file list).
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json",
                "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
@@ -170,7 +169,7 @@ def staging_folder(out: Path) -> Path:
     """A new empty folder inside ``out`` (``.partial-<random>``: on the same file system) to
     write a whole model into before :func:`install_model` moves it into ``out``; such folders
     that a run killed while saving left behind are removed first (not one holding its record,
-    whose install stopped: :func:`unfinished_install`).
+    whose install stopped: :func:`aieg_fast.models.unfinished_install`).
 
     Raises:
         ValueError: ``out`` is not writable (names ``out_dir``).
@@ -190,8 +189,8 @@ def install_model(staged: Path, out: Path) -> None:
     new one does not write (those its record lists in ``"files"``, else :data:`MODEL_FILES`),
     and the new record comes last. A reader sees the former model with its record, the new one
     with its record, or a stopped install (files without a record, the rest in ``staged``:
-    refused by the loader and by a rerun, :func:`unfinished_install`), never new weights under
-    the former record. Other files of ``out`` stay.
+    refused by the loader and by a rerun, :func:`aieg_fast.models.unfinished_install`), never
+    new weights under the former record. Other files of ``out`` stay.
 
     Raises:
         OSError: a file could not be moved (names ``out_dir``, and ``staged``, left in place
@@ -216,11 +215,3 @@ def install_model(staged: Path, out: Path) -> None:
                                  f"the files not moved, its {TRAINING_RECORD} last, are kept in {str(staged)!r}: move them into "
                                  f"{str(out)!r} to finish") from err
     shutil.rmtree(staged, ignore_errors=True)
-
-
-def unfinished_install(out: Path) -> Optional[Path]:
-    """The ``.partial-*`` folder of ``out`` that still holds the record of a model whose
-    :func:`install_model` stopped (``out`` itself has none), or None."""
-    if (out / TRAINING_RECORD).is_file():
-        return None
-    return next((p for p in sorted(out.glob(".partial-*")) if (p / TRAINING_RECORD).is_file()), None)
