@@ -64,7 +64,7 @@ from ..models import SST2_NAME, cache_dir, load_hf_model
 from ..runs import made_folder
 from ..runs.records import write_json
 from ..core.validation import check_number, check_positive_int
-from .folder import elapsed_seconds, recorded_state, resume, save_checkpoint
+from .folder import TRAINING_RECORD, elapsed_seconds, recorded_state, resume, save_checkpoint
 from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets, scored_split
 
@@ -450,7 +450,6 @@ def train_sentiment(
         pick = list(range(len(rows)))
         rng.shuffle(pick)
         rows = [rows[i] for i in pick[:n_train]]
-        trained_in = rows_in_datasets([t for t, _ in rows], spec)
         seqs = _encode(tok, [t for t, _ in rows], spec.template)
         lab = torch.tensor(_label_ids(tok, spec.labels))
         targets = lab[torch.tensor([y for _, y in rows])]
@@ -475,9 +474,10 @@ def train_sentiment(
         acc = sentiment_accuracy(model, tok, dev, spec.template, spec.labels)
         model.save_pretrained(out)
         record = {"finished": True, "out_dir": str(out), "dev_accuracy": acc, "n_dev": len(dev), "steps": len(batches),
-                  "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}), "training_rows_in": trained_in,
+                  "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}),
+                  "training_rows_in": rows_in_datasets([t for t, _ in rows], spec),
                   "seconds": seconds, "losses_per_10_steps": losses, "resumed_at_steps": resumed_at, "settings": settings,
                   "micro_batch_size": micro, "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
                   "threads": torch.get_num_threads()}
-        write_json(out / "training.json", record)
+        write_json(out / TRAINING_RECORD, record)
         return record
