@@ -3,6 +3,7 @@ folder, and the checkpoint of :func:`aieg_fast.training.train_sentiment` (writte
 renamed over the former one, so a kill leaves that or this)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -17,13 +18,19 @@ from ..models import TRAINING_RECORD, unfinished_install
 from ..runs import setting_differences
 from ..runs.records import write_json
 
-__all__ = ["MODEL_FILES", "TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "install_model", "other_settings", "read_checkpoint",
+__all__ = ["MODEL_FILES", "TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "file_digest", "install_model", "other_settings", "read_checkpoint",
            "recorded_state", "refuse_other_training", "resume", "save_checkpoint", "staging_folder", "unfinished_install"]
 
 #: the files a transformers model and tokenizer save may write (a former record without a file list).
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json",
                "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
                "tokenizer.model", "chat_template.jinja", "chat_template.json")
+
+
+def file_digest(path) -> str:
+    """A training data file's identity beside its name in a record: the first 16 hex digits of
+    the SHA-256 of its bytes. OSError when it cannot be read."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def other_settings(old: dict, new: dict, free: Iterable[str] = ()) -> str:

@@ -15,7 +15,6 @@ The trained model and its tokenizer are saved in ``<cache>/gpt-nano-sst2`` (see
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shutil
@@ -31,7 +30,7 @@ from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
 from ..core.validation import check_int, check_number, check_positive_int
 from ..runs import writable_folder
-from .folder import TRAINING_RECORD, install_model, refuse_other_training, staging_folder, unfinished_install
+from .folder import TRAINING_RECORD, file_digest, install_model, refuse_other_training, staging_folder, unfinished_install
 from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets
 
@@ -277,7 +276,7 @@ def train_nano(
     out = writable_folder(out_dir if out_dir is not None else nano_path(arch), "out_dir")
     settings = {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "max_length": max_length, "seed": seed,
                 "train_file": str(train_file), "dev_file": str(dev_file),
-                **{f"{k}_sha256": hashlib.sha256(Path(f).read_bytes()).hexdigest()[:16] for k, f in (("train_file", train_file), ("dev_file", dev_file))}}
+                "train_file_sha256": file_digest(train_file), "dev_file_sha256": file_digest(dev_file)}
     _refuse_folder(out, _compared({"settings": settings, "epochs": epochs, "n_train": len(tr_texts),
                                    "config": {"n_positions": n_positions, "arch": arch}}))
     tok = _embedded_tokenizer() if tokenizer is None else tokenizer

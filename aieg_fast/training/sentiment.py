@@ -45,7 +45,6 @@ time) go in ``out_dir``; ``load_model("smollm2-sst2")`` merges the copy shipped 
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import sys
@@ -64,7 +63,7 @@ from ..models import SST2_NAME, cache_dir, load_hf_model
 from ..runs import made_folder
 from ..runs.records import write_json
 from ..core.validation import check_number, check_positive_int
-from .folder import TRAINING_RECORD, elapsed_seconds, recorded_state, resume, save_checkpoint
+from .folder import TRAINING_RECORD, elapsed_seconds, file_digest, recorded_state, resume, save_checkpoint
 from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets, scored_split
 
@@ -287,7 +286,7 @@ def _settings(spec, train_path: Path, given: bool, task: str, n_train, batch_siz
     settings = {"n_train": n_train, "batch_size": batch_size, "lr": lr, "seed": seed, "lora": LORA_CONFIG,
                 "template": spec.template, "labels": list(spec.labels), "train_file": train_path.name}
     if given:  # only then, so checkpoints of the shipped file made before it was recorded resume
-        settings["train_file_sha256"] = hashlib.sha256(train_path.read_bytes()).hexdigest()[:16]
+        settings["train_file_sha256"] = file_digest(train_path)
     if task != "sst2" or epochs != 1:  # only then, so SST-2 checkpoints made before tasks existed resume
         settings.update(task=task, epochs=epochs)
     return settings
