@@ -166,12 +166,12 @@ def _tokenizer(tokenizer):
 def _refuse_unfinished_training(folder: str) -> None:
     """Refuse a ``train-sentiment`` output folder whose training has not finished (a checkpoint,
     no adapter yet), saying so, where the loader would call it a folder without a config, and a
-    ``train-nano`` folder whose model was being moved in when it stopped (its files there, the
-    rest and the record in ``.partial-*``)."""
+    folder whose trained model or adapter was being moved in when it stopped (``train-nano``,
+    ``train-sentiment``: its files there, the rest and the record in ``.partial-*``)."""
     path = Path(folder)
     stopped = unfinished_install(path) if path.is_dir() else None
     if stopped is not None:
-        raise ValueError(f"model {folder!r}: a train_nano stopped while moving its model into this folder; the rest of "
+        raise ValueError(f"model {folder!r}: a training stopped while moving its model into this folder; the rest of "
                          f"that model is in {str(stopped)!r}: move its files into {folder!r} to finish it, or train again")
     if not (path / "checkpoint").is_dir() or (path / "config.json").is_file() or (path / "adapter_config.json").is_file():
         return

@@ -19,7 +19,8 @@ from ..runs import setting_differences
 from ..runs.records import write_json
 
 __all__ = ["MODEL_FILES", "TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "file_digest", "install_model", "other_settings", "read_checkpoint",
-           "recorded_state", "refuse_other_training", "resume", "save_checkpoint", "staging_folder", "unfinished_install"]
+           "recorded_state", "refuse_other_training", "refuse_stopped_install", "resume", "save_checkpoint", "save_trained", "staging_folder",
+           "unfinished_install"]
 
 #: the files a transformers model and tokenizer save may write (a former record without a file list).
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json",
@@ -108,15 +109,32 @@ def checkpoint_step(out: Path) -> Optional[int]:
         return None
 
 
+def refuse_stopped_install(out: Path) -> None:
+    """Refuse ``out`` when the install of a trained model into it stopped
+    (:func:`unfinished_install`): a rerun would write over the files already moved and leave
+    the rest, the record among them, in ``.partial-*``.
+
+    Raises:
+        ValueError: names the folder holding the rest and what to do.
+    """
+    stopped = unfinished_install(out)
+    if stopped is not None:
+        raise ValueError(f"out_dir {str(out)!r}: a training stopped while moving its model into it; the rest of that model, "
+                         f"its {TRAINING_RECORD} included, is in {str(stopped)!r}: move those files into {str(out)!r} to "
+                         "finish it, or pass another out_dir")
+
+
 def recorded_state(out: Path, settings: dict, free: Iterable[str] = ()) -> Optional[dict]:
     """The checkpoint's state in ``out`` (None: none), read before the model loads.
 
     Raises:
         ValueError: ``out`` holds a finished adapter (``training.json``) or a checkpoint made with
             other settings than ``settings`` (those of ``free`` may differ; names each with its
-            recorded and its new value), an unreadable ``training.json`` or checkpoint.
+            recorded and its new value), an unreadable ``training.json`` or checkpoint, or an
+            adapter whose install stopped (:func:`refuse_stopped_install`).
     """
     refuse_other_training(out, settings, "an adapter", free)
+    refuse_stopped_install(out)
     state, f = read_checkpoint(out)
     if state is not None:
         diff = other_settings(state["settings"], settings, free)
@@ -222,3 +240,28 @@ def install_model(staged: Path, out: Path) -> None:
                                  f"the files not moved, its {TRAINING_RECORD} last, are kept in {str(staged)!r}: move them into "
                                  f"{str(out)!r} to finish") from err
     shutil.rmtree(staged, ignore_errors=True)
+
+
+def save_trained(out: Path, record: dict, *savers) -> None:
+    """Save a trained model into ``out`` whole or not at all: each of ``savers`` (objects with
+    ``save_pretrained``: the model or adapter, the tokenizer) writes into a
+    :func:`staging_folder`, ``record`` gets ``"files"`` (the names they wrote, which a later
+    install replaces; ``record`` is changed in place) and is written there as ``training.json``,
+    then :func:`install_model` moves them into ``out``, the record last. An error or Ctrl-C
+    while saving removes the staging folder and leaves the former contents of ``out`` as they
+    were.
+
+    Raises:
+        ValueError: ``out`` is not writable (:func:`staging_folder`).
+        OSError: a file could not be moved (:func:`install_model`).
+    """
+    staged = staging_folder(out)
+    try:
+        for saver in savers:
+            saver.save_pretrained(staged)
+        record["files"] = sorted(f.name for f in staged.iterdir())
+        write_json(staged / TRAINING_RECORD, record)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    install_model(staged, out)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,8 +28,8 @@ from ..core.batch import right_pad
 from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
 from ..core.validation import check_int, check_number, check_positive_int
-from ..runs import writable_folder
-from .folder import TRAINING_RECORD, file_digest, install_model, refuse_other_training, staging_folder, unfinished_install
+from ..runs import LOCK_FILE, made_folder
+from .folder import TRAINING_RECORD, file_digest, refuse_other_training, refuse_stopped_install, save_trained
 from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets
 
@@ -225,7 +224,8 @@ def train_nano(
             ``sst2_train.tsv`` / ``sst2_dev.tsv`` in ``data_dir``, else ``$AIEG_FAST_DATA``,
             else the copies shipped with the package).
         out_dir: where to save (default :func:`nano_path` of ``arch``); created, and checked
-            writable, before the tokenizer loads. A folder that holds a model trained with other
+            writable, before the tokenizer loads (a folder this call created is removed again
+            when it fails before saving). A folder that holds a model trained with other
             settings (its ``training.json``: these arguments, the files, the rows used, the
             position table) or files but no ``training.json`` is refused then; one of the same
             settings is trained again. The model is saved into a folder inside it
@@ -255,8 +255,10 @@ def train_nano(
     Raises:
         ValueError: a bad argument (named), a malformed data file (names the file and line), a
             data file without rows, an ``out_dir`` that is not a writable folder (or whose parent
-            is not), or that holds a model of other settings, other files or a stopped install
-            (before the tokenizer loads).
+            is not), that another run holds (two runs would remove each other's half-saved model:
+            the folder is held as ``evaluate`` holds its own, :func:`aieg_fast.runs.claim_folder`),
+            or that holds a model of other settings, other files or a stopped install (before
+            the tokenizer loads).
         FileNotFoundError: a missing data file.
         OSError: a file of the trained model could not be moved into ``out_dir`` (names the
             folder holding the rest).
@@ -273,41 +275,32 @@ def train_nano(
     for what, f, texts in (("train_file", train_file, tr_texts), ("dev_file", dev_file, dv_texts)):
         if not texts:
             raise ValueError(f"{what} {str(f)!r} holds no rows")
-    out = writable_folder(out_dir if out_dir is not None else nano_path(arch), "out_dir")
-    settings = {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "max_length": max_length, "seed": seed,
-                "train_file": str(train_file), "dev_file": str(dev_file),
-                "train_file_sha256": file_digest(train_file), "dev_file_sha256": file_digest(dev_file)}
-    _refuse_folder(out, _compared({"settings": settings, "epochs": epochs, "n_train": len(tr_texts),
-                                   "config": {"n_positions": n_positions, "arch": arch}}))
-    tok = _embedded_tokenizer() if tokenizer is None else tokenizer
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    tr = _encode(tok, tr_texts, max_length)
-    dv = _encode(tok, dv_texts, max_length)
+    with made_folder(out_dir if out_dir is not None else nano_path(arch), "out_dir") as out:  # held: a second run on it is refused
+        settings = {"batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "max_length": max_length, "seed": seed,
+                    "train_file": str(train_file), "dev_file": str(dev_file),
+                    "train_file_sha256": file_digest(train_file), "dev_file_sha256": file_digest(dev_file)}
+        _refuse_folder(out, _compared({"settings": settings, "epochs": epochs, "n_train": len(tr_texts),
+                                       "config": {"n_positions": n_positions, "arch": arch}}))
+        tok = _embedded_tokenizer() if tokenizer is None else tokenizer
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        tr = _encode(tok, tr_texts, max_length)
+        dv = _encode(tok, dv_texts, max_length)
 
-    model = _new_model(tok, n_positions, pad_id, seed, arch)
-    n_params = sum(p.numel() for p in model.parameters())
-    t0 = time.perf_counter()
-    history = _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress)
-    seconds = time.perf_counter() - t0
-    model.eval()
-    summary = {
-        "out_dir": str(out), "dev_accuracy": history[-1]["dev_accuracy"], "train_accuracy_last_epoch": history[-1]["train_accuracy"],
-        "epochs": epochs, "n_train": len(tr), "n_dev": len(dv), "n_params": n_params, "seconds": seconds,
-        "history": history, "config": dict(NANO_CONFIG if arch == "gpt2" else LLAMA_NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok), arch=arch),
-        "settings": settings, "training_rows_in": rows_in_datasets(tr_texts, DATASETS["sst2-train"]),
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
-    }
-    staged = staging_folder(out)
-    try:
-        model.save_pretrained(staged)
-        tok.save_pretrained(staged)
-        summary["files"] = sorted(f.name for f in staged.iterdir())  # what a later install replaces
-        (staged / TRAINING_RECORD).write_text(json.dumps(summary, indent=1), encoding="utf-8")
-    except BaseException:  # an error or Ctrl-C while saving: the former model stays as it was
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
-    install_model(staged, out)
-    return summary
+        model = _new_model(tok, n_positions, pad_id, seed, arch)
+        n_params = sum(p.numel() for p in model.parameters())
+        t0 = time.perf_counter()
+        history = _train(model, tr, tr_labels, dv, dv_labels, pad_id, epochs, batch_size, lr, weight_decay, seed, progress)
+        seconds = time.perf_counter() - t0
+        model.eval()
+        summary = {
+            "out_dir": str(out), "dev_accuracy": history[-1]["dev_accuracy"], "train_accuracy_last_epoch": history[-1]["train_accuracy"],
+            "epochs": epochs, "n_train": len(tr), "n_dev": len(dv), "n_params": n_params, "seconds": seconds,
+            "history": history, "config": dict(NANO_CONFIG if arch == "gpt2" else LLAMA_NANO_CONFIG, n_positions=n_positions, vocab_size=len(tok), arch=arch),
+            "settings": settings, "training_rows_in": rows_in_datasets(tr_texts, DATASETS["sst2-train"]),
+            "torch": torch.__version__, "threads": torch.get_num_threads(),
+        }
+        save_trained(out, summary, model, tok)
+        return summary
 
 
 def _compared(record: dict) -> dict:
@@ -341,11 +334,7 @@ def _refuse_folder(out: Path, settings: dict) -> None:
         ValueError: names the settings that differ (recorded and new value), or the folder.
     """
     refuse_other_training(out, settings, "a model", free=_unrecorded_digests(out), view=_compared)
-    stopped = unfinished_install(out)
-    if stopped is not None:
-        raise ValueError(f"out_dir {str(out)!r}: a train_nano stopped while moving its model into it; the rest of that model, "
-                         f"its {TRAINING_RECORD} included, is in {str(stopped)!r}: move those files into {str(out)!r} to "
-                         "finish it, or pass another out_dir")
-    if not (out / TRAINING_RECORD).is_file() and any(not f.name.startswith(".partial-") for f in out.iterdir()):
+    refuse_stopped_install(out)
+    if not (out / TRAINING_RECORD).is_file() and any(not f.name.startswith(".partial-") and f.name != LOCK_FILE for f in out.iterdir()):
         raise ValueError(f"out_dir {str(out)!r} holds files but no {TRAINING_RECORD} (not a model train_nano finished), and "
                          f"train_nano would write its model's files over theirs; pass another out_dir, or empty the folder {str(out)!r}")

@@ -40,7 +40,8 @@ from those of an uninterrupted run; ``training.json`` records those steps (``"re
 empty when the run went through at once). A folder holding a checkpoint or a finished adapter of other
 settings is refused before the model loads, naming the settings that differ. The finished adapter (``adapter_config.json``,
 ``adapter_model.safetensors``) and ``training.json`` (settings, loss curve, SST-2 dev accuracy,
-time) go in ``out_dir``; ``load_model("smollm2-sst2")`` merges the copy shipped in
+time) go in ``out_dir``, saved beside and moved in, the record last
+(:func:`aieg_fast.training.folder.save_trained`: no adapter without its record); ``load_model("smollm2-sst2")`` merges the copy shipped in
 ``aieg_fast/data/smollm2-sst2`` (see :func:`aieg_fast.models.load_hf_model`).
 """
 from __future__ import annotations
@@ -61,9 +62,8 @@ from ..core.inputs import fill_template
 from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
 from ..models import SST2_NAME, cache_dir, load_hf_model
 from ..runs import made_folder
-from ..runs.records import write_json
 from ..core.validation import check_number, check_positive_int
-from .folder import TRAINING_RECORD, elapsed_seconds, file_digest, recorded_state, resume, save_checkpoint
+from .folder import elapsed_seconds, file_digest, recorded_state, resume, save_checkpoint, save_trained
 from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets, scored_split
 
@@ -429,9 +429,12 @@ def train_sentiment(
             not a writable folder, that another run holds (two runs on one folder at once would
             overwrite each other's checkpoint: the folder is held as ``evaluate`` holds its own,
             :func:`aieg_fast.runs.claim_folder`), or that holds a finished adapter or a checkpoint
-            of other settings (each named, before the model loads), an unreadable checkpoint (named).
+            of other settings (each named, before the model loads), an unreadable checkpoint (named), or an
+            adapter whose move into it stopped (names where the rest is).
         RuntimeError: the loss or the weights became inf or nan (no adapter saved; the last
             checkpoint kept).
+        OSError: a file of the adapter could not be moved into ``out_dir`` (names the folder
+            holding the rest: the loader and a rerun refuse ``out_dir`` until they are moved in).
         ImportError: ``peft`` is not installed.
     """
     micro = MICRO_BATCH.get(task, batch_size) if micro_batch_size is None else micro_batch_size
@@ -471,12 +474,11 @@ def train_sentiment(
             return {"finished": False, "step": step, "steps": len(batches), "out_dir": str(out), "seconds": seconds}
         model.eval()
         acc = sentiment_accuracy(model, tok, dev, spec.template, spec.labels)
-        model.save_pretrained(out)
         record = {"finished": True, "out_dir": str(out), "dev_accuracy": acc, "n_dev": len(dev), "steps": len(batches),
                   "dev_dataset": TRAIN_TASKS[task][1], **({"split": split} if split else {}),
                   "training_rows_in": rows_in_datasets([t for t, _ in rows], spec),
                   "seconds": seconds, "losses_per_10_steps": losses, "resumed_at_steps": resumed_at, "settings": settings,
                   "micro_batch_size": micro, "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
                   "threads": torch.get_num_threads()}
-        write_json(out / TRAINING_RECORD, record)
+        save_trained(out, record, model)  # the adapter and its record, whole or not at all
         return record

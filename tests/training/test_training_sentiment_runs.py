@@ -241,3 +241,49 @@ def test_the_default_training_file_is_read_from_the_data_folder(tmp_path, tiny, 
     no_model()
     with pytest.raises(FileNotFoundError, match=r"'sst2-train' needs sst2_train.tsv in .*data"):
         train_sentiment(**dict(kw, out_dir=tmp_path / "other"))
+
+
+def test_a_stopped_final_save_leaves_no_adapter_without_its_record(tmp_path, tiny, monkeypatch):
+    """The adapter was saved into out_dir, then training.json: a kill in between left an adapter
+    that loaded without the record evaluate reads to refuse the rows it was trained on."""
+    from peft import PeftModel
+
+    kw, out = _kw(tmp_path), tmp_path / "run"
+    real = PeftModel.save_pretrained
+
+    def killed_after_saving(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PeftModel, "save_pretrained", killed_after_saving)
+    with pytest.raises(KeyboardInterrupt):
+        train_sentiment(**kw)
+    assert not (out / "adapter_config.json").exists() and not (out / "training.json").exists()
+    assert not list(out.glob(".partial-*"))
+    monkeypatch.setattr(PeftModel, "save_pretrained", real)
+    record = train_sentiment(**kw)  # the rerun finishes from the last checkpoint
+    assert record["finished"] and {"adapter_config.json", "adapter_model.safetensors"} <= set(record["files"])
+    assert all((out / f).is_file() for f in record["files"]) and json.loads((out / "training.json").read_text())["files"] == record["files"]
+
+
+def test_an_adapter_that_cannot_be_moved_into_place_is_named_and_refused(tmp_path, tiny, monkeypatch):
+    import aieg_fast
+    from aieg_fast.training import folder
+
+    kw, out = _kw(tmp_path), tmp_path / "run"
+    real = folder.os.replace
+
+    def busy(src, dst):
+        if str(dst).endswith("adapter_model.safetensors"):
+            raise OSError(16, "Device or resource busy")
+        return real(src, dst)
+
+    monkeypatch.setattr(folder.os, "replace", busy)
+    with pytest.raises(OSError, match=r"out_dir .*run'.*could not be moved into it.*are kept in '.*\.partial-"):
+        train_sentiment(**kw)
+    monkeypatch.setattr(folder.os, "replace", real)
+    stopped = r"a training stopped while moving its model into (it|this folder); the rest of that model.* is in '.*\.partial-"
+    with pytest.raises(ValueError, match=stopped):  # a rerun does not write over the moved files
+        train_sentiment(**kw)
+    with pytest.raises(ValueError, match=stopped):  # nor does the loader read the adapter without its record
+        aieg_fast.load_model(str(out))
