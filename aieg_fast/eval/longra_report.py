@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runs import replace_file
 from .metrics import CONTROLS
-from .report import fmt, stars, write_csv
+from .report import fmt, paired_test_names, stars, write_csv
 from .stats import mean_ci, vs_reference
 
 __all__ = ["LONGRA_KS", "longra_metric_names", "summarise_longra", "plot_longra_topk"]
@@ -112,7 +112,7 @@ def summarise_longra(out: Path, records: Sequence[dict], methods: Sequence[str],
              "top k (↑); relative_rank: its rank, 1 = top, ties against it (↓); distractor_mass: share of |scores| on "
              "the distractor clause (↓). uniform: a flat attribution (distractor mass = the distractor's share of "
              "the tokens) and a random order (top-k rate k / |attributable|). "
-             + (f"`*` / `**`: paired test against {reference} p < 0.05 / p < 0.01." if reference in methods
+             + (f"`*` / `**`: paired test against {reference} p < 0.05 / p < 0.01 ({paired_test_names(rows)})." if reference in methods
                 else f"No paired tests: {reference} is not among the methods."), "",
              "| method | " + " | ".join(f"{k} {'↑' if b == 'higher' else '↓'}" for k, b in metrics.items()) + " |",
              "|---|" + "---|" * len(metrics)]

@@ -23,7 +23,7 @@ from ..runs import replace_file
 from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "stars", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft",
+__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft",
            "records_beyond"]
 
 
@@ -93,14 +93,15 @@ def topk_lines(out: Path, rows: List[dict], ks: Sequence[float], records: Option
     return lines
 
 
-def _test_names(rows) -> str:
-    """The paired tests of ``rows`` in words, e.g. ``"wilcoxon; p = 1 where every difference is zero"``."""
+def paired_test_names(rows) -> str:
+    """The paired tests of ``rows`` in words, and that each p-value stands alone, e.g.
+    ``"wilcoxon; p = 1 where every difference is zero; each p uncorrected for the number of comparisons"``."""
     names = sorted({r["test"] for r in rows if r["test"]})
     zero = "all differences zero" in names
     text = ", ".join(n for n in names if n != "all differences zero") or ("" if zero else "no test")
     if zero:
         text += ("; " if text else "") + "p = 1 where every difference is zero"
-    return text
+    return text + "; each p uncorrected for the number of comparisons"
 
 
 def stars(p) -> str:
@@ -207,7 +208,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     metrics = [k for k in METRICS if any(r["metric"] == k and r["n"] > 0 for r in rows)] or list(METRICS)
     methods = list(dict.fromkeys(r["method"] for r in rows if r["n"] > 0 or r["method"] != "uniform"))
     by = {(r["method"], r["metric"]): r for r in rows}
-    tests = _test_names(rows)
+    tests = paired_test_names(rows)
     hard = config.get("metrics", "all") == "hard"
     map_info = "" if hard else " Soft metrics: " + "; ".join(_MAP_TEXT[m] for m in config.get("soft_maps", ["relu"])) + "."
     title = "Faithfulness of generated text" if config.get("task") == "generation" else "Faithfulness"

@@ -116,6 +116,14 @@ class RunSettings:
     #: the explained F of every method (:func:`eval_target_fn`)
     target_fn: str = "label_logprob"
 
+    @property
+    def scores_pair(self) -> bool:
+        """Whether the metrics score p(pred) renormalised over the predicted and the runner-up
+        label only: ``target_fn="contrast"`` over more than two labels, so that the probability
+        scored moves with the z_pred − z_runner-up explained, not with the other labels' logits
+        too (over two labels, the pair is all the labels)."""
+        return self.target_fn == "contrast" and self.prob_space == "labels" and len(self.label_ids) > 2
+
     def attribute_kwargs(self, contrast=None) -> dict:
         """The target settings passed to ``Explainer.attribute`` (``contrast``: the runner-up
         label, used by ``target_fn="contrast"``)."""
@@ -127,7 +135,8 @@ class RunSettings:
 
 
 #: ``evaluate``'s ``target_fn`` choices: ``"auto"`` picks the F its metrics score;
-#: ``"contrast"`` explains z_pred − z_runner-up (the decision between the two likeliest labels).
+#: ``"contrast"`` explains z_pred − z_runner-up (the decision between the two likeliest labels;
+#: over more than two labels the metrics then score p(pred) over those two: :attr:`RunSettings.scores_pair`).
 EVAL_TARGET_FNS = ("auto", "label_logprob", "contrast", "logprob", "logit", "prob")
 
 
@@ -221,6 +230,8 @@ def run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> d
     for key in ("metrics", "topk_sweep"):
         if config[key] is None:
             del config[key]
+    if s.scores_pair:  # only then, so folders of two labels resume; one of more labels written before it is refused, not mixed
+        config["contrast_scored_over"] = "pair"
     dtype = next(ex.model.parameters()).dtype
     if dtype != torch.float32:  # only when not the default, so folders written before --dtype resume
         config["dtype"] = str(dtype).replace("torch.", "")
@@ -365,9 +376,8 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
     s = settings
     text = truncate(ex, text, s.max_tokens)
     probs = ex.label_probs(text, s.labels, s.template)
-    pred = int(np.argmax(probs))
-    target = s.labels[pred]
-    contrast = s.labels[int(np.argsort(probs)[-2])]  # the runner-up label
+    pred, runner_up = (int(i) for i in np.argsort(-np.asarray(probs), kind="stable")[:2])  # a tie: the first label first, never twice
+    target, contrast = s.labels[pred], s.labels[runner_up]
     rec = {"id": eid, "index": index, "text": text, "label": int(label), "pred_label": pred, "target": target,
            "label_probs": probs, "methods": {}, "controls": {}}
     if s.target_fn == "contrast":
@@ -375,7 +385,8 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
     attrs, base = _attribute_methods(ex, s, eid, text, target, methods, contrast)
     if base is None:  # only controls asked, or no finite scores: a cheap attribution supplies input and target
         base = ex.attribute(text, method="attention", target=target, template=s.template)
-    ctx = prepare(ex, base, prob_space=s.prob_space, label_ids=s.label_ids if s.prob_space == "labels" else None,
+    scored = [s.label_ids[pred], s.label_ids[runner_up]] if s.scores_pair else s.label_ids
+    ctx = prepare(ex, base, prob_space=s.prob_space, label_ids=scored if s.prob_space == "labels" else None,
                   seed=s.seed, instance_id=eid)
     rec.update({"n_tokens": len(base.token_ids), "n_attributable": int(sum(base.attributable)), "p": ctx.p, "p0": ctx.p0,
                 "degenerate": ctx.degenerate, "tie_seed": ctx.tie_seed})

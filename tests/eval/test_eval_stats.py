@@ -132,7 +132,7 @@ def test_summary_names_the_tests_in_words():
     with tempfile.TemporaryDirectory() as d:
         md = write_summary(Path(d), rows, {"model": "m", "dataset": "d", "seed": 0, "topk": 0.2, "metrics": "hard",
                                                  "n_steps": 4, "max_tokens": None, "prob_space": "labels"}, [], "ig")
-    assert "p < 0.05 / p < 0.01 (wilcoxon; p = 1 where every difference is zero)." in md
+    assert "p < 0.05 / p < 0.01 (wilcoxon; p = 1 where every difference is zero; each p uncorrected for the number of comparisons)." in md
 
 
 def test_vs_reference_names_the_reference_only_when_a_test_ran():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -125,6 +126,9 @@ def test_run_resume_and_summary(tiny_gpt2, tmp_path, monkeypatch):
     assert again["computed"] == 0 and again["kept"] == 2
     more = E.evaluate_longra(tiny_gpt2, methods="saliency,random,input_x_gradient,recency", **kw)  # only the new ones are computed
     assert more["computed"] == 2 and "| input_x_gradient |" in more["summary_md"] and "| recency |" in more["summary_md"]
+    tested = E.evaluate_longra(tiny_gpt2, methods="saliency,random", **dict(kw, out_dir=tmp_path / "tested"), reference="saliency")
+    assert re.search(r"paired test against saliency p < 0\.05 / p < 0\.01 \([^)]*each p uncorrected for "
+                     r"the number of comparisons\)", tested["summary_md"])  # which test, and that the p-values stand alone
     # the recency control is scored on the instance's input like any method
     r = E.recency_attribution(a)
     want = L.longra_metrics(r.scores, r.attributable, recs["t0"]["relative_pos"], recs["t0"]["distractor_pos"], (1, 2))
