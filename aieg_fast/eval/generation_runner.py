@@ -47,7 +47,9 @@ Record of an example (the lines of one id merged, :mod:`aieg_fast.eval.records`)
 ``target_id``, ``target``, ``p``, ``p0``, ``degenerate``, ``n_attributable``, ``tie_seed``),
 ``degenerate`` (every step is), ``methods`` ({spec: the metrics averaged over the steps, and
 ``steps``: each step's metrics, ``n_degenerate_steps``, ``scores`` [T][L_p + T] with null where
-not attributed, ``signal_flags``, ``time_attribution_s``, ``time_metrics_s``}) and
+not attributed, ``signal_flags`` (these two not for the ``random`` and ``recency`` controls, whose
+scores :func:`~aieg_fast.eval.metrics.control_attribution` draws again from the seed and the
+step's id ``"<id>#<t>"``), ``time_attribution_s``, ``time_metrics_s``}) and
 ``controls`` ({"uniform": the same for the uniform π-Soft control}), and ``notes`` (the cautions
 about the continuation, also said on stderr) when there are any.
 """
