@@ -247,3 +247,54 @@ def test_evaluate_runners_read_a_stream_no_further_than_n(tiny_gpt2, tmp_path):
     assert res["computed"] == 2
     with pytest.raises(ValueError, match="n must be a positive int"):
         E.evaluate_generation(tiny_gpt2, Stream(), methods="saliency", n=-1, out_dir=tmp_path / "h")
+
+
+def test_a_tsv_written_with_csv_quoting_is_refused_not_misread(tmp_path):
+    """pandas' to_csv(sep="\\t") quotes a text holding a quote or a line break; read with quotes as
+    text (GLUE's .tsv rule) the text changed and a quoted line break made two rows, silently."""
+    doubled = tmp_path / "q.tsv"
+    doubled.write_text('text\tgold\n"he said ""great"" film"\t1\nbad film\t0\n', encoding="utf-8")
+    broken = tmp_path / "nl.tsv"
+    broken.write_text('text\n"good\nfilm"\nbad film\n', encoding="utf-8")
+    for f, line in ((doubled, 2), (broken, 2)):
+        with pytest.raises(ValueError, match=rf"line {line} has a cell written with CSV quoting .*save it as \.csv"):
+            D.user_dataset(f, label_field="gold" if f is doubled else None)
+    glue = tmp_path / "glue.tsv"  # quotes that are text, as GLUE writes them, are read as they are
+    glue.write_text('sentence\tlabel\n"Hello," he said.\t1\n"fine"\t0\nit is "ok" then\t1\n', encoding="utf-8")
+    assert [r["text"] for r in D.user_dataset(glue, text_field="sentence", label_field="label")[1]] == [
+        '"Hello," he said.', '"fine"', 'it is "ok" then']
+
+
+def test_a_json_row_naming_a_key_twice_is_refused(tmp_path):
+    """json keeps the last value of a key given twice: the first text was dropped without a word."""
+    f = tmp_path / "dup.jsonl"
+    f.write_text('{"review": "good film", "gold": 1}\n{"review": "good film", "review": "bad film", "gold": 1}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2 names the key\(s\) \['review'\] more than once"):
+        D.user_dataset(f, text_field="review", label_field="gold")
+    g = tmp_path / "dup.json"
+    g.write_text('[{"review": "good", "review": "bad", "gold": 1}]', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"names the key\(s\) \['review'\] more than once"):
+        D.user_dataset(g, text_field="review", label_field="gold")
+
+
+def test_a_template_naming_the_label_column_is_refused():
+    """The gold label in the prompt: a random model scored 100 % accuracy on it."""
+    rows = [{"review": "the movie is good", "gold": "good"}, {"review": "bad", "gold": "bad"}]
+    with pytest.raises(ValueError, match=r"names the column 'gold', which is the label_field: the answer would be in the prompt"):
+        D.user_dataset(rows, text_field="review", label_field="gold", template="Review: {text} ({gold}) Sentiment:",
+                       labels=[" bad", " good"])
+    with pytest.raises(ValueError, match="which is the label_field"):
+        D.user_dataset(rows, text_field="gold", label_field="gold", labels=[" bad", " good"])
+
+
+def test_whole_number_labels_written_as_floats_and_number_words_are_said(tmp_path, capsys):
+    """pandas writes an int column with gaps as 1.0 in a CSV; and number label words read labels
+    as words (0-based labels would shift by one), which is now said."""
+    f = tmp_path / "g.csv"
+    f.write_text("text,gold\ngood film,1.0\nbad film,0.0\n", encoding="utf-8")
+    assert [r["label"] for r in D.user_dataset(f, label_field="gold", labels=[" bad", " good"])[1]] == [1, 0]
+    assert "note:" not in capsys.readouterr().err
+    s = tmp_path / "stars.csv"
+    s.write_text("text,stars\nfine,3.0\ngreat,5\n", encoding="utf-8")
+    assert [r["label"] for r in D.user_dataset(s, label_field="stars", labels=[" 1", " 2", " 3", " 4", " 5"])[1]] == [2, 4]
+    assert "are numbers, so the labels of 'stars' are read as those words ('1' is label 0), not as indices" in capsys.readouterr().err

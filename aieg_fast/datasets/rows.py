@@ -3,9 +3,10 @@
 :func:`read_rows` reads:
 
 * a ``.jsonl`` / ``.ndjson`` file (one JSON object per line; blank lines skipped), a ``.json``
-  file holding a list of objects, a ``.csv`` or ``.tsv`` file with a header line (read with
-  Python's csv module; every cell a string, an empty cell = no value; a row with more cells
-  than the header refused);
+  file holding a list of objects (a key given twice in an object refused), a ``.csv`` or
+  ``.tsv`` file with a header line (read with Python's csv module; every cell a string, an
+  empty cell = no value; a row with more cells than the header refused; in a ``.tsv`` quotes
+  are text, as in GLUE's files, and a cell written with CSV quoting is refused);
 * a ``pandas.DataFrame``; a Hugging Face ``datasets.Dataset`` or anything like it (an object
   with ``column_names`` that iterates over dict rows), a list of dicts, or a list of strings
   (the texts, as ``{"text": ...}``).
@@ -41,8 +42,22 @@ def _utf8(path: Path) -> str:
                          "save the file as UTF-8") from None
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _one_value_per_key(pairs) -> dict:
+    """A JSON object's dict, refusing a key given twice (``json`` keeps the last silently)."""
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise _DuplicateKey(f"names the key(s) {twice} more than once")
+    return dict(pairs)
+
+
 def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
-    """(rows, where each row is: ``"line N"``) of a JSON-lines or JSON-list file."""
+    """(rows, where each row is: ``"line N"``) of a JSON-lines or JSON-list file; an object
+    naming a key twice is refused (names its line)."""
     text = _utf8(path)
     if path.suffix.lower() == ".json" and text.lstrip().startswith("{") and "\n" in text.strip():
         try:  # one object over several lines (pretty-printed): not a list of rows
@@ -54,7 +69,9 @@ def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
                              "([{...}, {...}]); or write one object per line in a .jsonl file")
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         try:
-            rows = json.loads(text)
+            rows = json.loads(text, object_pairs_hook=_one_value_per_key)
+        except _DuplicateKey as err:
+            raise ValueError(f"data {str(path)!r}: an object {err}; a row holds one value per column") from None
         except json.JSONDecodeError as err:
             raise ValueError(f"data {str(path)!r}: not JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
         return rows, [f"item {i}" for i in range(len(rows))]
@@ -65,7 +82,9 @@ def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            rows.append(json.loads(line, object_pairs_hook=_one_value_per_key))
+        except _DuplicateKey as err:
+            raise ValueError(f"data {str(path)!r}: line {no} {err}; a row holds one value per column: {line[:80]!r}") from None
         except json.JSONDecodeError as err:
             raise ValueError(f"data {str(path)!r}: line {no} is not JSON ({err.msg} at column {err.colno}): {line[:80]!r}") from None
         where.append(f"line {no}")
@@ -102,6 +121,8 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
                        "data as CSV or JSON lines") if tsv else "quote a text holding a comma"
                 raise ValueError(f"data {str(path)!r}: line {first} has {len(cells)} fields, the header {len(header)} "
                                  f"({header}); {fix}: {cells[:4]!r:.120}")
+            if tsv:
+                _refuse_csv_quoting(path, first, cells)
             rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)))))
             where.append(f"row {len(rows) - 1} (line {first})")
     except csv.Error as err:
@@ -109,6 +130,21 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
     finally:
         csv.field_size_limit(former_limit)
     return rows, where
+
+
+def _refuse_csv_quoting(path: Path, line: int, cells: List[str]) -> None:
+    """Refuse a ``.tsv`` row with a cell written with CSV quoting (as pandas' and ``datasets``'
+    ``to_csv(sep="\t")`` write a text holding a quote, a tab or a line break): ``"..."`` around a
+    text with doubled quotes inside, or a quote opening or closing a cell with no partner (a
+    quoted line break, cut into two rows). Read with quotes as text, such a file would change
+    the texts and split rows without a word."""
+    for c in cells:
+        odd = c.count('"') % 2 == 1
+        if (odd and (c.startswith('"') or c.endswith('"'))) or (len(c) > 1 and c[0] == c[-1] == '"' and '""' in c[1:-1]):
+            raise ValueError(f"data {str(path)!r}: line {line} has a cell written with CSV quoting ({c[:60]!r}), but the "
+                             "cells of a .tsv file are read as they are written (quotes are text, as in GLUE's files); "
+                             "save it as .csv, whose quoting is read (pandas: df.to_csv('data.csv', index=False)), "
+                             "or as .jsonl (df.to_json('data.jsonl', orient='records', lines=True))")
 
 
 def _python(v):

@@ -12,11 +12,12 @@ datasets (:func:`aieg_fast.datasets.load_records`).
 from __future__ import annotations
 
 import re
+import sys
 from typing import List, Optional, Sequence, Tuple
 
 from .rows import is_empty, read_rows
 
-__all__ = ["TEMPLATE_FIELD", "template_fields", "user_records", "label_index", "check_label_words"]
+__all__ = ["TEMPLATE_FIELD", "template_fields", "user_records", "label_index", "check_label_words", "number_words"]
 
 #: a ``{name}`` field of a prompt template; ``{{name}}`` is text (one rule for the datasets'
 #: templates and :func:`aieg_fast.core.inputs.fill_template`)
@@ -42,11 +43,21 @@ def template_fields(template: Optional[str]) -> Tuple[str, ...]:
     return tuple(names)
 
 
+#: a whole number written as a float ("1.0"), as pandas writes an integer column with gaps to CSV
+_WHOLE_FLOAT = re.compile(r"\s*-?\d+\.0*\s*")
+
+
+def number_words(labels: Optional[Sequence]) -> bool:
+    """Whether every label word is a string of digits (``" 1" ... " 5"``, star ratings; not
+    token ids): a row's label is then read as a word, never as an index (:func:`label_index`)."""
+    return bool(labels) and all(isinstance(w, str) and w.strip().lstrip("-").isdigit() for w in labels)
+
+
 def label_index(value, labels: Optional[Sequence], loc: str) -> int:
-    """The index of a row's label: an integer (or integer text) is the index itself; a string
-    equal to a label word (surrounding spaces and case ignored) is that word's index. When every
-    label word is a string of digits (``" 1" ... " 5"``, star ratings; not token ids), a label is
-    read as a word, never as an index (``3`` is the word ``" 3"``).
+    """The index of a row's label: an integer (or integer text, ``"1"`` or ``"1.0"``) is the
+    index itself; a string equal to a label word (surrounding spaces and case ignored) is that
+    word's index. When every label word is a number (:func:`number_words`), a label is read as
+    a word, never as an index (``3`` is the word ``" 3"``).
 
     Raises:
         ValueError: a label out of range, or a name that matches no label word (names ``loc``,
@@ -54,8 +65,9 @@ def label_index(value, labels: Optional[Sequence], loc: str) -> int:
     """
     if isinstance(value, float) and value.is_integer():  # integer columns with gaps read as floats
         value = int(value)
-    number_words = bool(labels) and all(isinstance(w, str) and w.strip().lstrip("-").isdigit() for w in labels)
-    if number_words and isinstance(value, (int, str)) and not isinstance(value, bool):
+    if isinstance(value, str) and _WHOLE_FLOAT.fullmatch(value):  # the same column written to a CSV file
+        value = int(float(value))
+    if number_words(labels) and isinstance(value, (int, str)) and not isinstance(value, bool):
         words = [str(w).strip() for w in labels]
         if str(value).strip() in words:
             return words.index(str(value).strip())
@@ -136,9 +148,16 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
         raise ValueError(f"give label_field (classification) or target_field (generation), not both: "
                          f"got {label_field!r} and {target_field!r}")
     cols = _field_columns(template, text_field)
+    for arg, col in (("label_field", label_field), ("target_field", target_field)):
+        if col is not None and col in cols.values():
+            raise ValueError(f"template {template!r} (or text_field) names the column {col!r}, which is the {arg}: the answer "
+                             "would be in the prompt the methods attribute; leave it out of the template")
     check_label_words(labels)
     rows, where, what = read_rows(data, limit)  # refuses data without rows
     task = "classification" if label_field is not None else "generation"
+    if task == "classification" and number_words(labels):
+        print(f"note: the label words {list(labels)} are numbers, so the labels of {label_field!r} are read as those words "
+              f"({str(labels[0]).strip()!r} is label 0), not as indices", file=sys.stderr)
     out = []
     for i, (r, w) in enumerate(zip(rows, where)):
         loc = f"{what}: {w}"

@@ -115,12 +115,25 @@ def example_text(rec: dict) -> Union[str, Dict[str, str]]:
 
 
 def _cut(ex: "Explainer", text: str, n: int) -> str:
-    ids = ex.tokenizer(text, add_special_tokens=False)["input_ids"]
-    return text if len(ids) <= n else ex.tokenizer.decode(ids[:n])
+    """The text of the first ``n`` tokens of ``text``, or of fewer where the n-th token ends
+    inside a character (byte-level tokenizers split an emoji or an accented letter into bytes:
+    the cut would end in U+FFFD, a character the user never wrote, and encode to more than
+    ``n`` tokens): the longest cut of at most ``n`` tokens that encodes back to at most ``n``."""
+    tok = ex.tokenizer
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    if len(ids) <= n:
+        return text
+    for k in range(n, max(0, n - 8), -1):  # a character is at most 4 bytes: a few steps back at most
+        cut = tok.decode(ids[:k])
+        torn = cut.endswith("\ufffd") and "\ufffd" not in text
+        if not torn and len(tok(cut, add_special_tokens=False)["input_ids"]) <= n:
+            return cut
+    return tok.decode(ids[:n])
 
 
 def truncate(ex: "Explainer", text: Union[str, Dict[str, str]], max_tokens: Optional[int]):
-    """``text`` cut to ``max_tokens`` tokens (None: as it is). A mapping of fields is cut in its
+    """``text`` cut to ``max_tokens`` tokens (None: as it is; never inside a character:
+    fewer tokens where the last would end inside one). A mapping of fields is cut in its
     first field (BoolQ's passage) so that all fields together hold at most ``max_tokens`` tokens;
     the other fields are kept whole (at least one token of the first field is kept)."""
     if max_tokens is None:

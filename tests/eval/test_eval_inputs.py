@@ -193,6 +193,8 @@ def test_every_input_refused_says_so_and_fails(tiny_gpt2, tmp_path, capsys, monk
     said = capsys.readouterr()
     assert rc == 1 and "no example was evaluated" in said.err
     assert "**No example was evaluated**: the model refused all 2 inputs" in (tmp_path / "run" / "summary.md").read_text()
+    assert "--max-tokens N cuts the texts to N tokens" in said.out  # the way to fit them
+    assert f"{str(tmp_path / 'run')!r} holds their 'skipped' records under these settings: delete it, or pass another --out" in said.err
 
 
 def test_short_texts_with_no_top_k_token_are_noted(tiny_gpt2, tmp_path):
@@ -270,3 +272,19 @@ def test_a_resume_with_other_settings_is_refused_before_the_model_loads(tiny_gpt
             run("some-model", n_steps=6)
         assert run(tiny_gpt2)["computed"] == 0, name  # the same settings resume (nothing left to compute)
         monkeypatch.undo()
+
+
+def test_max_tokens_never_cuts_inside_a_character(tiny_gpt2):
+    """A byte-level tokenizer splits an emoji or an accented letter into bytes: the cut ended in
+    U+FFFD (a character not in the text) and encoded to more tokens than asked."""
+    from aieg_fast.eval.examples import truncate
+
+    text = "the café was great 😀 and good"
+    tok = tiny_gpt2.tokenizer
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    torn = [n for n in range(1, len(ids)) if tok.decode(ids[:n]).endswith("\ufffd")]
+    assert torn  # the tokenizer does split characters (else this test checks nothing)
+    for n in torn:
+        cut = truncate(tiny_gpt2, text, n)
+        assert "\ufffd" not in cut and text.startswith(cut) and len(tok(cut, add_special_tokens=False)["input_ids"]) <= n
+    assert truncate(tiny_gpt2, {"passage": text, "question": "is it?"}, 12)["passage"].count("\ufffd") == 0
