@@ -118,10 +118,8 @@ class RunSettings:
 
     @property
     def scores_pair(self) -> bool:
-        """Whether the metrics score p(pred) renormalised over the predicted and the runner-up
-        label only: ``target_fn="contrast"`` over more than two labels, so that the probability
-        scored moves with the z_pred − z_runner-up explained, not with the other labels' logits
-        too (over two labels, the pair is all the labels)."""
+        """The metrics score p(pred) over the predicted and runner-up labels only, whose z_pred −
+        z_runner-up is explained (``target_fn="contrast"`` over more than two labels)."""
         return self.target_fn == "contrast" and self.prob_space == "labels" and len(self.label_ids) > 2
 
     def attribute_kwargs(self, contrast=None) -> dict:
@@ -135,8 +133,7 @@ class RunSettings:
 
 
 #: ``evaluate``'s ``target_fn`` choices: ``"auto"`` picks the F its metrics score;
-#: ``"contrast"`` explains z_pred − z_runner-up (the decision between the two likeliest labels;
-#: over more than two labels the metrics then score p(pred) over those two: :attr:`RunSettings.scores_pair`).
+#: ``"contrast"`` explains z_pred − z_runner-up, scored over those two labels (:attr:`RunSettings.scores_pair`).
 EVAL_TARGET_FNS = ("auto", "label_logprob", "contrast", "logprob", "logit", "prob")
 
 
@@ -385,9 +382,8 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
     attrs, base = _attribute_methods(ex, s, eid, text, target, methods, contrast)
     if base is None:  # only controls asked, or no finite scores: a cheap attribution supplies input and target
         base = ex.attribute(text, method="attention", target=target, template=s.template)
-    scored = [s.label_ids[pred], s.label_ids[runner_up]] if s.scores_pair else s.label_ids
-    ctx = prepare(ex, base, prob_space=s.prob_space, label_ids=scored if s.prob_space == "labels" else None,
-                  seed=s.seed, instance_id=eid)
+    ids = ([s.label_ids[pred], s.label_ids[runner_up]] if s.scores_pair else s.label_ids) if s.prob_space == "labels" else None
+    ctx = prepare(ex, base, prob_space=s.prob_space, label_ids=ids, seed=s.seed, instance_id=eid)
     rec.update({"n_tokens": len(base.token_ids), "n_attributable": int(sum(base.attributable)), "p": ctx.p, "p0": ctx.p0,
                 "degenerate": ctx.degenerate, "tie_seed": ctx.tie_seed})
     for c in CONTROLS:
