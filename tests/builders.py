@@ -179,3 +179,46 @@ def family_specs() -> Dict[str, FamilySpec]:
                 raise ValueError(f"family {f.name!r} is defined twice")
             out[f.name] = f
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# training folders: another run holding one, a file that cannot be moved into one
+# ------------------------------------------------------------------------------------------
+import contextlib  # noqa: E402
+
+
+@contextlib.contextmanager
+def held_by_another_process(folder):
+    """For the block, ``folder``'s lock file (``.lock``) is held by another process, as a run in
+    progress holds it (POSIX file locks)."""
+    import subprocess
+    import sys
+
+    hold = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+            "print('held', flush=True); time.sleep(120)")
+    other = subprocess.Popen([sys.executable, "-c", hold, str(folder / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "held"
+        yield
+    finally:
+        other.kill()
+        other.wait()
+
+
+@contextlib.contextmanager
+def moves_refused(name: str):
+    """For the block, a training's move of a file named ``name`` into its folder fails (as a
+    busy file would; :func:`aieg_fast.training.folder.install_model`); other moves go on."""
+    import pytest
+    from aieg_fast.training import folder
+
+    real = folder.os.replace
+
+    def busy(src, dst):
+        if str(dst).endswith(name):
+            raise OSError(16, "Device or resource busy")
+        return real(src, dst)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(folder.os, "replace", busy)
+        yield

@@ -5,13 +5,14 @@ as it was; other files in the folder stay)."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 
 import pytest
 
 import aieg_fast
 import aieg_fast.training.nano as nano
-from builders import byte_level_tokenizer, sentencepiece_like_tokenizer, sst2_rows
+from builders import byte_level_tokenizer, held_by_another_process, moves_refused, sentencepiece_like_tokenizer, sst2_rows
 
 
 def _no_tokenizer():
@@ -78,25 +79,15 @@ def test_the_same_settings_train_again_and_an_interrupted_save_keeps_the_former_
     assert not list(out.glob(".partial-*")) and sorted(p.name for p in tmp_path.iterdir()) == ["d.tsv", "gpt-nano-sst2", "t.tsv"]
 
 
-def test_a_model_that_cannot_be_moved_into_place_is_kept_and_named(tmp_path, data, monkeypatch):
+def test_a_model_that_cannot_be_moved_into_place_is_kept_and_named(tmp_path, data):
     out = tmp_path / "gpt-nano-sst2"
-    from aieg_fast.training import folder
-
-    real = folder.os.replace
-
-    def busy(src, dst):
-        if str(dst).endswith("model.safetensors"):
-            raise OSError(16, "Device or resource busy")
-        return real(src, dst)
-
-    monkeypatch.setattr(folder.os, "replace", busy)
-    with pytest.raises(OSError, match=r"out_dir .*gpt-nano-sst2'.*could not be moved into it.*are kept in '.*\.partial-") as err:
+    with moves_refused("model.safetensors"), pytest.raises(OSError, match=r"out_dir .*gpt-nano-sst2'.*could not be moved into "
+                                                                          r"it.*are kept in '.*\.partial-") as err:
         _train(data, out)
     kept = [p for p in out.glob(".partial-*")]
     assert len(kept) == 1 and str(kept[0]) in str(err.value)
     assert (kept[0] / "model.safetensors").is_file() and (kept[0] / "training.json").is_file()
     assert not (out / "training.json").exists()  # no record over files of two models
-    monkeypatch.undo()
     stopped = r"a training stopped while moving its model into (it|this folder); the rest of that model.* is in '.*\.partial-"
     with pytest.raises(ValueError, match=stopped):  # a rerun does not write over them unasked, nor drops the rest
         _train(data, out)
@@ -134,23 +125,14 @@ def test_the_same_data_files_elsewhere_are_the_same_settings(tmp_path, data):
     assert _train(moved, out)["settings"]["train_file_sha256"]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("fcntl") is None, reason="needs POSIX file locks")
 def test_a_second_run_on_a_folder_in_use_is_refused_before_the_tokenizer_loads(tmp_path, data, monkeypatch):
     """Two train_nano runs on one folder: the second's staging removed the first's half-saved
     model; the folder is held as train_sentiment's and evaluate's are."""
-    import subprocess
-    import sys
-
     out = tmp_path / "gpt-nano-sst2"
     out.mkdir()
-    hold = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
-            "print('held', flush=True); time.sleep(120)")
-    other = subprocess.Popen([sys.executable, "-c", hold, str(out / ".lock")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert other.stdout.readline().strip() == "held"
+    with held_by_another_process(out):
         monkeypatch.setattr(nano, "_embedded_tokenizer", _no_tokenizer)
         with pytest.raises(ValueError, match=f"out_dir {str(out)!r} is in use by another run"):
             _train(data, out, tokenizer=None)
-    finally:
-        other.kill()
-        other.wait()
     assert _train(data, out)["n_train"] == 16 and (out / "training.json").is_file()  # let go: the folder, its lock file aside, is free

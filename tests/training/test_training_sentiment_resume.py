@@ -10,7 +10,7 @@ import pytest
 
 import aieg_fast.training.sentiment as sentiment
 from aieg_fast.training import train_sentiment
-from builders import sst2_rows, word_level_base
+from builders import held_by_another_process, sst2_rows, word_level_base
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="needs peft")
 
@@ -44,26 +44,16 @@ def _no_model(*args, **kwargs):
 @pytest.mark.skipif(importlib.util.find_spec("fcntl") is None, reason="needs POSIX file locks")
 def test_a_second_run_on_a_folder_in_use_is_refused_before_the_model_loads(tmp_path, monkeypatch, capsys):
     """Two runs on one folder raced on checkpoint/state.pt.tmp; the folder is held as evaluate's is."""
-    import subprocess
-    import sys
-
     from aieg_fast import cli
 
     out = tmp_path / "run"
     out.mkdir()
-    hold = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
-            "print('held', flush=True); time.sleep(120)")
-    other = subprocess.Popen([sys.executable, "-c", hold, str(out / ".lock")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert other.stdout.readline().strip() == "held"
+    with held_by_another_process(out):
         monkeypatch.setattr(sentiment, "load_hf_model", _no_model)
         with pytest.raises(ValueError, match=f"out_dir {str(out)!r} is in use by another run"):
             train_sentiment(**_kw(tmp_path))
         assert cli.main(["train-sentiment", "--out", str(out), "--train-file", str(tmp_path / "t.tsv"), "--no-progress"]) == 2
         assert f"error: --out {str(out)!r} is in use by another run" in capsys.readouterr().err
-    finally:
-        other.kill()
-        other.wait()
     monkeypatch.setattr(sentiment, "load_hf_model", word_level_base)
     assert train_sentiment(max_steps=1, **_kw(tmp_path))["step"] == 1  # let go: the folder is free again
 

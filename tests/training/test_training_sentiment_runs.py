@@ -12,7 +12,7 @@ import torch
 import aieg_fast.training.sentiment as sentiment
 from aieg_fast import cli
 from aieg_fast.training import train_sentiment
-from builders import word_level_base
+from builders import moves_refused, word_level_base
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="needs peft")
 
@@ -268,20 +268,11 @@ def test_a_stopped_final_save_leaves_no_adapter_without_its_record(tmp_path, tin
 
 def test_an_adapter_that_cannot_be_moved_into_place_is_named_and_refused(tmp_path, tiny, monkeypatch):
     import aieg_fast
-    from aieg_fast.training import folder
 
     kw, out = _kw(tmp_path), tmp_path / "run"
-    real = folder.os.replace
-
-    def busy(src, dst):
-        if str(dst).endswith("adapter_model.safetensors"):
-            raise OSError(16, "Device or resource busy")
-        return real(src, dst)
-
-    monkeypatch.setattr(folder.os, "replace", busy)
-    with pytest.raises(OSError, match=r"out_dir .*run'.*could not be moved into it.*are kept in '.*\.partial-"):
+    with moves_refused("adapter_model.safetensors"), pytest.raises(OSError, match=r"out_dir .*run'.*could not be moved into it.*"
+                                                                               r"are kept in '.*\.partial-"):
         train_sentiment(**kw)
-    monkeypatch.setattr(folder.os, "replace", real)
     stopped = r"a training stopped while moving its model into (it|this folder); the rest of that model.* is in '.*\.partial-"
     with pytest.raises(ValueError, match=stopped):  # a rerun does not write over the moved files
         train_sentiment(**kw)
