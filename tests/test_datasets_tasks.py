@@ -298,3 +298,20 @@ def test_whole_number_labels_written_as_floats_and_number_words_are_said(tmp_pat
     s.write_text("text,stars\nfine,3.0\ngreat,5\n", encoding="utf-8")
     assert [r["label"] for r in D.user_dataset(s, label_field="stars", labels=[" 1", " 2", " 3", " 4", " 5"])[1]] == [2, 4]
     assert "are numbers, so the labels of 'stars' are read as those words ('1' is label 0), not as indices" in capsys.readouterr().err
+
+
+def test_spreadsheet_csv_quirks_are_read_as_meant(tmp_path):
+    """Trailing empty columns (",," from a spreadsheet) were refused as a column named '' twice; a
+    Windows line break inside a quoted cell kept its "\\r" (an attributed token); an id 1.0 was
+    the id "1.0" here and 1 in attribute-dataset."""
+    f = tmp_path / "sheet.csv"
+    f.write_bytes(b'text,gold,id,,\r\n"good\r\nfilm",1,1.0,,\r\nbad film,0,2.0,,\r\n')
+    _, recs = D.user_dataset(f, label_field="gold", id_field="id")
+    assert [r["text"] for r in recs] == ["good\nfilm", "bad film"]
+    j = tmp_path / "ids.jsonl"
+    j.write_text('{"text": "good", "gold": 1, "id": 1.0}\n{"text": "bad", "gold": 0, "id": 2}\n', encoding="utf-8")
+    assert [r["id"] for r in D.user_dataset(j, label_field="gold", id_field="id")[1]] == ["1", "2"]
+    twice = tmp_path / "twice.csv"
+    twice.write_text("text,gold,text\ngood,1,bad\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"names the column\(s\) \['text'\] more than once"):
+        D.user_dataset(twice, label_field="gold")

@@ -93,9 +93,10 @@ def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
 
 def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
     """(rows, where each row is: ``"row N (line L)"``, L the line the row starts on) of a CSV or
-    TSV file with a header line; every cell a string. A row with fewer cells than the header has
-    the rest empty; one with more is refused (an unquoted comma would shift every column), as is
-    a header naming a column twice."""
+    TSV file with a header line; every cell a string, a Windows line break inside a quoted cell
+    read as ``"\n"``. A row with fewer cells than the header has the rest empty; one with more is
+    refused (an unquoted comma would shift every column), as is a header naming a column twice;
+    columns without a name (the trailing ``,,`` some spreadsheets write) are left out."""
     text = _utf8(path)
     if not text.strip():
         return [], []
@@ -112,7 +113,7 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
                 continue  # a blank line
             if header is None:
                 header, line = cells, first
-                twice = sorted({h for h in header if header.count(h) > 1})
+                twice = sorted({h for h in header if h.strip() and header.count(h) > 1})  # unnamed columns are left out
                 if twice:
                     raise ValueError(f"data {str(path)!r}: the header (line {line}) names the column(s) {twice} more than once")
                 continue
@@ -123,7 +124,8 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
                                  f"({header}); {fix}: {cells[:4]!r:.120}")
             if tsv:
                 _refuse_csv_quoting(path, first, cells)
-            rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)))))
+            row = dict(zip(header, (c.replace("\r\n", "\n") for c in cells + [""] * (len(header) - len(cells)))))
+            rows.append({k: v for k, v in row.items() if k.strip()})
             where.append(f"row {len(rows) - 1} (line {first})")
     except csv.Error as err:
         raise ValueError(f"data {str(path)!r} is not a readable {kind} file: line {reader.line_num}: {err}") from None

@@ -176,6 +176,8 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
                 raise ValueError(f"{loc}: field {c!r} must be a non-empty string, got {v!r:.60}")
             fields[f] = v
         ident = r.get(id_field) if id_field else None
+        if isinstance(ident, float) and ident.is_integer():  # an int column with gaps, as attribute-dataset reads it
+            ident = int(ident)
         rec = {"id": f"{name}:{i}" if is_empty(ident) else str(ident), "index": i}
         if task == "classification":
             if is_empty(r[label_field]):

@@ -258,6 +258,7 @@ def test_evaluate_defaults_soft_maps_ties_prob_space(tiny_gpt2, tmp_path):
     assert um["n"] == u["n"] >= 1 and um["mean"] == u["mean"]  # the control ignores the map
     md = res["summary_md"]
     assert "soft_nc_minmax ↑" in md and "`_minmax`" in md and "tie_seed" in md and "prob_space = labels" in md
+    assert "Prompt template: '{text} :' (None: the text alone); label words: [10, 11]; every method explains F = label_logprob." in md
     # one map only: its columns alone
     only = E.evaluate(tiny_gpt2, n=1, out_dir=tmp_path / "b", soft_maps="minmax", **kw)
     assert {r["metric"] for r in only["rows"]} == {"log_odds", "comprehensiveness", "sufficiency", "soft_nc_minmax",
