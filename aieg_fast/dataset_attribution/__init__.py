@@ -5,9 +5,9 @@
 * :mod:`.runner` — batches, the resumable records, data parallelism under torchrun;
 * :mod:`.output` — the optional parquet copy.
 """
-from .inputs import DEFAULT_COLUMNS, FILE_TYPES, Example, read_examples
+from .inputs import DEFAULT_COLUMNS, FILE_TYPES, Example, read_examples, read_examples_and_notes
 from .output import write_parquet
 from .runner import PARQUET_FILE, RECORDS_FILE, DatasetRun, attribute_dataset, plan_batches
 
 __all__ = ["DEFAULT_COLUMNS", "DatasetRun", "Example", "FILE_TYPES", "PARQUET_FILE", "RECORDS_FILE", "attribute_dataset",
-           "plan_batches", "read_examples", "write_parquet"]
+           "plan_batches", "read_examples", "read_examples_and_notes", "write_parquet"]

@@ -11,17 +11,21 @@ prompt template with ``{text}`` (``"template"``) and an identifier kept in the o
 a string or a number, unique; a row without one, or data without the column, is numbered by
 its index). A default column name that is absent is simply not used; a name given explicitly must
 exist. An empty value means none: no target = the model's prediction, no template = the run's.
+A CSV / TSV cell is always text: a target ``1`` there is the token of the text ``"1"``, not id 1,
+unless ``target_is_id``; :func:`read_examples_and_notes` says which optional columns were used and
+how their values were read.
 """
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core.inputs import fill_template
 from ..datasets.rows import FILE_TYPES, is_empty, read_rows
 
-__all__ = ["Example", "read_examples", "DEFAULT_COLUMNS", "FILE_TYPES"]
+__all__ = ["Example", "read_examples", "read_examples_and_notes", "DEFAULT_COLUMNS", "FILE_TYPES"]
 
 #: role → the column name used when present (``text`` is required).
 DEFAULT_COLUMNS = {"text": "text", "target": "target", "contrast": "contrast", "template": "template", "id": "id"}
@@ -107,13 +111,68 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
             the row (the line for JSON lines) and the value.
         TypeError: data of another kind.
     """
+    return _read(data, text_column, target_column, contrast_column, template_column, id_column, target_is_id, limit)[0]
+
+
+def read_examples_and_notes(data, **kw) -> Tuple[List[Example], List[str]]:
+    """(the examples, as :func:`read_examples` with the same arguments, one note per optional
+    column used: its name, what it is, how its values were read and how many rows have one),
+    e.g. ``"data 'x.jsonl': column 'target' is each row's target (...): 2 int(s)"``; a column
+    used because of its default name says so (a 0/1 class column named ``target`` is read as
+    token ids 0 and 1)."""
+    examples, cols, given, what, numbered = _read(data, **kw)
+    return examples, _column_notes(examples, cols, given, what, numbered, bool(kw.get("target_is_id")))
+
+
+#: role → what its column is and how a value is read, for the notes
+_MEANINGS = {
+    "target": "each row's target (an int is a token id / class index, a string the text of the target; empty: the model's "
+              "prediction)",
+    "contrast": "each row's contrast token, F = z_target - z_contrast (an int is a token id, a string the text of the token)",
+    "template": "each row's prompt template with {text} (empty: the run's template)",
+    "id": "each row's id, kept in its record (empty: the row's index)",
+}
+
+#: how the notes name the kinds of values
+_KINDS = {int: "int(s)", str: "string(s)", float: "float(s)"}
+
+
+def _column_notes(examples: Sequence[Example], cols: Dict[str, Optional[str]], given: Dict[str, Optional[str]], what: str,
+                  numbered: Set[int], target_is_id: bool) -> List[str]:
+    """One note per optional column used (:func:`read_examples_and_notes`); ``numbered``: the
+    rows without an id."""
+    notes = []
+    for role, meaning in _MEANINGS.items():
+        if cols[role] is None:
+            continue
+        values = [None if role == "id" and e.index in numbered else getattr(e, role) for e in examples]
+        kinds = Counter("empty" if v is None else _KINDS.get(type(v), type(v).__name__) for v in values)
+        seen = ", ".join(f"{n} {k}" for k, n in kinds.items())
+        how = meaning
+        if role in ("target", "contrast") and target_is_id:
+            how = how.split(" (")[0] + " (read as a token id / class index: target_is_id)"
+        note = f"{what}: column {cols[role]!r} is {how}: {seen}"
+        digits = any(isinstance(v, str) and v.strip().lstrip("-").isdigit() for v in values)
+        if role in ("target", "contrast") and not target_is_id and digits:
+            note += ('; a string of digits is text ("1" is the token of the text "1"; a CSV cell is always text): '
+                     'target_is_id (--target-is-id) reads it as an id')
+        if given.get(role) is None:
+            note += f"; used because of its name ({cols[role]!r}): rename the column to leave it out"
+        notes.append(note)
+    return notes
+
+
+def _read(data, text_column=None, target_column=None, contrast_column=None, template_column=None, id_column=None,
+          target_is_id=False, limit=None):
+    """(examples, role → column used, role → column given, what the data is, the rows without an
+    id): :func:`read_examples`."""
     rows, where, what = read_rows(data, limit)  # refuses a bad limit before reading, and data without rows
     bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
     if bad is not None:
         raise ValueError(f"{what}: {where[bad]} is not an object with named columns: {str(rows[bad])[:80]!r}")
     keys = list(getattr(data, "column_names", None) or dict.fromkeys(k for r in rows for k in r))
-    cols = _columns(keys, {"text": text_column, "target": target_column, "contrast": contrast_column,
-                           "template": template_column, "id": id_column}, what)
+    given = {"text": text_column, "target": target_column, "contrast": contrast_column, "template": template_column, "id": id_column}
+    cols = _columns(keys, given, what)
     if target_is_id and cols["target"] is None and cols["contrast"] is None:
         raise ValueError(f"target_is_id: {what} has no target or contrast column to read as ids (columns: {keys[:8]})")
     out, unnamed = [], set()
@@ -137,7 +196,7 @@ def read_examples(data, *, text_column: Optional[str] = None, target_column: Opt
         out.append(Example(i, ident, text, _token(get("target"), "target", target_is_id, loc),
                            _token(get("contrast"), "contrast", target_is_id, loc), template, loc))
     _refuse_repeated_ids(out, unnamed)
-    return out
+    return out, cols, given, what, unnamed
 
 
 def _ident(v, column: str, loc: str):

@@ -39,6 +39,7 @@ writes, up to the timings.
 """
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -54,8 +55,8 @@ from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
 from ..models import run_model_settings
 from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, claim_folder, made_folder, part_files, part_path, rank_device, read_jsonl,
-                    record_former_setting, recorded_and_now, remove_parts, repair_jsonl, shard, start, write_jsonl)
-from .inputs import Example, read_examples
+                    record_former_setting, recorded_and_now, remove_parts, repair_jsonl, shard, start, torchrun_rank, write_jsonl)
+from .inputs import Example, read_examples_and_notes
 from .output import check_parquet, write_parquet
 
 if TYPE_CHECKING:
@@ -325,7 +326,9 @@ def attribute_dataset(
             embedded SmolLM2-135M-Instruct).
         method: one of :func:`~aieg_fast.list_methods`; ``options``: its options (dict).
         text_column, target_column, contrast_column, template_column, id_column, target_is_id,
-            limit: how the data is read (:func:`~aieg_fast.dataset_attribution.inputs.read_examples`).
+            limit: how the data is read (:func:`~aieg_fast.dataset_attribution.inputs.read_examples`);
+            a note on stderr names each target, contrast, template or id column used (one
+            picked by its default name too) and how its values are read (a JSON int is a token id).
         template: prompt with ``{text}`` for rows without a template of their own.
         target_fn, label_set, n_steps, internal_batch_size, baseline, backend: as
             ``Explainer.attribute`` (``target_fn`` a name: a callable cannot be recorded).
@@ -363,8 +366,8 @@ def attribute_dataset(
     check_placement(device, dtype, device_map)
     if parquet:
         check_parquet()
-    examples = read_examples(data, text_column=text_column, target_column=target_column, contrast_column=contrast_column,
-                             template_column=template_column, id_column=id_column, target_is_id=target_is_id, limit=limit)
+    examples = _read(data, text_column=text_column, target_column=target_column, contrast_column=contrast_column,
+                     template_column=template_column, id_column=id_column, target_is_id=target_is_id, limit=limit)
     s = DatasetRun(method, options, n_steps, target_fn, None if label_set is None else list(label_set), template, baseline,
                    backend, internal_batch_size, batch_size)
     record_former_setting(out_dir, "option_values", _former_option_values)  # a folder from before option_values
@@ -393,6 +396,16 @@ def attribute_dataset(
         procs.barrier()
         summary = _finish(out, parquet, len(examples), computed, len(done & {e.index for e in examples}), procs, t0) if procs.main else None
         return procs.broadcast(summary)
+
+
+def _read(data, **kw) -> List[Example]:
+    """The examples of ``data``; a note on stderr (once: rank 0 under torchrun) for each optional
+    column used (target, contrast, template, id), saying how it is read, before any model work."""
+    examples, notes = read_examples_and_notes(data, **kw)
+    if torchrun_rank() == 0:
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr, flush=True)
+    return examples
 
 
 def _config(ex: "Explainer", s: DatasetRun, examples: Sequence[Example], text_column, target_is_id) -> dict:

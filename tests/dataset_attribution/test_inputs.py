@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from aieg_fast.dataset_attribution import Example, read_examples
+from aieg_fast.dataset_attribution import Example, read_examples, read_examples_and_notes
 
 ROWS = [
     {"text": "the movie is good", "id": "a", "target": " good"},
@@ -198,3 +198,25 @@ def test_a_folder_and_a_single_json_object_are_named_as_such(tmp_path):
     one.write_text(json.dumps({"text": "a", "id": 1}, indent=2), encoding="utf-8")
     with pytest.raises(ValueError, match=r"holds one JSON object, not rows: a \.json file holds a list of objects"):
         read_examples(one)
+
+
+def test_notes_name_the_optional_columns_used_and_how_they_are_read(tmp_path):
+    """A JSON int target is a token id, a CSV "1" the text "1": the notes say which, per column."""
+    p = tmp_path / "d.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n", encoding="utf-8")
+    examples, notes = read_examples_and_notes(p)
+    assert examples == _want() and [n.split(" is ")[0] for n in notes] == [
+        f"data {str(p)!r}: column {c!r}" for c in ("target", "contrast", "template", "id")]
+    assert notes[0].endswith("(an int is a token id / class index, a string the text of the target; empty: the model's "
+                             "prediction): 1 string(s), 1 int(s), 1 empty; used because of its name ('target'): rename the "
+                             "column to leave it out")
+    assert "2 empty, 1 string(s)" in notes[2] and ": 1 string(s), 2 empty;" in notes[3]  # a row without an id: its index
+    q = tmp_path / "d.csv"
+    q.write_text("text,y\nthe movie is good,1\n", encoding="utf-8")
+    assert read_examples_and_notes(q, target_column="y")[1] == [
+        f"data {str(q)!r}: column 'y' is each row's target (an int is a token id / class index, a string the text of the target; "
+        "empty: the model's prediction): 1 string(s); a string of digits is text (\"1\" is the token of the text \"1\"; a CSV "
+        "cell is always text): target_is_id (--target-is-id) reads it as an id"]
+    assert read_examples_and_notes(q, target_column="y", target_is_id=True)[1] == [
+        f"data {str(q)!r}: column 'y' is each row's target (read as a token id / class index: target_is_id): 1 int(s)"]
+    assert read_examples_and_notes(["a text"])[1] == []

@@ -315,3 +315,37 @@ def test_settings_refused_before_the_model_loads(tmp_path, monkeypatch, kw, matc
     with pytest.raises(ValueError, match=match):
         attribute_dataset(data, tmp_path / "o", "some-model", **{**KW, **kw})
     assert not (tmp_path / "o").exists()
+
+
+def test_the_optional_columns_used_are_noted_before_the_model_loads(tmp_path, monkeypatch, capsys):
+    """A column named target, contrast, template or id is used without being asked for (a 0/1
+    sentiment column is read as token ids 0 and 1): a note on stderr names each, and how its
+    values are read, before the model loads; once (rank 0 only under torchrun)."""
+    from aieg_fast.dataset_attribution import runner
+
+    def refuse(*a, **k):
+        raise RuntimeError("the model is loaded")
+
+    monkeypatch.setattr(runner, "load_model", refuse)
+    data = _data(tmp_path, [{"text": "the movie is good", "target": 1, "id": "a"}, {"text": "bad", "target": 0, "id": "b"}])
+    with pytest.raises(RuntimeError, match="the model is loaded"):
+        attribute_dataset(data, tmp_path / "o", "some-model", **KW)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"note: data {str(data)!r}: column 'target' is each row's target (an int is a token id / class index, a string the text "
+        "of the target; empty: the model's prediction): 2 int(s); used because of its name ('target'): rename the column "
+        "to leave it out",
+        f"note: data {str(data)!r}: column 'id' is each row's id, kept in its record (empty: the row's index): 2 string(s); "
+        "used because of its name ('id'): rename the column to leave it out"]
+    csv = tmp_path / "data.csv"
+    csv.write_text("text,label\nthe movie is good,1\nbad,\n", encoding="utf-8")  # a CSV cell is text: "1" is the token of "1"
+    with pytest.raises(RuntimeError, match="the model is loaded"):
+        attribute_dataset(csv, tmp_path / "o", "some-model", target_column="label", **KW)
+    err = capsys.readouterr().err
+    assert "column 'label' is each row's target" in err and "1 string(s), 1 empty" in err
+    assert 'a string of digits is text ("1" is the token of the text "1"' in err and "because of its name" not in err
+    monkeypatch.setenv("RANK", "1")  # another torchrun process: rank 0 says it
+    with pytest.raises(RuntimeError, match="the model is loaded"):
+        attribute_dataset(data, tmp_path / "o", "some-model", **KW)
+    assert capsys.readouterr().err == ""
+

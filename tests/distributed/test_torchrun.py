@@ -78,8 +78,11 @@ def test_attribute_dataset_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     one = _records(tmp_path / "one")
     assert [r["index"] for r in one] == list(range(8)) and "skipped" in one[4]
 
-    said = _torchrun("-m", "aieg_fast.cli", *args, "--out", str(tmp_path / "two"))
-    assert "8 example(s): 8 computed now, 0 done before, on 2 processes" in said
+    ran = _torchrun("-m", "aieg_fast.cli", *args, "--out", str(tmp_path / "two"), ok=False)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-5000:]
+    assert "8 example(s): 8 computed now, 0 done before, on 2 processes" in ran.stdout
+    for column in ("target", "contrast", "template", "id"):  # the note on the columns used: once, by rank 0
+        assert ran.stderr.count(f"column {column!r} is each row's") == 1, ran.stderr[-3000:]
     assert _records(tmp_path / "two") == one  # the same records, each example once, in order
     assert not (tmp_path / "two" / "parts").exists()
 
