@@ -30,7 +30,9 @@ batch write cut part-way, which keeps its whole lines) is computed whole again a
 missing records written, the others kept as they are (dropping them to redo the batch would lose
 finished records if that run were stopped too). ``limit`` changes the data: a run with a limit
 that ends inside a batch computes that batch short, and a later run without it computes the whole
-batch for the rest of it.
+batch for the rest of it. Records of rows beyond a run's rows (the data cut since, or a smaller
+``limit``) are kept in the files as they were (not checked against the data, not counted in the
+summary: its ``kept_beyond``); a note on stderr gives their number and indices.
 
 Data parallel: under ``torchrun --nproc-per-node N`` the batches are dealt to the processes
 (batch k to rank k mod N); each appends to ``parts/attributions.rank<N>.jsonl``; rank 0 merges
@@ -345,7 +347,9 @@ def attribute_dataset(
     Returns:
         The same dict on every process: ``{"out_dir", "records_file", "parquet_file" (or None),
         "n_examples", "computed" (this run, all processes; skipped ones included),
-        "done_before" (of these examples; records of rows past ``limit`` are kept, not counted),
+        "done_before" (of these examples), "kept_beyond" (records of rows past this run's rows,
+        from a former run over longer data or a larger ``limit``: kept in the files as they were,
+        not counted, not checked; a note on stderr gives their indices),
         "skipped" (count), "skips" (``[{"index", "id", "reason"}]``, the first 20), "degenerate"
         (records with a finding), "flag_kinds" (kind → records with a flag of that kind:
         :data:`~aieg_fast.core.diagnostics.FLAG_KINDS`), "world_size", "seconds"}``; the counts
@@ -442,12 +446,21 @@ def _flag_kinds(records: Sequence[dict]) -> Dict[str, int]:
 def _finish(out: Path, parquet: bool, n: int, computed: int, done_before: int, procs: Dist, t0: float) -> dict:
     """Rank 0 after the work: the parts merged, the file sorted, parquet written; the summary,
     of the records of this run's ``n`` examples (those of rows past a ``limit`` or cut from the
-    data are kept in the files, not counted)."""
+    data are kept in the files, not counted: a note on stderr says how many and which); its
+    ``"kept_beyond"``: their number."""
     records = _merge(out)
     pq = write_parquet(records, out / PARQUET_FILE) if parquet else None
+    beyond = [r["index"] for r in records if r["index"] >= n]
+    if beyond:
+        shown = ", ".join(map(str, beyond[:10])) + (", ..." if len(beyond) > 10 else "")
+        files = RECORDS_FILE + (f" and {PARQUET_FILE}" if pq is not None else "")
+        print(f"note: out_dir {str(out)!r} keeps {len(beyond)} record(s) of rows beyond this run's {n} row(s) (index {shown}), "
+              f"from a former run over more rows (longer data, or a larger limit): kept in {files} as they were, "
+              "not checked against the data and not counted in this summary; another out_dir holds this run's rows only",
+              file=sys.stderr, flush=True)
     records = [r for r in records if r["index"] < n]
     skips = [{"index": r["index"], "id": r.get("id"), "reason": r["skipped"]} for r in records if "skipped" in r]
     return {"out_dir": str(out), "records_file": str(out / RECORDS_FILE), "parquet_file": None if pq is None else str(pq),
             "n_examples": n, "computed": computed, "done_before": done_before, "skipped": len(skips), "skips": skips[:20],
             "degenerate": sum(1 for r in records if r.get("degenerate")), "flag_kinds": _flag_kinds(records), "world_size": procs.world_size,
-            "seconds": time.perf_counter() - t0}
+            "kept_beyond": len(beyond), "seconds": time.perf_counter() - t0}

@@ -349,3 +349,18 @@ def test_the_optional_columns_used_are_noted_before_the_model_loads(tmp_path, mo
         attribute_dataset(data, tmp_path / "o", "some-model", **KW)
     assert capsys.readouterr().err == ""
 
+
+def test_records_of_rows_beyond_the_run_are_kept_and_said(tiny_gpt2, tmp_path, capsys):
+    """Records of rows cut from the data, or past a smaller limit, stay in the file (as the
+    docstring says) and the run says how many and which (it said nothing)."""
+    rows = [{"text": t} for t in ["the movie is good", "bad", "great film"]]
+    out, kw = tmp_path / "o", dict(KW, n_steps=2)
+    assert attribute_dataset(_data(tmp_path, rows), out, tiny_gpt2, **kw)["kept_beyond"] == 0
+    assert "beyond" not in capsys.readouterr().err
+    res = attribute_dataset(_data(tmp_path, rows[:2]), out, tiny_gpt2, **kw)
+    assert (res["n_examples"], res["done_before"], res["kept_beyond"]) == (2, 2, 1) and len(_records(out)) == 3
+    assert (f"note: out_dir {str(out)!r} keeps 1 record(s) of rows beyond this run's 2 row(s) (index 2), from a former "
+            f"run over more rows (longer data, or a larger limit): kept in {RECORDS_FILE} as they were") in capsys.readouterr().err
+    res = attribute_dataset(_data(tmp_path, rows), out, tiny_gpt2, limit=1, **kw)
+    assert res["kept_beyond"] == 2 and len(_records(out)) == 3
+    assert "keeps 2 record(s) of rows beyond this run's 1 row(s) (index 1, 2)" in capsys.readouterr().err
