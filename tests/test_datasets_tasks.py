@@ -315,3 +315,11 @@ def test_spreadsheet_csv_quirks_are_read_as_meant(tmp_path):
     twice.write_text("text,gold,text\ngood,1,bad\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"names the column\(s\) \['text'\] more than once"):
         D.user_dataset(twice, label_field="gold")
+
+
+def test_a_text_field_the_template_does_not_use_is_refused():
+    """--text-field was silently ignored when the template named its columns without {text}."""
+    rows = [{"review": "good film", "gold": 1}]
+    with pytest.raises(ValueError, match=r"text_field 'nonexistent' is not used: the template 'Review: \{review\}' has no \{text\}"):
+        D.user_dataset(rows, text_field="nonexistent", label_field="gold", template="Review: {review}")
+    assert D.user_dataset(rows, label_field="gold", template="Review: {review}")[1][0]["fields"] == {"review": "good film"}

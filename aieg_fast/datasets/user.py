@@ -148,6 +148,9 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
         raise ValueError(f"give label_field (classification) or target_field (generation), not both: "
                          f"got {label_field!r} and {target_field!r}")
     cols = _field_columns(template, text_field)
+    if text_field != "text" and "text" not in cols:
+        raise ValueError(f"text_field {text_field!r} is not used: the template {template!r} has no {{text}} field for it; "
+                         "name the column in the template itself, or put {text} in it")
     for arg, col in (("label_field", label_field), ("target_field", target_field)):
         if col is not None and col in cols.values():
             raise ValueError(f"template {template!r} (or text_field) names the column {col!r}, which is the {arg}: the answer "
