@@ -156,6 +156,8 @@ def _task(args) -> str:
     if not is_dataset_file(args.dataset):
         raise ValueError(f"--dataset must be one of {list(EVALUATION_DATASETS)} or a .jsonl / .json / .csv / .tsv file, "
                          f"got {args.dataset!r}")
+    if Path(args.dataset).is_dir():
+        raise ValueError(f"--dataset {args.dataset!r} is a folder, not a file")
     if not Path(args.dataset).is_file():
         raise FileNotFoundError(f"--dataset {args.dataset!r}: no such file")
     if args.label_field is None:

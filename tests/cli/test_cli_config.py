@@ -79,6 +79,9 @@ def test_empty_out_and_missing_file_are_refused(tmp_path, capsys, monkeypatch):
     assert cli.main(["evaluate", "--dataset", "nope.jsonl", "--out", "run"]) == 2
     err = capsys.readouterr().err
     assert "--dataset 'nope.jsonl': no such file" in err and "note:" not in err
+    (tmp_path / "dir.jsonl").mkdir()
+    assert cli.main(["evaluate", "--dataset", "dir.jsonl", "--out", "run"]) == 2
+    assert "--dataset 'dir.jsonl' is a folder, not a file" in capsys.readouterr().err and not (tmp_path / "run").exists()
 
 
 def test_a_training_set_is_not_an_evaluation_dataset(tmp_path, capsys, monkeypatch):
