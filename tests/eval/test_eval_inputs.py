@@ -288,3 +288,15 @@ def test_max_tokens_never_cuts_inside_a_character(tiny_gpt2):
         cut = truncate(tiny_gpt2, text, n)
         assert "\ufffd" not in cut and text.startswith(cut) and len(tok(cut, add_special_tokens=False)["input_ids"]) <= n
     assert truncate(tiny_gpt2, {"passage": text, "question": "is it?"}, 12)["passage"].count("\ufffd") == 0
+
+
+def test_a_template_ending_in_a_space_before_spaced_label_words_is_noted(tiny_gpt2, capsys):
+    from aieg_fast.eval.examples import label_token_ids
+
+    label_token_ids(tiny_gpt2, [" a", " good"], "Review: {text} Sentiment: ")
+    assert "note: the template ends with whitespace (' Sentiment: ') and the label words [' a', ' good'] start with it" in (
+        capsys.readouterr().err)
+    label_token_ids(tiny_gpt2, [" a", " good"], "Review: {text} Sentiment:")
+    label_token_ids(tiny_gpt2, [" a", " good"], "Review: {text}")
+    label_token_ids(tiny_gpt2, ["a", "b"], "Review: {text} Sentiment: ")
+    assert "note:" not in capsys.readouterr().err
