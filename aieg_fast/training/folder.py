@@ -18,7 +18,7 @@ from ..models import TRAINING_RECORD, unfinished_install
 from ..runs import setting_differences
 from ..runs.records import write_json
 
-__all__ = ["MODEL_FILES", "TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "file_digest", "install_model", "other_settings", "read_checkpoint",
+__all__ = ["ADAPTER_FILES", "MODEL_FILES", "TRAINING_RECORD", "checkpoint_step", "elapsed_seconds", "file_digest", "install_model", "other_settings", "read_checkpoint",
            "recorded_state", "refuse_other_training", "refuse_stopped_install", "resume", "save_checkpoint", "save_trained", "staging_folder",
            "unfinished_install"]
 
@@ -26,6 +26,10 @@ __all__ = ["MODEL_FILES", "TRAINING_RECORD", "checkpoint_step", "elapsed_seconds
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json",
                "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt",
                "tokenizer.model", "chat_template.jinja", "chat_template.json")
+
+
+#: the files a peft LoRA adapter's save writes (a former train_sentiment record without a file list).
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 
 
 def file_digest(path) -> str:
@@ -208,11 +212,12 @@ def staging_folder(out: Path) -> Path:
         raise ValueError(f"out_dir {str(out)!r} is not writable ({err.strerror or err})") from None
 
 
-def install_model(staged: Path, out: Path) -> None:
+def install_model(staged: Path, out: Path, former_files: Sequence[str] = MODEL_FILES) -> None:
     """Move the files of ``staged`` (:func:`staging_folder`) into ``out``, then remove
     ``staged``: the former ``training.json`` goes first, with the former model's files that the
-    new one does not write (those its record lists in ``"files"``, else :data:`MODEL_FILES`),
-    and the new record comes last. A reader sees the former model with its record, the new one
+    new one does not write (those its record lists in ``"files"``, else ``former_files``: what
+    such a model wrote before records listed their files; none without a former record), and
+    the new record comes last. A reader sees the former model with its record, the new one
     with its record, or a stopped install (files without a record, the rest in ``staged``:
     refused by the loader and by a rerun, :func:`aieg_fast.models.unfinished_install`), never
     new weights under the former record. Other files of ``out`` stay.
@@ -226,8 +231,10 @@ def install_model(staged: Path, out: Path) -> None:
         former = json.loads((out / TRAINING_RECORD).read_text(encoding="utf-8")).get("files")
     except (OSError, ValueError, AttributeError):
         former = None
-    if not isinstance(former, list) or not all(isinstance(n, str) for n in former):
-        former = list(MODEL_FILES)
+    if not (out / TRAINING_RECORD).is_file():
+        former = []  # no former model: every file in out is the user's
+    elif not isinstance(former, list) or not all(isinstance(n, str) for n in former):
+        former = list(former_files)
     try:
         (out / TRAINING_RECORD).unlink(missing_ok=True)
         for name in set(former) - new - {TRAINING_RECORD}:  # the former model's files the new one does not write
@@ -242,12 +249,13 @@ def install_model(staged: Path, out: Path) -> None:
     shutil.rmtree(staged, ignore_errors=True)
 
 
-def save_trained(out: Path, record: dict, *savers) -> None:
+def save_trained(out: Path, record: dict, *savers, former_files: Sequence[str] = MODEL_FILES) -> None:
     """Save a trained model into ``out`` whole or not at all: each of ``savers`` (objects with
     ``save_pretrained``: the model or adapter, the tokenizer) writes into a
     :func:`staging_folder`, ``record`` gets ``"files"`` (the names they wrote, which a later
     install replaces; ``record`` is changed in place) and is written there as ``training.json``,
-    then :func:`install_model` moves them into ``out``, the record last. An error or Ctrl-C
+    then :func:`install_model` moves them into ``out``, the record last (``former_files``: as
+    there). An error or Ctrl-C
     while saving removes the staging folder and leaves the former contents of ``out`` as they
     were.
 
@@ -264,4 +272,4 @@ def save_trained(out: Path, record: dict, *savers) -> None:
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    install_model(staged, out)
+    install_model(staged, out, former_files)

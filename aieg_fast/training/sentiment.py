@@ -63,7 +63,7 @@ from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_D
 from ..models import SST2_NAME, cache_dir, load_hf_model
 from ..runs import made_folder
 from ..core.validation import check_number, check_positive_int
-from .folder import elapsed_seconds, file_digest, recorded_state, resume, save_checkpoint, save_trained
+from .folder import ADAPTER_FILES, elapsed_seconds, file_digest, recorded_state, resume, save_checkpoint, save_trained
 from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets, scored_split
 
@@ -480,5 +480,5 @@ def train_sentiment(
                   "seconds": seconds, "losses_per_10_steps": losses, "resumed_at_steps": resumed_at, "settings": settings,
                   "micro_batch_size": micro, "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
                   "threads": torch.get_num_threads()}
-        save_trained(out, record, model)  # the adapter and its record, whole or not at all
+        save_trained(out, record, model, former_files=ADAPTER_FILES)  # the adapter and its record, whole or not at all
         return record

@@ -278,3 +278,20 @@ def test_an_adapter_that_cannot_be_moved_into_place_is_named_and_refused(tmp_pat
         train_sentiment(**kw)
     with pytest.raises(ValueError, match=stopped):  # nor does the loader read the adapter without its record
         aieg_fast.load_model(str(out))
+
+
+def test_the_users_files_in_the_folder_stay(tmp_path, tiny):
+    """An adapter's install removed every file named as a transformers model's (config.json,
+    tokenizer.json, ...) from a folder without a record, or with one that lists no files."""
+    kw, out = _kw(tmp_path), tmp_path / "run"
+    out.mkdir()
+    mine = {"config.json": "{}", "tokenizer.json": "mine", "notes.txt": "mine"}
+    for name, text in mine.items():
+        (out / name).write_text(text)
+    record = train_sentiment(**kw)
+    assert all((out / n).read_text() == t for n, t in mine.items())
+    older = {k: v for k, v in record.items() if k != "files"}  # a record written before they listed their files
+    (out / "training.json").write_text(json.dumps(older))
+    (out / "adapter_model.bin").write_text("an older adapter's weights")  # written by an older peft: the new one does not
+    train_sentiment(**kw)
+    assert all((out / n).read_text() == t for n, t in mine.items()) and not (out / "adapter_model.bin").exists()
