@@ -322,7 +322,7 @@ def _run_task(args, task: str) -> int:
     print(f"computed {res['computed']} example(s) (or their missing methods), {res['skipped']} already complete; "
           f"results in {res['out_dir']}")
     if res.get("failed"):
-        too_long = any("but the model accepts at most" in f["reason"] for f in res["failures"])
+        too_long = task != "generation" and any("but the model accepts at most" in f["reason"] for f in res["failures"])
         print(f"{res['failed']} example(s) skipped, their input refused (listed in summary.md; 'skipped' in records.jsonl): "
               + "; ".join(f"{f['id']}: {f['reason']}" for f in res["failures"][:3]) + (" ..." if res["failed"] > 3 else "")
               + ("; --max-tokens N cuts the texts to N tokens" if too_long and args.max_tokens is None else ""))

@@ -143,7 +143,9 @@ def _settings_lines(config: dict, records: Sequence[dict], hard: bool) -> List[s
     lines = [what + soft_info + f"top-k = {config['topk']}; n_steps = {config['n_steps']}; {max_tokens}seed = {config['seed']}; "
              f"prob_space = {config['prob_space']}; {tie_info}" + ("; hard metrics only." if hard else "."),
              "", f"Prompt template: {config.get('template')!r} (None: the text alone)"
-             + ("" if generation else f"; label words: {config.get('labels')}") + f"; every method explains F = {config.get('target_fn')}."]
+             + ("" if generation else f"; label words: {config.get('labels')}") + f"; every method explains F = {config.get('target_fn')}"
+             + ("; p is p(pred) over the predicted and the runner-up label, the two F contrasts."
+                if config.get("contrast_scored_over") == "pair" else ".")]
     if not generation:
         return lines + chance_lines(records)
     mode = (f"the references, teacher-forced, up to {config['n_new_tokens']} tokens" if config["teacher_forced"]

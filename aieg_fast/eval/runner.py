@@ -133,7 +133,7 @@ class RunSettings:
 
 
 #: ``evaluate``'s ``target_fn`` choices: ``"auto"`` picks the F its metrics score;
-#: ``"contrast"`` explains z_pred − z_runner-up, scored over those two labels (:attr:`RunSettings.scores_pair`).
+#: ``"contrast"`` explains z_pred − z_runner-up, scored over those two in label space (:attr:`RunSettings.scores_pair`).
 EVAL_TARGET_FNS = ("auto", "label_logprob", "contrast", "logprob", "logit", "prob")
 
 

@@ -29,12 +29,14 @@ def test_over_three_labels_the_metrics_score_the_pair_explained(tiny_gpt2, tmp_p
         assert abs(r["p"] - max(lp)) > 1e-3  # not p(pred) over the three labels, which moves with the third label's logit too
     config = json.loads((tmp_path / "three" / "config.json").read_text())
     assert config["contrast_scored_over"] == "pair"
+    assert "p is p(pred) over the predicted and the runner-up label" in (tmp_path / "three" / "summary.md").read_text()
     del config["contrast_scored_over"]  # a folder of three labels written before: its p was over the three, not mixed in
     (tmp_path / "three" / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="contrast_scored_over"):
         E.evaluate(tiny_gpt2, n=4, out_dir=tmp_path / "three", labels=(10, 11, 12), **KW)
     E.evaluate(tiny_gpt2, n=2, out_dir=tmp_path / "two", labels=(10, 11), **KW)
     assert "contrast_scored_over" not in json.loads((tmp_path / "two" / "config.json").read_text())  # two labels: as before
+    assert "runner-up label" not in (tmp_path / "two" / "summary.md").read_text()
     for r in _records(tmp_path / "two"):
         assert r["p"] == pytest.approx(max(r["label_probs"]), rel=1e-5)
 

@@ -300,3 +300,13 @@ def test_a_template_ending_in_a_space_before_spaced_label_words_is_noted(tiny_gp
     label_token_ids(tiny_gpt2, [" a", " good"], "Review: {text}")
     label_token_ids(tiny_gpt2, ["a", "b"], "Review: {text} Sentiment: ")
     assert "note:" not in capsys.readouterr().err
+
+
+def test_a_generation_run_whose_prompts_are_refused_does_not_point_to_max_tokens(tiny_gpt2_dir, tmp_path, capsys):
+    """--max-tokens is for label tasks only (refused for generated text): the hint must not name it there."""
+    f = tmp_path / "gen.jsonl"
+    f.write_text(json.dumps({"text": " ".join(["good"] * 80)}) + "\n", encoding="utf-8")
+    rc = cli.main(["evaluate", "--model", str(tiny_gpt2_dir), "--dataset", str(f), "--methods", "saliency", "--metrics", "hard",
+                   "--n-steps", "2", "--n-new-tokens", "2", "--out", str(tmp_path / "run"), "--no-progress"])
+    said = capsys.readouterr()
+    assert rc == 1 and "example(s) skipped" in said.out and "--max-tokens" not in said.out + said.err
