@@ -254,15 +254,16 @@ def test_a_tsv_written_with_csv_quoting_is_refused_not_misread(tmp_path):
     text (GLUE's .tsv rule) the text changed and a quoted line break made two rows, silently."""
     doubled = tmp_path / "q.tsv"
     doubled.write_text('text\tgold\n"he said ""great"" film"\t1\nbad film\t0\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2 has a cell written with CSV quoting .*its quotes doubled inside.*save it as \.csv"):
+        D.user_dataset(doubled, label_field="gold")
     broken = tmp_path / "nl.tsv"
-    broken.write_text('text\n"good\nfilm"\nbad film\n', encoding="utf-8")
-    for f, line in ((doubled, 2), (broken, 2)):
-        with pytest.raises(ValueError, match=rf"line {line} has a cell written with CSV quoting .*save it as \.csv"):
-            D.user_dataset(f, label_field="gold" if f is doubled else None)
+    broken.write_text('text\tgold\n"good\nfilm"\t1\nbad film\t0\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2 has 1 of the header's 2 cells and a quote without its partner \('\"good'\)"):
+        D.user_dataset(broken, label_field="gold")
     glue = tmp_path / "glue.tsv"  # quotes that are text, as GLUE writes them, are read as they are
-    glue.write_text('sentence\tlabel\n"Hello," he said.\t1\n"fine"\t0\nit is "ok" then\t1\n', encoding="utf-8")
-    assert [r["text"] for r in D.user_dataset(glue, text_field="sentence", label_field="label")[1]] == [
-        '"Hello," he said.', '"fine"', 'it is "ok" then']
+    texts = ['"Hello," he said.', '"fine"', 'it is "ok" then', "The man was 6'2\"", 'It ends here."', '"I don\'t know.', '""']
+    glue.write_text("sentence\tlabel\n" + "".join(f"{t}\t1\n" for t in texts), encoding="utf-8")
+    assert [r["text"] for r in D.user_dataset(glue, text_field="sentence", label_field="label")[1]] == texts
 
 
 def test_a_json_row_naming_a_key_twice_is_refused(tmp_path):
@@ -280,10 +281,11 @@ def test_a_json_row_naming_a_key_twice_is_refused(tmp_path):
 def test_a_template_naming_the_label_column_is_refused():
     """The gold label in the prompt: a random model scored 100 % accuracy on it."""
     rows = [{"review": "the movie is good", "gold": "good"}, {"review": "bad", "gold": "bad"}]
-    with pytest.raises(ValueError, match=r"names the column 'gold', which is the label_field: the answer would be in the prompt"):
+    with pytest.raises(ValueError, match=r"^the template 'Review: \{text\} \(\{gold\}\) Sentiment:' names the column 'gold', which is "
+                                         r"the label_field: the answer would be in the prompt.*leave \{gold\} out of the template$"):
         D.user_dataset(rows, text_field="review", label_field="gold", template="Review: {text} ({gold}) Sentiment:",
                        labels=[" bad", " good"])
-    with pytest.raises(ValueError, match="which is the label_field"):
+    with pytest.raises(ValueError, match="^text_field names the column 'gold', which is the label_field: .*give text_field another"):
         D.user_dataset(rows, text_field="gold", label_field="gold", labels=[" bad", " good"])
 
 
@@ -308,6 +310,9 @@ def test_spreadsheet_csv_quirks_are_read_as_meant(tmp_path):
     f.write_bytes(b'text,gold,id,,\r\n"good\r\nfilm",1,1.0,,\r\nbad film,0,2.0,,\r\n')
     _, recs = D.user_dataset(f, label_field="gold", id_field="id")
     assert [r["text"] for r in recs] == ["good\nfilm", "bad film"]
+    from aieg_fast.datasets.rows import read_rows
+
+    assert read_rows(f)[0][1] == {"text": "bad film", "gold": "0", "id": "2.0"}  # the unnamed columns are not read
     j = tmp_path / "ids.jsonl"
     j.write_text('{"text": "good", "gold": 1, "id": 1.0}\n{"text": "bad", "gold": 0, "id": 2}\n', encoding="utf-8")
     assert [r["id"] for r in D.user_dataset(j, label_field="gold", id_field="id")[1]] == ["1", "2"]

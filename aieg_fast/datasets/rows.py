@@ -6,7 +6,7 @@
   file holding a list of objects (a key given twice in an object refused), a ``.csv`` or
   ``.tsv`` file with a header line (read with Python's csv module; every cell a string, an
   empty cell = no value; a row with more cells than the header refused; in a ``.tsv`` quotes
-  are text, as in GLUE's files, and a cell written with CSV quoting is refused);
+  are text, as in GLUE's files, and a row written with CSV quoting is refused);
 * a ``pandas.DataFrame``; a Hugging Face ``datasets.Dataset`` or anything like it (an object
   with ``column_names`` that iterates over dict rows), a list of dicts, or a list of strings
   (the texts, as ``{"text": ...}``).
@@ -94,7 +94,7 @@ def _json_rows(path: Path) -> Tuple[List[dict], List[str]]:
 def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
     """(rows, where each row is: ``"row N (line L)"``, L the line the row starts on) of a CSV or
     TSV file with a header line; every cell a string, a Windows line break inside a quoted cell
-    read as ``"\n"``. A row with fewer cells than the header has the rest empty; one with more is
+    read as a line break. A row with fewer cells than the header has the rest empty; one with more is
     refused (an unquoted comma would shift every column), as is a header naming a column twice;
     columns without a name (the trailing ``,,`` some spreadsheets write) are left out."""
     text = _utf8(path)
@@ -123,7 +123,7 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
                 raise ValueError(f"data {str(path)!r}: line {first} has {len(cells)} fields, the header {len(header)} "
                                  f"({header}); {fix}: {cells[:4]!r:.120}")
             if tsv:
-                _refuse_csv_quoting(path, first, cells)
+                _refuse_csv_quoting(path, first, cells, len(header))
             row = dict(zip(header, (c.replace("\r\n", "\n") for c in cells + [""] * (len(header) - len(cells)))))
             rows.append({k: v for k, v in row.items() if k.strip()})
             where.append(f"row {len(rows) - 1} (line {first})")
@@ -134,19 +134,27 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
     return rows, where
 
 
-def _refuse_csv_quoting(path: Path, line: int, cells: List[str]) -> None:
-    """Refuse a ``.tsv`` row with a cell written with CSV quoting (as pandas' and ``datasets``'
-    ``to_csv(sep="\t")`` write a text holding a quote, a tab or a line break): ``"..."`` around a
-    text with doubled quotes inside, or a quote opening or closing a cell with no partner (a
-    quoted line break, cut into two rows). Read with quotes as text, such a file would change
-    the texts and split rows without a word."""
+def _refuse_csv_quoting(path: Path, line: int, cells: List[str], n_columns: int) -> None:
+    r"""Refuse a ``.tsv`` row that CSV quoting wrote (pandas' and ``datasets``' ``to_csv(sep="	")``
+    quote a text holding a quote, a tab or a line break), which quotes-as-text would misread
+    silently: a cell ``"..."`` whose quotes inside are all doubled (``"he said ""great"" film"``),
+    or a row with fewer cells than the header that a quote opens or closes without a partner (a
+    quoted line break, cut into two rows). Quotes that are text (``6'2"``, ``"Hello," he
+    said.``) are read as they are; a quoted line break in a file of one column cannot be told
+    from them."""
     for c in cells:
-        odd = c.count('"') % 2 == 1
-        if (odd and (c.startswith('"') or c.endswith('"'))) or (len(c) > 1 and c[0] == c[-1] == '"' and '""' in c[1:-1]):
-            raise ValueError(f"data {str(path)!r}: line {line} has a cell written with CSV quoting ({c[:60]!r}), but the "
-                             "cells of a .tsv file are read as they are written (quotes are text, as in GLUE's files); "
-                             "save it as .csv, whose quoting is read (pandas: df.to_csv('data.csv', index=False)), "
-                             "or as .jsonl (df.to_json('data.jsonl', orient='records', lines=True))")
+        if len(c) > 2 and c[0] == c[-1] == '"' and '""' in c[1:-1] and '"' not in c[1:-1].replace('""', ""):
+            _quoting_error(path, line, f"a cell written with CSV quoting ({c[:60]!r}: its quotes doubled inside)")
+    torn = (cells[-1].startswith('"') and cells[-1].count('"') % 2) or (cells[0].endswith('"') and cells[0].count('"') % 2)
+    if len(cells) < n_columns and torn:
+        _quoting_error(path, line, f"{len(cells)} of the header's {n_columns} cells and a quote without its partner "
+                                   f"({cells[-1][:40]!r}): a text with a line break written with CSV quoting")
+
+
+def _quoting_error(path: Path, line: int, what: str) -> None:
+    raise ValueError(f"data {str(path)!r}: line {line} has {what}, but the cells of a .tsv file are read as they are written "
+                     "(quotes are text, as in GLUE's files); save it as .csv, whose quoting is read (pandas: "
+                     "df.to_csv('data.csv', index=False)), or as .jsonl (df.to_json('data.jsonl', orient='records', lines=True))")
 
 
 def _python(v):

@@ -153,8 +153,10 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
                          "name the column in the template itself, or put {text} in it")
     for arg, col in (("label_field", label_field), ("target_field", target_field)):
         if col is not None and col in cols.values():
-            raise ValueError(f"template {template!r} (or text_field) names the column {col!r}, which is the {arg}: the answer "
-                             "would be in the prompt the methods attribute; leave it out of the template")
+            by_text = cols.get("text") == col
+            raise ValueError(f"{'text_field' if by_text else f'the template {template!r}'} names the column {col!r}, which is "
+                             f"the {arg}: the answer would be in the prompt the methods attribute; "
+                             + ("give text_field another column" if by_text else f"leave {{{col}}} out of the template"))
     check_label_words(labels)
     rows, where, what = read_rows(data, limit)  # refuses data without rows
     task = "classification" if label_field is not None else "generation"
