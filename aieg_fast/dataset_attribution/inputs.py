@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core.inputs import fill_template
-from ..datasets.rows import FILE_TYPES, is_empty, read_rows
+from ..datasets.rows import FILE_TYPES, is_empty, read_rows, whole_number
 
 __all__ = ["Example", "read_examples", "read_examples_and_notes", "DEFAULT_COLUMNS", "FILE_TYPES"]
 
@@ -58,15 +58,12 @@ def _token(v, role: str, target_is_id: bool, where: str):
         return None
     if isinstance(v, bool):
         raise ValueError(f"{where}: {role} must be a token string or an integer id, got {v!r}")
-    if isinstance(v, float) and v.is_integer():  # pandas reads an integer column with gaps as floats
-        v = int(v)
-    if isinstance(v, int):
-        return v
+    n = whole_number(v, text=target_is_id)  # 1.0: pandas reads an integer column with gaps as floats
+    if n is not None:
+        return n
     if isinstance(v, str):
         if not target_is_id:
             return v
-        if v.strip().lstrip("-").isdigit():
-            return int(v)
         raise ValueError(f"{where}: {role} must be an integer (target_is_id), got {v!r}")
     raise ValueError(f"{where}: {role} must be a token string or an integer id, got {type(v).__name__} {v!r}")
 
@@ -152,7 +149,7 @@ def _column_notes(examples: Sequence[Example], cols: Dict[str, Optional[str]], g
         if role in ("target", "contrast") and target_is_id:
             how = how.split(" (")[0] + " (read as a token id / class index: target_is_id)"
         note = f"{what}: column {cols[role]!r} is {how}: {seen}"
-        digits = any(isinstance(v, str) and v.strip().lstrip("-").isdigit() for v in values)
+        digits = any(isinstance(v, str) and whole_number(v) is not None for v in values)
         if role in ("target", "contrast") and not target_is_id and digits:
             note += ('; a string of digits is text ("1" is the token of the text "1"; a CSV cell is always text): '
                      'target_is_id (--target-is-id) reads it as an id')
@@ -206,7 +203,7 @@ def _ident(v, column: str, loc: str):
     if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (isinstance(v, float) and not math.isfinite(v)):
         raise ValueError(f"{loc}: the id ({column!r}) must be a string or a finite number (the records keep it as "
                          f"JSON, and a resume compares it), got {v!r} ({type(v).__name__}); convert the column to strings")
-    return int(v) if isinstance(v, float) and v.is_integer() and abs(v) <= 2**53 else v  # beyond 2**53 a float holds no exact int
+    return whole_number(v) if isinstance(v, float) and whole_number(v) is not None else v  # beyond 2**53 a float stays one
 
 
 def _refuse_repeated_ids(examples: Sequence[Example], numbered: Set[int]) -> None:

@@ -21,10 +21,11 @@ import io
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
-__all__ = ["FILE_TYPES", "read_rows", "is_empty"]
+__all__ = ["FILE_TYPES", "read_rows", "is_empty", "whole_number"]
 
 #: file suffixes :func:`read_rows` reads.
 FILE_TYPES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv")
@@ -230,3 +231,22 @@ def _read_all(data, limit: Optional[int]) -> Tuple[List[Any], List[str], str]:
 def is_empty(v) -> bool:
     """Whether a cell holds no value: None, a blank string, or NaN (pandas' empty cell)."""
     return v is None or (isinstance(v, str) and not v.strip()) or (isinstance(v, float) and math.isnan(v))
+
+
+#: a whole number written as text: "3", " -2", "1.0" (pandas writes an int column with gaps as floats)
+_WHOLE_TEXT = re.compile(r"\s*-?\d+(\.0*)?\s*")
+
+
+def whole_number(v, text: bool = True) -> Optional[int]:
+    """The int ``v`` holds, or None: an int (not a bool); a float that is a whole number up to
+    2**53 (pandas reads an int column with gaps as floats; a larger float has lost the int's
+    last digits); with ``text``, a string of one (``"3"``, ``" -2"``, ``"1.0"``)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return int(v) if v.is_integer() and abs(v) <= 2**53 else None
+    if text and isinstance(v, str) and _WHOLE_TEXT.fullmatch(v):
+        return int(float(v)) if "." in v else int(v)
+    return None

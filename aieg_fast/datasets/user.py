@@ -15,7 +15,7 @@ import re
 import sys
 from typing import List, Optional, Sequence, Tuple
 
-from .rows import is_empty, read_rows
+from .rows import is_empty, read_rows, whole_number
 
 __all__ = ["TEMPLATE_FIELD", "template_fields", "user_records", "label_index", "check_label_words", "number_words"]
 
@@ -43,14 +43,10 @@ def template_fields(template: Optional[str]) -> Tuple[str, ...]:
     return tuple(names)
 
 
-#: a whole number written as a float ("1.0"), as pandas writes an integer column with gaps to CSV
-_WHOLE_FLOAT = re.compile(r"\s*-?\d+\.0*\s*")
-
-
 def number_words(labels: Optional[Sequence]) -> bool:
     """Whether every label word is a string of digits (``" 1" ... " 5"``, star ratings; not
     token ids): a row's label is then read as a word, never as an index (:func:`label_index`)."""
-    return bool(labels) and all(isinstance(w, str) and w.strip().lstrip("-").isdigit() for w in labels)
+    return bool(labels) and all(isinstance(w, str) and whole_number(w) is not None for w in labels)
 
 
 def label_index(value, labels: Optional[Sequence], loc: str) -> int:
@@ -63,18 +59,14 @@ def label_index(value, labels: Optional[Sequence], loc: str) -> int:
         ValueError: a label out of range, or a name that matches no label word (names ``loc``,
             the value and the labels).
     """
-    if isinstance(value, float) and value.is_integer():  # integer columns with gaps read as floats
-        value = int(value)
-    if isinstance(value, str) and _WHOLE_FLOAT.fullmatch(value):  # the same column written to a CSV file
-        value = int(float(value))
+    n = whole_number(value)  # 1.0 and "1.0" (an int column with gaps) are 1
+    value = value if n is None else n
     if number_words(labels) and isinstance(value, (int, str)) and not isinstance(value, bool):
         words = [str(w).strip() for w in labels]
         if str(value).strip() in words:
             return words.index(str(value).strip())
         raise ValueError(f"{loc}: label {value!r} is none of the labels {list(labels)} (the label words are numbers, "
                          "so labels are read as words, not as indices)")
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         if labels is not None and not 0 <= value < len(labels):
             raise ValueError(f"{loc}: label {value} is not an index of the {len(labels)} labels {list(labels)}")
@@ -181,8 +173,8 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
                 raise ValueError(f"{loc}: field {c!r} must be a non-empty string, got {v!r:.60}")
             fields[f] = v
         ident = r.get(id_field) if id_field else None
-        if isinstance(ident, float) and ident.is_integer():  # an int column with gaps, as attribute-dataset reads it
-            ident = int(ident)
+        if isinstance(ident, float) and whole_number(ident) is not None:  # an int column with gaps, as attribute-dataset reads it
+            ident = whole_number(ident)
         rec = {"id": f"{name}:{i}" if is_empty(ident) else str(ident), "index": i}
         if task == "classification":
             if is_empty(r[label_field]):

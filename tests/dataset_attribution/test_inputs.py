@@ -220,3 +220,14 @@ def test_notes_name_the_optional_columns_used_and_how_they_are_read(tmp_path):
     assert read_examples_and_notes(q, target_column="y", target_is_id=True)[1] == [
         f"data {str(q)!r}: column 'y' is each row's target (read as a token id / class index: target_is_id): 1 int(s)"]
     assert read_examples_and_notes(["a text"])[1] == []
+
+
+def test_a_whole_number_written_as_a_float_is_an_id_with_target_is_id(tmp_path):
+    """A CSV target "1.0" (an int column with gaps, as pandas writes it) was refused with
+    target_is_id, while evaluate reads the label "1.0" as 1."""
+    from aieg_fast.dataset_attribution import read_examples
+
+    f = tmp_path / "t.csv"
+    f.write_text("text,target\ngood film,1.0\nbad film,2\n", encoding="utf-8")
+    assert [e.target for e in read_examples(f, target_is_id=True)] == [1, 2]
+    assert [e.target for e in read_examples(f)] == ["1.0", "2"]  # without it, text
