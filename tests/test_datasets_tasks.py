@@ -289,7 +289,7 @@ def test_a_template_naming_the_label_column_is_refused():
         D.user_dataset(rows, text_field="gold", label_field="gold", labels=[" bad", " good"])
 
 
-def test_whole_number_labels_written_as_floats_and_number_words_are_said(tmp_path, capsys):
+def test_whole_number_labels_written_as_floats_and_number_words_are_said(tmp_path, capsys, monkeypatch):
     """pandas writes an int column with gaps as 1.0 in a CSV; and number label words read labels
     as words (0-based labels would shift by one), which is now said."""
     f = tmp_path / "g.csv"
@@ -298,8 +298,15 @@ def test_whole_number_labels_written_as_floats_and_number_words_are_said(tmp_pat
     assert "note:" not in capsys.readouterr().err
     s = tmp_path / "stars.csv"
     s.write_text("text,stars\nfine,3.0\ngreat,5\n", encoding="utf-8")
-    assert [r["label"] for r in D.user_dataset(s, label_field="stars", labels=[" 1", " 2", " 3", " 4", " 5"])[1]] == [2, 4]
+    stars = [" 1", " 2", " 3", " 4", " 5"]
+    assert [r["label"] for r in D.user_dataset(s, label_field="stars", labels=stars)[1]] == [2, 4]
+    from aieg_fast.eval.examples import load_examples
+
+    load_examples(s, None, 2, 0, label_field="stars", labels=stars)  # what evaluate reads, and says
     assert "are numbers, so the labels of 'stars' are read as those words ('1' is label 0), not as indices" in capsys.readouterr().err
+    monkeypatch.setenv("RANK", "1")  # another process of a torchrun run: said once, by rank 0
+    load_examples(s, None, 2, 0, label_field="stars", labels=stars)
+    assert "note:" not in capsys.readouterr().err
 
 
 def test_spreadsheet_csv_quirks_are_read_as_meant(tmp_path):

@@ -12,7 +12,6 @@ datasets (:func:`aieg_fast.datasets.load_records`).
 from __future__ import annotations
 
 import re
-import sys
 from typing import List, Optional, Sequence, Tuple
 
 from .rows import is_empty, read_rows, whole_number
@@ -152,9 +151,6 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
     check_label_words(labels)
     rows, where, what = read_rows(data, limit)  # refuses data without rows
     task = "classification" if label_field is not None else "generation"
-    if task == "classification" and number_words(labels):
-        print(f"note: the label words {list(labels)} are numbers, so the labels of {label_field!r} are read as those words "
-              f"({str(labels[0]).strip()!r} is label 0), not as indices", file=sys.stderr)
     out = []
     for i, (r, w) in enumerate(zip(rows, where)):
         loc = f"{what}: {w}"

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, DatasetSpec, dataset_path, is_dataset_file, load_records, template_fields, user_dataset
+from ..datasets.user import number_words
+from ..runs import torchrun_rank
 from .checks import check_labels
 
 if TYPE_CHECKING:
@@ -100,8 +102,12 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
         rows = {t: [k for k, i in enumerate(ids) if i == t][:4] for t in twice}
         raise ValueError(f"dataset {spec.name!r}: the ids must be unique, got {twice} more than once (id_field; the rows, "
                          f"counted from 0: {rows})")
-    if len(data) < n:
-        print(f"note: {spec.name} has {len(data)} examples ({where}); evaluating {len(data)}, not n = {n}", file=sys.stderr)
+    if torchrun_rank() == 0:  # once under torchrun
+        if user and number_words(labels):
+            print(f"note: the label words {list(labels)} are numbers, so the labels of {label_field!r} are read as those words "
+                  f"({str(labels[0]).strip()!r} is label 0), not as indices", file=sys.stderr)
+        if len(data) < n:
+            print(f"note: {spec.name} has {len(data)} examples ({where}); evaluating {len(data)}, not n = {n}", file=sys.stderr)
     data = data[:n]
     if start >= len(data):
         raise ValueError(f"start must be below the number of examples ({len(data)} in {spec.name}), got {start}")
