@@ -335,3 +335,19 @@ def test_a_text_field_the_template_does_not_use_is_refused():
     with pytest.raises(ValueError, match=r"text_field 'nonexistent' is not used: the template 'Review: \{review\}' has no \{text\}"):
         D.user_dataset(rows, text_field="nonexistent", label_field="gold", template="Review: {review}")
     assert D.user_dataset(rows, label_field="gold", template="Review: {review}")[1][0]["fields"] == {"review": "good film"}
+
+
+def test_number_label_words_match_as_written_or_as_numbers():
+    """Label words " 01", " 02" or Arabic-Indic digits matched their labels as written; a first
+    reading by number refused them. A column naming its own template field is not refused as an
+    unused text_field."""
+    from aieg_fast.datasets.user import label_index
+
+    assert [label_index(v, [" 01", " 02"], "row") for v in ("01", "02", 2, 1.0)] == [0, 1, 1, 0]
+    assert label_index("٣", [" ١", " ٢", " ٣"], "row") == 2
+    assert label_index(3.0, [" 1", " 2", " 3"], "row") == 2 and label_index("3.0", [" 1", " 2", " 3"], "row") == 2
+    with pytest.raises(ValueError, match=r"row: label '04' is none of the labels"):
+        label_index("04", [" 01", " 02"], "row")
+    rows = [{"review": "good film", "gold": 1}]
+    assert D.user_dataset(rows, text_field="review", label_field="gold", template="Review: {review}")[1][0]["fields"] == {
+        "review": "good film"}

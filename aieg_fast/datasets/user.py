@@ -45,7 +45,7 @@ def template_fields(template: Optional[str]) -> Tuple[str, ...]:
 def number_words(labels: Optional[Sequence]) -> bool:
     """Whether every label word is a string of digits (``" 1" ... " 5"``, star ratings; not
     token ids): a row's label is then read as a word, never as an index (:func:`label_index`)."""
-    return bool(labels) and all(isinstance(w, str) and whole_number(w) is not None for w in labels)
+    return bool(labels) and all(isinstance(w, str) and w.strip().lstrip("-").isdigit() for w in labels)
 
 
 def label_index(value, labels: Optional[Sequence], loc: str) -> int:
@@ -59,13 +59,15 @@ def label_index(value, labels: Optional[Sequence], loc: str) -> int:
             the value and the labels).
     """
     n = whole_number(value)  # 1.0 and "1.0" (an int column with gaps) are 1
-    value = value if n is None else n
-    if number_words(labels) and isinstance(value, (int, str)) and not isinstance(value, bool):
+    if number_words(labels) and (n is not None or isinstance(value, str)):
         words = [str(w).strip() for w in labels]
-        if str(value).strip() in words:
-            return words.index(str(value).strip())
+        if isinstance(value, str) and value.strip() in words:  # the word as written (" 01", Arabic-Indic digits)
+            return words.index(value.strip())
+        if n is not None and n in [int(w) for w in words]:  # the number it is (3, 3.0, "3.0")
+            return [int(w) for w in words].index(n)
         raise ValueError(f"{loc}: label {value!r} is none of the labels {list(labels)} (the label words are numbers, "
                          "so labels are read as words, not as indices)")
+    value = value if n is None else n
     if isinstance(value, int) and not isinstance(value, bool):
         if labels is not None and not 0 <= value < len(labels):
             raise ValueError(f"{loc}: label {value} is not an index of the {len(labels)} labels {list(labels)}")
@@ -139,7 +141,7 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
         raise ValueError(f"give label_field (classification) or target_field (generation), not both: "
                          f"got {label_field!r} and {target_field!r}")
     cols = _field_columns(template, text_field)
-    if text_field != "text" and "text" not in cols:
+    if text_field != "text" and "text" not in cols and text_field not in cols.values():
         raise ValueError(f"text_field {text_field!r} is not used: the template {template!r} has no {{text}} field for it; "
                          "name the column in the template itself, or put {text} in it")
     for arg, col in (("label_field", label_field), ("target_field", target_field)):

@@ -192,11 +192,11 @@ def label_token_ids(ex: "Explainer", labels: Sequence, template: Optional[str] =
 def _note_doubled_space(template: Optional[str], fields: Sequence[str], labels: Sequence) -> None:
     """A note on stderr when the prompt ends in whitespace (the template's text after its last
     field) and a label word starts with it: the model would read the label as a second space
-    after the prompt's last token, a text it rarely saw."""
+    after the prompt's last token, a text it rarely saw. Said once under torchrun."""
     ends = [template.rfind("{" + f + "}") + len(f) + 2 for f in fields if template is not None and "{" + f + "}" in template]
     after = template[max(ends):] if ends else ""
     spaced = [l for l in labels if isinstance(l, str) and l[:1].isspace()]
-    if after[-1:].isspace() and spaced:
+    if after[-1:].isspace() and spaced and torchrun_rank() == 0:
         print(f"note: the template ends with whitespace ({after[-16:]!r}) and the label words {spaced} start with it: the "
               "prompt's last token is that whitespace and the label follows as a second one; drop the template's trailing "
               "whitespace (the label words carry the space)", file=sys.stderr)

@@ -290,7 +290,7 @@ def test_max_tokens_never_cuts_inside_a_character(tiny_gpt2):
     assert truncate(tiny_gpt2, {"passage": text, "question": "is it?"}, 12)["passage"].count("\ufffd") == 0
 
 
-def test_a_template_ending_in_a_space_before_spaced_label_words_is_noted(tiny_gpt2, capsys):
+def test_a_template_ending_in_a_space_before_spaced_label_words_is_noted(tiny_gpt2, capsys, monkeypatch):
     from aieg_fast.eval.examples import label_token_ids
 
     label_token_ids(tiny_gpt2, [" a", " good"], "Review: {text} Sentiment: ")
@@ -299,6 +299,8 @@ def test_a_template_ending_in_a_space_before_spaced_label_words_is_noted(tiny_gp
     label_token_ids(tiny_gpt2, [" a", " good"], "Review: {text} Sentiment:")
     label_token_ids(tiny_gpt2, [" a", " good"], "Review: {text}")
     label_token_ids(tiny_gpt2, ["a", "b"], "Review: {text} Sentiment: ")
+    monkeypatch.setenv("RANK", "1")  # another process of a torchrun run: said once, by rank 0
+    label_token_ids(tiny_gpt2, [" a", " good"], "Review: {text} Sentiment: ")
     assert "note:" not in capsys.readouterr().err
 
 
