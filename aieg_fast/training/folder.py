@@ -249,13 +249,14 @@ def install_model(staged: Path, out: Path, former_files: Sequence[str] = MODEL_F
     shutil.rmtree(staged, ignore_errors=True)
 
 
-def save_trained(out: Path, record: dict, *savers, former_files: Sequence[str] = MODEL_FILES) -> None:
+def save_trained(out: Path, record: dict, *savers, former_files: Sequence[str] = MODEL_FILES, left_out: Sequence[str] = ()) -> None:
     """Save a trained model into ``out`` whole or not at all: each of ``savers`` (objects with
     ``save_pretrained``: the model or adapter, the tokenizer) writes into a
     :func:`staging_folder`, ``record`` gets ``"files"`` (the names they wrote, which a later
     install replaces; ``record`` is changed in place) and is written there as ``training.json``,
     then :func:`install_model` moves them into ``out``, the record last (``former_files``: as
-    there). An error or Ctrl-C
+    there; ``left_out``: files the savers write that are not installed, as peft's boilerplate
+    model card ``README.md``, which would replace a user's own). An error or Ctrl-C
     while saving removes the staging folder and leaves the former contents of ``out`` as they
     were.
 
@@ -267,6 +268,8 @@ def save_trained(out: Path, record: dict, *savers, former_files: Sequence[str] =
     try:
         for saver in savers:
             saver.save_pretrained(staged)
+        for name in left_out:
+            (staged / name).unlink(missing_ok=True)
         record["files"] = sorted(f.name for f in staged.iterdir())
         write_json(staged / TRAINING_RECORD, record)
     except BaseException:

@@ -480,5 +480,5 @@ def train_sentiment(
                   "seconds": seconds, "losses_per_10_steps": losses, "resumed_at_steps": resumed_at, "settings": settings,
                   "micro_batch_size": micro, "trainable_parameters": sum(p.numel() for p in params), "torch": torch.__version__,
                   "threads": torch.get_num_threads()}
-        save_trained(out, record, model, former_files=ADAPTER_FILES)  # the adapter and its record, whole or not at all
+        save_trained(out, record, model, former_files=ADAPTER_FILES, left_out=["README.md"])  # whole or not at all
         return record

@@ -285,7 +285,7 @@ def test_the_users_files_in_the_folder_stay(tmp_path, tiny):
     tokenizer.json, ...) from a folder without a record, or with one that lists no files."""
     kw, out = _kw(tmp_path), tmp_path / "run"
     out.mkdir()
-    mine = {"config.json": "{}", "tokenizer.json": "mine", "notes.txt": "mine"}
+    mine = {"config.json": "{}", "tokenizer.json": "mine", "notes.txt": "mine", "README.md": "my notes"}  # peft writes a README.md
     for name, text in mine.items():
         (out / name).write_text(text)
     record = train_sentiment(**kw)
