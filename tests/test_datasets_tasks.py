@@ -258,8 +258,15 @@ def test_a_tsv_written_with_csv_quoting_is_refused_not_misread(tmp_path):
         D.user_dataset(doubled, label_field="gold")
     broken = tmp_path / "nl.tsv"
     broken.write_text('text\tgold\n"good\nfilm"\t1\nbad film\t0\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"line 2 has 1 of the header's 2 cells and a quote without its partner \('\"good'\)"):
+    with pytest.raises(ValueError, match=r"line 2 has a cell that opens a quote \('\"good'\) and line 3 one that closes it"):
         D.user_dataset(broken, label_field="gold")
+    last = tmp_path / "last.tsv"  # the text in the last column: the closing part is the short row
+    last.write_text('gold\ttext\n1\t"good\nfilm"\n0\tbad film\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2 has a cell that opens a quote"):
+        D.user_dataset(last, label_field="gold")
+    optional = tmp_path / "optional.tsv"  # short rows (an optional last cell left out) with quotes that are text
+    optional.write_text('text\ttarget\n"I don\'t know.\nit is fine\t a\nHe is 6\'2"\n', encoding="utf-8")
+    assert [r["prompt"] for r in D.user_dataset(optional)[1]] == ['"I don\'t know.', "it is fine", "He is 6'2\""]
     glue = tmp_path / "glue.tsv"  # quotes that are text, as GLUE writes them, are read as they are
     texts = ['"Hello," he said.', '"fine"', 'it is "ok" then', "The man was 6'2\"", 'It ends here."', '"I don\'t know.', '""']
     glue.write_text("sentence\tlabel\n" + "".join(f"{t}\t1\n" for t in texts), encoding="utf-8")

@@ -105,7 +105,7 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if tsv else ",",
                         quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL, strict=not tsv)
     kind = path.suffix[1:].upper()
-    rows, where, header, line = [], [], None, 0
+    rows, where, header, line, opened = [], [], None, 0, None
     former_limit = csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # a cell may be as long as the file
     try:
         for cells in reader:
@@ -124,7 +124,7 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
                 raise ValueError(f"data {str(path)!r}: line {first} has {len(cells)} fields, the header {len(header)} "
                                  f"({header}); {fix}: {cells[:4]!r:.120}")
             if tsv:
-                _refuse_csv_quoting(path, first, cells, len(header))
+                opened = _refuse_csv_quoting(path, first, cells, len(header), opened)
             row = dict(zip(header, (c.replace("\r\n", "\n") for c in cells + [""] * (len(header) - len(cells)))))
             rows.append({k: v for k, v in row.items() if k.strip()})
             where.append(f"row {len(rows) - 1} (line {first})")
@@ -135,21 +135,27 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
     return rows, where
 
 
-def _refuse_csv_quoting(path: Path, line: int, cells: List[str], n_columns: int) -> None:
+def _refuse_csv_quoting(path: Path, line: int, cells: List[str], n_columns: int, opened: Optional[tuple]) -> Optional[tuple]:
     r"""Refuse a ``.tsv`` row that CSV quoting wrote (pandas' and ``datasets``' ``to_csv(sep="	")``
     quote a text holding a quote, a tab or a line break), which quotes-as-text would misread
     silently: a cell ``"..."`` whose quotes inside are all doubled (``"he said ""great"" film"``),
-    or a row with fewer cells than the header that a quote opens or closes without a partner (a
-    quoted line break, cut into two rows). Quotes that are text (``6'2"``, ``"Hello," he
-    said.``) are read as they are; a quoted line break in a file of one column cannot be told
-    from them."""
+    or a quoted line break that cut a row in two, the first part's last cell opening a quote
+    that the next line's first cell closes, one of them with fewer cells than the header.
+    Quotes that are text (``6'2"``, ``"Hello," he said.``) are read as they are; a quoted line
+    break in a file of one column cannot be told from them.
+
+    ``opened``: what this call returned for the row before (``(line, cells, its last cell)``
+    when that cell opens a quote), None for the first row. Returns the same for this row."""
     for c in cells:
         if len(c) > 2 and c[0] == c[-1] == '"' and '""' in c[1:-1] and '"' not in c[1:-1].replace('""', ""):
             _quoting_error(path, line, f"a cell written with CSV quoting ({c[:60]!r}: its quotes doubled inside)")
-    torn = (cells[-1].startswith('"') and cells[-1].count('"') % 2) or (cells[0].endswith('"') and cells[0].count('"') % 2)
-    if len(cells) < n_columns and torn:
-        _quoting_error(path, line, f"{len(cells)} of the header's {n_columns} cells and a quote without its partner "
-                                   f"({cells[-1][:40]!r}): a text with a line break written with CSV quoting")
+    closes = cells[0].endswith('"') and cells[0].count('"') % 2 == 1
+    if opened is not None and closes and min(len(opened[1]), len(cells)) < n_columns:
+        _quoting_error(path, opened[0], f"a cell that opens a quote ({opened[2][:40]!r}) and line {line} one that closes it "
+                                        f"({cells[0][:40]!r}), a row of fewer cells than the header between them: a text "
+                                        "with a line break written with CSV quoting")
+    last = cells[-1]
+    return (line, cells, last) if last.startswith('"') and last.count('"') % 2 == 1 else None
 
 
 def _quoting_error(path: Path, line: int, what: str) -> None:
