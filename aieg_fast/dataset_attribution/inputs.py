@@ -203,7 +203,8 @@ def _ident(v, column: str, loc: str):
     if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (isinstance(v, float) and not math.isfinite(v)):
         raise ValueError(f"{loc}: the id ({column!r}) must be a string or a finite number (the records keep it as "
                          f"JSON, and a resume compares it), got {v!r} ({type(v).__name__}); convert the column to strings")
-    return whole_number(v) if isinstance(v, float) and whole_number(v) is not None else v  # beyond 2**53 a float stays one
+    whole = whole_number(v, text=False)  # beyond 2**53 a float stays one
+    return v if whole is None else whole
 
 
 def _refuse_repeated_ids(examples: Sequence[Example], numbered: Set[int]) -> None:

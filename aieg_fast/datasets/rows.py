@@ -136,7 +136,7 @@ def _table_rows(path: Path) -> Tuple[List[dict], List[str]]:
 
 
 def _refuse_csv_quoting(path: Path, line: int, cells: List[str], n_columns: int, opened: Optional[tuple]) -> Optional[tuple]:
-    r"""Refuse a ``.tsv`` row that CSV quoting wrote (pandas' and ``datasets``' ``to_csv(sep="	")``
+    r"""Refuse a ``.tsv`` row that CSV quoting wrote (pandas' and ``datasets``' ``to_csv(sep="\t")``
     quote a text holding a quote, a tab or a line break), which quotes-as-text would misread
     silently: a cell ``"..."`` whose quotes inside are all doubled (``"he said ""great"" film"``),
     or a quoted line break that cut a row in two, the first part's last cell opening a quote
@@ -144,18 +144,17 @@ def _refuse_csv_quoting(path: Path, line: int, cells: List[str], n_columns: int,
     Quotes that are text (``6'2"``, ``"Hello," he said.``) are read as they are; a quoted line
     break in a file of one column cannot be told from them.
 
-    ``opened``: what this call returned for the row before (``(line, cells, its last cell)``
-    when that cell opens a quote), None for the first row. Returns the same for this row."""
+    ``opened``: what this call returned for the row before (``(line, cells)`` when its last
+    cell opens a quote), None for the first row. Returns the same for this row."""
     for c in cells:
         if len(c) > 2 and c[0] == c[-1] == '"' and '""' in c[1:-1] and '"' not in c[1:-1].replace('""', ""):
             _quoting_error(path, line, f"a cell written with CSV quoting ({c[:60]!r}: its quotes doubled inside)")
     closes = cells[0].endswith('"') and cells[0].count('"') % 2 == 1
     if opened is not None and closes and min(len(opened[1]), len(cells)) < n_columns:
-        _quoting_error(path, opened[0], f"a cell that opens a quote ({opened[2][:40]!r}) and line {line} one that closes it "
+        _quoting_error(path, opened[0], f"a cell that opens a quote ({opened[1][-1][:40]!r}) and line {line} one that closes it "
                                         f"({cells[0][:40]!r}), a row of fewer cells than the header between them: a text "
                                         "with a line break written with CSV quoting")
-    last = cells[-1]
-    return (line, cells, last) if last.startswith('"') and last.count('"') % 2 == 1 else None
+    return (line, cells) if cells[-1].startswith('"') and cells[-1].count('"') % 2 == 1 else None
 
 
 def _quoting_error(path: Path, line: int, what: str) -> None:

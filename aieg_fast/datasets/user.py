@@ -63,8 +63,9 @@ def label_index(value, labels: Optional[Sequence], loc: str) -> int:
         words = [str(w).strip() for w in labels]
         if isinstance(value, str) and value.strip() in words:  # the word as written (" 01", Arabic-Indic digits)
             return words.index(value.strip())
-        if n is not None and n in [int(w) for w in words]:  # the number it is (3, 3.0, "3.0")
-            return [int(w) for w in words].index(n)
+        numbers = [int(w) for w in words]
+        if n is not None and n in numbers:  # the number it is (3, 3.0, "3.0")
+            return numbers.index(n)
         raise ValueError(f"{loc}: label {value!r} is none of the labels {list(labels)} (the label words are numbers, "
                          "so labels are read as words, not as indices)")
     value = value if n is None else n
@@ -171,8 +172,8 @@ def user_records(data, *, text_field: str = "text", label_field: Optional[str] =
                 raise ValueError(f"{loc}: field {c!r} must be a non-empty string, got {v!r:.60}")
             fields[f] = v
         ident = r.get(id_field) if id_field else None
-        if isinstance(ident, float) and whole_number(ident) is not None:  # an int column with gaps, as attribute-dataset reads it
-            ident = whole_number(ident)
+        whole = whole_number(ident, text=False)  # 1.0 is 1 (an int column with gaps), as attribute-dataset reads it
+        ident = ident if whole is None else whole
         rec = {"id": f"{name}:{i}" if is_empty(ident) else str(ident), "index": i}
         if task == "classification":
             if is_empty(r[label_field]):
