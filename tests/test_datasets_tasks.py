@@ -355,6 +355,8 @@ def test_number_label_words_match_as_written_or_as_numbers():
     assert label_index(3.0, [" 1", " 2", " 3"], "row") == 2 and label_index("3.0", [" 1", " 2", " 3"], "row") == 2
     with pytest.raises(ValueError, match=r"row: label '04' is none of the labels"):
         label_index("04", [" 01", " 02"], "row")
+    # digits that int() does not read ("²", "--3") are names, not numbers: no int() crash
+    assert label_index("³", [" ²", " ³"], "row") == 1 and label_index(1, [" --1", " --2"], "row") == 1
     rows = [{"review": "good film", "gold": 1}]
     assert D.user_dataset(rows, text_field="review", label_field="gold", template="Review: {review}")[1][0]["fields"] == {
         "review": "good film"}

@@ -45,7 +45,8 @@ def template_fields(template: Optional[str]) -> Tuple[str, ...]:
 def number_words(labels: Optional[Sequence]) -> bool:
     """Whether every label word is a string of digits (``" 1" ... " 5"``, star ratings; not
     token ids): a row's label is then read as a word, never as an index (:func:`label_index`)."""
-    return bool(labels) and all(isinstance(w, str) and w.strip().lstrip("-").isdigit() for w in labels)
+    # isdecimal, not isdigit: int() reads every decimal digit (Arabic-Indic too), not "²"
+    return bool(labels) and all(isinstance(w, str) and w.strip().removeprefix("-").isdecimal() for w in labels)
 
 
 def label_index(value, labels: Optional[Sequence], loc: str) -> int:
