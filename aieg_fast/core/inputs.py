@@ -216,8 +216,10 @@ def _run(row: Sequence[int], token: int) -> int:
 def check_no_padding(input_ids, pad_id, bos_eos_ids=()) -> None:
     """Refuse a padded ``[B, L]`` tensor (e.g. a tokenizer's ``padding=True`` output): its pad
     tokens would be read as input and the prediction explained would follow them. A row that
-    starts or ends with the pad token (a run of two or more where the pad token is also the BOS
-    or EOS token, which a prompt may hold once) is refused; lists and 1-D tensors are not checked.
+    starts or ends with the pad token is refused. Where the pad token is also the BOS or EOS
+    token (GPT-2's ``<|endoftext|>``), which a prompt may hold once, a row is refused for a run
+    of two or more, or for one where other rows have none at that end (rows one token apart,
+    padded); lists and 1-D tensors are not checked.
 
     Args:
         input_ids: what the caller gave as ``input_ids``.
@@ -229,14 +231,18 @@ def check_no_padding(input_ids, pad_id, bos_eos_ids=()) -> None:
     """
     if pad_id is None or not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
         return
-    need = 2 if pad_id in set(bos_eos_ids) else 1
-    for r, row in enumerate(input_ids.tolist()):
-        lead, trail = _run(row, pad_id), _run(row[::-1], pad_id)
-        if max(lead, trail) >= need:
-            where = "starts" if lead >= need else "ends"
-            raise ValueError(f"input_ids[{r}] {where} with {max(lead, trail)} padding token(s) (id {pad_id}): a [B, L] tensor "
-                             "is read as B unpadded sequences (there is no attention mask), so the pads would be input; give "
-                             "sequences of different lengths as a list of id lists (or as texts): the batch is padded inside")
+    rows = input_ids.tolist()
+    runs = [(_run(row, pad_id), _run(row[::-1], pad_id)) for row in rows]
+    once = pad_id in set(bos_eos_ids)  # a prompt may hold the token once at either end
+    for end, name in ((0, "starts"), (1, "ends")):
+        uneven = once and len({min(r[end], 1) for r in runs}) > 1  # some rows have it there, some not
+        for r, run in enumerate(runs):
+            if run[end] >= (2 if once else 1) or (uneven and run[end]):
+                why = " where other rows have none" if run[end] == 1 else ""
+                raise ValueError(f"input_ids[{r}] {name} with {run[end]} padding token(s) (id {pad_id}){why}: a [B, L] "
+                                 "tensor is read as B unpadded sequences (there is no attention mask), so the pads would "
+                                 "be input; give sequences of different lengths as a list of id lists (or as texts): the "
+                                 "batch is padded inside")
 
 
 def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_positions: int, tokenizer=None):

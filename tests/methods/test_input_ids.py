@@ -108,10 +108,29 @@ def test_padded_tensor_batch_is_refused(tiny_llama):
 def test_pad_that_is_also_eos_is_refused_only_as_a_run():
     from aieg_fast.core.inputs import check_no_padding
 
-    check_no_padding(torch.tensor([[5, 6, 0], [5, 6, 7]]), pad_id=0, bos_eos_ids=(0, 0))  # one EOS at the end: a prompt may hold it
+    check_no_padding(torch.tensor([[5, 6, 0], [5, 7, 0]]), pad_id=0, bos_eos_ids=(0, 0))  # one EOS at the end: a prompt may hold it
     with pytest.raises(ValueError, match=r"input_ids\[0\] ends with 2 padding"):
         check_no_padding(torch.tensor([[5, 0, 0], [5, 6, 7]]), pad_id=0, bos_eos_ids=(0, 0))
     check_no_padding([[5, 0, 0], [5]], pad_id=0, bos_eos_ids=(0, 0))  # lists are not padded by the caller
+    check_no_padding(torch.tensor([[0, 5, 6], [0, 5, 7]]), pad_id=0, bos_eos_ids=(0, 0))  # every row starts with BOS
+
+
+def test_one_pad_that_is_also_eos_is_refused_where_other_rows_have_none(tiny_gpt2):
+    """GPT-2's pad is <|endoftext|>: rows one token apart, padded by the tokenizer, were
+    accepted and the pad was read as input (another prediction explained)."""
+    tok = tiny_gpt2.tokenizer
+    pad_before = tok.pad_token
+    tok.pad_token = tok.eos_token
+    try:
+        for side, where in (("left", "starts"), ("right", "ends")):
+            tok.padding_side = side
+            ids = tok("the cat sat")["input_ids"]
+            enc = tok.pad({"input_ids": [ids, ids[:-1]]}, return_tensors="pt")
+            assert int((1 - enc["attention_mask"]).sum()) == 1  # one pad, in row 1
+            with pytest.raises(ValueError, match=rf"input_ids\[1\] {where} with 1 padding token\(s\) .* where other rows have none"):
+                tiny_gpt2.attribute(input_ids=enc["input_ids"], method="saliency")
+    finally:
+        tok.pad_token, tok.padding_side = pad_before, "right"
 
 
 def test_text_item_errors_name_the_item(tiny_gpt2):
