@@ -46,6 +46,17 @@ class Batch:
         return all(n == self.ids.shape[1] for n in self.lengths)
 
     @property
+    def spans(self) -> List[slice]:
+        """Each example's own positions in its padded row (``offsets[b]`` to ``offsets[b] + lengths[b]``)."""
+        return [slice(o, o + n) for o, n in zip(self.offsets, self.lengths)]
+
+    def per_example(self, values: Tensor) -> list:
+        """Each example's own positions of ``values`` (Tensor[B, ..., L], over the padded rows)
+        as nested lists, for a method's per-token ``info``: entry b has ``lengths[b]`` values on
+        the last axis, index i at the example's token i whatever the padding side."""
+        return [values[b, ..., r].tolist() for b, r in enumerate(self.spans)]
+
+    @property
     def delta(self) -> Tensor:
         """E − E′: Tensor[B, L, d]; float32 for float16 / bfloat16 embeddings (the difference of
         two low-precision rows is computed and kept in float32, as the integration uses it)."""

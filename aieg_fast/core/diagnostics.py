@@ -200,7 +200,7 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
     raw = _item(info, raw_key, b) if raw_key else None
     if raw is not None:
         name = f"the raw signal info[{raw_key!r}]"
-        raw = torch.as_tensor(raw, dtype=torch.float32).reshape(-1)[: valid.numel()]  # a padded row: its own span
+        raw = torch.as_tensor(raw, dtype=torch.float32).reshape(-1)[: valid.numel()]  # a custom method's padded row: its start
         stretched = bool(scores.reshape(-1)[valid.reshape(-1).to(torch.bool)].ne(0).any())  # a map left at 0 is not inflated
         out = signal_flags(raw, valid, name, normalisation if stretched else None) or out
     if completeness and "converged" in info:  # n_steps="auto": flagged when it stopped above its tolerance

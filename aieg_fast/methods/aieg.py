@@ -174,8 +174,9 @@ class AIEG(Method):
     ``posnorm="none"`` (no PosNorm). With all three and ``adaptive=False`` AIEG equals
     ``integrated_gradients(integration="uniform")``.
 
-    ``info`` holds ``ieg`` (raw signed scores), ``posnorm``, ``attention``, ``alphas``, ``ef``,
-    ``path_logits``, ``pilot_logits``, ``F_input``, ``F_baseline``.
+    ``info`` holds ``ieg`` (raw signed scores), ``posnorm``, ``attention`` (these three over the
+    example's own tokens, index i at token i; a generation step: its context), ``alphas``,
+    ``ef``, ``path_logits``, ``pilot_logits``, ``F_input``, ``F_baseline``.
     """
 
     name = "aieg"
@@ -233,11 +234,10 @@ class AIEG(Method):
             F_in, F_base = r["F_input"], r["F_baseline"]
         else:
             F_in, F_base = torch.stack([e[-1] for e in ends]), torch.stack([e[0] for e in ends])
-        B = ctx.batch.B
+        cut = ctx.batch.per_example  # per-token entries over each example's own tokens
         info = {
             "F_input": F_in.tolist(), "F_baseline": F_base.tolist(),
-            "ieg": [ieg_t[b].tolist() for b in range(B)], "posnorm": [p[b].tolist() for b in range(B)],
-            "attention": [a[b].tolist() for b in range(B)], "alphas": [x.tolist() for x in alphas],
+            "ieg": cut(ieg_t), "posnorm": cut(p), "attention": cut(a), "alphas": [x.tolist() for x in alphas],
             "ef": [e.tolist() for e in efs],
             "path_logits": [x.tolist() for x in path] if path is not None else None,
             "pilot_logits": [x.tolist() for x in pilot] if pilot is not None else None,

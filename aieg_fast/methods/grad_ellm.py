@@ -257,7 +257,7 @@ class GradELLM(Method):
     Options: :class:`GradELLMOptions`.
 
     ``info``: ``F_input`` (the explained target score), ``target_prob``, ``layer_scores``
-    (per example, per layer s^(ℓ) before the ReLU, padded length L). ``options`` records the
+    (per example, per layer s^(ℓ) before the ReLU, over the example's own tokens). ``options`` records the
     resolved settings and ``layers`` (0-based indices).
 
     Confirmed vs reconstructed (spec labels): the derivation (§2.2) and the ``paper_v1``
@@ -311,7 +311,7 @@ class GradELLM(Method):
         info = {
             "F_input": F.detach().tolist(),
             "target_prob": [float(probs[b, ctx.targets[b]]) for b in range(B)],
-            "layer_scores": [[s[b].tolist() for s in per_layer] for b in range(B)],
+            "layer_scores": batch.per_example(torch.stack(per_layer, 1)),  # [B][n_layers][example's tokens]
         }
         return MethodOutput(list(scores), dict(p, preset=o.preset, layers=layers), info)
 

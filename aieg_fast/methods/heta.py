@@ -485,8 +485,7 @@ class HETA(Method):
             term = torch.ones_like(term)
         scores = parts["gate"] * term if "gate" in parts else term
         scores = torch.where(keep, scores, torch.zeros_like(scores))
-        span = [slice(o_, o_ + n) for o_, n in zip(b.offsets, b.lengths)]
-        info = {k: [parts[k][i, sl].tolist() for i, sl in enumerate(span)] for k in COMPONENTS if k in parts}
+        info = {k: b.per_example(parts[k]) for k in COMPONENTS if k in parts}
         info.update(F_input=parts["F_input"].tolist(), target_logprob=parts["target_logprob"].tolist(),
                     n_hvp=list(parts["n_hvp"]), n_forwards=list(parts["n_forwards"]), hvp_batches=int(parts["hvp_batches"]))
         opts = dict(s, components=list(s["components"]), preset=o.preset, beta=o.beta, gamma=o.gamma, n_probes=o.n_probes,

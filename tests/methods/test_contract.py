@@ -45,6 +45,23 @@ def test_batch_equals_single(any_model, method, opts, padding_side):
     for s, b in zip(single, batch):
         assert s.token_ids == b.token_ids and s.target == b.target
         torch.testing.assert_close(b.scores, s.scores, atol=2e-5, rtol=1e-3)
+        per_token = _per_token_info(s)  # AIEG's ieg / attention were the padded row, shifted by left padding
+        assert set(_per_token_info(b)) >= set(per_token)
+        for k, v in per_token.items():
+            torch.testing.assert_close(torch.tensor(b.info[k], dtype=torch.float64), v, atol=2e-5, rtol=1e-3, msg=lambda m, k=k: f"info[{k!r}]: {m}")
+
+
+def _per_token_info(r):
+    """The ``info`` entries of a result that hold one float per token (last axis)."""
+    out = {}
+    for k, v in r.info.items():
+        try:
+            t = torch.tensor(v, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError):
+            continue
+        if t.dim() >= 1 and t.shape[-1] == len(r.tokens):
+            out[k] = t
+    return out
 
 
 @pytest.mark.parametrize("method,opts", CASES, ids=CASE_IDS)
