@@ -395,7 +395,10 @@ def integrate_gradients(
     Non-contiguous ``grads`` are read through their strides when the last dimension is
     contiguous, otherwise copied once. The kernel adds the path steps in another order than the
     reference (four at a time on the CPU), so finite results agree to rounding, but where the
-    accumulator overflows one may give NaN (inf − inf) where the other gives ±inf.
+    accumulator overflows one may give NaN (inf − inf) where the other gives ±inf. With
+    ``reduce="sum"`` the CPU kernel adds the embedding dimensions in float64, the reference and
+    the CUDA kernel in float32: terms near 3e38 whose float32 partial sums overflow give ±inf
+    there and a finite sum on the CPU.
 
     Args:
         grads (Tensor[m, L, d]): gradients at the path points.
@@ -498,12 +501,13 @@ def posnorm(
 
     Raises:
         TypeError: a non-tensor, ``scores`` not of a kernel dtype, a floating-point or complex
-            ``valid_mask``. ValueError: ``scores`` 0-d, ``valid_mask`` not broadcastable to it or
-            on the meta device, an unknown ``mode`` or ``backend``.
+            ``valid_mask``. ValueError: ``scores`` 0-d or on the meta device, ``valid_mask`` not
+            broadcastable to it or on the meta device, an unknown ``mode`` or ``backend``.
     """
     _check_choice("mode", mode, reference.POSNORM_MODES)
     _check_float(scores, "scores")
     _check_shape(scores.dim() >= 1, "scores", "[..., L]", scores)
+    _check_has_values(scores, "scores", "posnorm")
     if valid_mask is not None:
         _check_mask(valid_mask, "valid_mask")
         _check_shape(_broadcastable(valid_mask, scores.shape), "valid_mask",

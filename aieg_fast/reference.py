@@ -339,11 +339,11 @@ def emphasis_factors(
     already) and ``norm`` ``"none"`` (no 1/M either: ω already carries the step length); other
     values are refused.
 
-    Degenerate cases: with ``norm="l1"``, if Σ|w| = 0 (flat logit, no rising interval for
-    ``relu``, constant ``minmax``) every EF is 1/M, which reduces to IG on the grid. If any
-    input value is NaN or ±inf (``slopes`` included), every EF is NaN. Finite logits whose
-    increments overflow the accumulation dtype (|f| near 3e38 in float32, a model already
-    diverged) give inf or NaN factors: not rescaled, unlike :func:`posnorm`.
+    Degenerate cases: with ``norm="l1"``, if Σ|w| = 0 (flat logit, no rising interval for ``relu``,
+    constant ``minmax``; spec §6.5's ε is 0: a fixed ε would depend on the logit's scale) every EF
+    is 1/M, which reduces to IG on the grid. If any input value is NaN or ±inf (``slopes``
+    included), every EF is NaN. Finite logits whose increments overflow the accumulation dtype
+    (|f| near 3e38 in float32, a diverged model) give inf or NaN factors, not rescaled (:func:`posnorm` is).
 
     Args:
         path_logits (Tensor[M]): target logit f_m = F(γ(α_m)) (or slopes, for ``"autograd"``).
@@ -497,7 +497,9 @@ def posnorm(scores: Tensor, valid_mask: Optional[Tensor] = None, mode: str = "mi
     Over the valid set P of each row (last dimension):
 
     * ``"minmax"`` (default): p_i = (s_i − min_P s)/(max_P s − min_P s); if |P| = 1 or
-      max = min, p_i = 1;
+      max = min, p_i = 1 (the spec's + ε, §6.8, is 0 here, so the largest p is 1 at any scale;
+      a row flat up to rounding is stretched all the same and flagged ``"inflated"`` by
+      :mod:`aieg_fast.core.diagnostics`);
     * ``"relu_max"``: p_i = max(s_i, 0)/max_P s; if max_P s ≤ 0, p_i = 0;
     * ``"abs_sum"``: p_i = |s_i| / Σ_P |s|; if the sum is 0, p_i = 1/|P|;
     * ``"none"``: p_i = s_i.

@@ -859,6 +859,9 @@ _BAD = [
      r"grad is on the meta device, which holds no values; attention_gradient_product depends on them"),
     ("posnorm", (torch.randn(4), torch.ones(4, dtype=torch.bool, device="meta")), ValueError,
      r"valid_mask is on the meta device, which holds no values; posnorm depends on them"),
+    # the reference failed in Tensor.item(), naming nothing
+    ("posnorm", (torch.randn(4, device="meta"),), ValueError,
+     r"scores is on the meta device, which holds no values; posnorm depends on them"),
     ("hvp_l1_mean", (torch.randn(4, 3),), ValueError, r"hvps should have shape \[m, n, d\], got shape \[4, 3\]"),
     ("hvp_l1_mean", (torch.randn(0, 3, 2),), ValueError,
      r"hvps should hold at least one probe \(m >= 1\), got shape \[0, 3, 2\]"),
