@@ -156,20 +156,30 @@ def prepare(
         ex: the explainer whose model produced ``attr``.
         attr: an attribution (its ``token_ids``, ``attributable`` and ``target["id"]`` are used).
         prob_space: ``"vocab"`` (softmax over all outputs), ``"labels"`` (softmax over
-            ``label_ids``) or None (default): ``"labels"`` when ``label_ids`` are given, else
-            ``"vocab"``.
+            ``label_ids``) or None (default): ``"labels"`` when ``label_ids`` are given (or
+            taken from ``attr``, below), else ``"vocab"``.
         label_ids: label token ids or single-token strings (class indices for a classifier);
             required with ``prob_space="labels"``; must contain the target; ignored with
-            ``"vocab"``.
+            ``"vocab"``. None with ``prob_space`` None: an attribution explained with
+            ``target_fn="label_logprob"`` over a ``label_set`` is scored over that set, the
+            probability it explained.
         seed, instance_id: seed of the common random numbers of the soft metrics and of the
             top-k tie order (``tie_seed``).
         batch_size: rows per forward.
 
     Raises:
         ValueError: bad ``prob_space`` / ``label_ids`` / ``batch_size``, an attribution without
-            target or attributable positions, or ``token_ids`` that do not fit the model.
+            target or attributable positions, one made by another model (``attr.model`` is
+            not ``ex.name``; both named), or ``token_ids`` that do not fit the model.
     """
     check_attribution(attr)
+    if attr.model and ex.name and attr.model != ex.name:  # its ids would be read by another model's vocabulary
+        raise ValueError(f"attr was made by model {attr.model!r}, not by this explainer's {ex.name!r}: the metrics run its "
+                         "tokens through ex's model; pass the explainer that made it (the same model under another name: "
+                         "set attr.model = ex.name)")
+    opts = attr.options or {}
+    if prob_space is None and label_ids is None and opts.get("target_fn") == "label_logprob" and opts.get("label_set"):
+        label_ids = list(opts["label_set"])  # the probability the attribution explained
     if prob_space is None:
         prob_space = "labels" if label_ids else "vocab"
     if prob_space not in PROB_SPACES:

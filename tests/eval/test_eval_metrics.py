@@ -343,6 +343,25 @@ def test_soft_keep_probability_one_and_zero(case):
 
 
 # ------------------------------------------------------------------ bad input
+def test_an_attribution_of_another_model_is_refused(tiny_gpt2, tiny_llama, attrs):
+    """A LLaMA result scored with the GPT-2 explainer read its ids with GPT-2's vocabulary and
+    gave a number without a word."""
+    with pytest.raises(ValueError, match=r"attr was made by model 'LlamaForCausalLM', not by this explainer's 'GPT2LMHeadModel'"):
+        M.log_odds(tiny_gpt2, attrs["llama"])
+    assert M.prepare(tiny_gpt2, dataclasses.replace(attrs["llama"], model="")).p > 0  # unnamed: not checked
+
+
+def test_a_label_set_attribution_is_scored_over_its_labels(tiny_gpt2):
+    """target_fn='label_logprob' with a label_set explains log p over the labels; the metrics
+    scored p over the whole vocabulary unless label_ids were given again."""
+    labels = [" bad", " good"]
+    a = tiny_gpt2.attribute(TEXT, method="saliency", template=TEMPLATE, target_fn="label_logprob", label_set=labels)
+    ctx = M.prepare(tiny_gpt2, a)
+    assert ctx.prob_space == "labels" and ctx.p == pytest.approx(M.prepare(tiny_gpt2, a, label_ids=labels).p, abs=1e-12)
+    assert ctx.p != pytest.approx(M.prepare(tiny_gpt2, a, prob_space="vocab").p, abs=1e-3)
+    assert M.log_odds(tiny_gpt2, a) == pytest.approx(M.log_odds(tiny_gpt2, a, label_ids=labels), abs=1e-12)
+
+
 def test_bad_inputs_name_the_argument(case):
     ex, a = case
     with pytest.raises(ValueError, match="topk"):
