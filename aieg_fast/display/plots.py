@@ -240,7 +240,10 @@ def _plot(attr, words: bool, ax, figsize, wrap):
     thinned = [f"1 in {n} of the {len(labs)} {what} labelled" for n, labs, what in
                ((every, labels, "columns"), (every_row, row_labels, "rows")) if n > 1]
     extra = "; ".join(x for x in [_caveat(scale, flags)] + thinned if x)
-    ax.set_title(_title(attr) + (f"\n{extra}" if extra else ""), fontsize=9, parse_math=False)
+    title = _title(attr) + (f"\n{extra}" if extra else "")
+    ax.set_title(title, fontsize=9, parse_math=False)
+    if own and figsize is None:  # a few tokens' figure: as wide as its title (9 pt: about 0.075 in a character)
+        fig.set_figwidth(min(max(fig.get_figwidth(), 1.5 + 0.075 * max(map(len, title.split("\n")))), 40))
     fig.colorbar(im, ax=ax, shrink=0.8, label="score")
     return fig
 

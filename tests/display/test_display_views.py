@@ -452,6 +452,19 @@ def test_html_lays_out_right_to_left_text_from_the_right(gen):
     assert "prompt: <b><bdi>" in gen.to_html() and "generated: <b><bdi>" in gen.to_html()
 
 
+def test_plot_title_of_a_short_text_fits_its_figure():
+    """Two tokens gave a figure narrower than its title: the saved plot cut the method name off."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    res = _result("the movie", method="integrated_gradients")
+    res.model = "/tmp/some/long/path/to/a/tiny_llama_model"
+    fig = res.plot()
+    fig.canvas.draw()
+    box = fig.axes[0].title.get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.x1, (box, fig.bbox)
+
+
 def test_plot_labels_fall_back_to_a_font_that_draws_them(tmp_path, monkeypatch):
     """A character the default font lacks is drawn with an installed fallback font (here
     STIXGeneral, shipped with matplotlib, for a Fraktur letter); one that no installed font draws
