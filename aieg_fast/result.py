@@ -300,12 +300,18 @@ class Attribution:
 
         Raises:
             ValueError: ``d`` is the record of an example ``attribute-dataset`` skipped (it has
-                ``skipped``, the reason, and no result); names its row and the reason.
-            KeyError: another dict without ``scores``, ``tokens``, ... (a missing key).
+                ``skipped``, the reason, and no result); names its row and the reason. Another
+                dict without ``tokens``, ``token_ids``, ``scores``, ``method`` or ``target``
+                (e.g. an ``evaluate`` record, which holds metrics): names the keys missing.
         """
         if "skipped" in d and "scores" not in d:
             raise ValueError(f"the record of data row {d.get('index')} (id {d.get('id')!r}) is a skipped example, with no "
                              f"result to read: {d['skipped']} (leave out the records with 'skipped')")
+        missing = [k for k in ("tokens", "token_ids", "scores", "method", "target") if k not in d]
+        if missing:
+            raise ValueError(f"d is not a saved attribution: it has no {missing} (its keys: {sorted(d)[:10]}); from_dict "
+                             "reads Attribution.to_dict() and attribute-dataset records (an evaluate record holds metrics, "
+                             "not scores)")
         scores = torch.tensor([float("nan") if v is None else v for v in _flatten_rows(d["scores"])], dtype=torch.float32)
         if d["scores"] and isinstance(d["scores"][0], list):
             scores = scores.view(len(d["scores"]), -1)
@@ -387,7 +393,7 @@ def _from_file_dict(d, path, where: str = "") -> Attribution:
     try:
         return Attribution.from_dict(d)
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
-        what = f"missing key {err}" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"
+        what = f"missing key {err}" if isinstance(err, KeyError) else f"{type(err).__name__}: {err}"  # KeyError: a nested key
         raise ValueError(f"{path}{where} is not a saved attribution ({what})") from None
 
 

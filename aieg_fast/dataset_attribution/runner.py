@@ -68,6 +68,10 @@ __all__ = ["attribute_dataset", "DatasetRun", "RECORDS_FILE", "PARQUET_FILE", "p
 
 #: file name of the records in an output folder.
 RECORDS_FILE = "attributions.jsonl"
+#: said when a resume changes batch_size (refused): what may change instead
+BATCH_SIZE_KEPT = ("batch_size fixes which examples share a padded batch, so a resume keeps it (the records are those of "
+                   "one uninterrupted run); to use less memory, lower internal_batch_size (path steps per forward), "
+                   "which a resume may change")
 #: file name of the parquet copy.
 PARQUET_FILE = "attributions.parquet"
 
@@ -376,7 +380,7 @@ def attribute_dataset(
                    backend, internal_batch_size, batch_size)
     record_former_setting(out_dir, "option_values", _former_option_values)  # a folder from before option_values
     check_recorded_config(out_dir, _settings(s, text_column, target_is_id), records=RECORDS_FILE,  # before the model is loaded
-                          kind="attribute_dataset")
+                          kind="attribute_dataset", hints={"batch_size": BATCH_SIZE_KEPT})
     with start(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
         ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         m = get_method(s.method)

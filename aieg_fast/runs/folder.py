@@ -199,12 +199,14 @@ def setting_differences(old: dict, new: dict, keys, absent: str = "its default (
             for k, a, b in pairs]
 
 
-def _refuse_differences(out, old: dict, new: dict, keys, arg: str) -> None:
+def _refuse_differences(out, old: dict, new: dict, keys, arg: str, hints: Optional[Dict[str, str]] = None) -> None:
     """Raise the "other settings" error naming every key of ``keys`` whose value differs, with
-    the recorded and the new value of each (a setting at its default is left out of some configs)."""
+    the recorded and the new value of each (a setting at its default is left out of some configs),
+    and the sentence ``hints[key]`` of each such key that has one."""
     values = "; ".join(setting_differences(old, new, keys))
     if values:
-        raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({values}); use another {arg}")
+        said = "".join(f"; {h}" for k, h in (hints or {}).items() if k in _differing(old, new, keys))
+        raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({values}); use another {arg}{said}")
 
 
 def check_or_record_methods(out, resolved: Dict[str, dict], former: Callable[[str], Optional[dict]],
@@ -361,11 +363,12 @@ def _release(out, remove: bool) -> None:
 
 
 def check_recorded_config(out, settings: dict, arg: str = "out_dir", records: Optional[str] = None,
-                          kind: str = "this run") -> None:
+                          kind: str = "this run", hints: Optional[Dict[str, str]] = None) -> None:
     """Refuse, before the model is loaded and without writing anything, a folder whose
     ``config.json`` records other values for any key of ``settings`` (the part of the config that
     needs no model; :func:`check_or_write_config` checks the whole of it later), or that holds
-    another kind of run's records (``records``, ``kind``: as there).
+    another kind of run's records (``records``, ``kind``: as there); ``hints``: a sentence added
+    when its key differs (what may change instead).
 
     Raises:
         ValueError: names the settings that differ and ``arg``, as :func:`check_or_write_config`.
@@ -378,7 +381,7 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir", records: Op
         return
     old = json.loads(cfg_path.read_text(encoding="utf-8"))
     keys = [k for k in settings if k in old or k not in ADOPTED_SETTINGS]  # an adopted one is recorded later
-    _refuse_differences(out, old, settings, keys, arg)
+    _refuse_differences(out, old, settings, keys, arg, hints)
 
 
 def part_path(out, name: str, rank: int) -> Path:

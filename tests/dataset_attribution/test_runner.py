@@ -139,6 +139,9 @@ def test_refused_text_is_recorded_and_the_run_goes_on(tiny_gpt2, tmp_path):
     assert "skipped" in recs[1] and "scores" in recs[0] and "scores" in recs[2]
     with pytest.raises(ValueError, match=r"record of data row 1 \(id 1\) is a skipped example, .*: .*at most 64 positions"):
         Attribution.from_dict(recs[1])  # was KeyError: 'scores'
+    with pytest.raises(ValueError, match=r"d is not a saved attribution: it has no \['tokens', 'token_ids', 'scores', 'method', "
+                       r"'target'\] \(its keys: \['controls', 'id', 'methods'\]\); .*an evaluate record holds metrics"):
+        Attribution.from_dict({"id": "x", "methods": {}, "controls": {}})  # an evaluate record: was KeyError: 'scores'
 
 
 
@@ -287,8 +290,11 @@ def test_resume_with_another_batch_size_refused_and_older_folders_adopt_it(tiny_
     from the run that resumes it."""
     out = tmp_path / "o"
     attribute_dataset(_data(tmp_path), out, tiny_gpt2, batch_size=2, **KW)
-    with pytest.raises(ValueError, match=r"other settings \(batch_size: 2 recorded, 3 now\)"):
+    with pytest.raises(ValueError, match=r"other settings \(batch_size: 2 recorded, 3 now\); use another out_dir; batch_size "
+                       r"fixes which examples .* to use less memory, lower internal_batch_size"):  # the way out said
         attribute_dataset(_data(tmp_path), out, tiny_gpt2, batch_size=3, **KW)
+    with pytest.raises(ValueError, match=r"other settings \(n_steps: 4 recorded, 5 now\); use another out_dir$"):
+        attribute_dataset(_data(tmp_path), out, tiny_gpt2, batch_size=2, **dict(KW, n_steps=5))
     cfg = json.loads((out / "config.json").read_text())
     del cfg["batch_size"]
     (out / "config.json").write_text(json.dumps(cfg))
