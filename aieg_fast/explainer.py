@@ -452,7 +452,7 @@ class Explainer:
                                tolerance=tolerance, max_steps=max_steps, compiled=compiled)
             out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
         flags = flag_rows(m, opts, out, [(out.scores[b][r], ~batch.fixed[b][r]) for b, r in enumerate(batch.spans)], call,
-                          None if single else [{"text": b} for b in range(batch.B)], self.adapter, ctx.targets.tolist())
+                          None if single else [{"text": b} for b in range(batch.B)], self.adapter, ctx.targets.tolist(), batch.offsets)
         ctx.timing["total"] = time.perf_counter() - t0
         trim = 0 if step_ids is None else step_ids.shape[1] - 1
         results = self._results(batch, ctx, out, call, tinfo, method, used, sources, trim, flags, template)

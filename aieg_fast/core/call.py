@@ -264,7 +264,7 @@ def _average(outs):
     return dataclasses.replace(first, scores=scores, info=info)
 
 
-def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None, adapter=None, targets=None):
+def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None, adapter=None, targets=None, starts=None):
     """The degenerate-signal flags of every row of ``out`` (:func:`~aieg_fast.core.diagnostics.method_flags`),
     warned once as an :class:`~aieg_fast.core.diagnostics.AttributionWarning`.
 
@@ -282,13 +282,15 @@ def flag_rows(method, opts, out, rows_valid, settings: CallSettings, labels=None
             whose target is its own contrast token (F = z_t − z_c ≡ 0: the model predicts the
             contrast) and carries no signal gets one ``zero_signal`` flag that says why, instead
             of the generic ones (attention weights, which do not use F, keep theirs).
+        starts: per row where its tokens begin in its padded row (``Batch.offsets``), for a
+            custom method's raw signal given over the padded row; None: 0.
 
     Returns:
         List (one per row) of lists of flags.
     """
     dtype = None if adapter is None else adapter.embeddings.weight.dtype
     routed = bool(getattr(adapter, "routed_experts", False))
-    flags = [method_flags(method, opts, out.info, b, s, v, routed) for b, (s, v) in enumerate(rows_valid)]
+    flags = [method_flags(method, opts, out.info, b, s, v, routed, starts[b] if starts else 0) for b, (s, v) in enumerate(rows_valid)]
     for b, c in enumerate(settings.contrast if targets is not None else []):
         if c is not None and int(targets[b]) == c["id"] and any(f["kind"] in NO_SIGNAL_KINDS for f in flags[b]):
             flags[b] = [{"kind": "zero_signal", "message": f"F = z_t − z_c ≡ 0: the model's prediction is contrast_target "

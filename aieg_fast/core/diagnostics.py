@@ -174,7 +174,8 @@ def _item(info: Dict[str, Any], key: str, b: int):
 
 
 def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_key: Optional[str] = None,
-              normalisation: Optional[str] = None, completeness: bool = False, routed: bool = False) -> List[Dict[str, Any]]:
+              normalisation: Optional[str] = None, completeness: bool = False, routed: bool = False,
+              start: int = 0) -> List[Dict[str, Any]]:
     """Every flag of row ``b`` of a method's output.
 
     Args:
@@ -187,6 +188,8 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
         completeness: check ``convergence_delta`` against ``F_input − F_baseline`` (IG); for an
             ``n_steps="auto"`` result (``info["converged"]``), whether it reached its tolerance.
         routed: the model routes tokens to experts (the completeness advice says what that does).
+        start: where the row's tokens begin in a raw signal longer than ``valid`` (a custom
+            method's padded row; the built-in methods give each example's own tokens).
 
     Returns:
         The flags (empty when the row is sound).
@@ -200,7 +203,8 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
     raw = _item(info, raw_key, b) if raw_key else None
     if raw is not None:
         name = f"the raw signal info[{raw_key!r}]"
-        raw = torch.as_tensor(raw, dtype=torch.float32).reshape(-1)[: valid.numel()]  # a custom method's padded row: its start
+        raw = torch.as_tensor(raw, dtype=torch.float32).reshape(-1)
+        raw = raw[start : start + valid.numel()] if raw.numel() > valid.numel() else raw  # a padded row: the example's span
         stretched = bool(scores.reshape(-1)[valid.reshape(-1).to(torch.bool)].ne(0).any())  # a map left at 0 is not inflated
         out = signal_flags(raw, valid, name, normalisation if stretched else None) or out
     if completeness and "converged" in info:  # n_steps="auto": flagged when it stopped above its tolerance
@@ -211,13 +215,14 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
 
 
 def method_flags(method, opts, info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor,
-                 routed: bool = False) -> List[Dict[str, Any]]:
+                 routed: bool = False, start: int = 0) -> List[Dict[str, Any]]:
     """:func:`row_flags` of row ``b`` with what ``method`` (a :class:`~aieg_fast.methods.Method`)
     declares: its ``raw_signal`` key, its ``normalisation(opts)``, and ``completeness`` (checked
     only for ``token_reduction="sum"``, where it holds exactly); ``routed``: the model routes
-    tokens to experts."""
+    tokens to experts; ``start``: as :func:`row_flags`."""
     complete = bool(getattr(method, "completeness", False)) and getattr(opts, "token_reduction", "sum") == "sum"
-    return row_flags(info, b, scores, valid, getattr(method, "raw_signal", None), method.normalisation(opts), complete, routed)
+    return row_flags(info, b, scores, valid, getattr(method, "raw_signal", None), method.normalisation(opts), complete, routed,
+                     start)
 
 
 def warn_flags(flags: Sequence[Dict[str, Any]], method: str, hint: str = "") -> None:

@@ -119,3 +119,20 @@ def test_check_target_refuses_before_any_work_in_both_calls(tiny_gpt2):
             ex.attribute("the movie is good", method=name, target=5, contrast_target=6)
         with pytest.raises(ValueError, match="user_nocontrast has no contrast"):
             ex.attribute_generation("the movie is good", max_new_tokens=2, method=name, contrast_target=6)
+
+
+def test_a_raw_signal_over_the_padded_row_is_read_at_the_example_under_left_padding(tiny_gpt2):
+    """A custom method may give its raw signal (``raw_signal``) over the padded row; the flags
+    read it from the row's start, which under left padding is padding: a sound row was flagged
+    ``zero_signal``."""
+    def padded_raw(ctx):
+        L = ctx.batch.ids.shape[1]
+        raw = [torch.arange(1, L + 1, dtype=torch.float32).masked_fill(ctx.batch.fixed[b], 0) for b in range(ctx.batch.B)]
+        return A.MethodOutput([r / r.max() for r in raw], {}, {"raw": [r.tolist() for r in raw]})
+
+    cls = type("M_user_raw", (A.Method,), {"name": "user_raw", "gradients": False, "raw_signal": "raw",
+                                           "run": lambda self, ctx, o: padded_raw(ctx)})
+    with registered(cls) as name:
+        for side in ("right", "left"):
+            res = tiny_gpt2.attribute(["the movie is good and the actors are great", "the film"], method=name, padding_side=side)
+            assert [r.degenerate for r in res] == [[], []], side
