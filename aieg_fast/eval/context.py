@@ -7,6 +7,7 @@ instance (:mod:`aieg_fast.eval.metrics`, :mod:`aieg_fast.eval.soft`).
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
@@ -160,9 +161,9 @@ def prepare(
             taken from ``attr``, below), else ``"vocab"``.
         label_ids: label token ids or single-token strings (class indices for a classifier);
             required with ``prob_space="labels"``; must contain the target; ignored with
-            ``"vocab"``. None with ``prob_space`` None: an attribution explained with
-            ``target_fn="label_logprob"`` over a ``label_set`` is scored over that set, the
-            probability it explained.
+            ``"vocab"``. None, with ``prob_space`` None or ``"labels"``: an attribution explained
+            with ``target_fn="label_logprob"`` over a ``label_set`` (of distinct names) is
+            scored over that set, the probability it explained.
         seed, instance_id: seed of the common random numbers of the soft metrics and of the
             top-k tie order (``tie_seed``).
         batch_size: rows per forward.
@@ -170,16 +171,18 @@ def prepare(
     Raises:
         ValueError: bad ``prob_space`` / ``label_ids`` / ``batch_size``, an attribution without
             target or attributable positions, one made by another model (``attr.model`` is
-            not ``ex.name``; both named), or ``token_ids`` that do not fit the model.
+            not ``ex.name`` nor a path of the same folder; both named), or ``token_ids`` that do
+            not fit the model.
     """
     check_attribution(attr)
-    if attr.model and ex.name and attr.model != ex.name:  # its ids would be read by another model's vocabulary
+    if attr.model and ex.name and not _same_model(attr.model, ex.name):  # its ids would be read by another vocabulary
         raise ValueError(f"attr was made by model {attr.model!r}, not by this explainer's {ex.name!r}: the metrics run its "
                          "tokens through ex's model; pass the explainer that made it (the same model under another name: "
                          "set attr.model = ex.name)")
     opts = attr.options or {}
-    if prob_space is None and label_ids is None and opts.get("target_fn") == "label_logprob" and opts.get("label_set"):
-        label_ids = list(opts["label_set"])  # the probability the attribution explained
+    labels = opts.get("label_set") if opts.get("target_fn") == "label_logprob" else None
+    if prob_space != "vocab" and label_ids is None and labels and len(set(map(str, labels))) == len(labels):
+        label_ids = list(labels)  # the probability the attribution explained (distinct names: a classifier's may repeat)
     if prob_space is None:
         prob_space = "labels" if label_ids else "vocab"
     if prob_space not in PROB_SPACES:
@@ -211,6 +214,14 @@ def prepare(
         label_ids=label_ids, p=float(pr[0]), p0=float(pr[1]), embeds=E, seed=int(seed), instance_id=instance_id,
         batch_size=batch_size, tie_seed=seed_for(seed, instance_id, "topk_ties"),
     )
+
+
+def _same_model(a: str, b: str) -> bool:
+    """Whether two model names are one model: equal, or two paths of one folder."""
+    try:
+        return a == b or (os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
+    except OSError:
+        return False
 
 
 def context_for(ex, attr, ctx: Optional[MetricContext], prepare_kw: dict) -> MetricContext:

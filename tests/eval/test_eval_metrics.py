@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import pytest
 import torch
@@ -351,6 +352,26 @@ def test_an_attribution_of_another_model_is_refused(tiny_gpt2, tiny_llama, attrs
     assert M.prepare(tiny_gpt2, dataclasses.replace(attrs["llama"], model="")).p > 0  # unnamed: not checked
 
 
+def test_a_classifier_label_set_of_repeated_names_is_scored_over_its_classes(tiny_gpt2_clf, monkeypatch):
+    """A label_set recorded as class names that repeat cannot be read back as classes: it is
+    not taken as label_ids (it was refused: "label_ids [1, 1] must contain the target 0")."""
+    n = tiny_gpt2_clf.adapter.num_labels
+    monkeypatch.setattr(tiny_gpt2_clf.model.config, "id2label", {i: "LABEL" for i in range(n)})
+    a = tiny_gpt2_clf.attribute(TEXT, method="saliency", target=0, target_fn="label_logprob")
+    assert a.options["label_set"] == ["LABEL"] * n  # the repeated names the case is about
+    assert M.prepare(tiny_gpt2_clf, a).prob_space == "vocab" and math.isfinite(M.log_odds(tiny_gpt2_clf, a))
+
+
+def test_an_attribution_of_the_same_folder_under_another_path_is_scored(tiny_gpt2_dir, monkeypatch):
+    import aieg_fast
+
+    folder = str(tiny_gpt2_dir)
+    a = aieg_fast.load_model(folder).attribute(TEXT, method="saliency")
+    monkeypatch.chdir(os.path.dirname(folder))
+    ex = aieg_fast.load_model(os.path.basename(folder) + "/")
+    assert ex.name != a.model and M.prepare(ex, a).p > 0
+
+
 def test_a_label_set_attribution_is_scored_over_its_labels(tiny_gpt2):
     """target_fn='label_logprob' with a label_set explains log p over the labels; the metrics
     scored p over the whole vocabulary unless label_ids were given again."""
@@ -360,6 +381,7 @@ def test_a_label_set_attribution_is_scored_over_its_labels(tiny_gpt2):
     assert ctx.prob_space == "labels" and ctx.p == pytest.approx(M.prepare(tiny_gpt2, a, label_ids=labels).p, abs=1e-12)
     assert ctx.p != pytest.approx(M.prepare(tiny_gpt2, a, prob_space="vocab").p, abs=1e-3)
     assert M.log_odds(tiny_gpt2, a) == pytest.approx(M.log_odds(tiny_gpt2, a, label_ids=labels), abs=1e-12)
+    assert M.prepare(tiny_gpt2, a, prob_space="labels").p == pytest.approx(ctx.p, abs=1e-12)  # was "label_ids must be given"
 
 
 def test_bad_inputs_name_the_argument(case):
