@@ -238,7 +238,7 @@ def check_no_padding(input_ids, pad_id, bos_eos_ids=()) -> None:
         uneven = once and len({min(r[end], 1) for r in runs}) > 1  # some rows have it there, some not
         for r, run in enumerate(runs):
             if run[end] >= (2 if once else 1) or (uneven and run[end]):
-                why = " where other rows have none" if run[end] == 1 else ""
+                why = " where other rows have none" if once and run[end] == 1 else ""
                 raise ValueError(f"input_ids[{r}] {name} with {run[end]} padding token(s) (id {pad_id}){why}: a [B, L] "
                                  "tensor is read as B unpadded sequences (there is no attention mask), so the pads would "
                                  "be input; give sequences of different lengths as a list of id lists (or as texts): the "

@@ -138,6 +138,8 @@ def test_cli_target_is_id_needs_an_integer(capsys):
 
     assert main(["explain", "the movie is great", "--target", "xx", "--target-is-id"]) == 2
     assert "--target-is-id needs --target to be an integer" in capsys.readouterr().err
+    assert main(["explain", "the movie is great", "--target", "²", "--target-is-id"]) == 2  # a digit int() cannot read: was a crash
+    assert "--target-is-id needs --target to be an integer" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("target", [None, " bad", " good"])

@@ -113,6 +113,8 @@ def test_pad_that_is_also_eos_is_refused_only_as_a_run():
         check_no_padding(torch.tensor([[5, 0, 0], [5, 6, 7]]), pad_id=0, bos_eos_ids=(0, 0))
     check_no_padding([[5, 0, 0], [5]], pad_id=0, bos_eos_ids=(0, 0))  # lists are not padded by the caller
     check_no_padding(torch.tensor([[0, 5, 6], [0, 5, 7]]), pad_id=0, bos_eos_ids=(0, 0))  # every row starts with BOS
+    with pytest.raises(ValueError, match=r"input_ids\[0\] ends with 1 padding token\(s\) \(id 0\): a \[B, L\]"):
+        check_no_padding(torch.tensor([[5, 6, 0], [5, 7, 0]]), pad_id=0, bos_eos_ids=(1, 2))  # a pad of its own: no "other rows"
 
 
 def test_one_pad_that_is_also_eos_is_refused_where_other_rows_have_none(tiny_gpt2):
