@@ -56,12 +56,12 @@ class CallSettings:
                          b: Optional[int] = None) -> Dict[str, Any]:
         """The options a result records: the method's resolved ``method_options``, ``n_steps``
         (None for a method without a path: it is then left out), the objective's name, the
-        ``template``, the label set of ``target_fn="label_logprob"`` and the baseline record of
-        row ``b`` (:meth:`record_of`)."""
+        ``template``, the label set of ``target_fn="label_logprob"`` (as given, and its ids as
+        resolved) and the baseline record of row ``b`` (:meth:`record_of`)."""
         out = dict(method_options, **({} if n_steps is None else {"n_steps": n_steps}), target_fn=self.target_fn_name,
                    template=template)
         if isinstance(self.target_fn, LabelSet):
-            out["label_set"] = list(self.target_fn.texts)
+            out["label_set"], out["label_ids"] = list(self.target_fn.texts), list(self.target_fn.ids)
         return dict(out, **self.record_of(b))
 
     @property

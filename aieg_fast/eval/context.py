@@ -160,10 +160,10 @@ def prepare(
             ``label_ids``) or None (default): ``"labels"`` when ``label_ids`` are given (or
             taken from ``attr``, below), else ``"vocab"``.
         label_ids: label token ids or single-token strings (class indices for a classifier);
-            required with ``prob_space="labels"``; must contain the target; ignored with
-            ``"vocab"``. None, with ``prob_space`` None or ``"labels"``: an attribution explained
-            with ``target_fn="label_logprob"`` over a ``label_set`` (of distinct names) is
-            scored over that set, the probability it explained.
+            must contain the target; ignored with ``"vocab"``. None, with ``prob_space`` None or
+            ``"labels"``: an attribution explained with ``target_fn="label_logprob"`` is scored
+            over the label ids it recorded (the probability it explained); ``"labels"`` needs
+            them given otherwise.
         seed, instance_id: seed of the common random numbers of the soft metrics and of the
             top-k tie order (``tie_seed``).
         batch_size: rows per forward.
@@ -179,10 +179,8 @@ def prepare(
         raise ValueError(f"attr was made by model {attr.model!r}, not by this explainer's {ex.name!r}: the metrics run its "
                          "tokens through ex's model; pass the explainer that made it (the same model under another name: "
                          "set attr.model = ex.name)")
-    opts = attr.options or {}
-    labels = opts.get("label_set") if opts.get("target_fn") == "label_logprob" else None
-    if prob_space != "vocab" and label_ids is None and labels and len(set(map(str, labels))) == len(labels):
-        label_ids = list(labels)  # the probability the attribution explained (distinct names: a classifier's may repeat)
+    if prob_space != "vocab" and label_ids is None:
+        label_ids = _explained_labels(attr.options or {})
     if prob_space is None:
         prob_space = "labels" if label_ids else "vocab"
     if prob_space not in PROB_SPACES:
@@ -214,6 +212,18 @@ def prepare(
         label_ids=label_ids, p=float(pr[0]), p0=float(pr[1]), embeds=E, seed=int(seed), instance_id=instance_id,
         batch_size=batch_size, tie_seed=seed_for(seed, instance_id, "topk_ties"),
     )
+
+
+def _explained_labels(opts: dict) -> Optional[list]:
+    """The label set a ``target_fn="label_logprob"`` attribution explained: the ids it recorded
+    (``label_ids``), else (a result saved before they were) its ``label_set`` when no two
+    entries repeat (a classifier's class names may); None for other attributions."""
+    if opts.get("target_fn") != "label_logprob":
+        return None
+    if opts.get("label_ids"):
+        return [int(i) for i in opts["label_ids"]]  # as resolved when explained: after the batch's first text
+    labels = opts.get("label_set") or None
+    return list(labels) if labels and len({(type(x), x) for x in labels}) == len(labels) else None
 
 
 def _same_model(a: str, b: str) -> bool:

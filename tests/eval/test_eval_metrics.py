@@ -359,7 +359,13 @@ def test_a_classifier_label_set_of_repeated_names_is_scored_over_its_classes(tin
     monkeypatch.setattr(tiny_gpt2_clf.model.config, "id2label", {i: "LABEL" for i in range(n)})
     a = tiny_gpt2_clf.attribute(TEXT, method="saliency", target=0, target_fn="label_logprob")
     assert a.options["label_set"] == ["LABEL"] * n  # the repeated names the case is about
-    assert M.prepare(tiny_gpt2_clf, a).prob_space == "vocab" and math.isfinite(M.log_odds(tiny_gpt2_clf, a))
+    assert M.prepare(tiny_gpt2_clf, a).prob_space == "labels" and math.isfinite(M.log_odds(tiny_gpt2_clf, a))  # by its ids
+    older = dataclasses.replace(a, options={k: v for k, v in a.options.items() if k != "label_ids"})
+    assert M.prepare(tiny_gpt2_clf, older).prob_space == "vocab"  # names that repeat are not read back as classes
+    mixed = tiny_gpt2_clf.attribute(TEXT, method="saliency", target=0, target_fn="label_logprob", label_set=[0, 1])
+    mixed = dataclasses.replace(mixed, options=dict(mixed.options, label_set=[0, "0"], label_ids=None))
+    monkeypatch.setattr(tiny_gpt2_clf.model.config, "id2label", {0: "neg", 1: "0", **{i: f"c{i}" for i in range(2, n)}})
+    assert M.prepare(tiny_gpt2_clf, mixed).label_ids == [0, 1]  # an id and a name that read alike are not a repeat
 
 
 def test_an_attribution_of_the_same_folder_under_another_path_is_scored(tiny_gpt2_dir, monkeypatch):
@@ -382,6 +388,21 @@ def test_a_label_set_attribution_is_scored_over_its_labels(tiny_gpt2):
     assert ctx.p != pytest.approx(M.prepare(tiny_gpt2, a, prob_space="vocab").p, abs=1e-3)
     assert M.log_odds(tiny_gpt2, a) == pytest.approx(M.log_odds(tiny_gpt2, a, label_ids=labels), abs=1e-12)
     assert M.prepare(tiny_gpt2, a, prob_space="labels").p == pytest.approx(ctx.p, abs=1e-12)  # was "label_ids must be given"
+
+
+def test_a_label_set_is_scored_over_the_ids_it_explained(tiny_llama):
+    """The label words are resolved once, after a batch's first text; read again after another
+    text (a trailing space, SentencePiece) they could be other tokens, and the metrics scored
+    another label set. The ids explained are recorded and used."""
+    ex = tiny_llama
+    res = ex.attribute(["the movie is:", "the movie is: "], method="saliency", target="c", target_fn="label_logprob",
+                       label_set=["c", "a"])
+    explained = res[1].options["label_ids"]
+    again = [ex.resolve_target(w, context=res[1].text)["id"] for w in ("c", "a")]
+    assert explained == [ex.resolve_target(w, context=res[0].text)["id"] for w in ("c", "a")] != again  # the case
+    assert M.prepare(ex, res[1]).label_ids == explained
+    saved = dataclasses.replace(res[1], options={k: v for k, v in res[1].options.items() if k != "label_ids"})
+    assert M.prepare(ex, saved).label_ids == again  # a result saved before the ids were recorded: its words, as before
 
 
 def test_bad_inputs_name_the_argument(case):
