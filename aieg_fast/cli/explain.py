@@ -85,7 +85,7 @@ def parse_baseline(s: str):
     Raises:
         argparse.ArgumentTypeError: neither.
     """
-    if s.removeprefix("-").isdecimal():  # what int() reads ("²" is a digit, not decimal)
+    if s.removeprefix("-").isdecimal():  # decimal digits ("²" is a digit that int() does not read)
         return int(s)
     if s not in BASELINE_NAMES:
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(BASELINE_NAMES)} or a token id, got {s!r}")
@@ -142,7 +142,7 @@ def _input_error(args):
                 "without --task nothing is contrasted unless --contrast-target is given")
     if args.text is None and args.task is None:
         return "TEXT is required (or use --task sentiment to explain a shipped SST-2 sentence)"
-    if args.target_is_id and (args.target is None or not args.target.removeprefix("-").isdecimal()):  # what int() reads
+    if args.target_is_id and (args.target is None or not args.target.removeprefix("-").isdecimal()):  # decimal digits (int() fails on "²")
         return f"--target-is-id needs --target to be an integer (a token id or class index), got --target {args.target!r}"
     if args.target_is_id and args.contrast_target is not None and not args.contrast_target.removeprefix("-").isdecimal():
         return f"--target-is-id needs --contrast-target to be an integer too, got {args.contrast_target!r}"

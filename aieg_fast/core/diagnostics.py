@@ -189,7 +189,8 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
             ``n_steps="auto"`` result (``info["converged"]``), whether it reached its tolerance.
         routed: the model routes tokens to experts (the completeness advice says what that does).
         start: where the row's tokens begin in a raw signal longer than ``valid`` (a custom
-            method's padded row; the built-in methods give each example's own tokens).
+            method's padded row; the built-in methods give each example's own tokens). A raw
+            signal shorter than ``valid`` is not read.
 
     Returns:
         The flags (empty when the row is sound).
@@ -205,6 +206,7 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
         name = f"the raw signal info[{raw_key!r}]"
         raw = torch.as_tensor(raw, dtype=torch.float32).reshape(-1)
         raw = raw[start : start + valid.numel()] if raw.numel() > valid.numel() else raw  # a padded row: the example's span
+    if raw is not None and raw.numel() == valid.numel():  # one of another length is not read (it crashed after the work)
         stretched = bool(scores.reshape(-1)[valid.reshape(-1).to(torch.bool)].ne(0).any())  # a map left at 0 is not inflated
         out = signal_flags(raw, valid, name, normalisation if stretched else None) or out
     if completeness and "converged" in info:  # n_steps="auto": flagged when it stopped above its tolerance

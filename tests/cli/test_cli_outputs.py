@@ -174,7 +174,7 @@ def test_unknown_baseline_is_an_argument_error(capsys, no_model, command):
     assert info.value.code == 2
     assert "argument --baseline: expected one of reference, zero, mean, unk, pad, eos or a token id, got 'noise'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        cli.main([*command, "--baseline", "²"])  # a digit int() cannot read: was a ValueError traceback
+        cli.main([*command, "--baseline", "²"])  # a digit int() cannot read: was "invalid parse_baseline value"
     assert "argument --baseline: expected one of" in capsys.readouterr().err
 
 

@@ -136,3 +136,13 @@ def test_a_raw_signal_over_the_padded_row_is_read_at_the_example_under_left_padd
         for side in ("right", "left"):
             res = tiny_gpt2.attribute(["the movie is good and the actors are great", "the film"], method=name, padding_side=side)
             assert [r.degenerate for r in res] == [[], []], side
+
+
+def test_a_raw_signal_shorter_than_the_tokens_does_not_lose_the_result(tiny_gpt2):
+    """A raw signal of another length than the example's tokens raised IndexError in the flags,
+    after the work: the result was lost. It is not read."""
+    cls = type("M_user_short", (A.Method,), {"name": "user_short", "gradients": False, "raw_signal": "raw",
+                                             "run": lambda self, ctx, o: A.MethodOutput(_ones(ctx).scores, {}, {"raw": [[1.0, 2.0]] * ctx.batch.B})})
+    with registered(cls) as name:
+        res = tiny_gpt2.attribute("the movie is good and the actors are great", method=name)
+    assert res.degenerate == [] and res.scores.numel() == len(res.tokens)
