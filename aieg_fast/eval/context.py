@@ -7,7 +7,6 @@ instance (:mod:`aieg_fast.eval.metrics`, :mod:`aieg_fast.eval.soft`).
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
@@ -16,6 +15,7 @@ from torch import Tensor
 
 from ..core.model_state import model_prepared
 from ..result import Attribution
+from ..runs import same_setting
 from .checks import check_positive_int, check_seed
 from .forwards import last_logits_embeds
 
@@ -175,7 +175,7 @@ def prepare(
             not fit the model.
     """
     check_attribution(attr)
-    if attr.model and ex.name and not _same_model(attr.model, ex.name):  # its ids would be read by another vocabulary
+    if attr.model and ex.name and not same_setting(attr.model, ex.name):  # its ids would be read by another vocabulary
         raise ValueError(f"attr was made by model {attr.model!r}, not by this explainer's {ex.name!r}: the metrics run its "
                          "tokens through ex's model; pass the explainer that made it (the same model under another name: "
                          "set attr.model = ex.name)")
@@ -224,14 +224,6 @@ def _explained_labels(opts: dict) -> Optional[list]:
         return [int(i) for i in opts["label_ids"]]  # as resolved when explained: after the batch's first text
     labels = opts.get("label_set") or None
     return list(labels) if labels and len({(type(x), x) for x in labels}) == len(labels) else None
-
-
-def _same_model(a: str, b: str) -> bool:
-    """Whether two model names are one model: equal, or two paths of one folder."""
-    try:
-        return a == b or (os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b))
-    except OSError:
-        return False
 
 
 def context_for(ex, attr, ctx: Optional[MetricContext], prepare_kw: dict) -> MetricContext:

@@ -19,7 +19,7 @@ from .distributed import Dist
 from .records import read_jsonl, repair_jsonl, write_json
 
 __all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods", "claim_folder", "LOCK_FILE", "recorded_and_now",
-           "record_former_setting", "setting_differences", "part_path", "part_files", "remove_parts"]
+           "record_former_setting", "same_setting", "setting_differences", "part_path", "part_files", "remove_parts"]
 
 #: file name of the settings in an output folder.
 CONFIG_FILE = "config.json"
@@ -139,10 +139,10 @@ def _forget_settings_without_results(out, config: dict) -> None:
     (Path(out) / METHODS_FILE).unlink(missing_ok=True)
 
 
-def _same_setting(a, b) -> bool:
+def same_setting(a, b) -> bool:
     """Equal values, or two spellings of one existing file or folder (a model or dataset named by
     a relative path in one run and an absolute one in the other, as ``--config command.json``
-    gives them)."""
+    gives them; a result's model and the explainer's, :func:`aieg_fast.eval.context.prepare`)."""
     if a == b:
         return True
     if not (isinstance(a, str) and isinstance(b, str) and a and b):
@@ -155,7 +155,7 @@ def _same_setting(a, b) -> bool:
 
 def _differing(old: dict, new: dict, keys) -> List[str]:
     """The keys of ``keys`` whose values in ``old`` and ``new`` differ, sorted."""
-    return sorted(k for k in keys if not _same_setting(old.get(k), new.get(k)))
+    return sorted(k for k in keys if not same_setting(old.get(k), new.get(k)))
 
 
 def _what_differs(a, b):
@@ -205,7 +205,8 @@ def _refuse_differences(out, old: dict, new: dict, keys, arg: str, hints: Option
     and the sentence ``hints[key]`` of each such key that has one."""
     values = "; ".join(setting_differences(old, new, keys))
     if values:
-        said = "".join(f"; {h}" for k, h in (hints or {}).items() if k in _differing(old, new, keys))
+        differing = set(_differing(old, new, keys))
+        said = "".join(f"; {h}" for k, h in (hints or {}).items() if k in differing)
         raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({values}); use another {arg}{said}")
 
 
