@@ -13,6 +13,7 @@ from ..core.inputs import fill_template
 from ..core.path import check_chunk_settings
 from ..core.validation import CALL_SETTINGS, DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_int
 from ..datasets import DATASETS, TASKS, load_dataset
+from ..datasets.rows import is_integer_text
 from ..explainer import load_model
 from ..methods.registry import get_method, list_methods, option_value
 from .common import add_model_options, option_flags, placement
@@ -85,7 +86,7 @@ def parse_baseline(s: str):
     Raises:
         argparse.ArgumentTypeError: neither.
     """
-    if s.removeprefix("-").isdecimal():  # decimal digits ("²" is a digit that int() does not read)
+    if is_integer_text(s):
         return int(s)
     if s not in BASELINE_NAMES:
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(BASELINE_NAMES)} or a token id, got {s!r}")
@@ -142,9 +143,9 @@ def _input_error(args):
                 "without --task nothing is contrasted unless --contrast-target is given")
     if args.text is None and args.task is None:
         return "TEXT is required (or use --task sentiment to explain a shipped SST-2 sentence)"
-    if args.target_is_id and (args.target is None or not args.target.removeprefix("-").isdecimal()):  # decimal digits (int() fails on "²")
+    if args.target_is_id and (args.target is None or not is_integer_text(args.target)):
         return f"--target-is-id needs --target to be an integer (a token id or class index), got --target {args.target!r}"
-    if args.target_is_id and args.contrast_target is not None and not args.contrast_target.removeprefix("-").isdecimal():
+    if args.target_is_id and args.contrast_target is not None and not is_integer_text(args.contrast_target):
         return f"--target-is-id needs --contrast-target to be an integer too, got {args.contrast_target!r}"
     for flag, path in (("--json", args.json), ("--html", args.html)):
         err = output_path_error(flag, path) if path else None

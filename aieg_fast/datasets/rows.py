@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
-__all__ = ["FILE_TYPES", "read_rows", "is_empty", "whole_number"]
+__all__ = ["FILE_TYPES", "read_rows", "is_empty", "whole_number", "is_integer_text"]
 
 #: file suffixes :func:`read_rows` reads.
 FILE_TYPES = (".jsonl", ".ndjson", ".json", ".csv", ".tsv")
@@ -240,6 +240,13 @@ def is_empty(v) -> bool:
 
 #: a whole number written as text: "3", " -2", "1.0" (pandas writes an int column with gaps as floats)
 _WHOLE_TEXT = re.compile(r"\s*-?\d+(\.0*)?\s*")
+_INTEGER_TEXT = re.compile(r"-?\d+")  # \d: decimal digits of any script, as int() reads them ("٣"; not "²")
+
+
+def is_integer_text(s: str) -> bool:
+    """Whether ``s`` is an optional ``-`` and decimal digits (``"3"``, ``"-12"``, ``"٣"``), a
+    string ``int()`` reads; not ``"²"`` (a digit ``int()`` refuses), ``"3.0"`` or ``" 3"``."""
+    return bool(_INTEGER_TEXT.fullmatch(s))
 
 
 def whole_number(v, text: bool = True) -> Optional[int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from .rows import is_empty, read_rows, whole_number
+from .rows import is_empty, is_integer_text, read_rows, whole_number
 
 __all__ = ["TEMPLATE_FIELD", "template_fields", "user_records", "label_index", "check_label_words", "number_words"]
 
@@ -45,8 +45,7 @@ def template_fields(template: Optional[str]) -> Tuple[str, ...]:
 def number_words(labels: Optional[Sequence]) -> bool:
     """Whether every label word is a string of digits (``" 1" ... " 5"``, star ratings; not
     token ids): a row's label is then read as a word, never as an index (:func:`label_index`)."""
-    # isdecimal, not isdigit: int() reads every decimal digit (Arabic-Indic too), not "²"
-    return bool(labels) and all(isinstance(w, str) and w.strip().removeprefix("-").isdecimal() for w in labels)
+    return bool(labels) and all(isinstance(w, str) and is_integer_text(w.strip()) for w in labels)
 
 
 def label_index(value, labels: Optional[Sequence], loc: str) -> int:
