@@ -203,12 +203,12 @@ def row_flags(info: Dict[str, Any], b: int, scores: Tensor, valid: Tensor, raw_k
         return out
     raw = _item(info, raw_key, b) if raw_key else None
     if raw is not None:
-        name = f"the raw signal info[{raw_key!r}]"
+        n = valid.numel()
         raw = torch.as_tensor(raw, dtype=torch.float32).reshape(-1)
-        raw = raw[start : start + valid.numel()] if raw.numel() > valid.numel() else raw  # a padded row: the example's span
-    if raw is not None and raw.numel() == valid.numel():  # one of another length is not read (it crashed after the work)
-        stretched = bool(scores.reshape(-1)[valid.reshape(-1).to(torch.bool)].ne(0).any())  # a map left at 0 is not inflated
-        out = signal_flags(raw, valid, name, normalisation if stretched else None) or out
+        raw = raw[start : start + n] if raw.numel() > n else raw  # a padded row: the example's span
+        if raw.numel() == n:  # a shorter one is not read (it crashed after the work)
+            stretched = bool(scores.reshape(-1)[valid.reshape(-1).to(torch.bool)].ne(0).any())  # a map left at 0 is not inflated
+            out = signal_flags(raw, valid, f"the raw signal info[{raw_key!r}]", normalisation if stretched else None) or out
     if completeness and "converged" in info:  # n_steps="auto": flagged when it stopped above its tolerance
         out = out + auto_steps_flag(info, b, routed)
     elif completeness:
