@@ -220,7 +220,9 @@ def _curvature(ctx, s, m: int, seed: int):
     values of every layer (and, with ``curvature_layers``, the residual stream entering the first
     block differentiated), then each scored token's HVPs run on the positions from that token on
     (:func:`~aieg_fast.core.curvature.token_hvp_l1`; the whole sequence for a family without a KV
-    cache)."""
+    cache). The Hessian is of the token embeddings the decoder works with: an adapter in an
+    unscaled table (Gemma, ×√d inside the model) has its S divided by the scale squared
+    (``token_embeddings_scale``), as ``curvature_layers = n_layers`` measures it."""
     ad, b = ctx.adapter, ctx.batch
     S = torch.zeros(b.ids.shape, dtype=torch.float32, device=ctx.device)
     counts, calls = [], 0
@@ -253,6 +255,8 @@ def _curvature(ctx, s, m: int, seed: int):
 
         probes = rademacher_probes(scored, m, X.shape[-1], seed)
         Si, c = token_hvp_l1(objective, X, scored, probes, budget, prefix, ctx.backend, ctx.progress)
+        if top is None:  # H in the decoder's token-embedding space: the table's H / c² (Gemma's √d)
+            Si = Si / ad.token_embeddings_scale ** 2
         S[i, torch.tensor(scored, device=ctx.device) + o] = Si
         calls += c
     return S, counts, calls

@@ -351,6 +351,14 @@ class DecoderAdapter:
         are divided by it (:mod:`aieg_fast.core.baselines`)."""
         return 1.0
 
+    @property
+    def token_embeddings_scale(self) -> float:
+        """c with the token embeddings the decoder works with (what enters its first block, less
+        any position embeddings) = c · :attr:`embeddings` ``(ids)``: 1.0, unless the adapter
+        works in an unscaled table (Gemma: √hidden_size, whichever of the embedding module or the
+        decoder applies it). HETA's curvature (a second derivative) is given in that space."""
+        return 1.0
+
     def _cache_argument(self) -> str:
         """The decoder's keyword for a KV cache (``cache`` in recent ``transformers``)."""
         return "cache" if "cache" in inspect.signature(self.base.forward).parameters else "past_key_values"

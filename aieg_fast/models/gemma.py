@@ -32,6 +32,7 @@ every method here assumes causal attention.
 """
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from .base import is_hooked, materialized
@@ -111,6 +112,15 @@ class GemmaAdapter(LlamaAdapter):
             return 1.0
         emb = self.embeddings
         return float(emb.embed_scale.to(emb.weight.dtype))
+
+    @property
+    def token_embeddings_scale(self) -> float:
+        """√hidden_size in the weights' dtype, as the model applies it: the module's
+        ``embed_scale``, or with the older layout the decoder's own ``hidden_size ** 0.5``."""
+        if self.scales_inputs:
+            return self.inputs_embeds_scale
+        w = self.embeddings.weight
+        return float(torch.tensor(self.hidden_size ** 0.5, dtype=w.dtype))
 
     def decoder_inputs(self, inputs_embeds):
         """E = rows of W times the embedding scale when the embedding module, not the decoder,
