@@ -196,8 +196,8 @@ class GradELLMOptions(Options):
         kv_expansion: ``legacy`` (query head h ↔ KV head h mod n_kv) | ``grouped``
             (h ↔ h // n_rep, as the model). Identical on models without GQA (GPT-2).
         relu: ``per_layer`` | ``after_sum``.
-        rope: apply RoPE to q and k before λ (RoPE models only). Default from the preset;
-            True for ``headmean_minmax`` unless given.
+        rope: apply RoPE to q and k before λ (RoPE models only: recorded False on a model
+            without RoPE). Default from the preset; True for ``headmean_minmax`` unless given.
     """
 
     preset: str = "consistent"
@@ -400,4 +400,5 @@ def _settings(ad, o: GradELLMOptions):
             f"grad_source='post_o' pairs hidden-size gradient channels with value channels; this model has "
             f"query width {ad.n_heads * ad.head_dim} != hidden size {ad.hidden_size}; use grad_source='pre_o'"
         )
-    return p, layers, p["rope"] and ad.has_rope
+    p["rope"] = bool(p["rope"] and ad.has_rope)  # recorded as done: a model without RoPE applies none
+    return p, layers, p["rope"]

@@ -81,7 +81,8 @@ class HETAOptions(Options):
         beta, gamma: weights of S and I (numbers ≥ 0; default 0.5 each, Eq. 5).
         n_probes: Rademacher probes m per token (int ≥ 1, default 10).
         objective: the f whose Hessian S measures: ``"logprob"`` (log p(target) over the
-            vocabulary or the classes, the paper's), ``"target_fn"`` (the call's F), or
+            vocabulary or the classes, the paper's; with ``contrast_target`` c,
+            log p(target) − log p(c) = z_target − z_c), ``"target_fn"`` (the call's F), or
             ``"auto"`` (default: ``"logprob"`` when the call explains the plain logit, the
             package's default, else the call's F, e.g. ``label_logprob`` in ``evaluate``).
         component_norm: ``"none"`` (default, the paper's: S and I on their own scales) or
@@ -406,7 +407,8 @@ class HETA(Method):
       are reduced by the ``hvp_l1_mean`` kernel (:mod:`~aieg_fast.core.curvature`).
     * I_i (information, §3): KL(P(·|x) ‖ P(·|x with token i replaced)), the replacement the
       call's ``baseline=`` (default ``"zero"``, the public code's mask; ``"mean"``, ``"unk"``,
-      the reference token, a tensor, or noise with ``n_baseline_samples``), the n masked inputs
+      the reference token, a tensor, or noise with ``n_baseline_samples``; with ``alpha_range=(a, 1)``
+      token i becomes x′ + a·(x − x′), as in occlusion), the n masked inputs
       batched, each run from its token on after the cached prefix (:mod:`~aieg_fast.core.occlusion`).
 
     Cost per target (n scored tokens of a sequence of L): one forward with the attention

@@ -465,3 +465,13 @@ def test_generation_greedy(tiny_llama):
     vals = res.scores[torch.isfinite(res.scores)]
     assert vals.numel() > 0 and (vals >= 0).all()
     assert _model_state(ex) == before and _no_param_grads(ex)
+
+
+def test_rope_recorded_as_applied(tiny_gpt2, tiny_llama):
+    """rope=True on a model without RoPE (GPT-2) applies none: the record says so; a RoPE model
+    records what it was asked."""
+    off = tiny_gpt2.attribute("the movie was", method="grad_ellm", rope=True)
+    on = tiny_gpt2.attribute("the movie was", method="grad_ellm", rope=False)
+    assert off.options["rope"] is False
+    torch.testing.assert_close(torch.as_tensor(off.scores), torch.as_tensor(on.scores))
+    assert tiny_llama.attribute("the movie was", method="grad_ellm", rope=True).options["rope"] is True
