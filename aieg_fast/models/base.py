@@ -224,12 +224,19 @@ class DecoderAdapter:
     #: attention implementation the family cannot switch away from at run time)
     load_kwargs: Dict[str, object] = {}
 
+    @classmethod
+    def check_config(cls, config) -> None:
+        """Refuse a setting of the family the adapter cannot explain, from the config alone
+        (ValueError naming it): called before any weights load (:func:`~.registry.adapter_class`)
+        and by the constructor for a model object. Default: nothing refused."""
+
     def __init__(self, model):
         arch = type(model).__name__
         if not self.serves(model):
             raise ValueError(f"model architecture {arch!r} is not supported by {type(self).__name__}; supported: {', '.join(self.architectures)}")
         _refuse_meta_weights(model)
         cfg = model.config
+        self.check_config(cfg)
         self.model = model
         self.arch = arch
         self.model_type = cfg.model_type

@@ -50,10 +50,9 @@ class FalconAdapter(DecoderAdapter):
     has_rope = True
     load_kwargs = {"attn_implementation": "eager"}
 
-    def __init__(self, model):
-        super().__init__(model)
-        cfg = model.config
-        if getattr(cfg, "alibi", False):
+    @classmethod
+    def check_config(cls, config) -> None:
+        if getattr(config, "alibi", False):
             raise ValueError(
                 "Falcon with ALiBi (config.alibi=True, e.g. falcon-rw-1b) is not supported: its attention cannot be "
                 "rebuilt from q and k, and transformers' eager ALiBi path (needed to read attention probabilities) "

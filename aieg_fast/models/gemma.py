@@ -83,10 +83,14 @@ class GemmaAdapter(LlamaAdapter):
     architectures = ("GemmaForCausalLM", "GemmaForSequenceClassification")
     has_rope = True
 
+    @classmethod
+    def check_config(cls, config) -> None:
+        if getattr(config, "use_bidirectional_attention", False):
+            raise ValueError(f"model_type {config.model_type!r} with use_bidirectional_attention=True is not causal; "
+                             "attributions need a causal decoder")
+
     def __init__(self, model):
         super().__init__(model)
-        if getattr(model.config, "use_bidirectional_attention", False):
-            raise ValueError(f"{self.arch} with use_bidirectional_attention=True is not causal; attributions need a causal decoder")
         #: whether the adapter scales inputs_embeds (the embedding module carries the scale);
         #: False: the decoder scales them itself (older transformers)
         self.scales_inputs = getattr(model.get_input_embeddings(), "embed_scale", None) is not None

@@ -6,6 +6,7 @@ import hashlib
 import json
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Optional
 
 import torch
@@ -83,6 +84,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         try:
             config = AutoConfig.from_pretrained(name)
         except (OSError, ValueError) as err:
+            _refuse_unknown_model_type(name, err)
             where = "a local directory without a loadable config" if Path(name).is_dir() else "not a local directory"
             raise ValueError(
                 f"model must be a hub id or a local model directory; {name!r} is {where} and could not "
@@ -105,6 +107,23 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     tok = _tokenizer(tokenizer)
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     return model, tok, name
+
+
+def _refuse_unknown_model_type(name: str, err: Exception) -> None:
+    """Raise the reason a local folder's config did not load when it is its ``model_type``, which
+    the installed ``transformers`` does not know: the registry's refusal of a family aieg_fast has
+    no adapter for, else that ``transformers`` needs upgrading. Returns otherwise."""
+    from transformers import CONFIG_MAPPING, __version__
+
+    try:
+        mt = json.loads((Path(name) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):  # no file, not JSON, not an object
+        return
+    if not isinstance(mt, str) or mt in CONFIG_MAPPING:
+        return
+    adapter_class(SimpleNamespace(model_type=mt))  # an unsupported family: the usual refusal
+    raise ValueError(f"model {name!r} has model_type {mt!r}: aieg_fast has an adapter for it, but the installed "
+                     f"transformers {__version__} does not know that model type; upgrade transformers") from err
 
 
 def _config_kind(config) -> str:

@@ -82,10 +82,11 @@ def _not_a_decoder(model_type) -> str:
     return ""
 
 
-def _unsupported(model_type, model=None) -> ValueError:
-    """The refusal of a model (or, ``model`` None, a config) whose ``config.model_type`` and class
-    no registered adapter serves: what is refused, the supported model_types, and how to add one."""
-    arch = None if model is None else type(model).__name__
+def _unsupported(model_type, model=None, arch=None) -> ValueError:
+    """The refusal of a model (or, ``model`` None, a config: ``arch`` the class it names) whose
+    ``config.model_type`` and class no registered adapter serves: what is refused, the supported
+    model_types, and how to add one."""
+    arch = arch if model is None else type(model).__name__
     cls = _ADAPTERS.get(model_type)
     if cls is not None:  # a known family, a class its adapter does not serve (e.g. another head)
         what = (f"class {arch!r} is not supported for model_type {model_type!r} (its adapter {cls.__name__} serves "
@@ -109,12 +110,20 @@ def adapter_class(config) -> Type[DecoderAdapter]:
 
     Raises:
         ValueError: no adapter for ``config.model_type`` (names it, the supported model_types and
-            :func:`register_adapter`; an encoder, encoder-decoder or Gemma 3 image-text model: why instead).
+            :func:`register_adapter`; an encoder, encoder-decoder or Gemma 3 image-text model: why
+            instead); ``config.architectures`` naming a sequence-classification head where the
+            adapter serves none; a setting of the family the adapter refuses
+            (:meth:`DecoderAdapter.check_config`, e.g. Falcon's ALiBi).
     """
     mt = getattr(config, "model_type", None)
     if mt not in _ADAPTERS:
         raise _unsupported(mt)
-    return _ADAPTERS[mt]
+    cls = _ADAPTERS[mt]
+    heads = [a for a in (getattr(config, "architectures", None) or []) if "SequenceClassification" in a]
+    if heads and not any("SequenceClassification" in a for a in cls.architectures):
+        raise _unsupported(mt, arch=heads[0])
+    cls.check_config(config)
+    return cls
 
 
 def adapter_for(model) -> DecoderAdapter:

@@ -384,3 +384,67 @@ def test_gemma3_image_text_model_is_refused_and_its_text_model_explained():
         logits = mm(ids).logits[0, -1]
         h = ad.hidden_last(ad.embeddings(ids), None, None, None)
         torch.testing.assert_close(ad.full_logits(h)[0], logits, atol=1e-5, rtol=1e-5)
+
+
+def _saved(tmp_path, family, edit=None, **config):
+    """A tiny model of ``family`` saved to ``tmp_path``, its config.json changed by ``edit``."""
+    import json
+
+    from builders import family_specs
+
+    model, tok = family_specs()[family].build()
+    for k, v in config.items():
+        setattr(model.config, k, v)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    if edit is not None:
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+    return str(tmp_path)
+
+
+def _spy_loading(monkeypatch):
+    """Record each from_pretrained of a model (weights loaded)."""
+    import transformers
+
+    calls = []
+    for auto in (transformers.AutoModelForCausalLM, transformers.AutoModelForSequenceClassification):
+        real = auto.from_pretrained.__func__
+        monkeypatch.setattr(auto, "from_pretrained", classmethod(lambda c, *a, _r=real, **k: calls.append(c) or _r(c, *a, **k)))
+    return calls
+
+
+@pytest.mark.parametrize("family, setting", [("falcon", {"alibi": True}), ("gemma", {"use_bidirectional_attention": True})])
+def test_a_refused_family_setting_is_refused_before_the_weights_load(tmp_path, monkeypatch, family, setting):
+    path = _saved(tmp_path, family, **setting)
+    calls = _spy_loading(monkeypatch)
+    with pytest.raises(ValueError, match="ALiBi|use_bidirectional_attention=True is not causal"):
+        aieg_fast.load_model(path)
+    assert calls == []
+
+
+def test_a_classification_head_the_adapter_does_not_serve_is_refused_by_name(tmp_path, monkeypatch):
+    """Mamba has no classification head in transformers: a config naming one gets the package's
+    refusal (the class, the adapter's classes), not transformers' list of every config class."""
+    path = _saved(tmp_path, "mamba", edit=lambda c: dict(c, architectures=["MambaForSequenceClassification"]))
+    calls = _spy_loading(monkeypatch)
+    with pytest.raises(ValueError, match=r"^class 'MambaForSequenceClassification' is not supported for model_type "
+                                         r"'mamba' \(its adapter MambaAdapter serves MambaForCausalLM"):
+        aieg_fast.load_model(path)
+    assert calls == []
+
+
+def test_a_model_type_transformers_does_not_know_is_named(tmp_path, monkeypatch):
+    """A folder whose config.json has a model_type the installed transformers lacks: for a family
+    with an adapter, the message says to upgrade transformers; for another, the registry's refusal
+    (supported model_types); not "could not be loaded from the hub"."""
+    from transformers.models.auto import configuration_auto
+
+    path = _saved(tmp_path, "olmo2")
+    monkeypatch.delitem(configuration_auto.CONFIG_MAPPING_NAMES, "olmo2")
+    with pytest.raises(ValueError, match=r"model_type 'olmo2': aieg_fast has an adapter for it, but the installed "
+                                         r"transformers \S+ does not know that model type; upgrade transformers"):
+        aieg_fast.load_model(path)
+    _saved(tmp_path, "olmo2", edit=lambda c: dict(c, model_type="olmo9"))
+    with pytest.raises(ValueError, match=r"^model_type 'olmo9' is not supported\. Supported model_types: "):
+        aieg_fast.load_model(path)
