@@ -318,7 +318,8 @@ def _autograd_ef(ctx, alphas, widths, ef_sign, ef_norm):
 def _path_attention(ctx, alphas, efs, layers, attn_heads):
     """|EF|-weighted mean of the attention rows along the path (``attn_source="path"``)."""
     batch, chunk, dev = ctx.batch, ctx.chunk, ctx.device
-    rows_per_b = [torch.zeros(a.numel(), ctx.adapter.n_heads, batch.ids.shape[1], device=dev) for a in alphas]
+    heads = 1 if attn_heads == "max" else ctx.adapter.n_heads
+    rows_per_b = [torch.zeros(a.numel(), heads, batch.ids.shape[1], device=dev) for a in alphas]
     with AttentionCapture(ctx.adapter, layers) as cap:
         for b in range(batch.B):
             for s in range(0, alphas[b].numel(), chunk):
@@ -329,13 +330,16 @@ def _path_attention(ctx, alphas, efs, layers, attn_heads):
                 with torch.no_grad():
                     ctx.hidden(rows, X)
                 got = cap.pop()
-                rows_per_b[b][ms] = torch.stack([got[l].float() for l in layers]).mean(0)
+                A = torch.stack([got[l].float() for l in layers])  # [layers, points, H, L]
+                if attn_heads == "max":  # each layer's maximum over heads, then the layers' mean (as "input")
+                    A = A.amax(2, keepdim=True)
+                rows_per_b[b][ms] = A.mean(0)
     out = []
     for b in range(batch.B):
         w = efs[b].abs().float()
         w = w / w.sum().clamp_min(1e-30)
         if attn_heads == "max":
-            out.append((w.view(-1, 1) * rows_per_b[b].amax(1)).sum(0))
+            out.append((w.view(-1, 1) * rows_per_b[b][:, 0]).sum(0))
         else:
             out.append(ops.attention_gradient_product(rows_per_b[b].unsqueeze(2), None, w, "attention", backend=ctx.backend)[0].float())
     return torch.stack(out)

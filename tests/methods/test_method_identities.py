@@ -567,3 +567,16 @@ def test_bad_input_found_by_a_new_user(tiny_gpt2):
         aieg_fast.load_model(*make_tiny_gpt2(), ref_token_id=-1)
     with pytest.raises(ValueError, match="targets are the generated tokens"):
         tiny_gpt2.attribute_generation("the movie", method="saliency", target=" good", max_new_tokens=2)
+
+
+@pytest.mark.parametrize("attn_heads", ["max", "mean"])
+def test_path_attention_at_the_input_equals_the_input_attention(tiny_llama, attn_heads):
+    """With the input itself as the baseline every path point is the input, so the path source's
+    weighted mean of attention rows is the input's attention row: the same head and layer
+    reductions in both sources (each layer's head maximum, then the layers' mean)."""
+    ids = tiny_llama.tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    own = tiny_llama.model.get_input_embeddings()(ids)[0].detach()
+    kw = dict(method="aieg", n_steps=6, attn_heads=attn_heads, attn_layers="all", baseline=own)
+    path = tiny_llama.attribute(TEXT, attn_source="path", **kw).info["attention"]
+    inp = tiny_llama.attribute(TEXT, attn_source="input", **kw).info["attention"]
+    torch.testing.assert_close(torch.tensor(path), torch.tensor(inp), atol=1e-6, rtol=1e-5)
