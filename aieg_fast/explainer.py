@@ -450,7 +450,7 @@ class Explainer:
                                max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
                                contrast=call.contrast_tensor(self.device), step_ids=step_ids, word_ids=words,
                                tolerance=tolerance, max_steps=max_steps, compiled=compiled)
-            out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call)
+            out, used = run_samples(lambda c: run_method(m, c, opts), ctx, call, token_info=m.token_info)
         flags = flag_rows(m, opts, out, [(out.scores[b][r], ~batch.fixed[b][r]) for b, r in enumerate(batch.spans)], call,
                           None if single else [{"text": b} for b in range(batch.B)], self.adapter, ctx.targets.tolist(), batch.offsets)
         ctx.timing["total"] = time.perf_counter() - t0

@@ -444,7 +444,7 @@ def _run_steps(ex, m, opts, encoded, Lp: int, gen_ids: List[int], shared: bool, 
         with ops.recording() as pilot_used, model_prepared(sctx.model), torch.no_grad():
             ctx.pilot_logits = sequence_pilot_logits(sctx, n_pilot)
         timing["shared_pilot"] = time.perf_counter() - t
-    out, used = run_samples(lambda c: run_method(m, c, opts, probs=False), ctx, call)  # p(y_t): _step_probs
+    out, used = run_samples(lambda c: run_method(m, c, opts, probs=False), ctx, call, token_info=m.token_info)  # p(y_t): _step_probs
     return out, {**pilot_used, **used}, None
 
 

@@ -220,12 +220,15 @@ def _with_rows(batch: Batch, rows) -> Batch:
     return dataclasses.replace(batch, baseline=Eb)
 
 
-def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
+def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch", token_info=()):
     """``run(ctx)`` → (MethodOutput, used) once, or averaged over ``settings.n_samples`` noisy
-    baselines (scores averaged; ``F_baseline`` averaged, per-sample values in
-    ``info["F_baseline_samples"]``; ``convergence_delta`` the mean of the draws', so the
-    completeness check and its flag hold as with one baseline). Non-finite scores are flagged by the caller
-    (:func:`flag_rows`, whose warning names the baseline)."""
+    baselines (scores averaged; the per-token ``info`` entries named in ``token_info`` (the
+    method's :attr:`~aieg_fast.methods.base.Method.token_info`) averaged token by token;
+    ``F_baseline`` averaged, per-sample values in ``info["F_baseline_samples"]``;
+    ``convergence_delta`` the mean of the draws', so the completeness check and its flag hold as
+    with one baseline; entries of the path (grid, emphasis factors, path logits) are the first
+    draw's). Non-finite scores are flagged by the caller (:func:`flag_rows`, whose warning names
+    the baseline)."""
     if settings.n_samples == 1:
         out, used = run(ctx)
     else:
@@ -238,17 +241,21 @@ def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch"):
                 ctx_s.targets, ctx_s.probs = outs[0][2].targets, outs[0][2].probs  # the first draw's prediction
             o, used = run(ctx_s)
             outs.append((o, used, ctx_s))
-        out = _average([o for o, _, _ in outs])
+        out = _average([o for o, _, _ in outs], token_info)
         ctx.targets, ctx.probs = outs[0][2].targets, outs[0][2].probs
         ctx.timing.update({k: sum(c.timing.get(k, 0.0) for _, _, c in outs) for k in outs[0][2].timing})
     return out, used
 
 
-def _average(outs):
+def _average(outs, token_info=()):
     n = len(outs)
     first = outs[0]
     scores = [sum(o.scores[b].float() for o in outs) / n for b in range(len(first.scores))]
     info = dict(first.info)
+    for key in token_info:
+        rows = [o.info.get(key) for o in outs]
+        if all(isinstance(r, list) for r in rows):  # per example, one number (or None) per token
+            info[key] = [[None if None in v else sum(v) / n for v in zip(*per)] for per in zip(*rows)]
     if isinstance(first.info.get("F_baseline"), list):
         per = [o.info["F_baseline"] for o in outs]
         B = len(per[0])

@@ -188,6 +188,7 @@ class AIEG(Method):
     shares_pilot = True
     pilot_option = "n_pilot"
     raw_signal = "ieg"
+    token_info = ("ieg", "posnorm", "attention")
     auto_steps_refusal = (
         "its weights follow the logit's slope along the path, so its scores do not sum to F(x) − F(x′) and "
         "completeness gives no error to refine against; pass an int n_steps (50 is usual), or use "

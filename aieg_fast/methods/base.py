@@ -78,6 +78,9 @@ class Method:
     #: the ``info`` key of the raw signal before any normalisation (AIEG: ``"ieg"``); None = the
     #: scores are the raw signal. Read by the degenerate-signal checks (:mod:`aieg_fast.core.diagnostics`).
     raw_signal: ClassVar[Optional[str]] = None
+    #: the ``info`` keys holding one number per token of each example (AIEG's ``ieg``); with
+    #: ``n_baseline_samples`` they are averaged over the draws as the scores are
+    token_info: ClassVar[Tuple[str, ...]] = ()
     #: whether the scores should sum to F(x) − F(x′) (IG): a large error is flagged
     completeness: ClassVar[bool] = False
     #: whether the method takes gradients of F (refused inside ``torch.inference_mode()``,

@@ -438,6 +438,7 @@ class HETA(Method):
     """
 
     name = "heta"
+    token_info = ("gate", "curvature", "information")
     without_attention = "components='curvature,information'"
     doc = "HETA: attention-value gate x (Hessian sensitivity + KL of masking) (Pramanik et al., ICLR 2026)"
     Options = HETAOptions

@@ -580,3 +580,16 @@ def test_path_attention_at_the_input_equals_the_input_attention(tiny_llama, attn
     path = tiny_llama.attribute(TEXT, attn_source="path", **kw).info["attention"]
     inp = tiny_llama.attribute(TEXT, attn_source="input", **kw).info["attention"]
     torch.testing.assert_close(torch.tensor(path), torch.tensor(inp), atol=1e-6, rtol=1e-5)
+
+
+def test_noisy_baselines_average_the_per_token_info_as_the_scores(tiny_llama):
+    """With n_baseline_samples the scores are the draws' mean; AIEG's per-token info (ieg,
+    posnorm) is averaged too, so scores = posnorm × attention (input attention, the same in
+    every draw) still holds, as with one baseline."""
+    kw = dict(method="aieg", n_steps=6, n_baseline_samples=3, seed=5)
+    res = tiny_llama.attribute(TEXT, **kw)
+    one = tiny_llama.attribute(TEXT, method="aieg", n_steps=6)
+    torch.testing.assert_close(torch.tensor(one.info["posnorm"]) * torch.tensor(one.info["attention"]), one.scores,
+                               atol=1e-6, rtol=1e-5, equal_nan=True)  # the identity, with one baseline
+    product = torch.tensor(res.info["posnorm"]) * torch.tensor(res.info["attention"])
+    torch.testing.assert_close(product, res.scores, atol=1e-6, rtol=1e-5, equal_nan=True)
