@@ -185,8 +185,11 @@ def integrate_auto(ctx, tolerance: float, max_steps: int, refine: str = "adaptiv
     converged = [False] * B
     while any(a.numel() for a in new):
         _evaluate(ctx, new, grids)
-        new = []
+        added, new = [a.numel() > 0 for a in new], []
         for b, g in enumerate(grids):
+            if not added[b]:  # finished in an earlier pass (another example's grid is still refined)
+                new.append(start[:0])
+                continue
             g.history.append(g.rel_error())
             converged[b] = g.converged(tolerance)
             budget = max_steps - g.alphas.numel()

@@ -108,11 +108,14 @@ def test_budget_stops_and_flags(tiny_llama):
 
 
 def test_batch_equals_one_at_a_time(tiny_gpt2):
-    texts = [TEXT, "the film was bad"]
+    texts = [TEXT, "the film was bad", "good"]
     both = tiny_gpt2.attribute(texts, method=IG, n_steps="auto", tolerance=1e-3)
+    assert len({len(r.info["error_history"]) for r in both}) > 1  # one example finishes before another
     for t, r in zip(texts, both):
         one = tiny_gpt2.attribute(t, method=IG, n_steps="auto", tolerance=1e-3)
         assert r.info["alphas"] == one.info["alphas"]
+        assert r.info["error_history"] == pytest.approx(one.info["error_history"], abs=2e-5)  # one entry per grid
+        assert r.info["converged"] == one.info["converged"]
         torch.testing.assert_close(r.scores, one.scores, atol=1e-6, rtol=1e-5)
 
 
