@@ -158,9 +158,12 @@ class AIEG(Method):
       α = 1 (``attn_layers`` last / all / rollout / [layers] / none = 1; ``attn_heads`` mean /
       max; ``attn_source`` input / path = |EF|-weighted mean along the path;
       ``attn_exclude_first``, ``attn_renorm`` renormalise over positions ≥ 1 / attributable).
-    * PosNorm (§6.8): min-max over attributable tokens before × attention (``posnorm`` minmax /
-      relu_max / abs_sum / none; ``posnorm_stage="final"`` applies it to ieg·a instead).
-    * ``final_norm`` (§6.9): none / sum / l2.
+    * PosNorm (§6.8): over attributable tokens before × attention (``posnorm`` relu_max, the
+      default preset's / minmax, v1's / abs_sum / none; ``posnorm_stage="final"`` applies it to
+      ieg·a instead).
+    * ``final_norm`` (§6.9): none / sum / l2. ``"sum"`` divides by |Σ_i s_i|, so the scores sum
+      to ±1 (−1 where the sum is negative, e.g. ``posnorm="none"``; the spec's "sums to 1"
+      assumes a positive sum) and the order is kept.
     * ``stream_ef`` (engineering): compute the EF from the path logits of the gradient pass as
       it goes (default). False runs a forward-only pass over the grid first and then the
       gradient pass (same result, one more forward per step); ``ef_sign="minmax"`` always does.
@@ -176,7 +179,14 @@ class AIEG(Method):
 
     ``info`` holds ``ieg`` (raw signed scores), ``posnorm``, ``attention`` (these three over the
     example's own tokens, index i at token i; a generation step: its context), ``alphas``,
-    ``ef``, ``path_logits``, ``pilot_logits``, ``F_input``, ``F_baseline``.
+    ``ef``, ``path_logits`` (the grid's logits where the EF read them from the gradient pass
+    or a forward pass of their own; None with ``ef_mode="autograd"`` and with ``ef_mode="none"``
+    and ``stream_ef=False``), ``pilot_logits``, ``F_input``, ``F_baseline``.
+
+    Options that do not apply are accepted and recorded as given, not used (recorded study
+    settings combine them): ``n_pilot``, ``alloc``, ``idg_compat_quirk`` with
+    ``adaptive=False``; ``attn_heads``, ``attn_source``, ``attn_exclude_first``, ``attn_renorm``
+    with ``attn_layers="none"``; ``ef_sign`` with ``ef_mode="none"``.
     """
 
     name = "aieg"

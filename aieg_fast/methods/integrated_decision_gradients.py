@@ -21,7 +21,8 @@ class IntegratedDecisionGradientsOptions(Options):
 
     Attributes:
         n_pilot (int): pilot points N ≥ 2 (default ``n_steps``, the official default).
-        adaptive (bool): False = uniform grid.
+        adaptive (bool): False = uniform grid (``n_pilot``, ``alloc`` and ``idg_compat_quirk``
+            are then accepted and recorded, not used).
         alloc: ``"idg_minmax"`` (official, default) or ``"abs"``.
         idg_compat_quirk (bool): reproduce the official code's grid (§3.2 steps 3–4): leftover
             samples may go to bin 0 and reset filled bins to 1, and non-empty bins are packed
