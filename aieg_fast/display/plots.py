@@ -85,12 +85,13 @@ def _cmap(scale):
 
 def _drawn(data, scale, vmin: float, vmax: float):
     """The cells as drawn: NaN masked (held fixed: grey, or blank where another layer covers it);
-    ±inf at the ends of the colour scale, as the terminal and HTML views draw them, or white (0)
-    where the scale has a note (drawn without colour)."""
+    ±inf at the ends of the colour scale, as the terminal and HTML views draw them; every cell
+    white (0 on either colour map) where the scale has a note (no signal, all ≈ 0, near-constant,
+    no finite score: drawn without colour, as the other views)."""
     import numpy as np
 
     if scale.note:
-        data = np.where(np.isinf(data), 0.0, data)
+        data = np.where(np.isnan(data), data, 0.0)
     return np.ma.masked_invalid(np.clip(data, vmin, vmax))
 
 
@@ -211,9 +212,7 @@ def _plot(attr, words: bool, ax, figsize, wrap):
         row_labels, data, future = [], np.array([vals], dtype=float), None
         size = figsize or (min(2 + 0.45 * len(labels), 40), 2.2)
     scale = make_scale((data if future is None else data[~future]).ravel().tolist(), flags)  # as the other views: NaN kept
-    if future is None and no_signal(flags) is not None:
-        data = np.where(np.isnan(data), data, 0.0)  # no signal: every cell white (0 on either colour map)
-    elif future is not None and silent:
+    if future is not None and silent:
         data[silent] = np.where(np.isnan(data[silent]), data[silent], 0.0)
     cmap, vmin, vmax = _cmap(scale)
     own = ax is None
@@ -258,8 +257,6 @@ def _wrapped_strip(attr, strip_, flags, per: int, ax, figsize, words: bool):
     data = np.full((n_rows, per), np.nan)
     data.flat[: len(vals)] = vals
     scale = make_scale(list(vals), flags)
-    if no_signal(flags) is not None:
-        data = np.where(np.isnan(data), data, 0.0)
     cmap, vmin, vmax = _cmap(scale)
     own = ax is None
     fig, ax = _figure(ax, figsize or (min(1 + 0.6 * per, 40), min(1.2 + 0.42 * n_rows, 60)))

@@ -166,3 +166,23 @@ def test_a_nan_score_in_a_generation_grid_is_not_held_fixed():
     key = [t.get_text() for t in fig.legends[0].get_texts()]
     assert key == ["held fixed (not attributed)", "not yet generated at that step", "NaN score (attributed)"]
     plt.close("all")
+
+
+@pytest.mark.parametrize("scores, note", [([0.3, 0.3, 0.3], "near-constant"), ([1e-12, -1e-12, 0.0], "all scores ≈ 0")])
+@pytest.mark.parametrize("wrap", [None, 2])
+def test_a_flat_result_is_drawn_white_in_the_plot_as_in_html(scores, note, wrap):
+    """A near-constant or near-zero row: HTML and the terminal draw it without colour and the
+    plot's title said "no colour", but the plot coloured every cell in full."""
+    import matplotlib.pyplot as plt
+
+    res = _attr(["the", " movie", " is"], scores, method="saliency")
+    assert "background: rgb(255,255,255)" in res.to_html(words=False)
+    fig = res.plot(words=False, wrap=wrap)
+    ax = fig.axes[0]
+    assert note in ax.get_title() and "no colour" in ax.get_title()
+    im = ax.images[0]
+    cells = im.to_rgba(im.get_array())[0][: 3 if wrap is None else 2, :3]
+    cmap_zero = im.to_rgba(0.0)[:3]
+    assert all(tuple(c) == tuple(cmap_zero) for c in cells), cells  # the colour map's white at 0
+    assert min(cmap_zero) > 0.9  # white (RdBu_r's middle), near white (Oranges' bottom)
+    plt.close(fig)
