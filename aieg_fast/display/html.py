@@ -10,7 +10,7 @@ import secrets
 
 from ..core.validation import check_bool
 from .scale import caution, caution_flag_of_steps, fixed_columns, grid, make_scale, no_signal, row_flags, strip
-from .words import describe_target, printable, target_probability
+from .words import describe_step_target, describe_target, printable, target_probability
 
 __all__ = ["to_html"]
 
@@ -59,7 +59,8 @@ def _style(scale, v: float) -> str:
 def _legend(attr, scale, words: bool) -> str:
     parts = [f"<b>{_esc(str(attr.method))}</b>"]
     if attr.scores.dim() == 2:
-        parts.append(f"generation of {attr.scores.shape[0]} tokens")
+        step = describe_step_target(attr)
+        parts.append(f"generation of {attr.scores.shape[0]} tokens" + (f", <b><bdi>{_esc(step)}</bdi></b>" if step else ""))
     else:
         parts.append(f"target <b><bdi>{_esc(describe_target(attr))}</bdi></b>")  # bdi: a right-to-left target stays in place
     prob = target_probability(attr)

@@ -8,7 +8,7 @@ from ..core.diagnostics import warn
 from ..core.validation import check_bool
 from .fonts import label_fonts
 from .scale import caution_flag_of_steps, caution_steps, fixed_columns, grid, make_scale, no_signal, row_flags, strip
-from .words import describe_target
+from .words import describe_step_target, describe_target
 
 __all__ = ["plot", "to_dataframe"]
 
@@ -20,7 +20,8 @@ _WARNED_MISSING: set = set()
 
 def _title(attr) -> str:
     if attr.scores.dim() == 2:
-        what = f"generation of {attr.scores.shape[0]} tokens"
+        step = describe_step_target(attr)
+        what = f"generation of {attr.scores.shape[0]} tokens" + (f", {step}" if step else "")
     else:
         what = f"target {describe_target(attr)}"
     return f"{attr.method} · {what} · {attr.model or '?'}"

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from ..core.validation import check_bool, check_int
 from .scale import Scale, caution_flag_of_steps, caution_steps, grid, make_scale, no_signal, row_flags, strip
-from .words import describe_target, printable, target_probability
+from .words import describe_step_target, describe_target, printable, target_probability
 
 __all__ = ["Heatmap", "show", "printable"]
 
@@ -256,7 +256,8 @@ def _generation(attr, words: bool, top_k: int, paint, width: int):
     how = "teacher forced" if attr.info.get("teacher_forced") else "greedy"
     prompt = attr.info.get("prompt", "".join(attr.tokens[:Lp]))
     gen_text = attr.info.get("generated_text", "".join(attr.tokens[Lp:]))
-    yield Text(f"method: {printable(str(attr.method))}   generation: {T} tokens ({how})")
+    step = describe_step_target(attr)
+    yield Text(f"method: {printable(str(attr.method))}   generation: {T} tokens ({how})" + (f", {printable(step)}" if step else ""))
     yield Text(f"model: {printable(str(attr.model))}")
     yield Text(f"prompt:    {prompt!r}")
     yield Text(f"generated: {gen_text!r}")

@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
-__all__ = ["printable", "aggregate_words", "describe_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts",
+__all__ = ["printable", "aggregate_words", "describe_target", "describe_step_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts",
            "token_word_index", "word_groups_of"]
 
 _WORD_MARKERS = ("Ġ", "▁", "Ċ", " ", "\n", "\t")
@@ -354,7 +354,24 @@ def describe_target(attr) -> str:
     out = _token_label(t.get("text"), t.get("id"))
     if t.get("contrast_text") is not None or t.get("contrast_id") is not None:
         out += " vs " + _token_label(t.get("contrast_text"), t.get("contrast_id"))
+    return out + _fn_suffix(attr)
+
+
+def describe_step_target(attr) -> str:
+    """What each step of a generation result explains when it is not its token's logit, as views
+    print it after "generation of T tokens": ``each token vs ' bad'`` with a contrast token,
+    ``each token [logprob]`` for another F, ``F = custom:<name>`` for a user's ``target_fn``;
+    "" for the logit."""
+    custom = _custom_fn(attr)
+    if custom:
+        return f"F = {custom}"
+    c = (attr.options or {}).get("contrast_target")
+    out = "" if c is None else " vs " + (_token_label(c, None) if isinstance(c, str) else _token_label(None, c))
+    out += _fn_suffix(attr)
+    return f"each token{out}" if out else ""
+
+
+def _fn_suffix(attr) -> str:
+    """`` [fn]`` for an explained F other than the logit (and its contrast), else ''."""
     fn = (attr.options or {}).get("target_fn")
-    if fn and fn not in ("logit", "logit-contrast"):
-        out += f" [{fn}]"
-    return out
+    return f" [{fn}]" if fn and fn not in ("logit", "logit-contrast") else ""

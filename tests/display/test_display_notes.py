@@ -186,3 +186,28 @@ def test_a_flat_result_is_drawn_white_in_the_plot_as_in_html(scores, note, wrap)
     assert all(tuple(c) == tuple(cmap_zero) for c in cells), cells  # the colour map's white at 0
     assert min(cmap_zero) > 0.9  # white (RdBu_r's middle), near white (Oranges' bottom)
     plt.close(fig)
+
+
+@pytest.mark.parametrize("options, said", [({"target_fn": "logit-contrast", "contrast_target": " bad"}, "each token vs ' bad'"),
+                                           ({"target_fn": "logprob", "contrast_target": None}, "each token [logprob]"),
+                                           ({"target_fn": "logit", "contrast_target": None}, None)])
+def test_generation_views_say_what_each_step_explains(options, said):
+    """A generation explained against a contrast token or with another F: the terminal header,
+    the HTML legend and the plot title said only "generation of T tokens"."""
+    import matplotlib.pyplot as plt
+
+    res = _gen(flagged=())
+    res = aieg_fast.Attribution(tokens=res.tokens, token_ids=res.token_ids, scores=res.scores, method="saliency",
+                                target={"kind": "generation", "id": None, "ids": [3, 4, 5], "text": " good and fun"},
+                                options=options)
+    head = _show(res).splitlines()[0]
+    fig = res.plot()
+    title = fig.axes[0].get_title().splitlines()[0]
+    plt.close(fig)
+    html = res.to_html()
+    if said is None:
+        assert head.endswith("(greedy)") and "each token" not in title and "each token" not in html
+    else:
+        assert head.endswith(f"generation: 3 tokens (greedy), {said}"), head
+        assert f"generation of 3 tokens, {said} ·" in title, title
+        assert "generation of 3 tokens, <b><bdi>" + said.replace("'", "&#x27;") + "</bdi></b>" in html
