@@ -13,7 +13,10 @@ import torch
 __all__ = ["printable", "aggregate_words", "describe_target", "describe_step_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts",
            "token_word_index", "word_groups_of"]
 
-_WORD_MARKERS = ("Ġ", "▁", "Ċ", " ", "\n", "\t")
+#: what each word-start marker stands for: byte-level BPE's space, newline and tab (Ġ, Ċ, ĉ),
+#: SentencePiece's space (▁), and the characters themselves
+_MARKER_TEXT = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t", " ": " ", "\n": "\n", "\t": "\t"}
+_WORD_MARKERS = tuple(_MARKER_TEXT)
 
 
 #: characters a terminal or a browser would act on instead of showing: C0 / C1 controls (ESC starts
@@ -33,8 +36,9 @@ def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = N
     """Group sub-word tokens into words and aggregate their scores.
 
     A new word starts at a token whose raw form begins with a word marker — byte-level BPE
-    ``"Ġ"`` (space) / ``"Ċ"`` (newline), SentencePiece ``"▁"``, or a literal space — and at
-    every special token and the token after one. Source: reconstruction (the AIEG paper reports
+    ``"Ġ"`` (space) / ``"Ċ"`` (newline) / ``"ĉ"`` (tab), SentencePiece ``"▁"``, or a literal
+    space, newline or tab — and at every special token and the token after one. A word's text
+    has its markers turned back into that whitespace, stripped (a newline alone: ``"\n"``). Source: reconstruction (the AIEG paper reports
     word-level scores without a rule), see specs/aieg.md §6.1.
 
     Args:
@@ -109,10 +113,12 @@ def _same_side(fixed: Optional[bool], held: Optional[bool]) -> bool:
 
 
 def marker_text(tokens: Sequence[str], group: Sequence[int]) -> str:
-    """Display text of a marker-rule word: markers turned back into spaces / ``\\n``."""
+    """Display text of a marker-rule word: markers turned back into the whitespace they stand
+    for (space, newline, tab), stripped; a whitespace-only word kept (:func:`visible` shows it
+    as ``⏎``, ``⇥``, as the offsets rule's)."""
     text = "".join(tokens[i] for i in group)
-    for m in _WORD_MARKERS:
-        text = text.replace(m, " " if m in ("Ġ", "▁", " ") else ("\\n" if m in ("Ċ", "\n") else " "))
+    for m, ch in _MARKER_TEXT.items():
+        text = text.replace(m, ch)
     return text.strip() or text
 
 
@@ -198,29 +204,33 @@ def offset_groups(text: str, offsets: Sequence[Optional[Sequence[int]]], special
     last_units: set = set()
     held = None  # the held-fixed state of the last group (None: not known yet)
     pending: List[int] = []  # empty-span tokens waiting for the next token
+    last_end = -1  # where the last group's characters end
     for i, off in enumerate(offsets):
         if off is None:
             groups.extend([[j] for j in pending] + [[i]])
-            pending, last_units, held = [], set(), None
+            pending, last_units, held, last_end = [], set(), None, -1
             continue
         s, e = int(off[0]), int(off[1])
         if not (0 <= s <= e <= len(text)):
             raise ValueError(f"token {i} has offsets {list(off)} outside the text (length {len(text)})")
         if s == e and special[i]:
             groups.extend([[j] for j in pending] + [[i]])
-            pending, last_units, held = [], set(), None
+            pending, last_units, held, last_end = [], set(), None, -1
             continue
         if s == e:
             pending.append(i)
             continue
         mine = {u for u in units[s:e] if u >= 0}
-        if mine and mine & last_units and groups and _same_side(fixed[i], held):
+        # a word's characters, or the same character again (one character's bytes over two
+        # tokens: an ideographic space has no word units of its own)
+        if ((mine and mine & last_units) or s < last_end) and groups and _same_side(fixed[i], held):
             groups[-1].extend(pending + [i])
             last_units |= mine
             held = fixed[i] if held is None else held
         else:
             groups.append(pending + [i])
             last_units, held = mine, fixed[i]
+        last_end = max(last_end, e)
         pending = []
     if pending:
         if groups and not special[groups[-1][-1]]:

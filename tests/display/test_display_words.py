@@ -263,3 +263,22 @@ def test_a_typed_lower_one_eighth_block_is_shown_as_itself():
     assert res.token_labels() == ["a ", "▁", "␣", "b"]
     first = _result(prepend_tokenizer(), "▁x")  # the normalizer's space and the typed ▁ share the first offsets
     assert first.token_labels() == ["␣", "▁", "x"]
+
+
+def test_one_whitespace_character_over_two_byte_tokens_is_one_word():
+    """An ideographic space (3 UTF-8 bytes) split over two byte-level tokens, both spanning it:
+    it was two words, each with a share of its score (a character of letters split so was one)."""
+    assert offset_groups("a\u3000b", [[0, 1], [1, 2], [1, 2], [2, 3]]) == [[0], [1, 2], [3]]
+    assert offset_groups("a\u2028b", [[0, 1], [1, 2], [1, 2], [2, 3]]) == [[0], [1, 2], [3]]
+    assert offset_groups("a  b", [[0, 1], [1, 2], [2, 3], [3, 4]]) == [[0], [1], [2], [3]]  # two spaces: two words
+
+
+def test_marker_words_show_newlines_and_tabs_as_the_offsets_rule_does():
+    """Without offsets (input_ids=, old files) a newline showed as a literal backslash-n and
+    byte-level BPE's tab byte (ĉ) as itself: 'movie', '\\nĉis'."""
+    tokens = ["the", "Ġmovie", "Ċ", "ĉ", "is", "Ġgood"]
+    words, _, _ = aieg_fast.aggregate_words(tokens, torch.ones(len(tokens)))
+    res = aieg_fast.Attribution(tokens=tokens, token_ids=list(range(6)), scores=torch.ones(6), method="saliency",
+                                target={"kind": "token", "id": 0, "text": "x"}, raw_tokens=tokens)
+    assert res.word_rule == "markers"
+    assert res.word_labels() == ["the", "movie", "⏎", "is", "good"] and words[:2] == ["the", "movie"]
