@@ -35,7 +35,7 @@ from typing import List, Optional
 
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
 from ..core.diagnostics import AttributionWarning
-from ..runs import PARTS_DIR, torchrun_rank, torchrun_world_size
+from ..runs import PARTS_DIR, reports_input_errors, torchrun_rank, torchrun_world_size
 from .common import apply_config, as_flags
 
 __all__ = ["build_parser", "main", "COMMANDS", "RUN_COMMANDS"]
@@ -78,7 +78,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         try:
             args = apply_config(args, argv)
         except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
+            if reports_input_errors():
+                print(f"error: {err}", file=sys.stderr)
             return 2
     if getattr(args, "no_progress", False):
         try:
@@ -91,7 +92,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         with _sigterm_interrupts(), _warnings_as_flags(getattr(args, "flags", {})):
             return args.fn(args)
     except (ValueError, TypeError, RuntimeError, OSError) as err:
-        if getattr(err, "reported_by", None) is None:  # under torchrun: printed by the rank that found it
+        said = isinstance(err, (ValueError, TypeError, FileNotFoundError)) and not reports_input_errors()  # by rank 0
+        if getattr(err, "reported_by", None) is None and not said:  # under torchrun: printed by the rank that found it
             print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}{_resume_hint(args, err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -161,8 +161,9 @@ def _task(args) -> str:
     if not Path(args.dataset).is_file():
         raise FileNotFoundError(f"--dataset {args.dataset!r}: no such file")
     if args.label_field is None:
-        print(f"note: {args.dataset} has no --label-field: its rows are prompts ({args.text_field!r}), their continuations "
-              "evaluated per generated step", file=sys.stderr)
+        if torchrun_rank() == 0:  # said once
+            print(f"note: {args.dataset} has no --label-field: its rows are prompts ({args.text_field!r}), their continuations "
+                  "evaluated per generated step", file=sys.stderr)
         return "generation"
     return "classification"
 

@@ -567,7 +567,7 @@ def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, d
     procs.check(prepare_folder(out, config, *methods) if procs.main else None)
     rec_path = out / RECORDS_FILE
     done = read_records(rec_path)
-    todo = plan(done)
+    todo = procs.checked(plan, done)  # a refusal (a changed prompt) said once
     path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
     computed = work(shard(todo, procs), done, path, progress and procs.main)
     computed = sum(procs.gather(computed))

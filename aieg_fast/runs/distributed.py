@@ -32,7 +32,8 @@ import torch
 with contextlib.suppress(ImportError):
     import torch.distributed.nn.functional  # noqa: F401
 
-__all__ = ["Dist", "start", "shard", "rank_device", "torchrun_rank", "torchrun_world_size", "DIST_TIMEOUT"]
+__all__ = ["Dist", "start", "shard", "rank_device", "torchrun_rank", "torchrun_world_size", "reports_input_errors",
+           "DIST_TIMEOUT"]
 
 #: how long a process waits for the others at a barrier (the fastest waits for the slowest
 #: shard; a process that fails makes torchrun stop the others at once).
@@ -55,6 +56,18 @@ def torchrun_rank() -> int:
     """``RANK`` of the environment (0 when not started by torchrun): which process prints and
     writes what only one should, before or outside a process group (:class:`Dist` inside one)."""
     return _env_int("RANK", 0)
+
+
+#: whether this process has joined a process group (:func:`start`)
+_JOINED = False
+
+
+def reports_input_errors() -> bool:
+    """Whether this process prints a bad-input error (ValueError, TypeError, a missing file) it
+    found before joining a process group: under torchrun with every process on this machine
+    only rank 0 does (each reads the same arguments and files, so each finds the same error);
+    otherwise, and once joined (:meth:`Dist.check` reports an error once), every process."""
+    return _JOINED or torchrun_rank() == 0 or _env_int("LOCAL_WORLD_SIZE", 1) != torchrun_world_size()
 
 
 @dataclass
@@ -120,6 +133,16 @@ class Dist:
         copy.reported_by = first
         raise copy
 
+    def checked(self, fn, *args):
+        """``fn(*args)`` on every process, its result; a ValueError / TypeError it raises is
+        raised on every process and reported once (:meth:`check`). A collective call."""
+        try:
+            out, error = fn(*args), None
+        except (ValueError, TypeError) as err:
+            out, error = None, err
+        self.check(error)
+        return out
+
     def close(self, sync: bool = True) -> None:
         """Destroy the group this object made (the default group, or the gloo subgroup made beside
         a group of the caller's, which is left as it was). With ``sync``, first wait for every
@@ -172,6 +195,8 @@ def start(distributed: Optional[bool] = None) -> Dist:
                          "start the command with `torchrun --nproc-per-node N ...`")
     local = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    global _JOINED
+    _JOINED = True
     if torch.distributed.is_initialized():
         group = torch.distributed.new_group(backend="gloo", timeout=DIST_TIMEOUT)
         return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, group, False)

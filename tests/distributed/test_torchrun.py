@@ -180,6 +180,28 @@ def test_evaluate_generation_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     assert two == one and [r["id"] for r in one] == ["a"] * 4 + ["b"] + ["c"] * 4  # "b" is too long: skipped
 
 
+def test_notes_and_refusals_are_said_once(tiny_gpt2_dir, tmp_path):
+    """Every process printed a note of the command line, a refusal of bad input found before the
+    processes meet, and a refusal of a changed prompt that each process found in the records."""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": i, "prompt": p}) + "\n" for i, p in (("a", "the movie is"), ("b", "what a"))),
+                       encoding="utf-8")
+    args = ["-m", "aieg_fast.cli", "evaluate", "--dataset", str(prompts), "--text-field", "prompt", "--id-field", "id",
+            "--model", str(tiny_gpt2_dir), "--n-new-tokens", "1", "--n-samples", "1", "--pis", "0.5", "--device", "cpu",
+            "--no-progress", "--out", str(tmp_path / "run")]
+
+    def errors(out):
+        return [ln for ln in out.stderr.splitlines() if ln.startswith("error: ")]
+
+    out = _torchrun(*args, "--methods", "saliency", ok=False)
+    assert out.returncode == 0 and out.stderr.count("has no --label-field") == 1, out.stderr[-3000:]
+    bad = _torchrun(*args, "--methods", "saliency,bogus", ok=False)
+    assert bad.returncode != 0 and len(errors(bad)) == 1 and "bogus" in errors(bad)[0], bad.stderr[-3000:]
+    prompts.write_text(prompts.read_text(encoding="utf-8").replace("the movie is", "the film is"), encoding="utf-8")
+    changed = _torchrun(*args, "--methods", "saliency", ok=False)
+    assert changed.returncode != 0 and len(errors(changed)) == 1 and "another prompt" in errors(changed)[0], changed.stderr[-3000:]
+
+
 LONGRA_SCRIPT = """
 import json, sys
 import aieg_fast
