@@ -38,8 +38,9 @@ def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = N
     A new word starts at a token whose raw form begins with a word marker — byte-level BPE
     ``"Ġ"`` (space) / ``"Ċ"`` (newline) / ``"ĉ"`` (tab), SentencePiece ``"▁"``, or a literal
     space, newline or tab — and at every special token and the token after one. A word's text
-    has its markers turned back into that whitespace, stripped (a newline alone: ``"\n"``). Source: reconstruction (the AIEG paper reports
-    word-level scores without a rule), see specs/aieg.md §6.1.
+    has its markers turned back into that whitespace, stripped (a newline alone: ``"\\n"``).
+    Source: reconstruction (the AIEG paper reports word-level scores without a rule), see
+    specs/aieg.md §6.1.
 
     Args:
         tokens (List[str]): raw token strings (``tokenizer.convert_ids_to_tokens``).
