@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..datasets import DATASETS, EVALUATION_DATASETS, is_dataset_file
-from ..runs import COMMAND_FILE, torchrun_rank
+from ..runs import COMMAND_FILE, reports_input_errors, torchrun_rank
 from .common import DefaultsHelpFormatter, add_model_options, option_flags, placement, write_command
 from ..eval import (DEFAULT_METHODS, DEFAULT_N_NEW_TOKENS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, LONGRA_KS, METRIC_SETS,
                     PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation, evaluate_longra)
@@ -315,7 +315,8 @@ def _run_task(args, task: str) -> int:
             id_field=args.id_field, **placement(args),
         )
     except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
+        if reports_input_errors():  # under torchrun on one machine: rank 0 says it
+            print(f"error: {err}", file=sys.stderr)
         return 2
     if res.get("rank", 0) != 0:  # under torchrun rank 0 reports
         return 0

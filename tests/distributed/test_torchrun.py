@@ -200,6 +200,10 @@ def test_notes_and_refusals_are_said_once(tiny_gpt2_dir, tmp_path):
     prompts.write_text(prompts.read_text(encoding="utf-8").replace("the movie is", "the film is"), encoding="utf-8")
     changed = _torchrun(*args, "--methods", "saliency", ok=False)
     assert changed.returncode != 0 and len(errors(changed)) == 1 and "another prompt" in errors(changed)[0], changed.stderr[-3000:]
+    missing = _torchrun("-m", "aieg_fast.cli", "evaluate", "--dataset", "sst2-dev", "--data-dir", str(tmp_path / "none"),
+                        "--model", str(tiny_gpt2_dir), "--methods", "saliency", "--n-examples", "1", "--device", "cpu",
+                        "--no-progress", "--out", str(tmp_path / "sst2"), ok=False)
+    assert missing.returncode != 0 and len(errors(missing)) == 1 and "sst2_dev.tsv" in errors(missing)[0], missing.stderr[-3000:]
 
 
 LONGRA_SCRIPT = """
