@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
-from .registry import adapter_class
+from .registry import adapter_class, supported_model_types
 
 __all__ = ["TRAINING_RECORD", "load_hf_model", "model_kind", "training_folder", "unfinished_install", "weights_digest", "run_model_settings"]
 
@@ -111,19 +111,23 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
 
 def _refuse_unknown_model_type(name: str, err: Exception) -> None:
     """Raise the reason a local folder's config did not load when it is its ``model_type``, which
-    the installed ``transformers`` does not know: the registry's refusal of a family aieg_fast has
-    no adapter for, else that ``transformers`` needs upgrading. Returns otherwise."""
+    the installed ``transformers`` does not know (and no ``auto_map`` of custom code names): the
+    registry's refusal of a family aieg_fast has no adapter for, else that ``transformers`` needs
+    upgrading. Returns otherwise."""
     from transformers import CONFIG_MAPPING, __version__
 
     try:
-        mt = json.loads((Path(name) / "config.json").read_text(encoding="utf-8")).get("model_type")
+        raw = json.loads((Path(name) / "config.json").read_text(encoding="utf-8"))
+        mt, custom = raw.get("model_type"), "auto_map" in raw
     except (OSError, ValueError, AttributeError):  # no file, not JSON, not an object
         return
-    if not isinstance(mt, str) or mt in CONFIG_MAPPING:
+    if not isinstance(mt, str) or mt in CONFIG_MAPPING or custom:
         return
-    adapter_class(SimpleNamespace(model_type=mt))  # an unsupported family: the usual refusal
+    if mt not in supported_model_types():
+        adapter_class(SimpleNamespace(model_type=mt))  # the usual refusal, naming the supported families
     raise ValueError(f"model {name!r} has model_type {mt!r}: aieg_fast has an adapter for it, but the installed "
-                     f"transformers {__version__} does not know that model type; upgrade transformers") from err
+                     f"transformers {__version__} does not know that model type; upgrade transformers "
+                     f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from err
 
 
 def _config_kind(config) -> str:

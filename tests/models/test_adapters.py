@@ -448,3 +448,30 @@ def test_a_model_type_transformers_does_not_know_is_named(tmp_path, monkeypatch)
     _saved(tmp_path, "olmo2", edit=lambda c: dict(c, model_type="olmo9"))
     with pytest.raises(ValueError, match=r"^model_type 'olmo9' is not supported\. Supported model_types: "):
         aieg_fast.load_model(path)
+
+
+def test_a_registered_model_type_transformers_does_not_know(tmp_path):
+    """A family the user registered whose config class transformers lacks: the message says to
+    upgrade transformers without calling the adapter's check_config on a stand-in config (a
+    check reading another field crashed with AttributeError); with custom code (auto_map)
+    upgrading would not help, so transformers' own reason is given."""
+    class Strict(LlamaAdapter):
+        architectures = ("LlamaForCausalLM",)
+
+        @classmethod
+        def check_config(cls, config):
+            if config.rope_scaling is not None:
+                raise ValueError("no rope scaling")
+
+    register_adapter("strictllama", Strict)
+    try:
+        path = _saved(tmp_path, "llama", edit=lambda c: dict(c, model_type="strictllama"))
+        with pytest.raises(ValueError, match=r"model_type 'strictllama': aieg_fast has an adapter for it, .*upgrade "
+                                             r"transformers \(ValueError: "):
+            aieg_fast.load_model(path)
+        _saved(tmp_path, "llama", edit=lambda c: dict(c, model_type="strictllama", auto_map={"AutoConfig": "x.Config"}))
+        with pytest.raises(ValueError, match="could not be loaded from the hub") as err:
+            aieg_fast.load_model(path)
+        assert "upgrade" not in str(err.value)
+    finally:
+        unregister_adapter("strictllama")
