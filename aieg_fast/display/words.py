@@ -13,10 +13,18 @@ import torch
 __all__ = ["printable", "aggregate_words", "describe_target", "describe_step_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts",
            "token_word_index", "word_groups_of"]
 
-#: what each word-start marker stands for: byte-level BPE's space, newline and tab (Ġ, Ċ, ĉ),
+#: what each word-start marker stands for: byte-level BPE's space and newline (Ġ, Ċ),
 #: SentencePiece's space (▁), and the characters themselves
-_MARKER_TEXT = {"Ġ": " ", "▁": " ", "Ċ": "\n", "ĉ": "\t", " ": " ", "\n": "\n", "\t": "\t"}
-_WORD_MARKERS = tuple(_MARKER_TEXT)
+_MARKER_TEXT = {"Ġ": " ", "▁": " ", "Ċ": "\n", " ": " ", "\n": "\n", "\t": "\t"}
+#: byte-level BPE's tab (ĉ): a marker only among byte-level tokens (elsewhere the Esperanto letter)
+_BYTE_TAB = {"ĉ": "\t"}
+
+
+def _markers(tokens: Sequence[str]) -> dict:
+    """The markers of ``tokens`` (:data:`_MARKER_TEXT`, with ĉ for tokens that look byte-level:
+    a Ġ or Ċ among them and no ▁)."""
+    byte_level = any("Ġ" in t or "Ċ" in t for t in tokens) and not any("▁" in t for t in tokens)
+    return {**_MARKER_TEXT, **_BYTE_TAB} if byte_level else _MARKER_TEXT
 
 
 #: characters a terminal or a browser would act on instead of showing: C0 / C1 controls (ESC starts
@@ -36,7 +44,8 @@ def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = N
     """Group sub-word tokens into words and aggregate their scores.
 
     A new word starts at a token whose raw form begins with a word marker — byte-level BPE
-    ``"Ġ"`` (space) / ``"Ċ"`` (newline) / ``"ĉ"`` (tab), SentencePiece ``"▁"``, or a literal
+    ``"Ġ"`` (space) / ``"Ċ"`` (newline) / ``"ĉ"`` (tab, where the tokens are byte-level: a Ġ
+    or Ċ among them and no ▁; elsewhere it is a letter), SentencePiece ``"▁"``, or a literal
     space, newline or tab — and at every special token and the token after one. A word's text
     has its markers turned back into that whitespace, stripped (a newline alone: ``"\\n"``).
     Source: reconstruction (the AIEG paper reports word-level scores without a rule), see
@@ -97,8 +106,9 @@ def marker_groups(tokens: Sequence[str], special: Optional[Sequence[bool]] = Non
     fixed = list(fixed) if fixed else [False] * len(tokens)
     groups: List[List[int]] = []
     held = None  # the held-fixed state of the last group (None: not known yet)
+    markers = tuple(_markers(tokens))
     for i, tok in enumerate(tokens):
-        if i == 0 or special[i] or special[i - 1] or not _same_side(fixed[i], held) or tok.startswith(_WORD_MARKERS):
+        if i == 0 or special[i] or special[i - 1] or not _same_side(fixed[i], held) or tok.startswith(markers):
             groups.append([i])
             held = fixed[i]
         else:
@@ -118,7 +128,7 @@ def marker_text(tokens: Sequence[str], group: Sequence[int]) -> str:
     for (space, newline, tab), stripped; a whitespace-only word kept (:func:`visible` shows it
     as ``⏎``, ``⇥``, as the offsets rule's)."""
     text = "".join(tokens[i] for i in group)
-    for m, ch in _MARKER_TEXT.items():
+    for m, ch in _markers(tokens).items():
         text = text.replace(m, ch)
     return text.strip() or text
 

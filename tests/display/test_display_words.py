@@ -282,3 +282,11 @@ def test_marker_words_show_newlines_and_tabs_as_the_offsets_rule_does():
                                 target={"kind": "token", "id": 0, "text": "x"}, raw_tokens=tokens)
     assert res.word_rule == "markers"
     assert res.word_labels() == ["the", "movie", "⏎", "is", "good"] and words[:2] == ["the", "movie"]
+
+
+def test_the_letter_c_circumflex_is_a_tab_marker_in_byte_level_tokens_only():
+    """ĉ is byte-level BPE's tab byte, and a letter elsewhere (Esperanto): SentencePiece words
+    keep it."""
+    assert aieg_fast.aggregate_words(["▁Mi", "▁vol", "as", "▁a", "ĉ", "eti"], torch.ones(6))[0] == ["Mi", "volas", "aĉeti"]
+    assert aieg_fast.aggregate_words(["▁ĉ", "iu", "j"], torch.ones(3))[0] == ["ĉiuj"]
+    assert aieg_fast.aggregate_words(["the", "Ċ", "ĉ", "is"], torch.ones(4))[0] == ["the", "\n", "is"]
