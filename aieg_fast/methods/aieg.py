@@ -180,13 +180,15 @@ class AIEG(Method):
     ``info`` holds ``ieg`` (raw signed scores), ``posnorm``, ``attention`` (these three over the
     example's own tokens, index i at token i; a generation step: its context), ``alphas``,
     ``ef``, ``path_logits`` (the grid's logits where the EF read them from the gradient pass
-    or a forward pass of their own; None with ``ef_mode="autograd"`` and with ``ef_mode="none"``
-    and ``stream_ef=False``), ``pilot_logits``, ``F_input``, ``F_baseline``.
+    or a forward pass of their own; None with ``ef_mode="autograd"``, and with ``ef_mode="none"``
+    where the EF is not streamed: ``stream_ef=False`` or ``ef_sign="minmax"``), ``pilot_logits``,
+    ``F_input``, ``F_baseline``.
 
     Options that do not apply are accepted and recorded as given, not used (recorded study
     settings combine them): ``n_pilot``, ``alloc``, ``idg_compat_quirk`` with
     ``adaptive=False``; ``attn_heads``, ``attn_source``, ``attn_exclude_first``, ``attn_renorm``
-    with ``attn_layers="none"``; ``ef_sign`` with ``ef_mode="none"``.
+    with ``attn_layers="none"``; ``ef_sign`` with ``ef_mode="none"`` (``"minmax"`` only moves the
+    gradient pass off the stream, as ``stream_ef=False``: the same scores to rounding).
     """
 
     name = "aieg"
