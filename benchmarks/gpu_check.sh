@@ -5,9 +5,10 @@
 #   bash benchmarks/gpu_check.sh            # from anywhere; logs to $OUT (if set) or ./gpu_check_logs
 #   STEPS=env,build,tests,product bash benchmarks/gpu_check.sh   # a subset (names below)
 #
-# The timeouts add up to more than one 10-minute device call: run it as two calls on a warm
-# machine, STEPS=env,build,tests,product then STEPS=bench,d2d,dataset (the in-place build
-# stays; a call without `build` checks that the built extension loads; then STEPS=verify). Steps, in order:
+# The timeouts (upper bounds) add up to more than one 10-minute device call: run it as three
+# calls on a warm machine, STEPS=env,build,tests (at most 600 s), then STEPS=product,bench
+# (420 s), then STEPS=d2d,dataset,verify (390 s); the in-place build stays, and a call without
+# `build` first checks that the built extension loads (60 s). Steps, in order:
 #   1. environment      nvidia-smi, torch / CUDA versions
 #   2. build (+ load)   AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 python3 setup.py build_ext --inplace
 #   3. tests            pytest tests/ops/ (CPU and CUDA parametrisations; CUDA ones are marked `cuda`)
@@ -64,14 +65,21 @@ import sys, torch
 print(\"python\", sys.version.split()[0], \"torch\", torch.__version__, \"cuda\", torch.version.cuda)
 print(\"device\", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
 print(\"cpu threads\", torch.get_num_threads())
+sys.exit(0 if torch.cuda.is_available() else \"no CUDA device: torch.cuda.is_available() is False\")
 '"
 
 # 2. build (in place, CUDA for sm_90 only)
 BUILD_OK=0
 if want build; then
-  rm -f "$ROOT"/aieg_fast/_C*.so
+  # the extension built before is set aside (the load step must see the new build) and put back
+  # if the build fails, so a failed build leaves the checkout as it was
+  mkdir -p "$LOG/previous_ext" && rm -f "$LOG"/previous_ext/_C*.so
+  for f in "$ROOT"/aieg_fast/_C*.so; do [ -e "$f" ] && mv "$f" "$LOG/previous_ext/"; done
   run_step build 240 env AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST="$ARCH" MAX_JOBS="${MAX_JOBS:-16}" \
     "$PY" setup.py build_ext --inplace
+  if ! last_rc; then
+    for f in "$LOG"/previous_ext/_C*.so; do [ -e "$f" ] && mv "$f" "$ROOT/aieg_fast/"; done
+  fi
 fi
 if ! want build || last_rc; then
   run_step load 60 "$PY" -c "
@@ -92,7 +100,8 @@ if [ "$BUILD_OK" -eq 1 ] && want tests; then
   run_step tests 150 "$PY" -m pytest -q -rs -p no:cacheprovider -m "not cuda" tests/ops/test_ops.py tests/ops/test_ext_loading.py
   run_step tests_cuda 90 "$PY" -m pytest -q -rs -p no:cacheprovider -m cuda tests/ops
 elif [ "$BUILD_OK" -ne 1 ]; then
-  echo "!! skipping tests, product check and bench: the extension did not build/load (see $LOG/build.log, $LOG/load.log)"
+  echo "!! skipping tests, product check, bench, dataset and verify: the CUDA extension did not build or load" \
+    "(see $LOG/build.log or $LOG/load.log)" | tee -a "$LOG/summary.txt"
 fi
 
 # 7 (run fourth). the whole product on CUDA against the CPU (tiny models of every family; table in product_check.csv)
@@ -108,7 +117,9 @@ fi
 
 # 5. device-to-device copy bandwidth (read + write bytes / time), with CUDA events
 want d2d && run_step d2d_copy 60 "$PY" -c "
-import torch
+import sys, torch
+if not torch.cuda.is_available():
+    sys.exit('no CUDA device: the copy bandwidth is not measured')
 n = 1 << 30  # 1 GiB
 x = torch.empty(n, dtype=torch.uint8, device='cuda'); y = torch.empty_like(x)
 for _ in range(3): y.copy_(x)
