@@ -1,5 +1,7 @@
 """The whole product on a device against the CPU: every method on a tiny model of every family,
-targets, batches, generated text, low precision, torch.compile and an evaluation run.
+targets, batches, generated text, and on one family the call options (steps chosen by accuracy, a
+multi-token log-probability target, other and noisy baselines, word occlusion, generated text
+with every method), low precision, torch.compile and an evaluation run.
 
     python benchmarks/gpu_product_check.py --device cuda [--out DIR] [--families llama,gpt2]
 
@@ -101,21 +103,43 @@ def run_checks(device: str, families, methods, n_steps: int):
             yield _guard(("class_target", fam, "aieg"), lambda: _compare(*_pair(cmodel, ctok, device, cls)))
 
 
+def run_options(device: str, family: str, methods, n_steps: int):
+    """The call options beyond a method's defaults, on one family, CPU against the device: steps
+    chosen by accuracy, a multi-token log-probability target, non-default and noisy baselines,
+    word occlusion, and generated text with every method."""
+    model, tok = family_specs()[family].build()
+    calls = {
+        ("n_steps_auto", "integrated_gradients"): lambda ex: ex.attribute(TEXT, method="integrated_gradients", n_steps="auto"),
+        ("logprob_multi_token", "integrated_gradients"): lambda ex: ex.attribute(
+            TEXT, method="integrated_gradients", target=" so good", target_fn="logprob", n_steps=n_steps),
+        ("baseline_mean", "aieg"): lambda ex: ex.attribute(TEXT, method="aieg", baseline="mean", n_steps=n_steps),
+        ("noisy_baselines", "integrated_gradients"): lambda ex: ex.attribute(
+            TEXT, method="integrated_gradients", n_baseline_samples=2, seed=0, n_steps=n_steps),
+        ("word_occlusion", "occlusion"): lambda ex: ex.attribute(TEXT, method="occlusion", granularity="word"),
+    }
+    for (check, m), call in calls.items():
+        yield _guard((check, family, m), lambda call=call: _compare(*_pair(model, tok, device, call)))
+    for m in methods:
+        gen = lambda ex, m=m: ex.attribute_generation(TEXT, max_new_tokens=2, method=m, n_steps=n_steps)  # noqa: E731
+        yield _guard(("generation_every_method", family, m), lambda gen=gen: _compare_generation(*_pair(model, tok, device, gen)))
+
+
 def run_device_only(device: str, family: str, n_steps: int):
-    """bfloat16 and torch.compile on the device against the device's float32 eager result."""
+    """bfloat16, float16 and torch.compile on the device against the device's float32 eager result."""
     model, tok = family_specs()[family].build()
     call = lambda ex: ex.attribute(TEXT, method="aieg", n_steps=n_steps)  # noqa: E731
     ref = call(aieg_fast.Explainer(copy.deepcopy(model), tok, device=device))
 
-    def bf16():
-        low = call(aieg_fast.Explainer(copy.deepcopy(model).to(torch.bfloat16), tok, device=device))
-        flat = [torch.cat([x.flatten() for x in _scores(r)[0]]) for r in (ref, low)]
+    def low(dtype):
+        res = call(aieg_fast.Explainer(copy.deepcopy(model).to(dtype), tok, device=device))
+        flat = [torch.cat([x.flatten() for x in _scores(r)[0]]) for r in (ref, res)]
         return "rho", spearman(*flat)
 
     def compiled():
         comp = call(aieg_fast.Explainer(copy.deepcopy(model), tok, device=device, compile=True))
         return _compare(ref, comp)
-    yield _guard(("bfloat16_vs_float32", family, "aieg"), bf16)
+    yield _guard(("bfloat16_vs_float32", family, "aieg"), lambda: low(torch.bfloat16))
+    yield _guard(("float16_vs_float32", family, "aieg"), lambda: low(torch.float16))
     yield _guard(("compile_vs_eager", family, "aieg"), compiled)
 
 
@@ -198,6 +222,7 @@ def main(argv=None) -> int:
 
     rows = list(run_checks(a.device, families, methods, a.n_steps))
     main_family = "llama" if "llama" in families else families[0]
+    rows += list(run_options(a.device, main_family, methods, a.n_steps))
     rows += list(run_device_only(a.device, main_family, a.n_steps))
     rows.append(_guard(("evaluate", main_family, "all"), lambda: run_evaluate(a.device, main_family, out)))
 
