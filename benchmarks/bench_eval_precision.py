@@ -30,20 +30,19 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
+from aieg_fast.eval.records import read_records
 from aieg_fast.eval.stats import bootstrap_ci
 
 HARD = ("log_odds", "comprehensiveness", "sufficiency")
 
 
 def read(folder: Path) -> tuple:
-    """(config without dtype, dtype, {id: record}) of an evaluation folder."""
+    """(config without dtype and weights digest, dtype, {id: record}) of an evaluation folder;
+    the lines of an example resumed with more methods merged (``read_records``)."""
     config = json.loads((folder / "config.json").read_text())
     dtype = config.pop("dtype", "float32")
-    records = {}
-    for line in (folder / "records.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("methods"):
-            records[rec["id"]] = rec
+    config.pop("model_weights", None)  # a digest of the weights in their dtype: differs with it
+    records = {i: rec for i, rec in read_records(folder / "records.jsonl").items() if rec.get("methods")}
     return config, dtype, records
 
 
