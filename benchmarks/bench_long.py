@@ -1,4 +1,5 @@
-"""Benchmark: long sequences (peak memory of AIEG) and tight loops (per-call latency), CPU or GPU.
+"""Benchmark: long sequences (peak memory of AIEG) and tight loops (per-call latency), on the CPU
+(memory is the process's resident memory; no GPU option).
 
 Long sequences
     Next-token AIEG on the embedded SmolLM2-135M-Instruct at L in {1024, 2048, 4096}. Every
@@ -264,7 +265,7 @@ def main(argv=None):
     import machine
 
     info = machine.print_header(argv, script=__file__, threads=args.threads or "default")
-    results = {"machine": info}
+    results = {"machine": info, "args": vars(args)}  # the command, as bench_peers records it
     if args.only in (None, "tight"):
         results["tight"] = tight(args)
     if args.only in (None, "nsteps"):

@@ -1,4 +1,4 @@
-"""Benchmark: aieg_fast against Captum and Inseq on next-token attributions (CPU or GPU).
+"""Benchmark: aieg_fast against Captum and Inseq on next-token attributions, on the CPU (no GPU option).
 
 For each model and prompt length L, the same attribution is computed by
 

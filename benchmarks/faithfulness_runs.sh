@@ -3,7 +3,8 @@
 # Usage: bash benchmarks/faithfulness_runs.sh [OUT_ROOT]   (default runs/faithfulness)
 # SST-2 dev / test and the first 200 IMDb reviews are shipped with the package; train-nano needs
 # a folder holding sst2_train.tsv: DATA=/path/to/folder (default ../shared/data, the developers'
-# copy). Every run resumes when rerun.
+# copy). Every evaluation resumes when rerun (the train-nano lines train again: the same weights
+# on the same machine, at the cost of the training).
 # Each block is independent. Run 1 is shared by two processes under torchrun (one per core,
 # OMP_NUM_THREADS=1 each): each takes every other missing example and rank 0 merges them into
 # one records.jsonl. (The first version ran two `--start` shards in separate folders and
@@ -68,8 +69,9 @@ aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEE
 #    The adapter is kept in the repository (benchmarks/faithfulness/boolq_heldout_ft/adapter, 9.8 MB: the
 #    training's adapter_config.json, adapter_model.safetensors and training.json), so the evaluation does not
 #    need the 1-hour training on a fresh machine; the first two lines made it (2026-12-03).
-#    bfloat16 is fast only on a CPU with bfloat16 units (AMX) or a GPU: on an AMD EPYC without them no question
-#    finished in 19 minutes (2026-12-04); check `grep -o amx_bf16 /proc/cpuinfo` first.
+#    bfloat16 was measured fast on a CPU with AMX bfloat16 units (3.2x for this evaluation) and for IG with
+#    avx512_bf16 alone (2.2x, RESULTS.md "bfloat16 for a whole evaluation run"); on one shared AMD EPYC VM
+#    (2026-12-04) no question finished in 19 minutes: time one question both ways on your machine first.
 #    The evaluation runs at 50 steps (issue 19's setting for every rerun) with the study's AIEG reading
 #    (aieg:preset=v3), Grad-ELLM's paper_v1 preset and occlusion besides the nine methods.
 #    aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
@@ -80,10 +82,11 @@ python benchmarks/archive_records.py restore "$BQ_ARCHIVE" "$OUT/boolq_heldout_f
 OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 \
     -m aieg_fast.cli evaluate $BQ --n-examples 300 --out "$OUT/boolq_heldout_ft_bf16" --no-progress
 python benchmarks/archive_records.py save "$OUT/boolq_heldout_ft_bf16" "$BQ_ARCHIVE"
-#    The float32 run it was checked against (the first 17 questions of this command):
-#    aieg-fast evaluate --model "$OUT/smollm2-boolq" --dataset boolq-heldout --n 17 --methods $M --n-steps 20 $SOFT $SWEEP \
-#        --seed 0 --out "$OUT/boolq_heldout_ft" --no-progress
-#    python benchmarks/bench_eval_precision.py "$OUT/boolq_heldout_ft" "$OUT/boolq_heldout_ft_bf16"
+#    The bfloat16 check (RESULTS.md; benchmarks/faithfulness/boolq_bf16_check/) compared 20-step runs of the nine
+#    methods. To check this 50-step run the same way, run its first questions in float32 with the same settings
+#    (bench_eval_precision.py refuses folders that differ in more than the dtype):
+#    aieg-fast evaluate ${BQ/--dtype bfloat16/--dtype float32} --n-examples 17 --out "$OUT/boolq_heldout_ft_f32" --no-progress
+#    python benchmarks/bench_eval_precision.py "$OUT/boolq_heldout_ft_f32" "$OUT/boolq_heldout_ft_bf16"
 
 # 6. LongRA (issue 17), the embedded SmolLM2-135M-Instruct: every rebuilt instance; the filter (one-token
 #    words, right with and without the distractor) decides which are scored (98 of 573). Run as written: the
