@@ -111,9 +111,9 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
 
 def _refuse_unknown_model_type(name: str, err: Exception) -> None:
     """Raise the reason a local folder's config did not load when it is its ``model_type``, which
-    the installed ``transformers`` does not know (and no ``auto_map`` of custom code names): the
-    registry's refusal of a family aieg_fast has no adapter for, else that ``transformers`` needs
-    upgrading. Returns otherwise."""
+    the installed ``transformers`` does not know: the registry's refusal of a family aieg_fast has
+    no adapter for, else (no ``auto_map`` of custom code) that ``transformers`` needs upgrading.
+    Returns otherwise."""
     from transformers import CONFIG_MAPPING, __version__
 
     try:
@@ -121,10 +121,12 @@ def _refuse_unknown_model_type(name: str, err: Exception) -> None:
         mt, custom = raw.get("model_type"), "auto_map" in raw
     except (OSError, ValueError, AttributeError):  # no file, not JSON, not an object
         return
-    if not isinstance(mt, str) or mt in CONFIG_MAPPING or custom:
+    if not isinstance(mt, str) or mt in CONFIG_MAPPING:
         return
     if mt not in supported_model_types():
         adapter_class(SimpleNamespace(model_type=mt))  # the usual refusal, naming the supported families
+    if custom:  # custom code of a registered family: transformers' own reason, not an upgrade
+        return
     raise ValueError(f"model {name!r} has model_type {mt!r}: aieg_fast has an adapter for it, but the installed "
                      f"transformers {__version__} does not know that model type; upgrade transformers "
                      f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from err

@@ -475,3 +475,7 @@ def test_a_registered_model_type_transformers_does_not_know(tmp_path):
         assert "upgrade" not in str(err.value)
     finally:
         unregister_adapter("strictllama")
+    # custom code of a family without an adapter: the registry's refusal, not transformers' reason
+    _saved(tmp_path, "llama", edit=lambda c: dict(c, model_type="mymodel", auto_map={"AutoConfig": "x.Config"}))
+    with pytest.raises(ValueError, match=r"^model_type 'mymodel' is not supported\. Supported model_types: "):
+        aieg_fast.load_model(path)
