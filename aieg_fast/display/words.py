@@ -16,15 +16,14 @@ __all__ = ["printable", "aggregate_words", "describe_target", "describe_step_tar
 #: what each word-start marker stands for: byte-level BPE's space and newline (Ġ, Ċ),
 #: SentencePiece's space (▁), and the characters themselves
 _MARKER_TEXT = {"Ġ": " ", "▁": " ", "Ċ": "\n", " ": " ", "\n": "\n", "\t": "\t"}
-#: byte-level BPE's tab (ĉ): a marker only among byte-level tokens (elsewhere the Esperanto letter)
+#: byte-level BPE's tab (ĉ): not a marker among SentencePiece tokens (there the Esperanto letter)
 _BYTE_TAB = {"ĉ": "\t"}
 
 
 def _markers(tokens: Sequence[str]) -> dict:
-    """The markers of ``tokens`` (:data:`_MARKER_TEXT`, with ĉ for tokens that look byte-level:
-    a Ġ or Ċ among them and no ▁)."""
-    byte_level = any("Ġ" in t or "Ċ" in t for t in tokens) and not any("▁" in t for t in tokens)
-    return {**_MARKER_TEXT, **_BYTE_TAB} if byte_level else _MARKER_TEXT
+    """The markers of ``tokens`` (:data:`_MARKER_TEXT`, with ĉ unless a ▁ among them says the
+    tokens are SentencePiece's)."""
+    return _MARKER_TEXT if any("▁" in t for t in tokens) else {**_MARKER_TEXT, **_BYTE_TAB}
 
 
 #: characters a terminal or a browser would act on instead of showing: C0 / C1 controls (ESC starts
@@ -44,8 +43,8 @@ def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = N
     """Group sub-word tokens into words and aggregate their scores.
 
     A new word starts at a token whose raw form begins with a word marker — byte-level BPE
-    ``"Ġ"`` (space) / ``"Ċ"`` (newline) / ``"ĉ"`` (tab, where the tokens are byte-level: a Ġ
-    or Ċ among them and no ▁; elsewhere it is a letter), SentencePiece ``"▁"``, or a literal
+    ``"Ġ"`` (space) / ``"Ċ"`` (newline) / ``"ĉ"`` (tab, unless a ▁ among the tokens says they are
+    SentencePiece's, where it is a letter), SentencePiece ``"▁"``, or a literal
     space, newline or tab — and at every special token and the token after one. A word's text
     has its markers turned back into that whitespace, stripped (a newline alone: ``"\\n"``).
     Source: reconstruction (the AIEG paper reports word-level scores without a rule), see

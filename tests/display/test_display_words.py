@@ -290,3 +290,4 @@ def test_the_letter_c_circumflex_is_a_tab_marker_in_byte_level_tokens_only():
     assert aieg_fast.aggregate_words(["▁Mi", "▁vol", "as", "▁a", "ĉ", "eti"], torch.ones(6))[0] == ["Mi", "volas", "aĉeti"]
     assert aieg_fast.aggregate_words(["▁ĉ", "iu", "j"], torch.ones(3))[0] == ["ĉiuj"]
     assert aieg_fast.aggregate_words(["the", "Ċ", "ĉ", "is"], torch.ones(4))[0] == ["the", "\n", "is"]
+    assert aieg_fast.aggregate_words(["a", "ĉ", "b"], torch.ones(3))[0] == ["a", "b"]  # tab-separated, no Ġ or Ċ
