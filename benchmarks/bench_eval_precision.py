@@ -1,7 +1,8 @@
 """Benchmark: one `aieg-fast evaluate` run in bfloat16 against the same run in float32 (issue 17).
 
 Reads two evaluation folders made by the same command except ``--dtype`` (the recorded
-``config.json`` must agree on everything else) and compares them on the examples both hold:
+``config.json`` must agree on everything else but the weights digest, which differs with the
+dtype; the model path too unless ``--same-model``) and compares them on the examples both hold:
 
 * per method, Spearman's ρ between the two score rows of each example (median, mean, min) and
   the overlap of their top-20 % token sets;
@@ -51,11 +52,12 @@ def top_overlap(a: np.ndarray, b: np.ndarray, frac: float) -> float:
     return len(set(np.argsort(-a)[:k]) & set(np.argsort(-b)[:k])) / k
 
 
-def compare(a_dir: Path, b_dir: Path) -> str:
+def compare(a_dir: Path, b_dir: Path, same_model: bool = False) -> str:
     ca, da, ra = read(a_dir)
     cb, db, rb = read(b_dir)
-    ca.pop("model", None)  # the model path may differ; everything else must not
-    cb.pop("model", None)
+    if same_model:  # the user says the two paths hold one model (the weights digest differs with the dtype)
+        ca.pop("model", None)
+        cb.pop("model", None)
     if ca != cb:
         diff = {k: (ca.get(k), cb.get(k)) for k in set(ca) | set(cb) if ca.get(k) != cb.get(k)}
         raise SystemExit(f"the folders differ in more than the dtype: {diff}")
@@ -106,8 +108,11 @@ def main() -> None:
     p.add_argument("a", type=Path, help="evaluation folder A (float32)")
     p.add_argument("b", type=Path, help="evaluation folder B (bfloat16), same command otherwise")
     p.add_argument("--out", type=Path, help="also write the markdown here")
+    p.add_argument("--same-model", action="store_true",
+                   help="the two folders' models are one model at two paths (not checked: the recorded weights "
+                        "digest differs with the dtype); without it the recorded model paths must be equal")
     args = p.parse_args()
-    md = compare(args.a, args.b)
+    md = compare(args.a, args.b, args.same_model)
     print(md)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

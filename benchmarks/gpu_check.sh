@@ -6,9 +6,9 @@
 #   STEPS=env,build,tests,product bash benchmarks/gpu_check.sh   # a subset (names below)
 #
 # The timeouts (upper bounds) add up to more than one 10-minute device call: run it as three
-# calls on a warm machine, STEPS=env,build,tests (at most 600 s), then STEPS=product,bench
-# (420 s), then STEPS=d2d,dataset,verify (390 s); the in-place build stays, and a call without
-# `build` first checks that the built extension loads (60 s). Steps, in order:
+# calls on a warm machine, STEPS=env,build (at most 360 s), then STEPS=tests,product (540 s),
+# then STEPS=bench,d2d,dataset,verify (510 s); the in-place build stays, and a call without
+# `build` first checks that the built extension loads (60 s of each). Steps, in order:
 #   1. environment      nvidia-smi, torch / CUDA versions
 #   2. build (+ load)   AIEG_FAST_CUDA=1 TORCH_CUDA_ARCH_LIST=9.0 python3 setup.py build_ext --inplace
 #   3. tests            pytest tests/ops/ (CPU and CUDA parametrisations; CUDA ones are marked `cuda`)
@@ -80,6 +80,7 @@ if want build; then
   if ! last_rc; then
     for f in "$LOG"/previous_ext/_C*.so; do [ -e "$f" ] && mv "$f" "$ROOT/aieg_fast/"; done
   fi
+  rm -rf "$LOG/previous_ext"  # not sent back with the logs
 fi
 if ! want build || last_rc; then
   run_step load 60 "$PY" -c "
