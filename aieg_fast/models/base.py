@@ -16,7 +16,13 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "separate_qkv", "config_window", "layer_types_window",
-           "materialized", "execution_device", "longrope_switch", "routes_experts", "is_hooked"]
+           "materialized", "execution_device", "longrope_switch", "routes_experts", "is_hooked", "class_kind"]
+
+
+def class_kind(*class_names: str) -> str:
+    """``"classifier"`` when a ``transformers`` class name among ``class_names`` is a
+    sequence-classification head (``...ForSequenceClassification``), else ``"causal_lm"``."""
+    return "classifier" if any("SequenceClassification" in a for a in class_names) else "causal_lm"
 
 
 def _placed(module: nn.Module) -> nn.Module:
@@ -240,7 +246,7 @@ class DecoderAdapter:
         self.model = model
         self.arch = arch
         self.model_type = cfg.model_type
-        self.kind = "classifier" if "SequenceClassification" in arch else "causal_lm"
+        self.kind = class_kind(arch)
         self.base = self.decoder(model)
         self.layers = list(self.blocks(self.base))
         self.attn_modules = [self.attention(blk) for blk in self.layers] if self.has_attention else []

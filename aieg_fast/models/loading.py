@@ -11,6 +11,7 @@ from typing import Optional
 
 import torch
 
+from .base import class_kind
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class, supported_model_types
 
@@ -136,7 +137,7 @@ def _config_kind(config) -> str:
     """``"classifier"`` when the config's architectures name a sequence-classification head (the
     class :func:`load_hf_model` loads), else ``"causal_lm"``."""
     archs = list(getattr(config, "architectures", None) or [])
-    return "classifier" if any("SequenceClassification" in a for a in archs) else "causal_lm"
+    return class_kind(*archs)
 
 
 def model_kind(model) -> Optional[str]:
@@ -165,7 +166,7 @@ def model_kind(model) -> Optional[str]:
         except (OSError, ValueError):
             return None
     if hasattr(model, "config") and hasattr(model, "get_input_embeddings"):
-        return "classifier" if "SequenceClassification" in type(model).__name__ else "causal_lm"
+        return class_kind(type(model).__name__)
     return None
 
 

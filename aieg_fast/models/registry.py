@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Dict, Tuple, Type
 
-from .base import DecoderAdapter
+from .base import DecoderAdapter, class_kind
 
 __all__ = ["register_adapter", "unregister_adapter", "adapter_for", "adapter_class", "supported_architectures", "supported_model_types"]
 
@@ -119,8 +119,8 @@ def adapter_class(config) -> Type[DecoderAdapter]:
     if mt not in _ADAPTERS:
         raise _unsupported(mt)
     cls = _ADAPTERS[mt]
-    heads = [a for a in (getattr(config, "architectures", None) or []) if "SequenceClassification" in a]
-    if heads and not any("SequenceClassification" in a for a in cls.architectures):
+    heads = [a for a in (getattr(config, "architectures", None) or []) if class_kind(a) == "classifier"]
+    if heads and class_kind(*cls.architectures) != "classifier":
         raise _unsupported(mt, arch=heads[0])
     cls.check_config(config)
     return cls
