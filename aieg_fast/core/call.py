@@ -254,8 +254,11 @@ def _average(outs, token_info=()):
     info = dict(first.info)
     for key in token_info:
         rows = [o.info.get(key) for o in outs]
-        if all(isinstance(r, list) for r in rows):  # per example, one number (or None) per token
-            info[key] = [[None if None in v else sum(v) / n for v in zip(*per)] for per in zip(*rows)]
+        if all(isinstance(r, torch.Tensor) for r in rows):  # one [B, L] tensor
+            info[key] = sum(r.float() for r in rows) / n
+        elif all(isinstance(r, list) for r in rows):  # per example: a tensor, or a list of numbers (or None)
+            info[key] = [sum(v.float() for v in per) / n if all(isinstance(v, torch.Tensor) for v in per)
+                         else [None if None in t else sum(t) / n for t in zip(*per)] for per in zip(*rows)]
     if isinstance(first.info.get("F_baseline"), list):
         per = [o.info["F_baseline"] for o in outs]
         B = len(per[0])

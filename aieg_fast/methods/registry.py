@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
-from .base import Method
+from .base import Method, Options
 
 __all__ = ["METHODS", "FORMER_DEFAULTS", "register", "get_method", "list_methods", "method_options", "resolved_options",
            "check_model", "parse_method_spec", "option_value"]
@@ -23,16 +23,27 @@ METHODS: Dict[str, Method] = {}
 FORMER_DEFAULTS: Dict[str, Dict[str, Any]] = {"aieg": {"preset": "v1"}}
 
 
+#: the keywords of ``Explainer.attribute`` and ``attribute_generation``: a method option of one of
+#: these names could never be given (the call takes it), so :func:`register` refuses it
+CALL_KEYWORDS = frozenset({
+    "alpha_range", "backend", "baseline", "baseline_noise", "compile", "contrast_target", "generated_text", "input_ids",
+    "internal_batch_size", "interpolate_generated", "label_set", "max_memory", "max_new_tokens", "max_steps", "method",
+    "n_baseline_samples", "n_steps", "padding_side", "progress", "prompt", "seed", "shared", "target", "target_fn",
+    "template", "text", "tolerance",
+})
+
+
 def register(cls):
     """Class decorator: add a :class:`Method` subclass to the registry under ``cls.name``.
 
     Raises:
         TypeError: not a Method subclass; a name that is not a str; ``Options`` that is not a
-            dataclass (subclass :class:`~aieg_fast.methods.base.Options` with ``@dataclass(frozen=True)``).
+            frozen dataclass subclassing :class:`~aieg_fast.methods.base.Options`.
         ValueError: no name, a name with whitespace or one of ``: , = [ ]`` (the
             ``name:option=value`` specs of ``evaluate`` and the CLI could not name it), a name
-            that is taken, or defaults that the options' own ``validate()`` refuses (every call
-            left at its defaults would fail).
+            that is taken, an option named like a keyword of the attribution calls
+            (:data:`CALL_KEYWORDS`: it could never be given), or defaults that the options' own
+            ``validate()`` refuses (every call left at its defaults would fail).
     """
     if not (isinstance(cls, type) and issubclass(cls, Method)):
         raise TypeError(f"register expects a Method subclass, got {cls!r}")
@@ -45,9 +56,13 @@ def register(cls):
                          "('name:option=value') could not name it")
     if cls.name in METHODS:
         raise ValueError(f"a method named {cls.name!r} is already registered ({type(METHODS[cls.name]).__name__})")
-    if not (isinstance(cls.Options, type) and dataclasses.is_dataclass(cls.Options)):
-        raise TypeError(f"{cls.__name__}.Options must be a dataclass (subclass aieg_fast.Options with "
+    if not (isinstance(cls.Options, type) and dataclasses.is_dataclass(cls.Options) and issubclass(cls.Options, Options)):
+        raise TypeError(f"{cls.__name__}.Options must be a dataclass subclassing aieg_fast.Options (with "
                         f"@dataclass(frozen=True)), got {cls.Options!r}")
+    taken = sorted(set(cls.option_names()) & CALL_KEYWORDS)
+    if taken:
+        raise ValueError(f"{cls.__name__}.Options has option(s) {taken} named like keywords of Explainer.attribute / "
+                         "attribute_generation: the call would take them, never the method; rename them")
     try:
         cls.options()
     except (TypeError, ValueError) as err:

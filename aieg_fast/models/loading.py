@@ -129,7 +129,9 @@ def _refuse_unknown_model_type(name: str, err: Exception) -> None:
     if custom:  # custom code of a registered family: transformers' own reason, not an upgrade
         return
     raise ValueError(f"model {name!r} has model_type {mt!r}: aieg_fast has an adapter for it, but the installed "
-                     f"transformers {__version__} does not know that model type; upgrade transformers "
+                     f"transformers {__version__} does not know that model type: upgrade transformers, or for a family "
+                     "of your own register its classes with transformers first (AutoConfig.register, "
+                     "AutoModelForCausalLM.register) or pass the model object "
                      f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from err
 
 

@@ -71,12 +71,26 @@ class _NotDataclass:
     k = 1
 
 
+@dataclasses.dataclass(frozen=True)
+class _PlainOptions:  # a dataclass, not an aieg_fast.Options (no as_dict / validate: evaluate crashed)
+    scale: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class _SeedOptions(A.Options):  # the call's own seed= and template= would never reach them
+    seed: int = 3
+    template: str = "T"
+
+
 @pytest.mark.parametrize("attrs, err, match", [
     ({"name": 123}, TypeError, r"name must be a str, got 123"),
     ({"name": "my:method"}, ValueError, r"name 'my:method' holds whitespace or one of"),
     ({"name": " sal "}, ValueError, r"holds whitespace"),
     ({"name": "user_nd", "Options": _NotDataclass}, TypeError, r"Options must be a dataclass"),
     ({"name": "user_k", "Options": _KOptions}, ValueError, r"its default options are refused by its own checks \(k must be >= 0, got -5\)"),
+    ({"name": "user_plain", "Options": _PlainOptions}, TypeError, r"Options must be a dataclass subclassing aieg_fast.Options"),
+    ({"name": "user_seed", "Options": _SeedOptions}, ValueError,
+     r"option\(s\) \['seed', 'template'\] named like keywords of Explainer.attribute"),
 ])
 def test_malformed_method_refused_at_registration(attrs, err, match):
     cls = type("Bad", (A.Method,), {"run": lambda self, ctx, o: _ones(ctx), **attrs})
@@ -146,3 +160,50 @@ def test_a_raw_signal_shorter_than_the_tokens_does_not_lose_the_result(tiny_gpt2
     with registered(cls) as name:
         res = tiny_gpt2.attribute("the movie is good and the actors are great", method=name)
     assert res.degenerate == [] and res.scores.numel() == len(res.tokens)
+
+
+def test_the_call_keywords_reserved_for_options_are_the_calls_own():
+    """register refuses options named like the keywords of attribute / attribute_generation: the
+    list must be theirs."""
+    import inspect
+
+    from aieg_fast.methods.registry import CALL_KEYWORDS
+
+    own = {n for f in (A.Explainer.attribute, A.Explainer.attribute_generation)
+           for n, p in inspect.signature(f).parameters.items() if n != "self" and p.kind is not p.VAR_KEYWORD}
+    assert CALL_KEYWORDS == own
+
+
+def test_a_raw_signal_as_one_padded_tensor_is_read_per_row(tiny_gpt2):
+    """A raw signal given as one [B, L] tensor (not a list per example) was read from the start
+    of the flattened tensor for every row: row 1's zero signal went unflagged."""
+    def tensor_raw(ctx):
+        out = _ones(ctx)
+        raw = torch.stack(out.scores).clone()
+        raw[1] = 0.0
+        return A.MethodOutput(out.scores, {}, {"raw": raw})
+
+    cls = type("M_user_traw", (A.Method,), {"name": "user_traw", "gradients": False, "raw_signal": "raw",
+                                            "run": lambda self, ctx, o: tensor_raw(ctx)})
+    with registered(cls) as name:
+        res = tiny_gpt2.attribute(["the movie is good and the actors are great", "the film"], method=name)
+    assert res[0].degenerate == [] and [f["kind"] for f in res[1].degenerate] == ["zero_signal"]
+
+
+@pytest.mark.parametrize("as_tensor", [True, False])
+def test_token_info_of_tensors_is_averaged_over_noisy_baselines(tiny_gpt2, as_tensor):
+    """token_info given as one [B, L] tensor, or a tensor per example, kept the first draw only
+    (and per example came back as 0-d tensors)."""
+    def delta(ctx):
+        d = [(ctx.batch.embeds[b] - ctx.batch.baseline[b]).sum(-1).float() for b in range(ctx.batch.B)]
+        return A.MethodOutput(d, {}, {"raw": torch.stack(d) if as_tensor else list(d)})
+
+    cls = type("M_user_delta", (A.Method,), {"name": "user_delta", "gradients": False, "uses_baseline": True,
+                                             "token_info": ("raw",), "run": lambda self, ctx, o: delta(ctx)})
+    with registered(cls) as name:
+        res = tiny_gpt2.attribute("the movie is good", method=name, n_baseline_samples=3, seed=1)
+    raw = res.info["raw"]
+    assert isinstance(raw, torch.Tensor)  # per example too: one tensor, not a list of 0-d tensors
+    raw = raw[0] if as_tensor else raw
+    raw = torch.as_tensor(raw)[: len(res.tokens)]
+    torch.testing.assert_close(raw.float(), res.scores.float(), atol=1e-6, rtol=1e-5)

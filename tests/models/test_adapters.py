@@ -239,6 +239,19 @@ def test_a_subclass_that_overrides_forward_is_explained_as_its_parent():
     assert "one that overrides `forward` (e.g. to scale the logits) is explained as its parent, without a warning" in readme
 
 
+def test_check_config_must_be_a_classmethod():
+    """An instance-method check_config registered fine and crashed at load (it reads the config
+    before any model exists)."""
+    class Plain(LlamaAdapter):
+        architectures = ("LlamaForCausalLM",)
+
+        def check_config(self, config):
+            pass
+
+    with pytest.raises(TypeError, match=r"Plain.check_config must be a @classmethod"):
+        register_adapter("plainllama", Plain)
+
+
 def test_unsupported_family_message_names_the_model_type_and_how_to_add_one():
     """transformers builds a plain LlamaForCausalLM for some other model_types (exaone, internlm3):
     the refusal names the model_type refused (not the class, which LLaMA's adapter serves), lists
@@ -443,7 +456,7 @@ def test_a_model_type_transformers_does_not_know_is_named(tmp_path, monkeypatch)
     path = _saved(tmp_path, "olmo2")
     monkeypatch.delitem(configuration_auto.CONFIG_MAPPING_NAMES, "olmo2")
     with pytest.raises(ValueError, match=r"model_type 'olmo2': aieg_fast has an adapter for it, but the installed "
-                                         r"transformers \S+ does not know that model type; upgrade transformers"):
+                                         r"transformers \S+ does not know that model type: upgrade transformers"):
         aieg_fast.load_model(path)
     _saved(tmp_path, "olmo2", edit=lambda c: dict(c, model_type="olmo9"))
     with pytest.raises(ValueError, match=r"^model_type 'olmo9' is not supported\. Supported model_types: "):
@@ -467,7 +480,8 @@ def test_a_registered_model_type_transformers_does_not_know(tmp_path):
     try:
         path = _saved(tmp_path, "llama", edit=lambda c: dict(c, model_type="strictllama"))
         with pytest.raises(ValueError, match=r"model_type 'strictllama': aieg_fast has an adapter for it, .*upgrade "
-                                             r"transformers \(ValueError: "):
+                                             r"transformers, or for a family of your own register its classes with "
+                                             r"transformers first \(AutoConfig.register.* \(ValueError: "):
             aieg_fast.load_model(path)
         _saved(tmp_path, "llama", edit=lambda c: dict(c, model_type="strictllama", auto_map={"AutoConfig": "x.Config"}))
         with pytest.raises(ValueError, match="could not be loaded from the hub") as err:
