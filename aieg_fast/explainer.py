@@ -387,7 +387,7 @@ class Explainer:
             target_fn: the explained F (:mod:`aieg_fast.core.objective`): ``"logit"`` (default),
                 ``"logprob"``, ``"prob"`` (specs/aieg.md §6.2), ``"label_logprob"`` (log p of the
                 target renormalised over ``label_set``: what label-set metrics score), or a
-                callable ``logits Tensor[B, V] -> Tensor[B]``.
+                callable ``logits Tensor[n, V] -> Tensor[n]`` row by row (n: rows of a chunk).
             label_set: the label tokens (strings or ids; a 1-D id tensor too) of ``target_fn="label_logprob"``; the
                 target must be one of them (None target: the most likely of them).
             contrast_target: a token (or class) c, or one per text: F = z_target − z_c

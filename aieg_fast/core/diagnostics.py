@@ -170,9 +170,9 @@ def low_precision_hint(dtype) -> str:
 
 def _item(info: Dict[str, Any], key: str, b: int):
     """Row ``b`` of ``info[key]``: a list's item, a ``[B, ...]`` tensor's row (a method's padded
-    rows), else the value itself (one for every row)."""
+    rows; a ``[1, ...]`` tensor is one for every row), else the value itself (one for every row)."""
     v = info.get(key)
-    if isinstance(v, Tensor) and v.dim() >= 2:
+    if isinstance(v, Tensor) and v.dim() >= 2 and 1 < v.shape[0] and b < v.shape[0]:
         return v[b]
     return v[b] if isinstance(v, list) else v
 

@@ -73,7 +73,7 @@ def check_target_fn(target_fn, width: Optional[int] = None, gradients: bool = Tr
             raise ValueError(f"label_set must hold at least 2 labels, got {list(target_fn.texts or target_fn.ids)}")
         return
     if not callable(target_fn):
-        raise TypeError(f"target_fn must be a str or a callable logits -> Tensor[B], got {type(target_fn).__name__}")
+        raise TypeError(f"target_fn must be a str or a callable logits Tensor[n, V] -> Tensor[n], got {type(target_fn).__name__}")
     if width is None:
         return
     z = torch.zeros(2, width, requires_grad=True)

@@ -41,8 +41,9 @@ class MethodOutput:
             fixed positions hold 0.
         options: the settings the method ran with, recorded in the result.
         info: extras; a list entry holds one value per example (per step), anything else is
-            shared by all. A per-token value covers the example's own tokens, not its padded
-            row (:meth:`~aieg_fast.core.batch.Batch.per_example`).
+            shared by all (kept whole in every result; the degeneracy flags read a ``[B, L]``
+            tensor of ``raw_signal`` row by row). A per-token value covers the example's own
+            tokens, not its padded row (:meth:`~aieg_fast.core.batch.Batch.per_example`).
     """
 
     scores: Sequence[Tensor]

@@ -2,7 +2,6 @@
 ``name:option=value`` spec parser used by ``evaluate`` and the CLI."""
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any, Dict, List, Tuple
 
@@ -26,7 +25,7 @@ FORMER_DEFAULTS: Dict[str, Dict[str, Any]] = {"aieg": {"preset": "v1"}}
 #: the keywords of ``Explainer.attribute`` and ``attribute_generation``: a method option of one of
 #: these names could never be given (the call takes it), so :func:`register` refuses it
 CALL_KEYWORDS = frozenset({
-    "alpha_range", "backend", "baseline", "baseline_noise", "compile", "contrast_target", "generated_text", "input_ids",
+    "self", "alpha_range", "backend", "baseline", "baseline_noise", "compile", "contrast_target", "generated_text", "input_ids",
     "internal_batch_size", "interpolate_generated", "label_set", "max_memory", "max_new_tokens", "max_steps", "method",
     "n_baseline_samples", "n_steps", "padding_side", "progress", "prompt", "seed", "shared", "target", "target_fn",
     "template", "text", "tolerance",
@@ -38,7 +37,8 @@ def register(cls):
 
     Raises:
         TypeError: not a Method subclass; a name that is not a str; ``Options`` that is not a
-            frozen dataclass subclassing :class:`~aieg_fast.methods.base.Options`.
+            subclass of :class:`~aieg_fast.methods.base.Options` made a dataclass itself
+            (``@dataclass(frozen=True)``; without it its fields would be no options).
         ValueError: no name, a name with whitespace or one of ``: , = [ ]`` (the
             ``name:option=value`` specs of ``evaluate`` and the CLI could not name it), a name
             that is taken, an option named like a keyword of the attribution calls
@@ -56,7 +56,7 @@ def register(cls):
                          "('name:option=value') could not name it")
     if cls.name in METHODS:
         raise ValueError(f"a method named {cls.name!r} is already registered ({type(METHODS[cls.name]).__name__})")
-    if not (isinstance(cls.Options, type) and dataclasses.is_dataclass(cls.Options) and issubclass(cls.Options, Options)):
+    if not (isinstance(cls.Options, type) and issubclass(cls.Options, Options) and "__dataclass_fields__" in vars(cls.Options)):
         raise TypeError(f"{cls.__name__}.Options must be a dataclass subclassing aieg_fast.Options (with "
                         f"@dataclass(frozen=True)), got {cls.Options!r}")
     taken = sorted(set(cls.option_names()) & CALL_KEYWORDS)

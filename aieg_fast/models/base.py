@@ -246,7 +246,7 @@ class DecoderAdapter:
         self.model = model
         self.arch = arch
         self.model_type = cfg.model_type
-        self.kind = class_kind(arch)
+        self.kind = class_kind(*(c.__name__ for c in type(model).__mro__))  # a renamed subclass: its parent's
         self.base = self.decoder(model)
         self.layers = list(self.blocks(self.base))
         self.attn_modules = [self.attention(blk) for blk in self.layers] if self.has_attention else []

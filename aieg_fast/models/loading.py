@@ -168,7 +168,7 @@ def model_kind(model) -> Optional[str]:
         except (OSError, ValueError):
             return None
     if hasattr(model, "config") and hasattr(model, "get_input_embeddings"):
-        return class_kind(type(model).__name__)
+        return class_kind(*(c.__name__ for c in type(model).__mro__))
     return None
 
 

@@ -20,7 +20,7 @@ def register_adapter(model_type: str, adapter: Type[DecoderAdapter], *, replace:
     Raises:
         TypeError: ``adapter`` is not a :class:`DecoderAdapter` subclass; its ``architectures``
             is not a tuple (or list) of class names (a str, or a class object); its
-            ``check_config`` is not a classmethod.
+            ``check_config`` is neither a classmethod nor a staticmethod.
         ValueError: an empty model_type, an adapter without ``architectures``, one that leaves
             a hook every family declares (``decoder``, ``blocks``, ``config_sizes``; with
             attention also ``attention``, ``qkv_points``, ``o_proj``) to the base class, or a
@@ -41,9 +41,9 @@ def register_adapter(model_type: str, adapter: Type[DecoderAdapter], *, replace:
     if missing:
         raise ValueError(f"adapter {adapter.__name__} does not implement {missing} (DecoderAdapter leaves them to each "
                          "family; subclass the adapter of a family close to yours, e.g. LlamaAdapter, to inherit them)")
-    if not isinstance(inspect.getattr_static(adapter, "check_config"), classmethod):
-        raise TypeError(f"{adapter.__name__}.check_config must be a @classmethod (it reads the config before any "
-                        "model exists)")
+    if not isinstance(inspect.getattr_static(adapter, "check_config"), (classmethod, staticmethod)):
+        raise TypeError(f"{adapter.__name__}.check_config must be a @classmethod or @staticmethod (it reads the config "
+                        "before any model exists)")
     if model_type in _ADAPTERS and not replace:
         raise ValueError(f"model_type {model_type!r} already has the adapter {_ADAPTERS[model_type].__name__}; pass replace=True")
     _ADAPTERS[model_type] = adapter

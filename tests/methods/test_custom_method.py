@@ -82,6 +82,10 @@ class _SeedOptions(A.Options):  # the call's own seed= and template= would never
     template: str = "T"
 
 
+class _UndecoratedOptions(A.Options):  # no @dataclass: its k would be no option
+    k: int = 5
+
+
 @pytest.mark.parametrize("attrs, err, match", [
     ({"name": 123}, TypeError, r"name must be a str, got 123"),
     ({"name": "my:method"}, ValueError, r"name 'my:method' holds whitespace or one of"),
@@ -89,6 +93,7 @@ class _SeedOptions(A.Options):  # the call's own seed= and template= would never
     ({"name": "user_nd", "Options": _NotDataclass}, TypeError, r"Options must be a dataclass"),
     ({"name": "user_k", "Options": _KOptions}, ValueError, r"its default options are refused by its own checks \(k must be >= 0, got -5\)"),
     ({"name": "user_plain", "Options": _PlainOptions}, TypeError, r"Options must be a dataclass subclassing aieg_fast.Options"),
+    ({"name": "user_undec", "Options": _UndecoratedOptions}, TypeError, r"Options must be a dataclass subclassing"),
     ({"name": "user_seed", "Options": _SeedOptions}, ValueError,
      r"option\(s\) \['seed', 'template'\] named like keywords of Explainer.attribute"),
 ])
@@ -170,7 +175,7 @@ def test_the_call_keywords_reserved_for_options_are_the_calls_own():
     from aieg_fast.methods.registry import CALL_KEYWORDS
 
     own = {n for f in (A.Explainer.attribute, A.Explainer.attribute_generation)
-           for n, p in inspect.signature(f).parameters.items() if n != "self" and p.kind is not p.VAR_KEYWORD}
+           for n, p in inspect.signature(f).parameters.items() if p.kind is not p.VAR_KEYWORD}
     assert CALL_KEYWORDS == own
 
 
@@ -188,6 +193,20 @@ def test_a_raw_signal_as_one_padded_tensor_is_read_per_row(tiny_gpt2):
     with registered(cls) as name:
         res = tiny_gpt2.attribute(["the movie is good and the actors are great", "the film"], method=name)
     assert res[0].degenerate == [] and [f["kind"] for f in res[1].degenerate] == ["zero_signal"]
+
+
+def test_a_raw_signal_of_one_row_is_shared_by_every_row(tiny_gpt2):
+    """A [1, L] raw signal is one for every row (as any non-list info entry), not row 0 of a
+    batch: reading it per row raised IndexError for row 1, after the work."""
+    def shared_raw(ctx):
+        out = _ones(ctx)
+        return A.MethodOutput(out.scores, {}, {"raw": out.scores[0].unsqueeze(0)})
+
+    cls = type("M_user_sraw", (A.Method,), {"name": "user_sraw", "gradients": False, "raw_signal": "raw",
+                                            "run": lambda self, ctx, o: shared_raw(ctx)})
+    with registered(cls) as name:
+        res = tiny_gpt2.attribute(["the movie is good and the actors are great", "the film"], method=name)
+    assert len(res) == 2
 
 
 @pytest.mark.parametrize("as_tensor", [True, False])

@@ -248,8 +248,38 @@ def test_check_config_must_be_a_classmethod():
         def check_config(self, config):
             pass
 
-    with pytest.raises(TypeError, match=r"Plain.check_config must be a @classmethod"):
+    with pytest.raises(TypeError, match=r"Plain.check_config must be a @classmethod or @staticmethod"):
         register_adapter("plainllama", Plain)
+
+    class Static(LlamaAdapter):  # a staticmethod is called the same way: accepted
+        architectures = ("LlamaForCausalLM",)
+
+        @staticmethod
+        def check_config(config):
+            if getattr(config, "refuse_me", False):
+                raise ValueError("refuse_me is set")
+
+    register_adapter("staticllama", Static)
+    unregister_adapter("staticllama")
+
+
+def test_a_renamed_classifier_subclass_is_a_classifier():
+    """A subclass of a supported classification head under another name was taken for a causal
+    LM (the kind read the class's own name): attribute crashed in the logits."""
+    from aieg_fast.models import model_kind
+    from transformers import LlamaForSequenceClassification
+
+    base, tok = make_tiny_llama(seed=3, classifier=True)
+
+    class MyClf(LlamaForSequenceClassification):
+        pass
+
+    model = MyClf(base.config).eval()
+    model.load_state_dict(base.state_dict())
+    ex = aieg_fast.load_model(model, tok)
+    assert ex.adapter.kind == model_kind(model) == "classifier"
+    torch.testing.assert_close(ex.attribute(TEXT, method="saliency", target=1).scores,
+                               aieg_fast.load_model(base, tok).attribute(TEXT, method="saliency", target=1).scores)
 
 
 def test_unsupported_family_message_names_the_model_type_and_how_to_add_one():
