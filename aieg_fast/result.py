@@ -12,7 +12,7 @@ import torch
 from .core.validation import check_int
 from .runs.records import json_safe, replace_file
 from .display import aggregate_words, html, plots, terminal
-from .display.words import group_text, marker_text, reduce_groups, token_display_texts, visible, word_groups_of
+from .display.words import group_text, marker_text, reduce_groups, token_display_texts, visible, word_groups_of, word_markers
 
 __all__ = ["Attribution", "load_attribution", "save_attributions", "load_attributions", "aggregate_words"]
 
@@ -143,11 +143,12 @@ class Attribution:
         """Display text of each word of :meth:`word_groups`: taken from :attr:`text` (accents,
         CJK and emoji as typed), whitespace-only words as visible symbols (``␣``, ``⏎``)."""
         out = []
+        markers = word_markers(self.raw_tokens) if self.word_rule != "offsets" else None
         for g in self.word_groups():
             if self.word_rule == "offsets":
                 lab = group_text(self.text, self.offsets, g, self.tokens)
             else:
-                lab = marker_text(self.raw_tokens, g) if len(g) > 1 or g[0] < self.prompt_length else self.tokens[g[0]]
+                lab = marker_text(self.raw_tokens, g, markers) if len(g) > 1 or g[0] < self.prompt_length else self.tokens[g[0]]
             out.append(visible(lab) or "◌")
         return out
 

@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
-__all__ = ["printable", "aggregate_words", "describe_target", "describe_step_target", "offset_groups", "marker_groups", "group_text", "reduce_groups", "visible", "token_display_texts",
+__all__ = ["printable", "aggregate_words", "describe_target", "describe_step_target", "offset_groups", "marker_groups", "word_markers", "group_text", "reduce_groups", "visible", "token_display_texts",
            "token_word_index", "word_groups_of"]
 
 #: what each word-start marker stands for: byte-level BPE's space and newline (Ġ, Ċ),
@@ -20,9 +20,11 @@ _MARKER_TEXT = {"Ġ": " ", "▁": " ", "Ċ": "\n", " ": " ", "\n": "\n", "\t": "
 _BYTE_TAB = {"ĉ": "\t"}
 
 
-def _markers(tokens: Sequence[str]) -> dict:
-    """The markers of ``tokens`` (:data:`_MARKER_TEXT`, with ĉ unless a ▁ among them says the
-    tokens are SentencePiece's)."""
+def word_markers(tokens: Sequence[str]) -> dict:
+    """The word-start markers of raw ``tokens`` and the whitespace each stands for (Ġ, ▁, Ċ and
+    the characters themselves; with ĉ, byte-level BPE's tab, unless a ▁ among them says the
+    tokens are SentencePiece's). Computed once per token list by the callers of
+    :func:`marker_text`."""
     return _MARKER_TEXT if any("▁" in t for t in tokens) else {**_MARKER_TEXT, **_BYTE_TAB}
 
 
@@ -80,9 +82,9 @@ def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = N
     if special is not None and len(special) != len(tokens):
         raise ValueError(f"special has {len(special)} entries but tokens has {len(tokens)}")
     groups = marker_groups(tokens, special)
-    words, tok2word = [], [0] * len(tokens)
+    words, tok2word, markers = [], [0] * len(tokens), word_markers(tokens)
     for g_idx, g in enumerate(groups):
-        words.append(marker_text(tokens, g))
+        words.append(marker_text(tokens, g, markers))
         for i in g:
             tok2word[i] = g_idx
     return words, reduce_groups(groups, vals, reduce), tok2word
@@ -105,7 +107,7 @@ def marker_groups(tokens: Sequence[str], special: Optional[Sequence[bool]] = Non
     fixed = list(fixed) if fixed else [False] * len(tokens)
     groups: List[List[int]] = []
     held = None  # the held-fixed state of the last group (None: not known yet)
-    markers = tuple(_markers(tokens))
+    markers = tuple(word_markers(tokens))
     for i, tok in enumerate(tokens):
         if i == 0 or special[i] or special[i - 1] or not _same_side(fixed[i], held) or tok.startswith(markers):
             groups.append([i])
@@ -122,12 +124,13 @@ def _same_side(fixed: Optional[bool], held: Optional[bool]) -> bool:
     return fixed is None or held is None or fixed == held
 
 
-def marker_text(tokens: Sequence[str], group: Sequence[int]) -> str:
+def marker_text(tokens: Sequence[str], group: Sequence[int], markers: Optional[dict] = None) -> str:
     """Display text of a marker-rule word: markers turned back into the whitespace they stand
     for (space, newline, tab), stripped; a whitespace-only word kept (:func:`visible` shows it
-    as ``⏎``, ``⇥``, as the offsets rule's)."""
+    as ``⏎``, ``⇥``, as the offsets rule's). ``markers``: :func:`word_markers` of ``tokens``
+    (worked out here when None; a caller labelling every word passes it once)."""
     text = "".join(tokens[i] for i in group)
-    for m, ch in _markers(tokens).items():
+    for m, ch in (markers if markers is not None else word_markers(tokens)).items():
         text = text.replace(m, ch)
     return text.strip() or text
 
