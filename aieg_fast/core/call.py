@@ -247,18 +247,25 @@ def run_samples(run, ctx, settings: CallSettings, batch_field: str = "batch", to
     return out, used
 
 
+def _mean(draws):
+    """One entry's mean over the draws: tensors element by element (float32), lists of numbers
+    item by item (an item None in any draw stays None)."""
+    if all(isinstance(d, torch.Tensor) for d in draws):
+        return sum(d.float() for d in draws) / len(draws)
+    return [None if None in t else sum(t) / len(draws) for t in zip(*draws)]
+
+
 def _average(outs, token_info=()):
     n = len(outs)
     first = outs[0]
-    scores = [sum(o.scores[b].float() for o in outs) / n for b in range(len(first.scores))]
+    scores = [_mean([o.scores[b] for o in outs]) for b in range(len(first.scores))]
     info = dict(first.info)
     for key in token_info:
         rows = [o.info.get(key) for o in outs]
         if all(isinstance(r, torch.Tensor) for r in rows):  # one [B, L] tensor
-            info[key] = sum(r.float() for r in rows) / n
-        elif all(isinstance(r, list) for r in rows):  # per example: a tensor, or a list of numbers (or None)
-            info[key] = [sum(v.float() for v in per) / n if all(isinstance(v, torch.Tensor) for v in per)
-                         else [None if None in t else sum(t) / n for t in zip(*per)] for per in zip(*rows)]
+            info[key] = _mean(rows)
+        elif all(isinstance(r, list) for r in rows):  # per example: a tensor, or a list of numbers
+            info[key] = [_mean(per) for per in zip(*rows)]
     if isinstance(first.info.get("F_baseline"), list):
         per = [o.info["F_baseline"] for o in outs]
         B = len(per[0])
