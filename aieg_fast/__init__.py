@@ -21,7 +21,7 @@ from .core.validation import parse_memory
 from .display import aggregate_words
 from .explainer import Explainer, load_model
 from .generation import attribute_generation
-from .methods import METHODS, Method, MethodOutput, Options, get_method, list_methods, method_options, register
+from .methods import METHODS, Method, MethodOutput, Options, get_method, list_methods, method_options, register, unregister
 from .models import DEFAULT_MODEL, SUPPORTED_ARCHITECTURES, DecoderAdapter, register_adapter
 from .result import Attribution, load_attribution, load_attributions, save_attributions
 
@@ -59,6 +59,7 @@ __all__ = [
     "register",
     "register_adapter",
     "save_attributions",
+    "unregister",
     "__version__",
 ]
 

@@ -9,7 +9,7 @@ import torch
 
 from .base import Method, Options
 
-__all__ = ["METHODS", "FORMER_DEFAULTS", "register", "get_method", "list_methods", "method_options", "resolved_options",
+__all__ = ["METHODS", "FORMER_DEFAULTS", "register", "unregister", "get_method", "list_methods", "method_options", "resolved_options",
            "check_model", "parse_method_spec", "option_value"]
 
 #: name → method instance, in registration order
@@ -55,7 +55,8 @@ def register(cls):
         raise ValueError(f"{cls.__name__}.name {cls.name!r} holds whitespace or one of ': , = [ ]'; a method spec "
                          "('name:option=value') could not name it")
     if cls.name in METHODS:
-        raise ValueError(f"a method named {cls.name!r} is already registered ({type(METHODS[cls.name]).__name__})")
+        raise ValueError(f"a method named {cls.name!r} is already registered ({type(METHODS[cls.name]).__name__}); "
+                         f"aieg_fast.unregister({cls.name!r}) removes it (e.g. before running a notebook cell again)")
     if not (isinstance(cls.Options, type) and issubclass(cls.Options, Options) and "__dataclass_fields__" in vars(cls.Options)):
         raise TypeError(f"{cls.__name__}.Options must be a dataclass subclassing aieg_fast.Options (with "
                         f"@dataclass(frozen=True)), got {cls.Options!r}")
@@ -69,6 +70,18 @@ def register(cls):
         raise ValueError(f"{cls.__name__}: its default options are refused by its own checks ({err})") from None
     METHODS[cls.name] = cls()
     return cls
+
+
+def unregister(name: str) -> None:
+    """Remove the method registered as ``name`` (a method of your own, before registering a new
+    version of it; a package method too, until the process restarts).
+
+    Raises:
+        ValueError: no method is registered as ``name`` (lists the methods).
+    """
+    if not isinstance(name, str) or name not in METHODS:
+        raise ValueError(f"no method is registered as {name!r}; registered: {list_methods()}")
+    del METHODS[name]
 
 
 def list_methods() -> List[str]:

@@ -22,7 +22,8 @@ def registered(cls):
     try:
         yield cls.name
     finally:
-        A.METHODS.pop(cls.name, None)
+        if cls.name in A.METHODS:
+            A.unregister(cls.name)
 
 
 def _method(name, run):
@@ -103,6 +104,25 @@ def test_malformed_method_refused_at_registration(attrs, err, match):
     with pytest.raises(err, match=match):
         A.register(cls)
     assert A.list_methods() == before
+
+
+def test_unregister_lets_a_new_version_take_the_name(tiny_gpt2):
+    """A notebook cell registering a method again was refused ("already registered") with no way
+    to take the first version out but the private dict; unregister frees the name."""
+    first = _method("user_again", _ones)
+    A.register(first)
+    try:
+        with pytest.raises(ValueError, match=r"already registered .*aieg_fast.unregister\('user_again'\) removes it"):
+            A.register(_method("user_again", _ones))
+        A.unregister("user_again")
+        assert "user_again" not in A.list_methods()
+        second = _method("user_again", lambda ctx: A.MethodOutput([torch.ones(ctx.batch.ids.shape[1])]))
+        A.register(second)
+        assert type(A.get_method("user_again")) is second
+    finally:
+        A.METHODS.pop("user_again", None)
+    with pytest.raises(ValueError, match=r"no method is registered as 'user_again'; registered: \['integrated_gradients'"):
+        A.unregister("user_again")
 
 
 def test_fixed_positions_score_zero_even_when_the_method_gives_nan_there(tiny_llama):
