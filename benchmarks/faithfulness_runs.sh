@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The faithfulness runs of benchmarks/RESULTS_faithfulness.md, as they were run (2-core CPU).
 # Usage: bash benchmarks/faithfulness_runs.sh [OUT_ROOT]   (default runs/faithfulness)
-# SST-2 dev / test and the first 200 IMDb reviews are shipped with the package; train-nano needs
-# a folder holding sst2_train.tsv: DATA=/path/to/folder (default ../shared/data, the developers'
-# copy). Every evaluation resumes when rerun (the train-nano lines train again: the same weights
+# SST-2 train / dev / test, the first 200 IMDb reviews, BoolQ, LongRA, WikiBio and WikiText are
+# shipped with the package; TellMeWhy (run 7) is not (no licence is stated): DATA=/path/to/folder
+# holding its files (default ../shared/data, the developers' copy). Every evaluation resumes when rerun (the train-nano lines train again: the same weights
 # on the same machine, at the cost of the training).
 # Each block is independent. Run 1 is shared by two processes under torchrun (one per core,
 # OMP_NUM_THREADS=1 each): each takes every other missing example and rank 0 merges them into
@@ -33,7 +33,7 @@ OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 
     -m aieg_fast.cli evaluate $FT --n-examples 200 --out "$OUT/sst2_dev_ft" --no-progress
 
 # 2. GPT-nano (trained here) on the full SST-2 test set
-aieg-fast train-nano --epochs 3 --data-dir "$DATA"
+aieg-fast train-nano --epochs 3
 aieg-fast evaluate --model gpt-nano --dataset sst2-test --n 1821 --methods $M --n-steps 20 $SOFT $SWEEP \
     --prob-space labels --seed 0 --out "$OUT/nano_sst2_test" --no-progress
 
@@ -133,7 +133,7 @@ ALL50="$M,grad_ellm:preset=paper_v1,aieg:preset=v3,occlusion,heta"
 ABL="ef_mode=none attn_layers=none posnorm=none"
 for arch in gpt2 llama; do
   name=$([ $arch = gpt2 ] && echo gpt-nano || echo llama-nano)
-  aieg-fast train-nano --arch $arch --epochs 3 --seed 0 --data-dir "$DATA" --out "$OUT/$name-s0" --no-progress
+  aieg-fast train-nano --arch $arch --epochs 3 --seed 0 --out "$OUT/$name-s0" --no-progress
   aieg-fast evaluate --model "$OUT/$name-s0" --dataset sst2-test --n 1821 --methods $ALL50 $SOFT $SWEEP $R50 \
       --out "$OUT/${name}_sst2_test_50"
   for ref in aieg:preset=v1 aieg:preset=v3; do

@@ -30,7 +30,9 @@ ran, six models' rows; shipped gzipped).
 Open generation (``task="generation"``; records with ``prompt``, ``reference``,
 ``references``): ``wikibio`` (WikiBio test records 0–99), ``wikitext`` (ReAGent's 22 WikiText
 prompts), both shipped; ``tellmewhy`` (the 464-question annotated test subset) and
-``tellmewhy-reagent`` (ReAGent's 45 prompts), read from a data folder only: TellMeWhy states no
+``tellmewhy-reagent`` (45 prompts of ReAGent's repository: rows 0–24 are the 25 behind
+ReAGent's published TellMeWhy results, rows 25–44 the lines of its ``tellmewhy2.txt``, which it
+did not evaluate; ``n=25`` takes the first), read from a data folder only: TellMeWhy states no
 licence, so it is not shipped.
 
 The data folder is ``data_dir`` when given, else ``$AIEG_FAST_DATA`` when set
@@ -92,7 +94,8 @@ SENTIMENT_LABELS = (" negative", " positive")
 #: Names of the labels, index = SST-2 label.
 SENTIMENT_LABEL_NAMES = ("negative", "positive")
 
-#: BoolQ prompt (the lm-evaluation-harness ``boolq`` task's): passage and question are attributed.
+#: BoolQ prompt (the lm-evaluation-harness ``boolq`` task's, on the passage without the Wikipedia title that
+#: SuperGLUE's passage begins with; each record keeps it as ``title``): passage and question are attributed.
 BOOLQ_TEMPLATE = "{passage}\nQuestion: {question}?\nAnswer:"
 #: BoolQ label words, index = label (0 false, 1 true).
 BOOLQ_LABELS = (" no", " yes")
