@@ -100,7 +100,10 @@ def test_version_and_python_floor_are_declared_alike():
     assert aieg_fast.__version__ == re.search(r'^version = "([^"]+)"', text, re.M).group(1)
     floor = re.search(r'^requires-python = ">=([0-9.]+)"', text, re.M).group(1)
     assert f"Python ≥ {floor}," in (ROOT / "README.md").read_text()
-    assert (ROOT / "LICENSE").is_file() and 'license-files = ["LICENSE"]' in text
+    files = re.search(r'^license-files = \[(.*)\]', text, re.M).group(1)
+    assert (ROOT / "LICENSE").is_file() and '"LICENSE"' in files
+    # the shipped data keep their own terms: their notices travel in every wheel and source archive
+    assert (ROOT / "aieg_fast" / "data" / "LICENSES.md").is_file() and '"aieg_fast/data/LICENSES.md"' in files
 
 
 def test_subpackages_are_reached_from_a_bare_import():

@@ -52,6 +52,8 @@ grep "aieg_fast setup:" "$WORK/wheel.log" || true
 WHEEL=$(ls "$WORK"/wheel/aieg_fast-*.whl)
 "$PY" -m zipfile -l "$WHEEL" >"$WORK/wheel.txt"
 grep -q "aieg_fast/_C" "$WORK/wheel.txt" || fail "the wheel holds no compiled extension"
+grep -q "licenses/aieg_fast/data/LICENSES.md" "$WORK/wheel.txt" || fail "the wheel lacks the data licences (pyproject license-files)"
+grep -q "aieg_fast/data/LICENSES.md" "$WORK/sdist.txt" || fail "the source archive lacks the data licences (package-data)"
 
 step "3. a fresh venv with the user's torch"
 VPY=$WORK/venv/bin/python
