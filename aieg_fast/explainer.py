@@ -3,7 +3,6 @@ the result. The methods live in :mod:`aieg_fast.methods`, the engine in :mod:`ai
 generation in :mod:`aieg_fast.generation`."""
 from __future__ import annotations
 
-import operator
 import time
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -20,7 +19,7 @@ from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock
 from .core.tokens import check_in_vocab, continuation, encoding_warnings, merge_message, one_bos, token_text_after
-from .core.validation import DEFAULT_N_STEPS, check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
+from .core.validation import DEFAULT_N_STEPS, as_int, check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
 from .prediction import label_probs, predict
@@ -29,24 +28,6 @@ from .models import adapter_for, load_hf_model
 from .result import Attribution
 
 __all__ = ["Explainer", "load_model"]
-
-
-def _as_int(value):
-    """``value`` as a Python int when it is an integer of another library (``numpy.int64``, a
-    one-element integer tensor such as ``logits.argmax()``); anything else as it is (a bool, a
-    float or a bool tensor stays, and is refused by the caller)."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if torch.is_tensor(value):
-        if value.numel() != 1 or value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
-            return value
-        return int(value.item())
-    if type(value).__name__.startswith("bool"):  # numpy.bool_
-        return value
-    try:
-        return operator.index(value)
-    except TypeError:
-        return value
 
 
 class Explainer:
@@ -260,7 +241,7 @@ class Explainer:
             AttributionWarning: the target's text merges with the end of ``context`` (the
                 prompt's last tokens change when it follows); it is then tokenised alone.
         """
-        target = _as_int(target)
+        target = as_int(target)
         if self.adapter.kind == "classifier":
             n = self.adapter.num_labels
             id2label = getattr(self.model.config, "id2label", {}) or {}
@@ -376,11 +357,12 @@ class Explainer:
             method (str): one of :func:`list_methods` (default ``"aieg"``).
             target: token string (single token), token id, or class index / label for a
                 classification head; None = the model's own prediction (greedy next token or
-                argmax class). A list gives one target per text.
+                argmax class). A list gives one target per text (several tokens: ``"logprob"``).
             n_steps (int or "auto"): path steps M ≥ 2 (checked for every method, used by the path
                 methods). ``"auto"`` (IG): refine a trapezoid grid, every gradient kept, until the
                 relative completeness error |Σ s − ΔF| / |ΔF| ≤ ``tolerance`` (default 0.05) or
                 ``max_steps`` points (default 257) (:mod:`~aieg_fast.core.adaptive_quadrature`).
+                NumPy / one-element tensor integers are ints (so in every int setting).
             internal_batch_size (int, optional): path points per forward/backward; bounds peak
                 memory. None = chosen from ``max_memory`` (default "2GB").
             template (str, optional): prompt with ``{text}`` (or ``{field}``s); its tokens are held fixed.
@@ -409,17 +391,15 @@ class Explainer:
                 class documents them).
 
         Returns:
-            :class:`Attribution` (or a list of them for a list of texts). ``scores``:
-            Tensor[L] over the tokens of the text (template included, held fixed at 0).
+            :class:`Attribution` (or a list, one per text): ``scores`` Tensor[L] over the text's
+            tokens (template held fixed at 0; units and sign: :class:`Attribution`).
 
         Raises:
-            ValueError: empty text, too many tokens, unknown method, a target that is not a
-                single token or not in ``label_set``, a contrast equal to the target, n_steps < 2
-                or too large for memory (names the memory), ``"auto"`` for a method other than IG,
-                bad ``input_ids`` (names the position), both or neither of text and input_ids,
-                ``internal_batch_size`` not a positive int (``True`` included), a bad
-                ``max_memory`` or ``compile``, an unknown option, a baseline for a method
-                without one. All checked before any model work; the model is left as it was.
+            TypeError: a wrong type of text, input_ids, template, target, target_fn, label_set or baseline.
+            RuntimeError: a gradient method called inside ``torch.inference_mode()``.
+            ValueError: a bad value of any argument, named with the value received (e.g. a target
+                that is not one token, n_steps too large for ``max_memory``, a baseline for a method
+                without one). All checked before any model work; the model is left as it was.
 
         Warns:
             AttributionWarning: a row without usable signal (raw signal zero, constant or not
@@ -428,6 +408,7 @@ class Explainer:
                 (also a RuntimeWarning). A target whose text merges with the end of the prompt, a
                 special-token string typed in the text, a model in training mode.
         """
+        n_steps, internal_batch_size, n_baseline_samples, seed = map(as_int, (n_steps, internal_batch_size, n_baseline_samples, seed))
         m, opts, compiled = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
                                                  internal_batch_size, max_memory, n_baseline_samples, compile, progress)
         inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,
@@ -583,7 +564,8 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
             device this machine does not have, an unknown dtype (or, for a model object, another
             than its own), ``device`` with ``device_map``, ``device_map`` / ``model_kwargs`` for a
             model object, a bad ``compile``; each names the argument and is raised before any
-            weights are loaded.
+            weights are loaded. A ``ref_token_id`` outside the vocabulary (after loading).
+        TypeError: ``model`` neither None, a str / path nor a model object (names the type).
         RuntimeError: the embedded model's package is not installed.
     """
     check_placement(device, dtype, device_map)

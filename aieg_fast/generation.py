@@ -48,7 +48,7 @@ from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequ
 from .core.model_state import holding_model_lock, model_prepared
 from .core.inputs import as_id_list
 from .core.tokens import check_in_vocab, continuation, merge_message, token_text_after, typed_specials, unknown_message, unknown_pieces
-from .core.validation import DEFAULT_N_STEPS, check_bool, check_call_settings, check_int
+from .core.validation import DEFAULT_N_STEPS, as_int, check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
 
@@ -223,6 +223,7 @@ def attribute_generation(
     interpolated and attributed too (CAGE); for AIEG PosNorm then runs over all of them.
 
     Args:
+        self (Explainer): as a function, ``aieg_fast.attribute_generation(ex, prompt, ...)``.
         prompt (str): the prompt text (placed in ``template`` at ``{text}`` when given).
         max_new_tokens (int, optional): tokens to generate greedily (≥ 1; None: 8), stopping early
             at EOS. Refused with ``generated_text`` (cut a given text first: ``continuation_ids``).
@@ -238,15 +239,13 @@ def attribute_generation(
             together; None = from ``max_memory`` (default "2GB").
         template (str, optional): prompt template with ``{text}``; template tokens are fixed.
             The generated tokens follow the filled-in template.
-        backend: ``"auto"``, ``"ext"`` or ``"reference"``.
         interpolate_generated (bool): also interpolate and attribute the generated tokens.
-        progress (bool): progress bar over the path points.
         target_fn: ``"logit"`` (default), ``"logprob"`` or ``"prob"`` of each y_t, or a callable
             ``logits Tensor[n, V] -> Tensor[n]`` applied at every step.
         contrast_target: one token c subtracted at every step: F_t = z_{y_t} − z_c.
-        baseline, alpha_range, n_baseline_samples, baseline_noise, seed: as :meth:`Explainer.attribute`
-            (a tensor must be [d]; noise samples run on the batch of the T contexts, unshared).
-        max_memory: memory budget for the automatic ``internal_batch_size``.
+        baseline, alpha_range, n_baseline_samples, baseline_noise, seed, max_memory, backend, progress:
+            as :meth:`Explainer.attribute` (a baseline tensor must be [d]; noise samples run on
+            the batch of the T contexts, unshared).
         shared (bool): share one teacher-forced forward over the whole sequence between the
             steps where the method allows it (module docstring); False runs the method on the
             batch of the T contexts. Both give the same rows.
@@ -258,7 +257,8 @@ def attribute_generation(
         the token was not attributed for that row: not visible yet (generated token j for rows
         t ≤ j), held fixed (template, special tokens, and generated tokens unless
         ``interpolate_generated``). ``tokens`` = prompt tokens + generated tokens;
-        ``attributable[i]`` says whether column i is attributed in at least one row.
+        ``attributable[i]`` says whether column i is attributed in at least one row (the spec's
+        default is [T, L_p]; one shape with ``interpolate_generated``). Units: :class:`Attribution`.
         ``info``: ``generated_ids``, ``generated_text``, ``prompt``, ``prompt_length`` (L_p),
         ``teacher_forced``, ``steps`` (the method's per-row info, e.g. ``F_input``),
         ``sequence_scores`` (mean over rows, specs/aieg.md §6.11; NaN-skipping),
@@ -266,11 +266,10 @@ def attribute_generation(
         score; also ``steps[t]["target"]["prob"]``).
 
     Raises:
-        ValueError: empty prompt, max_new_tokens < 1 or given with ``generated_text``,
-            ``interpolate_generated`` / ``shared`` / ``progress`` not a bool, empty
-            ``generated_text``, too many tokens for the model, a classification head, unknown
-            method or option, n_steps < 2 or too large for memory, ``internal_batch_size`` not a
-            positive int, a bad ``max_memory``.
+        TypeError: ``prompt``, ``generated_text`` or ``template`` of the wrong type (named).
+        ValueError: a bad value of any argument, named with the value (e.g. max_new_tokens with
+            ``generated_text``, too many tokens, a classification head, n_steps ``"auto"``,
+            ``target_fn="label_logprob"``, a list ``contrast_target``, a baseline tensor not [d]).
             Checked before the model is touched; the model is left as it was.
         RuntimeError: greedy decoding (no ``generated_text``) on a model whose
             ``config.return_dict`` is False, which breaks the model's own forward in transformers
@@ -278,6 +277,7 @@ def attribute_generation(
     """
     ex, t0 = self, time.perf_counter()
     # ---- validation first: nothing below touches the model until everything is checked
+    n_steps, internal_batch_size, n_baseline_samples, seed = map(as_int, (n_steps, internal_batch_size, n_baseline_samples, seed))
     max_new_tokens = _new_tokens(max_new_tokens, generated_text)
     _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_target, baseline, internal_batch_size, max_memory,
                            dict(interpolate_generated=interpolate_generated, progress=progress, shared=shared))
@@ -327,8 +327,9 @@ def _method_checked(ex, method, options, n_steps, backend):
 
 
 def _new_tokens(max_new_tokens, generated_text) -> int:
-    """``max_new_tokens`` as decoded (8 when None); refused with ``generated_text`` (ValueError),
-    where it would otherwise be ignored."""
+    """``max_new_tokens`` as decoded (8 when None; a NumPy or tensor integer as an int); refused
+    with ``generated_text`` (ValueError), where it would otherwise be ignored."""
+    max_new_tokens = as_int(max_new_tokens)
     if max_new_tokens is None:
         return DEFAULT_MAX_NEW_TOKENS
     if generated_text is not None:

@@ -3,17 +3,36 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import re
 from typing import Any, Iterable, Mapping, Optional
 
 import torch
 
-__all__ = ["DEFAULT_N_STEPS", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
+__all__ = ["DEFAULT_N_STEPS", "as_int", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
            "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
 #: what F is: the target's logit, log-probability or probability (specs/aieg.md §6.2)
 TARGET_FNS = ("logit", "logprob", "prob", "label_logprob")
+
+
+def as_int(value):
+    """``value`` as a Python int when it is an integer of another library (``numpy.int64``, a
+    one-element integer tensor such as ``logits.argmax()``); anything else as it is (a bool, a
+    float or a bool tensor stays, and is refused by the caller)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if torch.is_tensor(value):
+        if value.numel() != 1 or value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
+            return value
+        return int(value.item())
+    if type(value).__name__.startswith("bool"):  # numpy.bool_
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
 
 
 def check_choice(name: str, value, choices) -> None:

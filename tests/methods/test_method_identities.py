@@ -549,6 +549,24 @@ def test_numpy_and_tensor_integer_targets_are_token_ids(tiny_gpt2):
         torch.testing.assert_close(got.scores, want.scores)
 
 
+def test_numpy_and_tensor_integer_settings_are_ints(tiny_gpt2):
+    """n_steps, internal_batch_size, n_baseline_samples and seed from numpy or torch (a loop over
+    np.arange) were refused as "must be an int"; they are read as the ints they hold, in both
+    calls, and recorded as Python ints."""
+    kw = dict(method="integrated_gradients", n_steps=4, internal_batch_size=2, n_baseline_samples=2, seed=3)
+    want = tiny_gpt2.attribute(TEXT, **kw)
+    for cast in (np.int64, np.int32, torch.tensor):
+        got = tiny_gpt2.attribute(TEXT, **{k: cast(v) if isinstance(v, int) else v for k, v in kw.items()})
+        torch.testing.assert_close(got.scores, want.scores, rtol=0, atol=0)
+        json.dumps(got.to_dict())
+    gen = dict(method="saliency", max_new_tokens=2, n_steps=4, seed=1)
+    want = aieg_fast.attribute_generation(tiny_gpt2, TEXT, **gen)
+    got = aieg_fast.attribute_generation(tiny_gpt2, TEXT, **{k: np.int64(v) if isinstance(v, int) else v for k, v in gen.items()})
+    assert got.token_ids == want.token_ids and torch.equal(got.scores.nan_to_num(), want.scores.nan_to_num())
+    with pytest.raises(ValueError, match=r"n_steps must be an int >= 2 or 'auto', got np.float64\(4.0\)"):
+        tiny_gpt2.attribute(TEXT, method="integrated_gradients", n_steps=np.float64(4.0))
+
+
 def test_load_model_wrong_type():
     with pytest.raises(TypeError, match=r"model must be None, a hub id or local directory .* got int"):
         aieg_fast.load_model(123)
