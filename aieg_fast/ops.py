@@ -239,7 +239,8 @@ def interpolate_path(
     *,
     backend: str = "auto",
 ) -> Tensor:
-    """Points on the straight-line path γ(α) = E′ + α (E − E′) (see :func:`reference.interpolate_path`).
+    """Points on the straight-line path γ(α) = E′ + α (E − E′) (see :func:`reference.interpolate_path`;
+    specs/aieg.md §6.3).
 
     Args:
         input_embeds (Tensor[L, d]): embeddings E (float32/float64/float16/bfloat16).
@@ -258,6 +259,8 @@ def interpolate_path(
             complex or bool ``baseline_embeds`` / ``alphas``, a floating-point ``fixed_mask``.
         ValueError: shapes other than above; an argument on the meta device (no values) next to
             another device's ``input_embeds``; an unknown ``backend``.
+        RuntimeError: ``backend="ext"`` where the extension cannot run this call (as
+            :func:`resolve_backend` says).
     """
     _check_float(input_embeds, "input_embeds")
     _check_real(baseline_embeds, "baseline_embeds")
@@ -287,7 +290,7 @@ def adaptive_alphas(
     *,
     backend: str = "auto",
 ) -> Tuple[Tensor, Tensor]:
-    """IDG adaptive sampling grid (see :func:`reference.adaptive_alphas`).
+    """IDG adaptive sampling grid (see :func:`reference.adaptive_alphas`; specs/aieg.md §3.2, §6.4).
 
     The allocation is O(N + M) scalar work and runs on the host for every backend and device
     (the N pilot values are copied to the host, as in the reference).
@@ -307,7 +310,9 @@ def adaptive_alphas(
         TypeError: ``pilot_logits`` not a real tensor, ``n_steps`` not an int,
             ``idg_compat_quirk`` not a bool. ValueError: ``alloc`` unknown, ``n_steps`` outside
             [2, :data:`MAX_GRID_POINTS`], ``pilot_logits`` on the meta device (the grid depends
-            on its values, which that device does not hold).
+            on its values, which that device does not hold), an unknown ``backend``.
+        RuntimeError: ``backend="ext"`` where the extension cannot run this call (as
+            :func:`resolve_backend` says).
     """
     _check_choice("alloc", alloc, reference.ALLOC_MODES)
     _check_real(pilot_logits, "pilot_logits")
@@ -335,7 +340,8 @@ def emphasis_factors(
     *,
     backend: str = "auto",
 ) -> Tensor:
-    """Emphasis factors EF_m from logit jumps along the path (see :func:`reference.emphasis_factors`).
+    """Emphasis factors EF_m from logit jumps along the path (see :func:`reference.emphasis_factors`;
+    specs/aieg.md §6.5).
 
     Args:
         path_logits (Tensor[M]): target logit at each path point (slopes for ``mode="autograd"``).
@@ -354,7 +360,9 @@ def emphasis_factors(
     Raises:
         ValueError: a bad option or combination (:func:`reference.check_emphasis_options`),
             inputs of different lengths, an input on the meta device (the factors depend on the
-            values). TypeError: a non-tensor or complex/bool input.
+            values), an unknown ``backend``. TypeError: a non-tensor or complex/bool input.
+        RuntimeError: ``backend="ext"`` where the extension cannot run this call (as
+            :func:`resolve_backend` says).
     """
     reference.check_emphasis_options(mode, sign, norm, slopes)
     named = [(path_logits, "path_logits"), (alphas, "alphas"), (widths, "widths")]
@@ -389,7 +397,8 @@ def integrate_gradients(
     *,
     backend: str = "auto",
 ) -> Tensor:
-    """Fused path integral Δ ⊙ Σ_m w_m G_m, reduced over d (see :func:`reference.integrate_gradients`).
+    """Fused path integral Δ ⊙ Σ_m w_m G_m, reduced over d (see :func:`reference.integrate_gradients`;
+    specs/aieg.md §6.6).
 
     The kernel reads ``grads`` once, in its own dtype, with fp32 accumulation (fp64 for fp64).
     Non-contiguous ``grads`` are read through their strides when the last dimension is
@@ -414,6 +423,8 @@ def integrate_gradients(
         TypeError: a non-tensor, ``grads`` not of a kernel dtype, a complex or bool ``weights`` /
             ``delta``. ValueError: shapes other than above, ``weights`` / ``delta`` on the meta
             device (no values) next to another device's ``grads``, an unknown ``reduce`` or ``backend``.
+        RuntimeError: ``backend="ext"`` where the extension cannot run this call (as
+            :func:`resolve_backend` says).
     """
     _check_choice("reduce", reduce, reference.INTEGRATE_REDUCES)
     _check_float(grads, "grads")
@@ -438,7 +449,8 @@ def attention_gradient_product(
     *,
     backend: str = "auto",
 ) -> Tensor:
-    """Scaled attention α∇α / head-mean attention over a batch (see :func:`reference.attention_gradient_product`).
+    """Scaled attention α∇α / head-mean attention over a batch (see
+    :func:`reference.attention_gradient_product`; specs/aieg.md §4).
 
     Args:
         attn (Tensor[B, H, Q, K]): attention probabilities (``attn[:, :, -1:]`` for the last
@@ -457,6 +469,8 @@ def attention_gradient_product(
             ``weights``. ValueError: shapes other than above, ``grad`` / ``weights`` on the meta device
             (no values) next to another device's ``attn``, ``grad`` missing where ``reduce``
             needs it, an unknown ``reduce`` or ``backend``.
+        RuntimeError: ``backend="ext"`` where the extension cannot run this call (as
+            :func:`resolve_backend` says).
     """
     _check_choice("reduce", reduce, reference.AGP_REDUCES)
     _check_float(attn, "attn")
@@ -487,7 +501,8 @@ def posnorm(
     *,
     backend: str = "auto",
 ) -> Tensor:
-    """PosNorm over the attributable positions of each row (see :func:`reference.posnorm`).
+    """PosNorm over the attributable positions of each row (see :func:`reference.posnorm`;
+    specs/aieg.md §6.8).
 
     Args:
         scores (Tensor[..., L]): token scores.
@@ -503,6 +518,8 @@ def posnorm(
         TypeError: a non-tensor, ``scores`` not of a kernel dtype, a floating-point or complex
             ``valid_mask``. ValueError: ``scores`` 0-d or on the meta device, ``valid_mask`` not
             broadcastable to it or on the meta device, an unknown ``mode`` or ``backend``.
+        RuntimeError: ``backend="ext"`` where the extension cannot run this call (as
+            :func:`resolve_backend` says).
     """
     _check_choice("mode", mode, reference.POSNORM_MODES)
     _check_float(scores, "scores")
@@ -520,7 +537,7 @@ def posnorm(
 
 def hvp_l1_mean(hvps: Tensor, *, backend: str = "auto") -> Tensor:
     """Mean over probes of the ℓ1 norm of each token's HVP block, HETA's S_i (see
-    :func:`reference.hvp_l1_mean`).
+    :func:`reference.hvp_l1_mean`; specs/heta.md §2).
 
     The kernel reads ``hvps`` once, in its own dtype, and sums in fp64 before rounding to the
     accumulation dtype (the reference sums in the accumulation dtype: the results agree to a few
@@ -535,7 +552,9 @@ def hvp_l1_mean(hvps: Tensor, *, backend: str = "auto") -> Tensor:
         Tensor[n], float32 (float64 for float64 hvps).
 
     Raises:
-        TypeError: ``hvps`` not a float tensor. ValueError: not [m, n, d], or m = 0.
+        TypeError: ``hvps`` not a float tensor. ValueError: not [m, n, d], m = 0, an unknown ``backend``.
+        RuntimeError: ``backend="ext"`` where the extension cannot run this call (as
+            :func:`resolve_backend` says).
     """
     _check_float(hvps, "hvps")
     _check_shape(hvps.dim() == 3, "hvps", "[m, n, d]", hvps)

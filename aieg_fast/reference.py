@@ -163,8 +163,9 @@ def adaptive_alphas(
         fp64 pilot); alphas are sorted ascending (stable) in [0, 1) ([0, 1 + h) with the quirk)
         and Σ widths = (number of non-empty bins)·h ≤ 1 (≤ N·h with the quirk; = 1 when every
         bin j ≥ 1 gets a sample; specs/aieg.md §6.13.7 says "= 1", which does not hold when
-        flat bins get none). The allocation is computed in fp64 on the CPU (it is O(N + M)
-        scalar work).
+        flat bins get none). The uniform fallback above instead gives :func:`uniform_alphas`'
+        grid: α in [0, 1] and Σ widths = M / (M − 1). The allocation is computed in fp64 on the
+        CPU (it is O(N + M) scalar work).
     """
     _check_choice("alloc", alloc, ALLOC_MODES)
     if n_steps < 2:

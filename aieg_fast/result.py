@@ -30,13 +30,20 @@ class Attribution:
     Attributes:
         tokens (List[str]): display text of each input token (length L).
         token_ids (List[int]): the token ids (length L).
-        scores (Tensor[L] or Tensor[T, L]): one score per token (float32, CPU). Positions held
-            fixed (special, template, padding) hold 0 for gradient methods; ``attributable``
-            marks the others. For a generation (:meth:`Explainer.attribute_generation`) one
+        scores (Tensor[L] or Tensor[T, L]): one score per token (float32, CPU). Signed, in
+            F's units (a logit by default; nats for ``target_fn="logprob"`` / ``"label_logprob"``)
+            for integrated_gradients, integrated_decision_gradients, input_x_gradient, occlusion
+            (its default ``measure``) and scaled_attention: > 0 raises F (supports the target).
+            ≥ 0 for saliency (a gradient norm), attention (weights), aieg (its default PosNorm),
+            grad_ellm and heta: compare scores within a method, not across methods. Positions
+            held fixed (special, template, padding; a multi-token target's own tokens are not
+            columns) hold 0 for every method; ``attributable`` marks the others. For a generation (:meth:`Explainer.attribute_generation`) one
             row per generated token, NaN where a token was not attributed for that row (not
             visible yet or held fixed); ``attributable[i]`` = column i is attributed in some row.
         method (str): method name (see :func:`aieg_fast.list_methods`).
-        target (dict): ``{"kind": "token"|"class", "id": int, "text": str, ...}``.
+        target (dict): ``{"kind": "token"|"class"|"tokens", "id": int, "text": str, ...}``;
+            ``"tokens"`` (a multi-token target of ``target_fn="logprob"``) has ``"id"`` None
+            and its ids in ``"ids"``.
         options (dict): every option the method ran with (defaults filled in).
         model (str): model name or path.
         backend (dict): op name → ``"ext"`` or ``"reference"`` for every kernel op used (empty
@@ -45,8 +52,9 @@ class Attribution:
         attributable (List[bool]): positions that were attributed (not held fixed).
         raw_tokens (List[str]): raw token strings (with ``Ġ``/``▁`` markers) for word grouping.
         special (List[bool]): special-token flags.
-        info (dict): method-specific extras (``F_input``, ``F_baseline``, ``convergence_delta``,
-            components); JSON-serialisable.
+        info (dict): method-specific extras, e.g. IG's ``F_input``, ``F_baseline`` and
+            ``convergence_delta``, AIEG's ``ieg``, ``posnorm``, ``attention`` and ``ef``, HETA's
+            components; JSON-serialisable.
         text (str): the encoded string (the template filled in; for a generation, followed by
             the decoded continuation); "" when unknown (slow tokenizer, old files).
         offsets (List[Optional[List[int]]]): per token ``[start, end)`` into ``text`` from the

@@ -31,7 +31,7 @@ def quadrature(rule: str, n_steps: int, dtype=torch.float64):
         TypeError: ``dtype`` not a floating-point ``torch.dtype`` (an integer dtype would round
             every weight to 0).
     """
-    check_choice("integration", rule, INTEGRATION_RULES)
+    check_choice("rule", rule, INTEGRATION_RULES)
     check_int("n_steps", n_steps, 2)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype (e.g. torch.float32), got {dtype!r}")

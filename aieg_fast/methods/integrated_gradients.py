@@ -23,7 +23,8 @@ class IntegratedGradientsOptions(Options):
 
     Attributes:
         integration: quadrature rule (:func:`~aieg_fast.core.quadrature.quadrature`), default
-            ``"trapezoid"``.
+            ``"trapezoid"`` (Captum's ``"riemann_trapezoid"``; the ``riemann_*`` and
+            ``gausslegendre`` rules are Captum's too).
         token_reduction: ``"sum"`` (default, signed), ``"l2"`` or ``"sum_abs"`` over d.
         refine: with ``n_steps="auto"``, how the trapezoid grid is refined: ``"adaptive"``
             (default: bisect the intervals with the largest errors) or ``"uniform"`` (bisect all;
@@ -36,6 +37,9 @@ class IntegratedGradientsOptions(Options):
     refine: str = "adaptive"
 
     def validate(self):
+        if self.integration == "riemann_trapezoid":  # Captum's name of the same rule
+            raise ValueError("integration must be one of the rules of aieg_fast.quadrature; Captum's 'riemann_trapezoid' "
+                             "(linspace points, trapezoid weights) is 'trapezoid' here, got 'riemann_trapezoid'")
         check_choice("integration", self.integration, INTEGRATION_RULES)
         check_choice("token_reduction", self.token_reduction, TOKEN_REDUCTIONS)
         check_choice("refine", self.refine, REFINE_RULES)

@@ -102,6 +102,9 @@ def get_method(name: str) -> Method:
 
 def method_options(method: str) -> Dict[str, Any]:
     """The options of a method with their defaults, e.g. ``method_options("aieg")["ef_mode"] == "fd"``.
+    A default of None (e.g. AIEG's ``posnorm``, Grad-ELLM's ``rope``, HETA's ``window``) is
+    resolved at call time from the method's preset or the call (AIEG's ``n_pilot``: ``n_steps``);
+    ``res.options`` records the value used.
 
     Raises:
         ValueError: unknown method.

@@ -939,6 +939,15 @@ def test_quadrature_checks_its_arguments():
     for bad in (torch.int64, "float32"):
         with pytest.raises(TypeError, match=r"dtype must be a floating-point torch.dtype"):
             aieg_fast.quadrature("trapezoid", 3, bad)
+    with pytest.raises(ValueError, match=r"rule must be one of \['trapezoid'"):  # named as help() shows it
+        aieg_fast.quadrature("simpson", 3)
+
+
+def test_captums_riemann_trapezoid_is_pointed_to_trapezoid(tiny_gpt2):
+    """A Captum user's integration="riemann_trapezoid" got a bare list of rules; the refusal says
+    it is "trapezoid" here, before any work."""
+    with pytest.raises(ValueError, match=r"Captum's 'riemann_trapezoid' .* is 'trapezoid' here"):
+        tiny_gpt2.attribute("the movie is good", method="integrated_gradients", integration="riemann_trapezoid")
 
 
 @pytest.mark.parametrize("backend", ["reference", pytest.param("ext", marks=requires_ext)])
