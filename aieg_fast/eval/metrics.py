@@ -102,8 +102,9 @@ from typing import TYPE_CHECKING, Dict, Optional, Sequence
 import torch
 
 from ..core.model_state import model_prepared
+from ..core.validation import check_choice
 from ..result import Attribution
-from .checks import check_choices, check_topk
+from .checks import check_choices, check_pis, check_positive_int, check_topk
 from .context import PROB_SPACES, MetricContext, check_attribution, context_for, prepare, seed_for, target_probs
 from .forwards import last_logits_ids
 from .scores import (
@@ -352,12 +353,15 @@ def evaluate_attribution(
     :func:`soft_key` (``"relu"``: as is; others suffixed, e.g. ``soft_nc_minmax``).
 
     Raises:
-        ValueError: bad ``soft_maps`` or ``ties`` (before any forward), and everything the metric
-            functions raise.
+        ValueError: bad ``soft_maps``, ``ties``, ``topk``, ``n_samples``, ``pis`` or
+            ``normalise`` (all before any forward), and everything the metric functions raise.
     """
     soft_maps = check_choices("soft_maps", soft_maps, SOFT_MAPS)
-    if ties not in TIE_RULES:
-        raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
+    check_choice("ties", ties, TIE_RULES)
+    topk = check_topk(topk)
+    n_samples = check_positive_int("n_samples", n_samples)
+    pis = check_pis(pis)
+    check_choice("normalise", normalise, NORMALISATIONS)
     ctx = context_for(ex, attr, ctx, prepare_kw)
     h = hard_metrics(ex, attr, topk, dig_compat=dig_compat, ties=ties, ctx=ctx)
     out = flat_metrics(h, None, {"degenerate": ctx.degenerate})

@@ -499,3 +499,29 @@ def test_top_k_keeps_float64_order():
     cand[6:25] = True
     assert M.top_k_positions(s, cand, 1 / 19 + 1e-9, ties="first").tolist() == [24]
     assert all(M.top_k_positions(s, cand, 1 / 19 + 1e-9, tie_seed=seed).tolist() == [24] for seed in range(5))
+
+
+@pytest.fixture
+def forwards(case):
+    """The number of forwards through the first block of ``case``'s model while the test runs."""
+    ex, _ = case
+    n = []
+    handle = ex.adapter.layers[0].register_forward_hook(lambda *args: n.append(1))
+    yield n
+    handle.remove()
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"topk": 0}, "topk must be a fraction in \\(0, 1\\], got 0"),
+    ({"n_samples": 0}, "n_samples must be a positive int, got 0"),
+    ({"pis": [2.0]}, "pis must be .*got \\[2.0\\]"),
+    ({"normalise": "softmax2"}, "normalise must be one of .*got 'softmax2'"),
+    ({"ties": "last"}, "ties must be one of .*got 'last'"),
+])
+def test_evaluate_attribution_refuses_bad_settings_before_any_forward(case, forwards, bad, match):
+    """topk, n_samples, pis and normalise were refused by the metric that used them, after the
+    reference forwards of prepare (and the hard metrics' forward, for pis and normalise)."""
+    ex, a = case
+    with pytest.raises(ValueError, match=match):
+        M.evaluate_attribution(ex, a, **bad)
+    assert not forwards
