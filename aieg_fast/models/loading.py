@@ -43,10 +43,13 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         ValueError: a model object without a tokenizer, an unsupported architecture, a name
             that is neither a local model directory nor loadable from the hub, ``device_map`` or
             ``model_kwargs`` for a model that is not loaded by name, ``model_kwargs`` naming
-            ``dtype`` or ``device_map``. TypeError: ``model_kwargs`` not a dict.
+            ``dtype`` or ``device_map``. TypeError: ``model_kwargs`` not a dict; ``tokenizer``
+            neither None, a str / Path nor a tokenizer-like object (callable, with
+            ``convert_ids_to_tokens``), refused before anything is loaded (names the type).
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
+    _check_tokenizer(tokenizer)
     dtype = dtype or torch.float32
     if model_kwargs is not None and not isinstance(model_kwargs, dict):
         raise TypeError(f"model_kwargs must be a dict of from_pretrained arguments, got {type(model_kwargs).__name__}")
@@ -172,12 +175,27 @@ def model_kind(model) -> Optional[str]:
     return None
 
 
+def _check_tokenizer(tokenizer) -> None:
+    """Refuse a ``tokenizer`` that is neither None, a str / Path (an id or folder, loaded later)
+    nor a tokenizer-like object (callable, with ``convert_ids_to_tokens``): TypeError naming
+    ``tokenizer`` and the type."""
+    if tokenizer is None or isinstance(tokenizer, (str, Path)):
+        return
+    if not callable(tokenizer) or not callable(getattr(tokenizer, "convert_ids_to_tokens", None)):
+        shown = repr(tokenizer)
+        raise TypeError(f"tokenizer must be a tokenizer object (callable, with convert_ids_to_tokens, e.g. from "
+                        f"AutoTokenizer.from_pretrained), a hub id or a local tokenizer directory, got "
+                        f"{type(tokenizer).__name__} {shown[:80]}{'...' if len(shown) > 80 else ''}")
+
+
 def _tokenizer(tokenizer):
     """``tokenizer`` itself, or the tokenizer its id / folder names.
 
     Raises:
-        ValueError: a str / Path that loads no tokenizer (names it and why).
+        ValueError: a str / Path that loads no tokenizer (names it and why). TypeError: as
+            :func:`_check_tokenizer`.
     """
+    _check_tokenizer(tokenizer)
     if not isinstance(tokenizer, (str, Path)):
         return tokenizer
     from transformers import AutoTokenizer

@@ -118,3 +118,19 @@ def test_a_tokenizer_that_does_not_load_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"tokenizer must be a tokenizer object, a hub id or a local tokenizer directory; "
                                          r"'.*' is a local directory without a loadable tokenizer"):
         aieg_fast.load_model(m, tmp_path)
+
+
+def test_a_tokenizer_of_another_type_is_refused_naming_it(tmp_path):
+    """tokenizer=5 was taken as the tokenizer: the next use failed with "'int' object is not
+    callable". Refused first (by name, before the model's folder is read), naming the type."""
+    m, t = make_tiny_gpt2()
+
+    class NotCallable:
+        convert_ids_to_tokens = t.convert_ids_to_tokens
+
+    for bad, kind in ((5, "int"), ({"vocab": 1}, "dict"), (NotCallable(), "NotCallable"), (t.convert_ids_to_tokens, "method")):
+        with pytest.raises(TypeError, match=rf"tokenizer must be a tokenizer object .*got {kind}"):
+            aieg_fast.load_model(m, bad)
+    with pytest.raises(TypeError, match=r"tokenizer must be .*got int 5"):
+        aieg_fast.load_model(str(tmp_path / "no-model"), tokenizer=5)
+    assert aieg_fast.load_model(m, t).tokenizer is t
