@@ -92,12 +92,22 @@ class Attribution:
     degenerate: List[Dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self):
+        """Scores as a float32 CPU tensor, the empty per-token lists filled with their defaults.
+
+        Raises:
+            ValueError: ``token_ids``, ``attributable``, ``raw_tokens``, ``special`` or ``offsets``
+                given with another length than ``tokens``, or ``scores`` of a shape that is not
+                [L] or [T, L]; names the field, its length and the number of tokens.
+        """
         self.scores = torch.as_tensor(self.scores, dtype=torch.float32).detach().cpu()
         L = len(self.tokens)
         if len(self.token_ids) != L:
             raise ValueError(f"token_ids has {len(self.token_ids)} entries but tokens has {L}")
         if self.scores.dim() not in (1, 2) or self.scores.shape[-1] != L:
             raise ValueError(f"scores has shape {tuple(self.scores.shape)} but there are {L} tokens")
+        for name in ("attributable", "raw_tokens", "special"):  # empty: the defaults below
+            if getattr(self, name) and len(getattr(self, name)) != L:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries but there are {L} tokens")
         if not self.attributable:
             self.attributable = [True] * L
         if not self.raw_tokens:

@@ -627,3 +627,15 @@ def test_long_strip_wraps_into_labelled_rows_and_wide_matrix_thins_labels(tiny_g
     every = -(-cols // MAX_COLUMN_LABELS)
     assert cols > MAX_COLUMN_LABELS and len(ax.get_xticks()) == -(-cols // every) <= MAX_COLUMN_LABELS
     assert f"1 in {every} of the {cols} columns labelled" in ax.get_title()
+
+
+@pytest.mark.parametrize("field, value", [("attributable", [True]), ("special", [False]), ("raw_tokens", ["a"]),
+                                          ("attributable", [True, True, False])])
+def test_per_token_lists_of_another_length_are_refused(field, value):
+    """attributable, special and raw_tokens of the wrong length were accepted: show(), to_html()
+    and words() then failed with IndexError (or read the wrong tokens)."""
+    kw = dict(tokens=["a", "b"], token_ids=[1, 2], scores=torch.tensor([0.1, 0.2]), method="saliency",
+              target={"kind": "token", "id": 0, "text": "x"})
+    with pytest.raises(ValueError, match=rf"^{field} has {len(value)} entries but there are 2 tokens$"):
+        aieg_fast.Attribution(**kw, **{field: value})
+    assert aieg_fast.Attribution(**kw, **{field: []}).attributable == [True, True]  # empty: the default
