@@ -62,9 +62,10 @@ def label_probs(self, text: str, labels: Sequence[str], template: Optional[str] 
         List[float], one probability per label (summing to 1), in the order of ``labels``.
 
     Raises:
-        TypeError: ``labels`` a str (a list of words is meant) or not a sequence.
+        TypeError: ``labels`` a str (a list of words is meant) or not a sequence; a label that
+            is neither a str nor an int (e.g. a float or None), named ``labels[i]`` with its value.
         ValueError: fewer than 2 labels, two labels of the same token, a label that is not a
-            single token (named, with its position).
+            single token (named ``labels[i]``, with its value).
     """
     if isinstance(labels, str) or not isinstance(labels, Sequence):
         raise TypeError(f"labels must be a list of label words, e.g. [' negative', ' positive'], got {type(labels).__name__} {labels!r}")
@@ -73,10 +74,12 @@ def label_probs(self, text: str, labels: Sequence[str], template: Optional[str] 
     ids, fixed, full = _encoded(self, text, template)
     tids = []
     for i, label in enumerate(labels):
+        if label is None:  # resolve_target's "the model's prediction", not a label
+            raise TypeError(f"labels[{i}] = None: a label must be a token string or id (a class index or name for a classifier)")
         try:
             tids.append(self.resolve_target(label, context=full)["id"])
-        except ValueError as err:
-            raise ValueError(f"labels[{i}] = {label!r}: {err}") from None
+        except (ValueError, TypeError) as err:
+            raise type(err)(f"labels[{i}] = {label!r}: {err}") from None
     if len(set(tids)) < len(tids):
         dup = [labels[i] for i, t in enumerate(tids) if tids.count(t) > 1]
         raise ValueError(f"labels {dup!r} are the same token (id {max(set(tids), key=tids.count)}): give distinct labels")

@@ -113,6 +113,8 @@ def test_token_added_after_resize_is_a_valid_target(make):
     ([], ValueError, r"at least 2 label words"),
     ([" good", " good"], ValueError, r"labels \[' good', ' good'\] are the same token"),
     ([" good", " not a token"], ValueError, r"labels\[1\] = ' not a token': .*single token"),
+    ([1.5, 2.5], TypeError, r"^labels\[0\] = 1.5: target must be a token string, a token id or None, got float"),
+    ([" good", None], TypeError, r"^labels\[1\] = None: a label must be a token string or id"),
 ])
 def test_label_probs_refuses_bad_labels_before_the_forward(tiny_gpt2, monkeypatch, labels, err, match):
     _no_forward(tiny_gpt2, monkeypatch)
