@@ -639,3 +639,11 @@ def test_per_token_lists_of_another_length_are_refused(field, value):
     with pytest.raises(ValueError, match=rf"^{field} has {len(value)} entries but there are 2 tokens$"):
         aieg_fast.Attribution(**kw, **{field: value})
     assert aieg_fast.Attribution(**kw, **{field: []}).attributable == [True, True]  # empty: the default
+
+
+@pytest.mark.parametrize("d, kind", [(5, "int"), ("tokens scores", "str"), ([["a"]], "list"), (None, "NoneType")])
+def test_from_dict_of_something_else_than_a_dict_names_its_type(d, kind):
+    """from_dict(5) raised "argument of type 'int' is not iterable"; a str was read as a dict
+    without keys."""
+    with pytest.raises(TypeError, match=rf"^d must be a dict \(Attribution.to_dict\(\)\), got {kind}$"):
+        aieg_fast.Attribution.from_dict(d)
