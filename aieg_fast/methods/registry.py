@@ -36,7 +36,9 @@ def register(cls):
     """Class decorator: add a :class:`Method` subclass to the registry under ``cls.name``.
 
     Raises:
-        TypeError: not a Method subclass; a name that is not a str; ``Options`` that is not a
+        TypeError: not a Method subclass; a class that does not override :meth:`Method.run`
+            (names the class: every call would fail with NotImplementedError; ``run_sequence``
+            alone is not enough); a name that is not a str; ``Options`` that is not a
             subclass of :class:`~aieg_fast.methods.base.Options` made a dataclass itself
             (``@dataclass(frozen=True)``; without it its fields would be no options).
         ValueError: no name, a name with whitespace or one of ``: , = [ ]`` (the
@@ -47,6 +49,9 @@ def register(cls):
     """
     if not (isinstance(cls, type) and issubclass(cls, Method)):
         raise TypeError(f"register expects a Method subclass, got {cls!r}")
+    if not callable(getattr(cls, "run", None)) or cls.run is Method.run:
+        raise TypeError(f"{cls.__name__} does not define run(self, ctx, opts) -> MethodOutput, which every method "
+                        "must (run_sequence is optional, for generation); define it before registering")
     if not isinstance(cls.name, str):
         raise TypeError(f"{cls.__name__}.name must be a str, got {cls.name!r}")
     if not cls.name:

@@ -106,6 +106,18 @@ def test_malformed_method_refused_at_registration(attrs, err, match):
     assert A.list_methods() == before
 
 
+@pytest.mark.parametrize("attrs", [{}, {"run": None}, {"run_sequence": lambda self, sctx, o: None}])
+def test_a_method_without_run_is_refused_at_registration(attrs):
+    """A Method subclass that did not override run was registered, and every call to it failed
+    with NotImplementedError."""
+    cls = type("NoRun", (A.Method,), {"name": "user_norun", "gradients": False, **attrs})
+    before = A.list_methods()
+    with pytest.raises(TypeError, match=r"^NoRun does not define run\(self, ctx, opts\) -> MethodOutput"):
+        A.register(cls)
+    assert A.list_methods() == before
+    assert all(type(m).run is not A.Method.run for m in A.METHODS.values())  # the package's methods define it
+
+
 def test_unregister_lets_a_new_version_take_the_name(tiny_gpt2):
     """A notebook cell registering a method again was refused ("already registered") with no way
     to take the first version out but the private dict; unregister frees the name."""
