@@ -98,9 +98,9 @@ def get_method(name: str) -> Method:
     """The registered method called ``name``.
 
     Raises:
-        ValueError: unknown name (lists the methods).
+        ValueError: unknown name, or a name that is not a str (lists the methods).
     """
-    if name not in METHODS:
+    if not isinstance(name, str) or name not in METHODS:
         raise ValueError(f"method must be one of {list_methods()}, got {name!r}")
     return METHODS[name]
 

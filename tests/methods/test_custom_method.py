@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import dataclasses
 from unittest import mock
 
@@ -258,3 +259,10 @@ def test_token_info_of_tensors_is_averaged_over_noisy_baselines(tiny_gpt2, as_te
     raw = raw[0] if as_tensor else raw
     raw = torch.as_tensor(raw)[: len(res.tokens)]
     torch.testing.assert_close(raw.float(), res.scores.float(), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", [[], {"saliency": 1}, 5, None])
+def test_get_method_of_a_name_that_is_not_a_str_lists_the_methods(name):
+    """get_method([]) raised "unhashable type: 'list'"."""
+    with pytest.raises(ValueError, match=rf"^method must be one of \['integrated_gradients', .*\], got {re.escape(repr(name))}$"):
+        A.get_method(name)
