@@ -104,7 +104,7 @@ import torch
 from ..core.model_state import model_prepared
 from ..core.validation import check_choice
 from ..result import Attribution
-from .checks import check_choices, check_pis, check_positive_int, check_topk
+from .checks import check_choices, check_pis, check_positive_int, check_seed, check_topk
 from .context import PROB_SPACES, MetricContext, check_attribution, context_for, prepare, seed_for, target_probs
 from .forwards import last_logits_ids
 from .scores import (
@@ -293,7 +293,12 @@ def random_attribution(attr: Attribution, seed: int = 0, instance_id=0) -> Attri
     Seeded by (seed, instance_id), so the control is reproducible and the same for every run.
     Only the tokens, target and positions are kept: the method's options, diagnostics, findings
     (``degenerate``) and backend are not the control's.
+
+    Raises:
+        ValueError: ``seed`` not an int >= 0 (as :func:`prepare`), and what
+            :func:`~aieg_fast.eval.context.check_attribution` raises.
     """
+    seed = check_seed(seed)
     check_attribution(attr)
     g = torch.Generator(device="cpu").manual_seed(seed_for(seed, instance_id, "random_scores"))
     u = torch.rand(len(attr.token_ids), generator=g, dtype=torch.float32)
@@ -322,7 +327,9 @@ def recency_attribution(attr: Attribution) -> Attribution:
 
 def control_attribution(name: str, attr: Attribution, seed: int = 0, instance_id=0) -> Attribution:
     """The control ``name`` of :data:`CONTROLS` on ``attr``'s input and target
-    (:func:`random_attribution` or :func:`recency_attribution`). Raises ValueError for another name."""
+    (:func:`random_attribution` or :func:`recency_attribution`). Raises ValueError for another
+    name, or a ``seed`` that is not an int >= 0 (for either control: a run passes its seed to both)."""
+    seed = check_seed(seed)
     if name == "random":
         return random_attribution(attr, seed, instance_id)
     if name == "recency":

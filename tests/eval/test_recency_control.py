@@ -57,3 +57,14 @@ def test_generation_run_scores_the_control_per_step(tiny_gpt2, tmp_path):
         ctx = prepare(tiny_gpt2, v, prob_space="vocab", seed=4, instance_id=f"a#{t}")
         want = hard_metrics(tiny_gpt2, recency_attribution(v), ctx=ctx)["log_odds"]
         assert rec["methods"]["recency"]["steps"][t]["log_odds"] == pytest.approx(want, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", ["a", -1, 1.5, True, None])
+def test_controls_refuse_a_seed_as_prepare_does(tiny_gpt2, seed):
+    """random_attribution(seed='a') raised "invalid literal for int()" without naming seed, and
+    seed=-1 was accepted (prepare refuses it)."""
+    a = tiny_gpt2.attribute("the movie is good", method="saliency")
+    for call in (lambda: random_attribution(a, seed=seed), lambda: control_attribution("random", a, seed),
+                 lambda: control_attribution("recency", a, seed), lambda: prepare(tiny_gpt2, a, seed=seed)):
+        with pytest.raises(ValueError, match=rf"^seed must be an int >= 0, got {seed!r}$"):
+            call()
