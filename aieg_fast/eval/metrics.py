@@ -102,7 +102,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Sequence
 import torch
 
 from ..core.model_state import model_prepared
-from ..core.validation import check_choice
+from ..core.validation import check_bool, check_choice
 from ..result import Attribution
 from .checks import check_choices, check_pis, check_positive_int, check_seed, check_topk
 from .context import PROB_SPACES, MetricContext, check_attribution, context_for, prepare, seed_for, target_probs
@@ -223,10 +223,11 @@ def hard_metrics(
         distribution (the summaries leave NaN out and count the rest).
 
     Raises:
-        ValueError: ``topk`` outside (0, 1], unknown ``ties`` (before any forward), and
-            everything :func:`prepare` raises.
+        ValueError: ``topk`` outside (0, 1], unknown ``ties``, ``dig_compat`` not a bool (before
+            any forward), and everything :func:`prepare` raises.
     """
     topk = check_topk(topk)
+    check_bool("dig_compat", dig_compat)
     if ties not in TIE_RULES:
         raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
     ctx = context_for(ex, attr, ctx, prepare_kw)
@@ -361,9 +362,11 @@ def evaluate_attribution(
 
     Raises:
         ValueError: bad ``soft_maps``, ``ties``, ``topk``, ``n_samples``, ``pis`` or
-            ``normalise`` (all before any forward), and everything the metric functions raise.
+            ``normalise``, ``dig_compat`` not a bool (all before any forward), and everything the
+            metric functions raise.
     """
     soft_maps = check_choices("soft_maps", soft_maps, SOFT_MAPS)
+    check_bool("dig_compat", dig_compat)
     check_choice("ties", ties, TIE_RULES)
     topk = check_topk(topk)
     n_samples = check_positive_int("n_samples", n_samples)

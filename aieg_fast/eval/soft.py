@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from ..core.model_state import model_prepared
+from ..core.validation import check_bool
 from ..result import Attribution
 from .checks import check_pis, check_positive_int
 from .context import MetricContext, context_for, seed_for, target_probs
@@ -195,7 +196,7 @@ def pi_soft(
 
     Raises:
         ValueError: bad ``pis`` (must be increasing, inside (0, 1)), ``n_samples``, ``curves``,
-            ``soft_map`` / ``sign`` (before any forward). TypeError: ``attr`` not an
+            ``soft_map`` / ``sign``, ``uniform`` not a bool (before any forward). TypeError: ``attr`` not an
             :class:`~aieg_fast.result.Attribution` (None is taken only as above).
     """
     pis = check_pis(pis)
@@ -204,6 +205,7 @@ def pi_soft(
     if not curves or any(c not in ("nc", "ns") for c in curves):
         raise ValueError(f"curves must be a non-empty subset of ('nc', 'ns'), got {curves!r}")
     soft_map = _pi_soft_map(soft_map, sign)
+    check_bool("uniform", uniform)
     if not (uniform and attr is None and ctx is not None):
         ctx = context_for(ex, attr, ctx, prepare_kw)
     L, d = ctx.embeds.shape

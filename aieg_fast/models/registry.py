@@ -24,8 +24,10 @@ def register_adapter(model_type: str, adapter: Type[DecoderAdapter], *, replace:
         ValueError: an empty model_type, an adapter without ``architectures``, one that leaves
             a hook every family declares (``decoder``, ``blocks``, ``config_sizes``; with
             attention also ``attention``, ``qkv_points``, ``o_proj``) to the base class, or a
-            model_type already registered (unless ``replace=True``).
+            model_type already registered (unless ``replace=True``), ``replace`` not a bool.
     """
+    if not isinstance(replace, bool):  # core.validation.check_bool's message (models sit below core)
+        raise ValueError(f"replace must be True or False, got {replace!r}")
     if not (isinstance(adapter, type) and issubclass(adapter, DecoderAdapter)):
         raise TypeError(f"adapter must be a DecoderAdapter subclass, got {adapter!r}")
     if not isinstance(model_type, str) or not model_type:

@@ -525,3 +525,19 @@ def test_evaluate_attribution_refuses_bad_settings_before_any_forward(case, forw
     with pytest.raises(ValueError, match=match):
         M.evaluate_attribution(ex, a, **bad)
     assert not forwards
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda ex, a: M.hard_metrics(ex, a, dig_compat="x"), "dig_compat"),
+    (lambda ex, a: M.log_odds(ex, a, dig_compat=1), "dig_compat"),
+    (lambda ex, a: M.evaluate_attribution(ex, a, dig_compat="no"), "dig_compat"),
+    (lambda ex, a: M.pi_soft(ex, a, uniform="x"), "uniform"),
+    (lambda ex, a: M.pi_soft_nc(ex, a, uniform=0), "uniform"),
+])
+def test_flags_must_be_bools(case, forwards, call, name):
+    """dig_compat='x' ran DIG's rule and uniform='x' silently ran the uniform control (any truthy
+    value was taken as True), after the reference forwards."""
+    ex, a = case
+    with pytest.raises(ValueError, match=rf"^{name} must be True or False, got "):
+        call(ex, a)
+    assert not forwards

@@ -169,6 +169,17 @@ def test_register_adapter_bad_input():
     assert supported_architectures() == before
 
 
+def test_register_adapter_replace_must_be_a_bool():
+    """replace='yes' (or any truthy value) replaced the registered adapter."""
+    from aieg_fast.models import GPT2Adapter
+
+    before = adapter_class(make_tiny_llama()[0].config)
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match=rf"^replace must be True or False, got {bad!r}$"):
+            register_adapter("llama", GPT2Adapter, replace=bad)
+    assert adapter_class(make_tiny_llama()[0].config) is before
+
+
 def test_renamed_subclass_of_a_supported_model():
     """A subclass of a supported class (same model_type) is served by the family's adapter; a
     user's own model_type needs one register_adapter call naming the adapter and its class."""
