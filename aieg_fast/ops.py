@@ -318,7 +318,7 @@ def adaptive_alphas(
     _check_real(pilot_logits, "pilot_logits")
     _check_has_values(pilot_logits, "pilot_logits", "adaptive_alphas")
     if isinstance(n_steps, bool) or not isinstance(n_steps, Integral):
-        raise TypeError(f"n_steps should be an int, got {type(n_steps).__name__}")
+        raise TypeError(f"n_steps should be an int, got {type(n_steps).__name__} {n_steps!r}")
     if not 2 <= n_steps <= MAX_GRID_POINTS:
         raise ValueError(f"n_steps must be in [2, {MAX_GRID_POINTS}], got {n_steps}")
     if not isinstance(idg_compat_quirk, bool):

@@ -834,7 +834,8 @@ _BAD = [
      r"pilot_logits is on the meta device, which holds no values; adaptive_alphas depends on them"),
     ("emphasis_factors", (torch.randn(4, device="meta"), torch.rand(4), torch.rand(4)), ValueError,
      r"path_logits is on the meta device, which holds no values; emphasis_factors depends on them"),
-    ("adaptive_alphas", (torch.randn(4), 5.0), TypeError, r"n_steps should be an int, got float"),
+    ("adaptive_alphas", (torch.randn(4), 5.0), TypeError, r"n_steps should be an int, got float 5.0$"),  # the value too
+    ("adaptive_alphas", (torch.randn(4), "8"), TypeError, r"n_steps should be an int, got str '8'$"),
     ("adaptive_alphas", (torch.randn(4), 5, "rel"), ValueError,
      r"alloc must be one of \['abs', 'idg_minmax'\], got 'rel'"),
     ("interpolate_path", (torch.randn(4, 3), torch.randn(4, 2), torch.rand(3)), ValueError,
