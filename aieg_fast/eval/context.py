@@ -7,6 +7,7 @@ instance (:mod:`aieg_fast.eval.metrics`, :mod:`aieg_fast.eval.soft`).
 from __future__ import annotations
 
 import hashlib
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
@@ -22,8 +23,8 @@ from .forwards import last_logits_embeds
 if TYPE_CHECKING:
     from ..explainer import Explainer
 
-__all__ = ["PROB_SPACES", "MetricContext", "prepare", "context_for", "check_attribution", "seed_for", "target_probs",
-           "step_attribution"]
+__all__ = ["PROB_SPACES", "MetricContext", "prepare", "context_for", "check_attribution", "check_keywords", "seed_for",
+           "target_probs", "step_attribution"]
 
 PROB_SPACES = ("vocab", "labels")
 _DEGENERATE_EPS = 1e-6
@@ -236,3 +237,19 @@ def context_for(ex, attr, ctx: Optional[MetricContext], prepare_kw: dict) -> Met
     if attr.attributable != ctx.eligible.tolist():
         raise ValueError("ctx was prepared with other attributable positions than attr")
     return ctx
+
+
+def check_keywords(caller: str, kw: dict, *takers) -> None:
+    """Refuse a keyword of ``kw`` that none of the functions ``takers`` takes (``ex`` and ``attr``
+    aside), naming ``caller`` (the function the user called) where Python would name the inner
+    function it passes ``**kw`` to (``prepare() got an unexpected keyword argument``).
+
+    Raises:
+        TypeError: ``"<caller>() got an unexpected keyword argument 'foo'"``, with the keywords
+            it takes.
+    """
+    taken = {n for f in takers for n, p in inspect.signature(f).parameters.items()
+             if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)} - {"ex", "attr"}
+    unknown = [k for k in kw if k not in taken]
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}; it takes {sorted(taken)}")

@@ -105,7 +105,7 @@ from ..core.model_state import model_prepared
 from ..core.validation import check_bool, check_choice
 from ..result import Attribution
 from .checks import check_choices, check_pis, check_positive_int, check_seed, check_topk
-from .context import PROB_SPACES, MetricContext, check_attribution, context_for, prepare, seed_for, target_probs
+from .context import PROB_SPACES, MetricContext, check_attribution, check_keywords, context_for, prepare, seed_for, target_probs
 from .forwards import last_logits_ids
 from .scores import (
     NORMALISATIONS,
@@ -224,8 +224,10 @@ def hard_metrics(
 
     Raises:
         ValueError: ``topk`` outside (0, 1], unknown ``ties``, ``dig_compat`` not a bool (before
-            any forward), and everything :func:`prepare` raises.
+            any forward), and everything :func:`prepare` raises. TypeError: a keyword that
+            neither this function nor :func:`prepare` takes (names ``hard_metrics``).
     """
+    check_keywords("hard_metrics", prepare_kw, hard_metrics, prepare)
     topk = check_topk(topk)
     check_bool("dig_compat", dig_compat)
     if ties not in TIE_RULES:
@@ -268,16 +270,19 @@ def hard_metrics(
 
 def log_odds(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> float:
     """LO = log p(y | x with top-k ids → reference token) − log p(y | x); lower is better (DIG)."""
+    check_keywords("log_odds", kw, hard_metrics, prepare)
     return hard_metrics(ex, attr, topk, **kw)["log_odds"]
 
 
 def comprehensiveness(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> float:
     """Comp = p(y | x) − p(y | x without its top-k tokens); higher is better (DeYoung et al. 2020, DIG)."""
+    check_keywords("comprehensiveness", kw, hard_metrics, prepare)
     return hard_metrics(ex, attr, topk, **kw)["comprehensiveness"]
 
 
 def sufficiency(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> float:
     """Suff = p(y | x) − p(y | top-k tokens and fixed positions only); lower is better (DeYoung et al. 2020, DIG)."""
+    check_keywords("sufficiency", kw, hard_metrics, prepare)
     return hard_metrics(ex, attr, topk, **kw)["sufficiency"]
 
 
@@ -363,8 +368,10 @@ def evaluate_attribution(
     Raises:
         ValueError: bad ``soft_maps``, ``ties``, ``topk``, ``n_samples``, ``pis`` or
             ``normalise``, ``dig_compat`` not a bool (all before any forward), and everything the
-            metric functions raise.
+            metric functions raise. TypeError: a keyword that neither this function nor
+            :func:`prepare` takes (names ``evaluate_attribution``).
     """
+    check_keywords("evaluate_attribution", prepare_kw, evaluate_attribution, prepare)
     soft_maps = check_choices("soft_maps", soft_maps, SOFT_MAPS)
     check_bool("dig_compat", dig_compat)
     check_choice("ties", ties, TIE_RULES)

@@ -14,7 +14,7 @@ from ..core.model_state import model_prepared
 from ..core.validation import check_bool
 from ..result import Attribution
 from .checks import check_pis, check_positive_int
-from .context import MetricContext, context_for, seed_for, target_probs
+from .context import MetricContext, check_keywords, context_for, prepare, seed_for, target_probs
 from .forwards import last_logits_embeds
 from .scores import NORMALISATIONS, SOFT_MAPS, map_scores, normalise_scores, retention_probs
 
@@ -114,8 +114,10 @@ def soft_metrics(
 
     Raises:
         ValueError: bad ``n_samples``, ``normalise`` or ``soft_map`` (before any forward), and
-            everything :func:`~aieg_fast.eval.context.prepare` raises.
+            everything :func:`~aieg_fast.eval.context.prepare` raises. TypeError: a keyword that
+            neither this function nor ``prepare`` takes (names ``soft_metrics``).
     """
+    check_keywords("soft_metrics", prepare_kw, soft_metrics, prepare)
     n_samples = check_positive_int("n_samples", n_samples)
     if normalise not in NORMALISATIONS:
         raise ValueError(f"normalise must be one of {list(NORMALISATIONS)}, got {normalise!r}")
@@ -134,11 +136,13 @@ def soft_metrics(
 
 def soft_ns(ex: Explainer, attr: Attribution, **kw) -> float:
     """Soft normalised sufficiency: keep embedding elements with probability ã_i; higher is better."""
+    check_keywords("soft_ns", kw, soft_metrics, prepare)
     return soft_metrics(ex, attr, **kw)["soft_ns"]
 
 
 def soft_nc(ex: Explainer, attr: Attribution, **kw) -> float:
     """Soft normalised comprehensiveness: keep embedding elements with probability 1 − ã_i; higher is better."""
+    check_keywords("soft_nc", kw, soft_metrics, prepare)
     return soft_metrics(ex, attr, **kw)["soft_nc"]
 
 
@@ -197,8 +201,11 @@ def pi_soft(
     Raises:
         ValueError: bad ``pis`` (must be increasing, inside (0, 1)), ``n_samples``, ``curves``,
             ``soft_map`` / ``sign``, ``uniform`` not a bool (before any forward). TypeError: ``attr`` not an
-            :class:`~aieg_fast.result.Attribution` (None is taken only as above).
+            :class:`~aieg_fast.result.Attribution` (None is taken only as above); a keyword
+            that neither this function nor :func:`~aieg_fast.eval.context.prepare` takes
+            (names ``pi_soft``).
     """
+    check_keywords("pi_soft", prepare_kw, pi_soft, prepare)
     pis = check_pis(pis)
     n_samples = check_positive_int("n_samples", n_samples)
     curves = list(curves)
@@ -241,9 +248,11 @@ def pi_soft(
 
 def pi_soft_nc(ex: Explainer, attr: Attribution, **kw) -> Dict:
     """π-Soft-NC curve (soft deletion of the important tokens at expected retention π) and its AUC."""
+    check_keywords("pi_soft_nc", kw, pi_soft, prepare)
     return pi_soft(ex, attr, curves=("nc",), **kw)["nc"]
 
 
 def pi_soft_ns(ex: Explainer, attr: Attribution, **kw) -> Dict:
     """π-Soft-NS curve (soft insertion of the important tokens at expected retention π) and its AUC."""
+    check_keywords("pi_soft_ns", kw, pi_soft, prepare)
     return pi_soft(ex, attr, curves=("ns",), **kw)["ns"]

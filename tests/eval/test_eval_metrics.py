@@ -541,3 +541,14 @@ def test_flags_must_be_bools(case, forwards, call, name):
     with pytest.raises(ValueError, match=rf"^{name} must be True or False, got "):
         call(ex, a)
     assert not forwards
+
+
+@pytest.mark.parametrize("fn", ["hard_metrics", "log_odds", "comprehensiveness", "sufficiency", "soft_metrics", "soft_nc",
+                                "soft_ns", "pi_soft", "pi_soft_nc", "pi_soft_ns", "evaluate_attribution"])
+def test_an_unknown_keyword_names_the_function_called(case, forwards, fn):
+    """hard_metrics(..., foo=1) said "prepare() got an unexpected keyword argument 'foo'", naming
+    an inner function."""
+    ex, a = case
+    with pytest.raises(TypeError, match=rf"^{fn}\(\) got an unexpected keyword argument 'foo'; it takes \[.*'seed'"):
+        getattr(M, fn)(ex, a, foo=1)
+    assert not forwards
