@@ -10,6 +10,11 @@ numbers are given as "§x"), to IDG (Walker et al., AAAI 2024) and, for ``hvp_l1
 ``specs/heta.md`` (HETA, Pramanik et al., ICLR 2026).
 
 Non-finite inputs have a defined result, documented per op (never silent garbage).
+
+No argument checks here beyond the option choices the equations branch on (the specification
+stays the equations): a wrong type, shape, device or range fails however torch fails, or not at
+all. ``aieg_fast.ops.<op>(..., backend="reference")`` runs the same code after the argument
+checks, each error naming the argument and the value.
 """
 from __future__ import annotations
 

@@ -269,19 +269,82 @@ def hard_metrics(
 
 
 def log_odds(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> float:
-    """LO = log p(y | x with top-k ids → reference token) − log p(y | x); lower is better (DIG)."""
+    """Log-odds: LO = log p(y | x') − log p(y | x), x' = x with its top-k ids replaced in place by
+    the reference token (``ex.ref_token_id``); lower is better (DIG, Sanyal & Ren 2021).
+
+    Args:
+        ex: the explainer whose model made ``attr``.
+        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
+            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
+        topk: the fraction of the candidate positions taken as the top k, in (0, 1] (k as in the
+            module documentation).
+        **kw: the keywords of :func:`hard_metrics` (``dig_compat``, ``ties``, ``ctx``) and of
+            :func:`prepare` (``prob_space``, ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+
+    Returns:
+        LO in nats (a difference of natural logarithms of probabilities; ≤ 0 when the
+        replacement lowers p(y)); 0 when k = 0.
+
+    Raises:
+        ValueError / TypeError: as :func:`hard_metrics` (names this function for an unknown
+            keyword).
+
+    Source: specs/aieg.md §5.5 (DIG's metric), §7 (adapted to causal LMs).
+    """
     check_keywords("log_odds", kw, hard_metrics, prepare)
     return hard_metrics(ex, attr, topk, **kw)["log_odds"]
 
 
 def comprehensiveness(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> float:
-    """Comp = p(y | x) − p(y | x without its top-k tokens); higher is better (DeYoung et al. 2020, DIG)."""
+    """Comprehensiveness: Comp = p(y | x) − p(y | x without its top-k tokens); higher is better
+    (DeYoung et al. 2020, DIG).
+
+    Args:
+        ex: the explainer whose model made ``attr``.
+        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
+            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
+        topk: the fraction of the candidate positions taken as the top k, in (0, 1] (k as in the
+            module documentation).
+        **kw: the keywords of :func:`hard_metrics` (``dig_compat``, ``ties``, ``ctx``) and of
+            :func:`prepare` (``prob_space``, ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+
+    Returns:
+        Comp, a difference of probabilities, in [-1, 1]; 0 when k = 0; NaN when removing the top
+        k leaves no token (see :func:`hard_metrics`).
+
+    Raises:
+        ValueError / TypeError: as :func:`hard_metrics` (names this function for an unknown
+            keyword).
+
+    Source: specs/aieg.md §5.5 (DIG's metric), §7 (adapted to causal LMs).
+    """
     check_keywords("comprehensiveness", kw, hard_metrics, prepare)
     return hard_metrics(ex, attr, topk, **kw)["comprehensiveness"]
 
 
 def sufficiency(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> float:
-    """Suff = p(y | x) − p(y | top-k tokens and fixed positions only); lower is better (DeYoung et al. 2020, DIG)."""
+    """Sufficiency: Suff = p(y | x) − p(y | the top-k tokens and the fixed positions only, in
+    order); lower is better (DeYoung et al. 2020, DIG).
+
+    Args:
+        ex: the explainer whose model made ``attr``.
+        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
+            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
+        topk: the fraction of the candidate positions taken as the top k, in (0, 1] (k as in the
+            module documentation).
+        **kw: the keywords of :func:`hard_metrics` (``dig_compat``, ``ties``, ``ctx``) and of
+            :func:`prepare` (``prob_space``, ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+
+    Returns:
+        Suff, a difference of probabilities, in [-1, 1]; 0 when k = 0.
+
+    Raises:
+        ValueError / TypeError: as :func:`hard_metrics` (names this function for an unknown
+            keyword).
+
+    Source: specs/aieg.md §5.5 (DIG's metric), §7 (adapted to causal LMs; the fixed positions
+    are kept, a deviation the module documentation explains).
+    """
     check_keywords("sufficiency", kw, hard_metrics, prepare)
     return hard_metrics(ex, attr, topk, **kw)["sufficiency"]
 
@@ -300,9 +363,21 @@ def random_attribution(attr: Attribution, seed: int = 0, instance_id=0) -> Attri
     Only the tokens, target and positions are kept: the method's options, diagnostics, findings
     (``degenerate``) and backend are not the control's.
 
+    Args:
+        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
+            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
+        seed: an int >= 0. instance_id: any value with a stable ``str`` (the example's id).
+
+    Returns:
+        The control: an :class:`~aieg_fast.result.Attribution` with ``scores`` Tensor[L] (float32,
+        unitless, in [0, 1)), ``method="random"``, ``options={"seed": seed}``.
+
     Raises:
-        ValueError: ``seed`` not an int >= 0 (as :func:`prepare`), and what
-            :func:`~aieg_fast.eval.context.check_attribution` raises.
+        ValueError: ``seed`` not an int >= 0 (as :func:`prepare`). TypeError / ValueError: what
+            :func:`~aieg_fast.eval.context.check_attribution` raises (not an Attribution, scores
+            not Tensor[L] or not finite, no attributable position, no target id).
+
+    Source: the random baseline of specs/aieg.md §7 and specs/grad_ellm.md §5.3 (ReAGent style).
     """
     seed = check_seed(seed)
     check_attribution(attr)
@@ -323,6 +398,19 @@ def recency_attribution(attr: Attribution) -> Attribution:
     whatever they say, so the hard metrics reward recent top tokens (RESULTS_faithfulness.md
     §5.3: this control beat every method there). Compare a method with it before reading a hard
     metric as faithfulness.
+
+    Args:
+        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
+            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
+
+    Returns:
+        The control: an :class:`~aieg_fast.result.Attribution` with ``scores`` Tensor[L] (float32,
+        unitless, in (0, 1] on attributable positions), ``method="recency"``, no options.
+
+    Raises:
+        TypeError / ValueError: what :func:`~aieg_fast.eval.context.check_attribution` raises
+            (not an Attribution, scores not Tensor[L] or not finite, no attributable position,
+            no target id).
     """
     check_attribution(attr)
     e = torch.tensor(attr.attributable, dtype=torch.bool)
