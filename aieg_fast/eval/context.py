@@ -239,17 +239,18 @@ def context_for(ex, attr, ctx: Optional[MetricContext], prepare_kw: dict) -> Met
     return ctx
 
 
-def check_keywords(caller: str, kw: dict, *takers) -> None:
-    """Refuse a keyword of ``kw`` that none of the functions ``takers`` takes (``ex`` and ``attr``
-    aside), naming ``caller`` (the function the user called) where Python would name the inner
-    function it passes ``**kw`` to (``prepare() got an unexpected keyword argument``).
+def check_keywords(caller: str, kw: dict, *takers, but=()) -> None:
+    """Refuse a keyword of ``kw`` that none of the functions ``takers`` takes (``ex``, ``attr``
+    and the names in ``but``, which ``caller`` sets itself, aside), naming ``caller`` (the
+    function the user called) where Python would name the inner function it passes ``**kw`` to
+    (``prepare() got an unexpected keyword argument``).
 
     Raises:
         TypeError: ``"<caller>() got an unexpected keyword argument 'foo'"``, with the keywords
             it takes.
     """
     taken = {n for f in takers for n, p in inspect.signature(f).parameters.items()
-             if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)} - {"ex", "attr"}
+             if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)} - {"ex", "attr", *but}
     unknown = [k for k in kw if k not in taken]
     if unknown:
         raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}; it takes {sorted(taken)}")

@@ -304,7 +304,7 @@ def pi_soft_nc(ex: Explainer, attr: Attribution, **kw) -> Dict:
 
     Source: specs/grad_ellm.md §5.3.
     """
-    check_keywords("pi_soft_nc", kw, pi_soft, prepare)
+    check_keywords("pi_soft_nc", kw, pi_soft, prepare, but=("curves",))
     return pi_soft(ex, attr, curves=("nc",), **kw)["nc"]
 
 
@@ -330,5 +330,5 @@ def pi_soft_ns(ex: Explainer, attr: Attribution, **kw) -> Dict:
 
     Source: specs/grad_ellm.md §5.3.
     """
-    check_keywords("pi_soft_ns", kw, pi_soft, prepare)
+    check_keywords("pi_soft_ns", kw, pi_soft, prepare, but=("curves",))
     return pi_soft(ex, attr, curves=("ns",), **kw)["ns"]

@@ -552,3 +552,11 @@ def test_an_unknown_keyword_names_the_function_called(case, forwards, fn):
     with pytest.raises(TypeError, match=rf"^{fn}\(\) got an unexpected keyword argument 'foo'; it takes \[.*'seed'"):
         getattr(M, fn)(ex, a, foo=1)
     assert not forwards
+
+
+def test_pi_soft_nc_and_ns_set_their_curve_themselves(case, forwards):
+    ex, a = case
+    for fn in ("pi_soft_nc", "pi_soft_ns"):
+        with pytest.raises(TypeError, match=rf"^{fn}\(\) got an unexpected keyword argument 'curves'"):
+            getattr(M, fn)(ex, a, curves=("nc",))
+    assert not forwards
