@@ -565,7 +565,8 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
             than its own), ``device`` with ``device_map``, ``device_map`` / ``model_kwargs`` for a
             model object, a bad ``compile``; each names the argument and is raised before any
             weights are loaded. A ``ref_token_id`` outside the vocabulary (after loading).
-        TypeError: ``model`` neither None, a str / path nor a model object (names the type).
+        TypeError: ``model`` neither None, a str / path nor a model object; ``tokenizer``
+            neither a str / path nor a tokenizer (each names the type; before any loading).
         RuntimeError: the embedded model's package is not installed.
     """
     check_placement(device, dtype, device_map)

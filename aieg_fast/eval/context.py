@@ -228,9 +228,17 @@ def _explained_labels(opts: dict) -> Optional[list]:
 
 
 def context_for(ex, attr, ctx: Optional[MetricContext], prepare_kw: dict) -> MetricContext:
-    """``ctx`` after checking that it was prepared for ``attr``, or :func:`prepare` (``prepare_kw``)."""
+    """``ctx`` after checking that it was prepared for ``attr``, or :func:`prepare` (``prepare_kw``).
+
+    Raises:
+        ValueError: ``ctx`` with settings of :func:`prepare` (``seed``, ``prob_space``, ...),
+            which ``ctx`` already fixed: they would be ignored.
+    """
     if ctx is None:
         return prepare(ex, attr, **prepare_kw)
+    if prepare_kw:
+        raise ValueError(f"ctx was prepared with its own settings; {sorted(prepare_kw)} would be ignored: pass them to "
+                         "prepare() when making ctx, or leave ctx out")
     check_attribution(attr)
     if list(map(int, attr.token_ids)) != ctx.token_ids or int(attr.target["id"]) != ctx.target:
         raise ValueError("ctx was prepared for another input or target than attr")

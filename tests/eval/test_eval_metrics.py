@@ -560,3 +560,14 @@ def test_pi_soft_nc_and_ns_set_their_curve_themselves(case, forwards):
         with pytest.raises(TypeError, match=rf"^{fn}\(\) got an unexpected keyword argument 'curves'"):
             getattr(M, fn)(ex, a, curves=("nc",))
     assert not forwards
+
+
+@pytest.mark.parametrize("fn", ["hard_metrics", "soft_metrics", "pi_soft", "evaluate_attribution"])
+def test_settings_of_prepare_beside_a_ctx_are_refused(case, fn):
+    """hard_metrics(ex, a, ctx=ctx, seed=5) dropped the seed without a word: ctx was prepared
+    with its own."""
+    ex, a = case
+    ctx = M.prepare(ex, a)
+    with pytest.raises(ValueError, match=r"ctx was prepared with its own settings; \['seed'\] would be ignored"):
+        getattr(M, fn)(ex, a, ctx=ctx, seed=5)
+    getattr(M, fn)(ex, a, ctx=ctx)  # alone it is taken
