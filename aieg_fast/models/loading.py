@@ -85,6 +85,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     if isinstance(model, (str, Path)):
         name = str(model)
         _refuse_unfinished_training(name)
+        _refuse_missing_local_path(name)
         try:
             config = AutoConfig.from_pretrained(name)
         except (OSError, ValueError) as err:
@@ -256,6 +257,26 @@ def training_folder(model) -> Optional[Path]:
         return folder if (folder / TRAINING_RECORD).is_file() else None
     except OSError:
         return None
+
+
+def _refuse_missing_local_path(name: str) -> None:
+    """Refuse a ``model`` that can only be a local path (absolute, ``./`` / ``~``, more than one
+    ``/``, a ``Path``, or ``org/name`` whose ``org`` is a folder here) when nothing is there,
+    before transformers tries it on the hub (about 30 s of retries without a network).
+
+    Raises:
+        ValueError: names the path and the nearest folder that exists.
+    """
+    path = Path(name).expanduser()
+    if path.exists():
+        return
+    parts = Path(name).parts
+    local = (path.is_absolute() or name.startswith((".", "~")) or "\\" in name or len(parts) > 2
+             or (len(parts) == 2 and Path(parts[0]).is_dir()))
+    if local:
+        nearest = next((p for p in path.absolute().parents if p.is_dir()), None)
+        raise ValueError(f"model {name!r} is not a hub id (it reads as a local path) and nothing is there; the nearest "
+                         f"folder that exists is {str(nearest)!r}")
 
 
 def _is_adapter_dir(model) -> bool:

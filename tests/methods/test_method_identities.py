@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -565,6 +566,30 @@ def test_numpy_and_tensor_integer_settings_are_ints(tiny_gpt2):
     assert got.token_ids == want.token_ids and torch.equal(got.scores.nan_to_num(), want.scores.nan_to_num())
     with pytest.raises(ValueError, match=r"n_steps must be an int >= 2 or 'auto', got np.float64\(4.0\)"):
         tiny_gpt2.attribute(TEXT, method="integrated_gradients", n_steps=np.float64(4.0))
+
+
+def test_a_missing_local_path_is_refused_without_the_hub(tmp_path, monkeypatch):
+    """load_model("runs/my-model") with a typo spent about 30 s on hub retries (no network here)
+    before "could not be loaded from the hub"; a name that can only be a local path is refused at
+    once, naming the nearest folder. A hub id (org/name) still goes to transformers."""
+    import transformers
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    asked = []
+
+    def offline(name, *args, **kwargs):
+        asked.append(name)
+        raise OSError("offline")
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", offline)
+    for name in ("runs/my-model", "./my-model", str(tmp_path / "gone" / "m"), "a/b/c"):
+        with pytest.raises(ValueError, match=rf"model {re.escape(repr(name))} is not a hub id \(it reads as a local path\) and nothing is there"):
+            aieg_fast.load_model(name)
+    assert not asked
+    with pytest.raises(ValueError, match="could not be loaded from the hub"):
+        aieg_fast.load_model("someorg/some-model")
+    assert asked == ["someorg/some-model"]
 
 
 def test_load_model_wrong_type():
