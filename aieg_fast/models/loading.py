@@ -179,7 +179,10 @@ def model_kind(model) -> Optional[str]:
 def _check_tokenizer(tokenizer) -> None:
     """Refuse a ``tokenizer`` that is neither None, a str / Path (an id or folder, loaded later)
     nor a tokenizer-like object (callable, with ``convert_ids_to_tokens``): TypeError naming
-    ``tokenizer`` and the type."""
+    ``tokenizer`` and the type; a str / Path that can only be a missing local path: ValueError
+    (:func:`_refuse_missing_local_path`)."""
+    if isinstance(tokenizer, (str, Path)):
+        _refuse_missing_local_path(str(tokenizer), "tokenizer")
     if tokenizer is None or isinstance(tokenizer, (str, Path)):
         return
     if not callable(tokenizer) or not callable(getattr(tokenizer, "convert_ids_to_tokens", None)):
@@ -259,8 +262,8 @@ def training_folder(model) -> Optional[Path]:
         return None
 
 
-def _refuse_missing_local_path(name: str) -> None:
-    """Refuse a ``model`` that can only be a local path (absolute, ``./`` / ``~``, more than one
+def _refuse_missing_local_path(name: str, role: str = "model") -> None:
+    """Refuse a ``model`` (or ``tokenizer``: ``role``) that can only be a local path (absolute, ``./`` / ``~``, more than one
     ``/``, a ``Path``, or ``org/name`` whose ``org`` is a folder here) when nothing is there,
     before transformers tries it on the hub (about 30 s of retries without a network).
 
@@ -275,7 +278,7 @@ def _refuse_missing_local_path(name: str) -> None:
              or (len(parts) == 2 and Path(parts[0]).is_dir()))
     if local:
         nearest = next((p for p in path.absolute().parents if p.is_dir()), None)
-        raise ValueError(f"model {name!r} is not a hub id (it reads as a local path) and nothing is there; the nearest "
+        raise ValueError(f"{role} {name!r} is not a hub id (it reads as a local path) and nothing is there; the nearest "
                          f"folder that exists is {str(nearest)!r}")
 
 

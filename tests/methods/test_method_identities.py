@@ -586,6 +586,8 @@ def test_a_missing_local_path_is_refused_without_the_hub(tmp_path, monkeypatch):
     for name in ("runs/my-model", "./my-model", str(tmp_path / "gone" / "m"), "a/b/c"):
         with pytest.raises(ValueError, match=rf"model {re.escape(repr(name))} is not a hub id \(it reads as a local path\) and nothing is there"):
             aieg_fast.load_model(name)
+    with pytest.raises(ValueError, match=r"tokenizer 'runs/tok' is not a hub id \(it reads as a local path\)"):
+        aieg_fast.load_model("someorg/some-model", tokenizer="runs/tok")  # refused before the model is looked for
     assert not asked
     with pytest.raises(ValueError, match="could not be loaded from the hub"):
         aieg_fast.load_model("someorg/some-model")
