@@ -15,15 +15,19 @@ Kernels built:
   (``CUDA_HOME``) and the GPU architectures: ``TORCH_CUDA_ARCH_LIST`` (e.g. ``"8.0;9.0"``), else
   those of the visible GPUs; otherwise the CPU kernels only, with a line saying why.
   ``AIEG_FAST_CUDA=1`` requires them (an error says what is missing); ``AIEG_FAST_CUDA=0`` skips them.
+If the CUDA build fails under ``auto`` (e.g. nvcc of another CUDA major version than torch's),
+the CPU kernels are built alone, with a line saying why.
 
 A build that fails (no C++ compiler, a broken toolchain) does not stop the installation: the
 package installs without the extension, with a warning here and at import.
-``AIEG_FAST_REQUIRE_EXT=1`` makes such a failure an error. ``DEBUG=1`` compiles with -O0 -g.
-Add ``-v`` to pip to see these lines.
+``AIEG_FAST_REQUIRE_EXT=1`` makes such a failure an error. ``AIEG_FAST_DEBUG=1`` compiles with
+-O0 -g. Add ``-v`` to pip to see these lines.
 """
 import glob
 import os
 import re
+import shlex
+import shutil
 import sys
 
 from setuptools import setup
@@ -31,7 +35,19 @@ from setuptools import setup
 HERE = os.path.dirname(os.path.abspath(__file__))
 VERSION = re.search(r'^version\s*=\s*"([^"]+)"', open(os.path.join(HERE, "pyproject.toml")).read(), re.M).group(1)
 TRUE = ("1", "on", "true", "yes")
-REQUIRE_EXT = os.environ.get("AIEG_FAST_REQUIRE_EXT", "0").strip().lower() in TRUE
+FALSE = ("0", "off", "false", "no")
+
+
+def env_flag(name: str, default: str = "0", extra=()) -> str:
+    """The value of environment variable ``name`` (lower case): one of TRUE, FALSE or ``extra``,
+    else SystemExit naming it (a typo such as ``ture`` is not taken for the default)."""
+    value = os.environ.get(name, default).strip().lower() or default
+    if value not in TRUE + FALSE + tuple(extra):
+        raise SystemExit(f"aieg_fast setup: {name} must be one of {list(TRUE + FALSE + tuple(extra))}, got {value!r}")
+    return value
+
+
+REQUIRE_EXT = env_flag("AIEG_FAST_REQUIRE_EXT") in TRUE
 
 
 def say(msg: str) -> None:
@@ -53,13 +69,13 @@ def cuda_archs(torch):
 
 def cuda_decision(torch, cuda_home):
     """(build CUDA kernels?, arch list, why not) from AIEG_FAST_CUDA, torch, nvcc and the GPUs."""
-    flag = os.environ.get("AIEG_FAST_CUDA", "auto").strip().lower()
-    if flag in ("0", "off", "false", "no"):
+    flag = env_flag("AIEG_FAST_CUDA", "auto", extra=("auto",))
+    if flag in FALSE:
         return False, None, "AIEG_FAST_CUDA=0"
     missing = []
-    if torch.version.cuda is None:
+    if torch.version.cuda is None:  # then torch reports no CUDA_HOME whatever is installed: nvcc is not the reason
         missing.append(f"torch {torch.__version__} is not a CUDA build")
-    if cuda_home is None:
+    elif cuda_home is None:
         missing.append("nvcc / CUDA_HOME not found")
     archs = cuda_archs(torch) if not missing else None
     if not missing and archs is None:
@@ -68,6 +84,40 @@ def cuda_decision(torch, cuda_home):
     if flag in TRUE and missing:
         raise SystemExit("aieg_fast setup: AIEG_FAST_CUDA=1 but " + "; ".join(missing))
     return not missing, archs, "; ".join(missing)
+
+
+def build_in_turn(cmd, attempts, build, required: bool = False) -> None:
+    """Build the first of ``attempts`` that builds: each a (extensions, what they are) pair set as
+    ``cmd.extensions`` before ``build()`` (torch's build_extensions). A failure says why and
+    moves to the next (the CPU kernels after the CUDA ones); after the last, SystemExit where
+    ``required`` (AIEG_FAST_REQUIRE_EXT=1 or AIEG_FAST_CUDA=1), else the package installs without
+    the extension."""
+    for i, (extensions, what) in enumerate(attempts):
+        cmd.extensions = extensions
+        try:
+            build()
+            return
+        except Exception as err:  # compiler missing or failing, CUDA versions apart: anything but an interrupt
+            reason = f"{type(err).__name__}: {' '.join(map(str, err.args)).strip()[:300] or err}"
+            if i + 1 < len(attempts):
+                say(f"WARNING: the {what} could not be built ({reason}); building the {attempts[i + 1][1]} "
+                    "(AIEG_FAST_CUDA=1 turns this into an error)")
+                continue
+            if required:
+                raise SystemExit(f"aieg_fast setup: the {what} could not be built ({reason}); AIEG_FAST_REQUIRE_EXT=1 "
+                                 "or AIEG_FAST_CUDA=1 makes that an error") from err
+            say(f"WARNING: the extension could not be built ({reason}); installing WITHOUT the compiled kernels (the "
+                "package runs on its PyTorch reference kernels and warns at import). AIEG_FAST_REQUIRE_EXT=1 turns "
+                "this into an error.")
+            cmd.extensions = []  # nothing to copy or package
+
+
+def compiler_missing():
+    """Why no C++ compiler can be run (torch builds with ``$CXX``, else ``c++``), or None."""
+    cxx = shlex.split(os.environ.get("CXX", "") or "c++")
+    if cxx and shutil.which(cxx[0]) is None:
+        return f"no C++ compiler: {cxx[0]!r} ($CXX, else c++) is not on PATH"
+    return None
 
 
 def csrc(pattern):
@@ -81,34 +131,29 @@ def extension_setup():
         import torch
         from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
     except ImportError as err:
+        if REQUIRE_EXT:
+            raise SystemExit(f"aieg_fast setup: AIEG_FAST_REQUIRE_EXT=1 but torch is not importable in this build "
+                             f"environment ({err}): pip install --no-build-isolation .") from None
         say(f"torch is not importable in this build environment ({err}); installing WITHOUT the compiled "
             "kernels (the package runs on its PyTorch reference kernels). To build them against your torch: "
             "pip install --no-build-isolation .")
+        return {}
+    no_compiler = compiler_missing()
+    if no_compiler:
         if REQUIRE_EXT:
-            raise SystemExit("aieg_fast setup: AIEG_FAST_REQUIRE_EXT=1 but torch is not importable") from None
+            raise SystemExit(f"aieg_fast setup: AIEG_FAST_REQUIRE_EXT=1 but {no_compiler}")
+        say(f"WARNING: {no_compiler}; installing WITHOUT the compiled kernels (the package runs on its PyTorch "
+            "reference kernels and warns at import). Install g++ (or set CXX) and reinstall to build them.")
         return {}
 
-    class OptionalBuildExtension(BuildExtension):
-        """torch's build command; a failure installs the package without the extension."""
-
-        def build_extensions(self):
-            try:
-                super().build_extensions()
-            except Exception as err:  # compiler missing or failing: anything but an interrupt
-                if REQUIRE_EXT:
-                    raise
-                say(f"WARNING: the extension could not be built ({type(err).__name__}: {str(err).strip()[:300]}); "
-                    "installing WITHOUT the compiled kernels (the package runs on its PyTorch reference kernels "
-                    "and warns at import). AIEG_FAST_REQUIRE_EXT=1 turns this into an error.")
-                self.extensions = []  # nothing to copy or package
-
     with_cuda, archs, why_not = cuda_decision(torch, CUDA_HOME)
+    forced = env_flag("AIEG_FAST_CUDA", "auto", extra=("auto",)) in TRUE  # then a CUDA failure is not hidden
     openmp = "OpenMP" in torch.__config__.parallel_info()
-    opt = ["-O0", "-g"] if os.environ.get("DEBUG") == "1" else ["-O3"]
+    opt = ["-O0", "-g"] if env_flag("AIEG_FAST_DEBUG") in TRUE else ["-O3"]
     defines = [f"-DAIEG_FAST_VERSION={VERSION}", f"-DAIEG_TORCH_VERSION={torch.__version__}"]
     # No fused multiply-add contraction: the kernels round each step like the reference does. The host
     # C++ standard is left to torch (C++20 for torch 2.13 headers); csrc/aieg/*.h and the .cu are C++17.
-    # -g0: no debug information (Python's own CFLAGS ask for -g, which made the library 22 MB); DEBUG=1 keeps it.
+    # -g0: no debug information (Python's own CFLAGS ask for -g, which made the library 22 MB); AIEG_FAST_DEBUG=1 keeps it.
     cxx = opt + ([] if "-g" in opt else ["-g0"]) + ["-ffp-contract=off"] + (["-fopenmp"] if openmp else []) + defines
     # csrc/*.cpp: the schemas (ops.cpp) and the device-neutral part of each op (<op>.cpp: prepare_<op>).
     sources = csrc("*.cpp") + csrc("cpu/*.cpp")
@@ -116,18 +161,26 @@ def extension_setup():
     kernels = f"CPU and CUDA kernels (TORCH_CUDA_ARCH_LIST={archs})" if with_cuda else f"CPU kernels only ({why_not})"
     say(f"aieg_fast {VERSION} against torch {torch.__version__} (cuda={torch.version.cuda}), CUDA_HOME={CUDA_HOME}, "
         f"OpenMP: {openmp}: building the {kernels}")
+    cpu = CppExtension("aieg_fast._C", sources, include_dirs=[os.path.join(HERE, "csrc")],
+                       extra_compile_args={"cxx": list(cxx)}, extra_link_args=link)
+    attempts = [([cpu], "CPU kernels")]
     if with_cuda:
         os.environ["TORCH_CUDA_ARCH_LIST"] = archs  # what torch's build compiles for
         cuda_archs_define = re.sub(r"[;\s]+", ",", archs)
-        cxx += ["-DAIEG_WITH_CUDA", f"-DAIEG_CUDA_ARCHS={cuda_archs_define}"]
+        cuda_cxx = cxx + ["-DAIEG_WITH_CUDA", f"-DAIEG_CUDA_ARCHS={cuda_archs_define}"]
         nvcc = opt + ["-std=c++17", "--fmad=false", "-lineinfo"]  # the .cu files are torch-free C++17
-        ext = CUDAExtension("aieg_fast._C", sources + csrc("cuda/*.cu") + csrc("cuda/*.cpp"),
-                            include_dirs=[os.path.join(HERE, "csrc")], extra_compile_args={"cxx": cxx, "nvcc": nvcc},
-                            extra_link_args=link)
-    else:
-        ext = CppExtension("aieg_fast._C", sources, include_dirs=[os.path.join(HERE, "csrc")],
-                           extra_compile_args={"cxx": cxx}, extra_link_args=link)
-    return {"ext_modules": [ext], "cmdclass": {"build_ext": OptionalBuildExtension}}
+        both = CUDAExtension("aieg_fast._C", sources + csrc("cuda/*.cu") + csrc("cuda/*.cpp"),
+                             include_dirs=[os.path.join(HERE, "csrc")], extra_compile_args={"cxx": cuda_cxx, "nvcc": nvcc},
+                             extra_link_args=link)
+        attempts = [([both], "CPU and CUDA kernels")] + ([] if forced else attempts)
+
+    class OptionalBuildExtension(BuildExtension):
+        """torch's build command over :func:`build_in_turn`'s attempts."""
+
+        def build_extensions(self):
+            build_in_turn(self, attempts, super().build_extensions, required=REQUIRE_EXT or forced)
+
+    return {"ext_modules": [attempts[0][0][0]], "cmdclass": {"build_ext": OptionalBuildExtension}}
 
 
 if __name__ == "__main__":  # pip's build backend runs this file as __main__; tests import its functions

@@ -43,12 +43,27 @@ if _C is not None and torch_release(getattr(_C, "torch_version", "")) != torch_r
     EXT_ERROR = (f"aieg_fast._C was built against torch {getattr(_C, 'torch_version', '?')}, "
                  f"but torch {torch.__version__} is running")
     _C = None
-if EXT_ERROR is not None and os.environ.get("AIEG_FAST_NO_EXT_WARNING", "") in ("", "0"):
+
+
+def build_advice(package_dir: str) -> str:
+    """How to get the kernels: build in place where ``package_dir`` is a source checkout (its
+    parent holds setup.py and csrc/: imported from there, it takes the place of an installed
+    copy), else reinstall from the source."""
+    root = os.path.dirname(os.path.abspath(package_dir))
+    if os.path.isfile(os.path.join(root, "setup.py")) and os.path.isdir(os.path.join(root, "csrc")):
+        return (f"This is the source checkout {root}: it is imported instead of any installed copy while it is the "
+                "working directory or on sys.path. Build the kernels in place with "
+                "`pip install --no-build-isolation --no-deps -e .` there (a C++ compiler is needed), or run from another folder")
+    return ("To build them against the installed torch, reinstall from the source with `pip install --force-reinstall "
+            "--no-deps --no-build-isolation .` (a C++ compiler is needed; without --force-reinstall pip keeps an "
+            "installed copy of the same version)")
+
+
+if EXT_ERROR is not None and os.environ.get("AIEG_FAST_NO_EXT_WARNING", "").strip().lower() in ("", "0", "false", "no", "off"):
     warnings.warn(
         f"aieg_fast: the compiled kernels are not available ({EXT_ERROR}); running on the PyTorch reference "
-        "kernels (same results, slower). To build them against the installed torch, reinstall from the source "
-        "with `pip install --force-reinstall --no-deps --no-build-isolation .` (a C++ compiler is needed; without "
-        "--force-reinstall pip keeps an installed copy of the same version); AIEG_FAST_NO_EXT_WARNING=1 silences this.",
+        f"kernels (same results, slower). {build_advice(os.path.dirname(__file__))}; AIEG_FAST_NO_EXT_WARNING=1 "
+        "silences this.",
         ExtensionWarning, stacklevel=2)
 
 HAS_EXT: bool = _C is not None

@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import errno
 import signal
+import os
 import sys
 import threading
 import warnings
@@ -90,7 +91,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             pass
     try:
         with _sigterm_interrupts(), _warnings_as_flags(getattr(args, "flags", {})):
-            return args.fn(args)
+            rc = args.fn(args)
+        sys.stdout.flush()  # a pipe's buffered output is written here, where a reader gone is caught below
+        return rc
+    except BrokenPipeError:  # the reader of stdout went away (`aieg-fast info | head -3`): nothing to say, nowhere to say it
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that Python's own flush at exit does not fail again
+        return 1
     except (ValueError, TypeError, RuntimeError, OSError) as err:
         said = isinstance(err, (ValueError, TypeError, FileNotFoundError)) and not reports_input_errors()  # by rank 0
         if getattr(err, "reported_by", None) is None and not said:  # under torchrun: printed by the rank that found it

@@ -288,3 +288,13 @@ def test_commands_that_run_in_one_process_refuse_torchrun(argv, tmp_path, monkey
         said = f"aieg-fast {argv[0]} runs in one process: under torchrun (WORLD_SIZE=2)"
         assert (said in err) == (rank == "0") and err.count("error:") == (rank == "0"), err
     assert not (tmp_path / "no-such-folder").exists()
+
+
+def test_a_reader_that_goes_away_is_no_error():
+    """`aieg-fast info | head -1` printed "error: [Errno 32] Broken pipe" and exited 2."""
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.Popen([sys.executable, "-m", "aieg_fast.cli", "info"], cwd=root, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={"PYTHONPATH": str(root), "PATH": "", "AIEG_FAST_NO_EXT_WARNING": "1"})
+    p.stdout.close()  # before the command writes: its first write meets a closed pipe
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 1 and "error" not in err.lower() and "Traceback" not in err, err

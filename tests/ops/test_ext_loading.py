@@ -30,3 +30,5 @@ def test_extension_of_another_torch_release_is_refused_with_a_warning():
     assert has_ext == "False", out.stdout + out.stderr
     assert "built against torch" in error and "torch 2.99.0 is running" in error
     assert "running on the PyTorch reference kernels" in warned and "--no-build-isolation" in warned
+    # imported from the checkout, which hides an installed copy: a reinstall would change nothing
+    assert f"This is the source checkout {ROOT}" in warned and "pip install --no-build-isolation --no-deps -e ." in warned
