@@ -11,10 +11,11 @@ numbers are given as "§x"), to IDG (Walker et al., AAAI 2024) and, for ``hvp_l1
 
 Non-finite inputs have a defined result, documented per op (never silent garbage).
 
-No argument checks here beyond the option choices the equations branch on (the specification
-stays the equations): a wrong type, shape, device or range fails however torch fails, or not at
-all. ``aieg_fast.ops.<op>(..., backend="reference")`` runs the same code after the argument
-checks, each error naming the argument and the value.
+Few argument checks here: the option choices the equations branch on and the shapes and ranges
+they need (``n_steps`` ≥ 2, equal lengths, ``[m, n, d]``), so that the specification stays the
+equations; a wrong type or device fails however torch fails. ``aieg_fast.ops.<op>(...,
+backend="reference")`` runs the same code after every argument check, each error naming the
+argument and the value.
 """
 from __future__ import annotations
 

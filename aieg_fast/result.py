@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -322,10 +323,10 @@ class Attribution:
                 ``skipped``, the reason, and no result); names its row and the reason. Another
                 dict without ``tokens``, ``token_ids``, ``scores``, ``method`` or ``target``
                 (e.g. an ``evaluate`` record, which holds metrics): names the keys missing.
-            TypeError: ``d`` is not a dict (names its type).
+            TypeError: ``d`` is not a mapping (names its type).
         """
-        if not isinstance(d, dict):
-            raise TypeError(f"d must be a dict (Attribution.to_dict()), got {type(d).__name__}")
+        if not isinstance(d, Mapping):
+            raise TypeError(f"d must be a dict or other mapping (Attribution.to_dict()), got {type(d).__name__}")
         if "skipped" in d and "scores" not in d:
             raise ValueError(f"the record of data row {d.get('index')} (id {d.get('id')!r}) is a skipped example, with no "
                              f"result to read: {d['skipped']} (leave out the records with 'skipped')")

@@ -5,7 +5,7 @@ import numbers
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..core.baselines import check_alpha_range, check_baseline_noise, check_baseline_value
-from ..core.validation import check_int, check_positive_int
+from ..core.validation import as_int, check_int, check_positive_int
 from ..methods.registry import check_model, get_method, parse_method_spec, resolved_options
 
 __all__ = ["BASELINE_KEYS", "check_labels", "check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models",
@@ -104,8 +104,10 @@ def check_method_options(method_options, specs: Dict[str, Tuple[str, dict]], con
 
 
 def check_seed(seed) -> int:
-    """``seed`` as an int; ValueError unless it is an int ≥ 0 (numpy's generators, which draw
-    the random control, the soft-metric masks and the bootstrap, take no negative seed)."""
+    """``seed`` as an int (a NumPy or one-element tensor integer too); ValueError unless it is an
+    int ≥ 0 (numpy's generators, which draw the random control, the soft-metric masks and the
+    bootstrap, take no negative seed)."""
+    seed = as_int(seed)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     return int(seed)

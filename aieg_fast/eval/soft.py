@@ -251,6 +251,8 @@ def pi_soft(
     check_bool("uniform", uniform)
     if not (uniform and attr is None and ctx is not None):
         ctx = context_for(ex, attr, ctx, prepare_kw)
+    elif prepare_kw:  # the uniform control on a given ctx: the same refusal as context_for's
+        context_for(ex, None, ctx, prepare_kw)
     L, d = ctx.embeds.shape
     G = len(pis)
     P = torch.tensor(pis, dtype=torch.float64)

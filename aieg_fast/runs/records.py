@@ -221,5 +221,6 @@ def write_jsonl(path, records: Iterable[dict]) -> None:
 
 
 def write_json(path, obj, sort_keys: bool = False) -> None:
-    """Write ``obj`` as an indented JSON document, atomically as :func:`write_jsonl`."""
-    replace_file(path, json.dumps(obj, indent=1, sort_keys=sort_keys).encode("utf-8"))
+    """Write ``obj`` as an indented JSON document, atomically as :func:`write_jsonl` (numpy and
+    tensor values as the numbers they hold, :func:`json_safe`)."""
+    replace_file(path, json.dumps(json_safe(obj), indent=1, sort_keys=sort_keys).encode("utf-8"))

@@ -645,5 +645,16 @@ def test_per_token_lists_of_another_length_are_refused(field, value):
 def test_from_dict_of_something_else_than_a_dict_names_its_type(d, kind):
     """from_dict(5) raised "argument of type 'int' is not iterable"; a str was read as a dict
     without keys."""
-    with pytest.raises(TypeError, match=rf"^d must be a dict \(Attribution.to_dict\(\)\), got {kind}$"):
+    with pytest.raises(TypeError, match=rf"^d must be a dict or other mapping \(Attribution.to_dict\(\)\), got {kind}$"):
         aieg_fast.Attribution.from_dict(d)
+
+
+def test_from_dict_of_a_mapping_that_is_no_dict():
+    """A read-only view of a record (types.MappingProxyType) loaded before the type check and was
+    then refused as "not a dict"."""
+    import types
+
+    a = aieg_fast.Attribution(tokens=["a", "b"], token_ids=[1, 2], scores=torch.tensor([0.5, -1.0]), method="saliency",
+                              target={"kind": "token", "id": 0, "text": "x"})
+    b = aieg_fast.Attribution.from_dict(types.MappingProxyType(a.to_dict()))
+    assert b.tokens == a.tokens and torch.equal(b.scores, a.scores)

@@ -571,3 +571,13 @@ def test_settings_of_prepare_beside_a_ctx_are_refused(case, fn):
     with pytest.raises(ValueError, match=r"ctx was prepared with its own settings; \['seed'\] would be ignored"):
         getattr(M, fn)(ex, a, ctx=ctx, seed=5)
     getattr(M, fn)(ex, a, ctx=ctx)  # alone it is taken
+
+
+def test_settings_beside_a_ctx_are_refused_for_the_uniform_control_too(case):
+    """pi_soft(ex, None, uniform=True, ctx=ctx, seed=3) skipped the check (the control needs no
+    attribution) and dropped the seed."""
+    ex, a = case
+    ctx = M.prepare(ex, a)
+    with pytest.raises(ValueError, match=r"ctx was prepared with its own settings; \['seed'\] would be ignored"):
+        M.pi_soft(ex, None, uniform=True, ctx=ctx, seed=3, pis=[0.5], n_samples=1)
+    assert M.pi_soft(ex, None, uniform=True, ctx=ctx, pis=[0.5], n_samples=1)["nc"]["pi"] == [0.5]

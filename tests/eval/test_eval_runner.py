@@ -367,3 +367,18 @@ def test_a_method_with_non_finite_scores_scores_nan_and_the_run_goes_on(tiny_gpt
     rows = {(r["method"], r["metric"]): r for r in res["rows"]}
     assert rows[("saliency", "log_odds")]["n"] == 2
     assert ("integrated_gradients", "log_odds") not in rows or rows[("integrated_gradients", "log_odds")]["n"] == 0
+
+
+def test_a_numpy_seed_is_recorded_as_an_int(tiny_gpt2, tmp_path):
+    """evaluate(seed=np.int64(1)) passed the seed check and then crashed writing config.json
+    ("Object of type int64 is not JSON serializable"); the run's files hold the number, and a
+    rerun with the int resumes it."""
+    import json
+
+    import numpy as np
+
+    kw = dict(dataset="sst2-sample", methods="saliency,random", out_dir=tmp_path, n_steps=4, n_samples=1, pis=(0.5,),
+              progress=False, plot=False, labels=(10, 11), template="{text} :", max_tokens=20)
+    assert E.evaluate(tiny_gpt2, n=1, seed=np.int64(1), **kw)["computed"] == 1
+    assert json.loads((tmp_path / "config.json").read_text())["seed"] == 1
+    assert E.evaluate(tiny_gpt2, n=1, seed=1, **kw)["computed"] == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -68,3 +69,13 @@ def test_controls_refuse_a_seed_as_prepare_does(tiny_gpt2, seed):
                  lambda: control_attribution("recency", a, seed), lambda: prepare(tiny_gpt2, a, seed=seed)):
         with pytest.raises(ValueError, match=rf"^seed must be an int >= 0, got {seed!r}$"):
             call()
+
+
+def test_a_numpy_or_tensor_seed_is_the_int_it_holds(tiny_gpt2):
+    """random_attribution(seed=torch.tensor(3)) was refused ("must be an int") where the
+    attribution calls take it."""
+    a = tiny_gpt2.attribute("the movie is good", method="saliency")
+    want = random_attribution(a, seed=3)
+    for seed in (np.int64(3), torch.tensor(3)):
+        got = random_attribution(a, seed=seed)
+        assert torch.equal(got.scores, want.scores) and got.options == {"seed": 3} and type(got.options["seed"]) is int

@@ -450,12 +450,14 @@ def test_model_restored_after_exception_mid_run(tiny_gpt2, monkeypatch):
 def test_unsupported_architecture():
     from transformers import BertConfig, BertForMaskedLM, BloomConfig, BloomForCausalLM
 
+    from builders import byte_level_tokenizer
+
     m = BertForMaskedLM(BertConfig(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=50))
     with pytest.raises(ValueError, match=r"model_type 'bert' \(class 'BertForMaskedLM'\) is not supported: it is an encoder model type"):
-        aieg_fast.load_model(m, tokenizer=object())
+        aieg_fast.load_model(m, tokenizer=byte_level_tokenizer())
     m = BloomForCausalLM(BloomConfig(n_layer=1, hidden_size=16, n_head=2, vocab_size=50))  # a decoder without an adapter
     with pytest.raises(ValueError, match=r"model_type 'bloom' \(class 'BloomForCausalLM'\) is not supported\. Supported model_types: gpt2, llama"):
-        aieg_fast.load_model(m, tokenizer=object())
+        aieg_fast.load_model(m, tokenizer=byte_level_tokenizer())
 
 
 def test_list_methods():
