@@ -33,8 +33,9 @@ class Attribution:
         token_ids (List[int]): the token ids (length L).
         scores (Tensor[L] or Tensor[T, L]): one score per token (float32, CPU). Signed, in
             F's units (a logit by default; nats for ``target_fn="logprob"`` / ``"label_logprob"``)
-            for integrated_gradients, integrated_decision_gradients, input_x_gradient, occlusion
-            (its default ``measure``) and scaled_attention: > 0 raises F (supports the target).
+            for integrated_gradients, input_x_gradient, occlusion (its default ``measure``) and
+            scaled_attention, in F's units squared for integrated_decision_gradients (gradients
+            weighted by F's slope): > 0 raises F (supports the target).
             ≥ 0 for saliency (a gradient norm), attention (weights), aieg (its default PosNorm),
             grad_ellm and heta: compare scores within a method, not across methods. Positions
             held fixed (special, template, padding; a multi-token target's own tokens are not

@@ -272,22 +272,14 @@ def log_odds(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> floa
     """Log-odds: LO = log p(y | x') − log p(y | x), x' = x with its top-k ids replaced in place by
     the reference token (``ex.ref_token_id``); lower is better (DIG, Sanyal & Ren 2021).
 
-    Args:
-        ex: the explainer whose model made ``attr``.
-        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
-            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
-        topk: the fraction of the candidate positions taken as the top k, in (0, 1] (k as in the
-            module documentation).
-        **kw: the keywords of :func:`hard_metrics` (``dig_compat``, ``ties``, ``ctx``) and of
-            :func:`prepare` (``prob_space``, ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+    Args: ``attr`` a next-token result (``scores`` Tensor[L]; a generation step through
+    :func:`~aieg_fast.eval.context.step_attribution`); ``topk`` and ``**kw`` as :func:`hard_metrics`
+    takes them (with :func:`prepare`'s keywords). Raises: as :func:`hard_metrics`, an unknown
+    keyword naming this function.
 
     Returns:
         LO in nats (a difference of natural logarithms of probabilities; ≤ 0 when the
         replacement lowers p(y)); 0 when k = 0.
-
-    Raises:
-        ValueError / TypeError: as :func:`hard_metrics` (names this function for an unknown
-            keyword).
 
     Source: specs/aieg.md §5.5 (DIG's metric), §7 (adapted to causal LMs).
     """
@@ -299,22 +291,14 @@ def comprehensiveness(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw
     """Comprehensiveness: Comp = p(y | x) − p(y | x without its top-k tokens); higher is better
     (DeYoung et al. 2020, DIG).
 
-    Args:
-        ex: the explainer whose model made ``attr``.
-        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
-            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
-        topk: the fraction of the candidate positions taken as the top k, in (0, 1] (k as in the
-            module documentation).
-        **kw: the keywords of :func:`hard_metrics` (``dig_compat``, ``ties``, ``ctx``) and of
-            :func:`prepare` (``prob_space``, ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+    Args: ``attr`` a next-token result (``scores`` Tensor[L]; a generation step through
+    :func:`~aieg_fast.eval.context.step_attribution`); ``topk`` and ``**kw`` as :func:`hard_metrics`
+    takes them (with :func:`prepare`'s keywords). Raises: as :func:`hard_metrics`, an unknown
+    keyword naming this function.
 
     Returns:
         Comp, a difference of probabilities, in [-1, 1]; 0 when k = 0; NaN when removing the top
         k leaves no token (see :func:`hard_metrics`).
-
-    Raises:
-        ValueError / TypeError: as :func:`hard_metrics` (names this function for an unknown
-            keyword).
 
     Source: specs/aieg.md §5.5 (DIG's metric), §7 (adapted to causal LMs).
     """
@@ -326,21 +310,13 @@ def sufficiency(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> f
     """Sufficiency: Suff = p(y | x) − p(y | the top-k tokens and the fixed positions only, in
     order); lower is better (DeYoung et al. 2020, DIG).
 
-    Args:
-        ex: the explainer whose model made ``attr``.
-        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
-            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
-        topk: the fraction of the candidate positions taken as the top k, in (0, 1] (k as in the
-            module documentation).
-        **kw: the keywords of :func:`hard_metrics` (``dig_compat``, ``ties``, ``ctx``) and of
-            :func:`prepare` (``prob_space``, ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+    Args: ``attr`` a next-token result (``scores`` Tensor[L]; a generation step through
+    :func:`~aieg_fast.eval.context.step_attribution`); ``topk`` and ``**kw`` as :func:`hard_metrics`
+    takes them (with :func:`prepare`'s keywords). Raises: as :func:`hard_metrics`, an unknown
+    keyword naming this function.
 
     Returns:
         Suff, a difference of probabilities, in [-1, 1]; 0 when k = 0.
-
-    Raises:
-        ValueError / TypeError: as :func:`hard_metrics` (names this function for an unknown
-            keyword).
 
     Source: specs/aieg.md §5.5 (DIG's metric), §7 (adapted to causal LMs; the fixed positions
     are kept, a deviation the module documentation explains).

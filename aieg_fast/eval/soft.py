@@ -138,19 +138,13 @@ def soft_ns(ex: Explainer, attr: Attribution, **kw) -> float:
     """Soft normalised sufficiency (Zhao & Aletras 2023): keep each embedding element of token i
     with probability ã_i (the normalised scores); higher is better.
 
-    Args:
-        ex: the explainer whose model made ``attr``.
-        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
-            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
-        **kw: the keywords of :func:`soft_metrics` (``n_samples``, ``normalise``, ``soft_map``,
-            ``ctx``) and of :func:`~aieg_fast.eval.context.prepare` (``prob_space``,
-            ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+    Args: ``attr`` a next-token result (``scores`` Tensor[L]; a generation step through
+    :func:`~aieg_fast.eval.context.step_attribution`); ``**kw`` as :func:`soft_metrics` takes them
+    (with :func:`~aieg_fast.eval.context.prepare`'s keywords). Raises: as :func:`soft_metrics`, an
+    unknown keyword naming this function.
 
     Returns:
         Soft-NS, unitless in [0, 1] (clipped); NaN for a degenerate instance (p(y | x) − p(y | x_∅) < 1e-6).
-
-    Raises:
-        ValueError / TypeError: as :func:`soft_metrics` (names this function for an unknown keyword).
 
     Source: specs/grad_ellm.md §5.2.
     """
@@ -162,19 +156,13 @@ def soft_nc(ex: Explainer, attr: Attribution, **kw) -> float:
     """Soft normalised comprehensiveness (Zhao & Aletras 2023): keep each embedding element of
     token i with probability 1 − ã_i (the important tokens are the ones masked); higher is better.
 
-    Args:
-        ex: the explainer whose model made ``attr``.
-        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
-            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
-        **kw: the keywords of :func:`soft_metrics` (``n_samples``, ``normalise``, ``soft_map``,
-            ``ctx``) and of :func:`~aieg_fast.eval.context.prepare` (``prob_space``,
-            ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+    Args: ``attr`` a next-token result (``scores`` Tensor[L]; a generation step through
+    :func:`~aieg_fast.eval.context.step_attribution`); ``**kw`` as :func:`soft_metrics` takes them
+    (with :func:`~aieg_fast.eval.context.prepare`'s keywords). Raises: as :func:`soft_metrics`, an
+    unknown keyword naming this function.
 
     Returns:
         Soft-NC, unitless in [0, 1] (clipped); NaN for a degenerate instance (p(y | x) − p(y | x_∅) < 1e-6).
-
-    Raises:
-        ValueError / TypeError: as :func:`soft_metrics` (names this function for an unknown keyword).
 
     Source: specs/grad_ellm.md §5.2.
     """
@@ -288,21 +276,15 @@ def pi_soft_nc(ex: Explainer, attr: Attribution, **kw) -> Dict:
     """π-Soft-NC: soft deletion of the important tokens at each expected retention π of the grid
     (keep probabilities 1 − W(m, 1 − π)), and the area under that curve; higher is better.
 
-    Args:
-        ex: the explainer whose model made ``attr``.
-        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
-            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
-        **kw: the keywords of :func:`pi_soft` but ``curves`` (``pis``, ``n_samples``,
-            ``soft_map``, ``uniform``, ``ctx``, ...) and of :func:`~aieg_fast.eval.context.prepare`
-            (``prob_space``, ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+    Args: ``attr`` a next-token result (``scores`` Tensor[L]; a generation step through
+    :func:`~aieg_fast.eval.context.step_attribution`); ``**kw`` as :func:`pi_soft` takes them but
+    ``curves`` (with :func:`~aieg_fast.eval.context.prepare`'s keywords). Raises: as
+    :func:`pi_soft`, an unknown keyword naming this function.
 
     Returns:
         ``{"pi": the grid, "curve": Soft-NC at each π, "auc": the trapezoid over [0, 1] with the
         endpoints NC(0) = 1, NC(1) = 0, "auc_interior": the trapezoid over the grid divided by its
         width}``, all unitless in [0, 1]; NaN for a degenerate instance.
-
-    Raises:
-        ValueError / TypeError: as :func:`pi_soft` (names this function for an unknown keyword).
 
     Source: specs/grad_ellm.md §5.3.
     """
@@ -314,21 +296,13 @@ def pi_soft_ns(ex: Explainer, attr: Attribution, **kw) -> Dict:
     """π-Soft-NS: soft insertion of the important tokens at each expected retention π of the grid
     (keep probabilities W(m, π)), and the area under that curve; higher is better.
 
-    Args:
-        ex: the explainer whose model made ``attr``.
-        attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
-            for a generation result, one step of it: :func:`~aieg_fast.eval.context.step_attribution`.
-        **kw: the keywords of :func:`pi_soft` but ``curves`` (``pis``, ``n_samples``,
-            ``soft_map``, ``uniform``, ``ctx``, ...) and of :func:`~aieg_fast.eval.context.prepare`
-            (``prob_space``, ``label_ids``, ``seed``, ``instance_id``, ``batch_size``).
+    Args: ``attr`` a next-token result (``scores`` Tensor[L]; a generation step through
+    :func:`~aieg_fast.eval.context.step_attribution`); ``**kw`` as :func:`pi_soft` takes them but
+    ``curves`` (with :func:`~aieg_fast.eval.context.prepare`'s keywords). Raises: as
+    :func:`pi_soft`, an unknown keyword naming this function.
 
     Returns:
-        ``{"pi": the grid, "curve": Soft-NS at each π, "auc": the trapezoid over [0, 1] with the
-        endpoints NS(0) = 0, NS(1) = 1, "auc_interior": the trapezoid over the grid divided by its
-        width}``, all unitless in [0, 1]; NaN for a degenerate instance.
-
-    Raises:
-        ValueError / TypeError: as :func:`pi_soft` (names this function for an unknown keyword).
+        As :func:`pi_soft_nc`, with Soft-NS on the curve and the endpoints NS(0) = 0, NS(1) = 1.
 
     Source: specs/grad_ellm.md §5.3.
     """
