@@ -1,6 +1,7 @@
 """Argument checks shared by the whole package; each error names the argument and the value."""
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import operator
@@ -87,16 +88,34 @@ def check_bool(name: str, value) -> None:
         raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
+#: names that Captum and Inseq users type for settings of the calls here, and the name here (a
+#: hint when an option of that name is refused)
+PEER_NAMES = {"baselines": "baseline", "contrast_targets": "contrast_target", "generated_texts": "generated_text",
+              "nt_samples": "n_baseline_samples", "stdevs": "baseline_noise", "attribute_target": "interpolate_generated",
+              "return_convergence_delta": "none: res.info['convergence_delta'] is always recorded"}
+
+
+def _option_hint(key: str, allowed) -> str:
+    """Why ``key`` is no option of the method: a setting of the call, a Captum / Inseq name, or a
+    near miss of one of ``allowed`` or of the calls' settings (difflib); "" otherwise."""
+    if key in CALL_SETTINGS:
+        return (f"; {key} is a setting of the call, not a method option (pass it to attribute() itself; "
+                f"aieg-fast explain: {CALL_SETTINGS[key]})")
+    if key in PEER_NAMES:
+        return f"; {key} is Captum's / Inseq's name: here it is {PEER_NAMES[key]}"
+    close = difflib.get_close_matches(key, list(allowed) + list(CALL_SETTINGS), n=1, cutoff=0.8)
+    return f"; {key}: did you mean {close[0]}?" if close else ""
+
+
 def check_options(method: str, options: Mapping[str, Any], allowed: Iterable[str]) -> None:
     """Raise ValueError naming the unknown keys of ``options`` and the allowed ones; a key that is a
     setting of the call rather than of the method (``alpha_range``, ``internal_batch_size``, ...,
-    e.g. given as the CLI's ``--option``) is named as such, with its command-line flag."""
+    e.g. given as the CLI's ``--option``) is named as such, with its command-line flag, a Captum /
+    Inseq name (:data:`PEER_NAMES`) with the name here, a near miss with what it may mean."""
     allowed = list(allowed)
     unknown = [k for k in options if k not in allowed]
     if unknown:
-        calls = [k for k in unknown if k in CALL_SETTINGS]
-        hint = "".join(f"; {k} is a setting of the call, not a method option (pass it to attribute() itself; "
-                       f"aieg-fast explain: {CALL_SETTINGS[k]})" for k in calls)
+        hint = "".join(_option_hint(k, allowed) for k in unknown)
         raise ValueError(f"unknown option(s) {unknown} for method {method!r}; allowed: {sorted(allowed)}{hint}")
 
 

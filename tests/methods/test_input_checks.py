@@ -3,6 +3,7 @@
 max_memory; and a token added with resize_token_embeddings is a valid target at once."""
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -219,3 +220,19 @@ def test_a_text_utf8_cannot_encode_is_named(tiny_gpt2):
         tiny_gpt2.attribute("a\ud800b", method="saliency")
     with pytest.raises(ValueError, match=r"text\[1\]\['review'\] holds '\\udcff' at character 0"):
         tiny_gpt2.attribute([{"review": "fine"}, {"review": "\udcff bad"}], method="saliency", template="{review} :")
+
+
+@pytest.mark.parametrize("kw, hint", [
+    (dict(baselines="zero"), "baselines is Captum's / Inseq's name: here it is baseline"),
+    (dict(contrast_targets=" bad"), "contrast_targets is Captum's / Inseq's name: here it is contrast_target"),
+    (dict(nt_samples=3), "nt_samples is Captum's / Inseq's name: here it is n_baseline_samples"),
+    (dict(n_step=4), "n_step: did you mean n_steps?"),
+    (dict(integratoin="uniform"), "integratoin: did you mean integration?"),
+])
+def test_a_peer_library_name_or_a_near_miss_is_pointed_to_the_name_here(tiny_gpt2, kw, hint):
+    """A Captum or Inseq user's baselines= / contrast_targets= (or a typo) got a list of the
+    method's options, none of which it was, and no word of the call's own setting."""
+    before = model_state(tiny_gpt2)
+    with pytest.raises(ValueError, match=rf"unknown option\(s\) .*; {re.escape(hint)}$"):
+        tiny_gpt2.attribute("the movie is good", method="integrated_gradients", **kw)
+    assert model_state(tiny_gpt2) == before
