@@ -263,9 +263,10 @@ def training_folder(model) -> Optional[Path]:
 
 
 def _refuse_missing_local_path(name: str, role: str = "model") -> None:
-    """Refuse a ``model`` (or ``tokenizer``: ``role``) that can only be a local path (absolute, ``./`` / ``~``, more than one
-    ``/``, a ``Path``, or ``org/name`` whose ``org`` is a folder here) when nothing is there,
-    before transformers tries it on the hub (about 30 s of retries without a network).
+    """Refuse a ``model`` (or ``tokenizer``: ``role``) that can only be a local path (absolute,
+    ``./`` or ``~``, a backslash, more than one ``/``, or ``org/name`` whose ``org`` is a folder
+    here) when nothing is there, before transformers tries it on the hub (about 30 s of retries
+    without a network).
 
     Raises:
         ValueError: names the path and the nearest folder that exists.
