@@ -2,6 +2,7 @@
 object) to a ``transformers`` model and tokenizer."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import warnings
@@ -84,6 +85,9 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         return m, tok, str(model)
     if isinstance(model, (str, Path)):
         name = str(model)
+        if name.startswith("~"):  # from_pretrained does not expand it
+            with contextlib.suppress(RuntimeError):  # ~user of no user: refused below as a missing path
+                name = str(Path(name).expanduser())
         _refuse_unfinished_training(name)
         _refuse_missing_local_path(name)
         try:
@@ -264,23 +268,31 @@ def training_folder(model) -> Optional[Path]:
 
 def _refuse_missing_local_path(name: str, role: str = "model") -> None:
     """Refuse a ``model`` (or ``tokenizer``: ``role``) that can only be a local path (absolute,
-    ``./`` or ``~``, a backslash, more than one ``/``, or ``org/name`` whose ``org`` is a folder
-    here) when nothing is there, before transformers tries it on the hub (about 30 s of retries
-    without a network).
+    ``./`` or ``~``, a backslash, more than one ``/``; or ``org/name`` whose ``org`` is a folder
+    here and that is not a model in the hub cache) when nothing is there, before transformers
+    tries it on the hub (about 30 s of retries without a network).
 
     Raises:
         ValueError: names the path and the nearest folder that exists.
     """
-    path = Path(name).expanduser()
-    if path.exists():
+    try:
+        path = Path(name).expanduser()
+    except RuntimeError:  # ~user of no user
+        path = Path(name)
+    if path.exists() or path.is_symlink():
         return
     parts = Path(name).parts
-    local = (path.is_absolute() or name.startswith((".", "~")) or "\\" in name or len(parts) > 2
-             or (len(parts) == 2 and Path(parts[0]).is_dir()))
+    local = path.is_absolute() or name.startswith((".", "~")) or "\\" in name or len(parts) > 2
+    if not local and len(parts) == 2 and Path(parts[0]).is_dir():
+        from huggingface_hub import try_to_load_from_cache
+
+        local = not isinstance(try_to_load_from_cache(name, "config.json" if role == "model" else "tokenizer_config.json"), str)
     if local:
         nearest = next((p for p in path.absolute().parents if p.is_dir()), None)
-        raise ValueError(f"{role} {name!r} is not a hub id (it reads as a local path) and nothing is there; the nearest "
-                         f"folder that exists is {str(nearest)!r}")
+        hub = (f" (a hub id not downloaded yet is read as this path while a folder {parts[0]!r} is here: download "
+               "it first, or run from another folder)") if len(parts) == 2 and not name.startswith((".", "~")) else ""
+        raise ValueError(f"{role} {name!r} reads as a local path and nothing is there; the nearest folder that exists "
+                         f"is {str(nearest)!r}{hub}")
 
 
 def _is_adapter_dir(model) -> bool:

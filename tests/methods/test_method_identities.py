@@ -573,11 +573,14 @@ def test_numpy_and_tensor_integer_settings_are_ints(tiny_gpt2):
 def test_a_missing_local_path_is_refused_without_the_hub(tmp_path, monkeypatch):
     """load_model("runs/my-model") with a typo spent about 30 s on hub retries (no network here)
     before "could not be loaded from the hub"; a name that can only be a local path is refused at
-    once, naming the nearest folder. A hub id (org/name) still goes to transformers."""
+    once, naming the nearest folder. A hub id (org/name) still goes to transformers, also where a
+    folder named like its org is here and the model is in the hub cache."""
+    import huggingface_hub
     import transformers
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
+    (tmp_path / "cachedorg").mkdir()
     asked = []
 
     def offline(name, *args, **kwargs):
@@ -585,15 +588,30 @@ def test_a_missing_local_path_is_refused_without_the_hub(tmp_path, monkeypatch):
         raise OSError("offline")
 
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", offline)
-    for name in ("runs/my-model", "./my-model", str(tmp_path / "gone" / "m"), "a/b/c"):
-        with pytest.raises(ValueError, match=rf"model {re.escape(repr(name))} is not a hub id \(it reads as a local path\) and nothing is there"):
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache",
+                        lambda repo, filename, **kw: "/cache/config.json" if repo.startswith("cachedorg/") else None)
+    for name in ("runs/my-model", "./my-model", str(tmp_path / "gone" / "m"), "a/b/c", "~nosuchuser12345/m"):
+        with pytest.raises(ValueError, match=rf"model {re.escape(repr(name))} reads as a local path and nothing is there"):
             aieg_fast.load_model(name)
-    with pytest.raises(ValueError, match=r"tokenizer 'runs/tok' is not a hub id \(it reads as a local path\)"):
+    with pytest.raises(ValueError, match=r"tokenizer 'runs/tok' reads as a local path"):
         aieg_fast.load_model("someorg/some-model", tokenizer="runs/tok")  # refused before the model is looked for
     assert not asked
-    with pytest.raises(ValueError, match="could not be loaded from the hub"):
-        aieg_fast.load_model("someorg/some-model")
-    assert asked == ["someorg/some-model"]
+    for name in ("someorg/some-model", "cachedorg/model.v2"):  # hub ids: no folder 'someorg'; a cached model
+        with pytest.raises(ValueError, match="could not be loaded from the hub"):
+            aieg_fast.load_model(name)
+    assert asked == ["someorg/some-model", "cachedorg/model.v2"]
+
+
+def test_a_model_folder_under_home_is_read_with_the_tilde(tmp_path, monkeypatch):
+    """load_model("~/tiny") of a folder that is there failed: transformers took the name as it is."""
+    from builders import make_tiny_gpt2
+
+    m, tok = make_tiny_gpt2()
+    m.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ex = aieg_fast.load_model("~/tiny")
+    assert ex.model.config.n_layer == m.config.n_layer
 
 
 def test_load_model_wrong_type():
