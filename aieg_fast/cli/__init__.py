@@ -27,7 +27,6 @@ import argparse
 import contextlib
 import errno
 import signal
-import os
 import sys
 import threading
 import warnings
@@ -37,7 +36,7 @@ from typing import List, Optional
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
 from ..core.diagnostics import AttributionWarning
 from ..runs import PARTS_DIR, reports_input_errors, torchrun_rank, torchrun_world_size
-from .common import apply_config, as_flags
+from .common import apply_config, as_flags, stdout_gone
 
 __all__ = ["build_parser", "main", "COMMANDS", "RUN_COMMANDS"]
 
@@ -95,8 +94,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stdout.flush()  # a pipe's buffered output is written here, where a reader gone is caught below
         return rc
     except BrokenPipeError:  # the reader of stdout went away (`aieg-fast info | head -3`): nothing to say, nowhere to say it
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so that Python's own flush at exit does not fail again
+        stdout_gone()
         return 1
     except (ValueError, TypeError, RuntimeError, OSError) as err:
         said = isinstance(err, (ValueError, TypeError, FileNotFoundError)) and not reports_input_errors()  # by rank 0

@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 from ..core.validation import DEVICE_MAPS, DTYPES, parse_device
@@ -12,7 +13,7 @@ from ..datasets import DATASETS
 from ..models import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME
 from ..runs import COMMAND_FILE, replace_file
 
-__all__ = ["add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE", "DefaultsHelpFormatter",
+__all__ = ["stdout_gone", "add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE", "DefaultsHelpFormatter",
            "option_flags", "as_flags"]
 
 
@@ -184,3 +185,12 @@ def placement(args) -> dict:
         raise ValueError(f"--device {device} and --device-map {args.device_map} exclude each other: --device-map places the model")
     return {"device": None if args.device_map is not None else (device or "auto"), "dtype": args.dtype,
             "device_map": args.device_map}
+
+
+def stdout_gone() -> None:
+    """Point standard output at the null device once its reader went away (a BrokenPipeError:
+    ``aieg-fast ... | head``), so that later prints and Python's flush at exit write nowhere
+    instead of failing again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -16,7 +16,7 @@ from ..datasets import DATASETS, TASKS, load_dataset
 from ..datasets.rows import is_integer_text
 from ..explainer import load_model
 from ..methods.registry import get_method, list_methods, option_value
-from .common import add_model_options, option_flags, placement
+from .common import add_model_options, option_flags, placement, stdout_gone
 
 __all__ = ["add_parser", "run", "parse_option", "parse_steps", "parse_baseline", "option_dict", "check_steps_given",
            "output_path_error"]
@@ -283,6 +283,10 @@ def run(args) -> int:
             text, method=args.method, target=target, n_steps=_n_steps(args), internal_batch_size=args.internal_batch_size,
             template=template, backend=args.backend, progress=not args.no_progress, **calls, **options,
         )
-    res.show(words=not args.tokens)
-    print(f"backend: {res.backend or 'no kernel op used'}   time: {res.timing.get('total', 0):.2f} s")
+    try:
+        res.show(words=not args.tokens)
+        print(f"backend: {res.backend or 'no kernel op used'}   time: {res.timing.get('total', 0):.2f} s")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `... | head`: the view is cut short, the --json / --html files are still written
+        stdout_gone()
     return _write_outputs(res, args)

@@ -298,3 +298,20 @@ def test_a_reader_that_goes_away_is_no_error():
     p.stdout.close()  # before the command writes: its first write meets a closed pipe
     err = p.stderr.read().decode()
     assert p.wait(timeout=300) == 1 and "error" not in err.lower() and "Traceback" not in err, err
+
+
+def test_explain_writes_its_files_when_the_reader_goes_away(tiny_gpt2, monkeypatch, tmp_path):
+    """`aieg-fast explain ... --json a.json | head -c 100` lost the result: show() met the closed
+    pipe before the files were written."""
+    from aieg_fast.cli import explain as cli_explain
+
+    def closed_pipe(self, **kw):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    gone = []
+    monkeypatch.setattr(cli_explain, "load_model", lambda *a, **kw: tiny_gpt2)
+    monkeypatch.setattr(aieg_fast.Attribution, "show", closed_pipe)
+    monkeypatch.setattr(cli_explain, "stdout_gone", lambda: gone.append(True))  # not pytest's own stdout
+    out = tmp_path / "a.json"
+    assert cli.main(["explain", "the movie is", "--method", "saliency", "--json", str(out), "--no-progress"]) == 0
+    assert gone and aieg_fast.load_attribution(out).method == "saliency"
