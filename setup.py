@@ -98,7 +98,7 @@ def build_in_turn(cmd, attempts, build, required: bool = False) -> None:
             build()
             return
         except Exception as err:  # compiler missing or failing, CUDA versions apart: anything but an interrupt
-            reason = f"{type(err).__name__}: {' '.join(map(str, err.args)).strip()[:300] or err}"
+            reason = f"{type(err).__name__}: {failure_text(err)[:300]}"
             if i + 1 < len(attempts):
                 say(f"WARNING: the {what} could not be built ({reason}); building the {attempts[i + 1][1]} "
                     "(AIEG_FAST_CUDA=1 turns this into an error)")
@@ -110,6 +110,18 @@ def build_in_turn(cmd, attempts, build, required: bool = False) -> None:
                 "package runs on its PyTorch reference kernels and warns at import). AIEG_FAST_REQUIRE_EXT=1 turns "
                 "this into an error.")
             cmd.extensions = []  # nothing to copy or package
+
+
+def failure_text(err) -> str:
+    """``err``'s message; torch's CUDA version check raises RuntimeError(format, *values),
+    whose str is a tuple: it is formatted here."""
+    args = err.args
+    if len(args) > 1 and isinstance(args[0], str) and "%s" in args[0]:
+        try:
+            return args[0] % args[1:]
+        except (TypeError, ValueError):
+            pass
+    return str(err).strip()
 
 
 def compiler_missing():
@@ -140,8 +152,8 @@ def extension_setup():
         return {}
     no_compiler = compiler_missing()
     if no_compiler:
-        if REQUIRE_EXT:
-            raise SystemExit(f"aieg_fast setup: AIEG_FAST_REQUIRE_EXT=1 but {no_compiler}")
+        if REQUIRE_EXT or env_flag("AIEG_FAST_CUDA", "auto", extra=("auto",)) in TRUE:
+            raise SystemExit(f"aieg_fast setup: AIEG_FAST_REQUIRE_EXT=1 or AIEG_FAST_CUDA=1 but {no_compiler}")
         say(f"WARNING: {no_compiler}; installing WITHOUT the compiled kernels (the package runs on its PyTorch "
             "reference kernels and warns at import). Install g++ (or set CXX) and reinstall to build them.")
         return {}
@@ -178,6 +190,12 @@ def extension_setup():
         """torch's build command over :func:`build_in_turn`'s attempts."""
 
         def build_extensions(self):
+            first = self.extensions[0]  # the one setup() was given: finalize_options set setuptools' private fields on it
+            for extensions, _ in attempts[1:]:
+                for ext in extensions:
+                    for key, value in vars(first).items():
+                        if key.startswith("_") and not hasattr(ext, key):
+                            setattr(ext, key, value)  # _needs_stub, _full_name, ...: build_extension reads them
             build_in_turn(self, attempts, super().build_extensions, required=REQUIRE_EXT or forced)
 
     return {"ext_modules": [attempts[0][0][0]], "cmdclass": {"build_ext": OptionalBuildExtension}}

@@ -62,11 +62,14 @@ def test_a_failed_cuda_build_falls_back_to_the_cpu_kernels(capsys):
     """A CUDA build that failed (torch's CUDA version check, nvcc of another major version) left
     the package without any kernel, the CPU ones included."""
     cmd = FakeCommand()
-    mismatch = RuntimeError("The detected CUDA version (13.0) mismatches the version that was used to compile PyTorch (12.8)")
+    # as torch raises it: a format and its values
+    mismatch = RuntimeError("The detected CUDA version (%s) mismatches the version that was used to compile PyTorch (%s)",
+                            "13.0", "12.8")
     build, calls = builds(cmd, mismatch, None)
     SETUP["build_in_turn"](cmd, [(["both"], "CPU and CUDA kernels"), (["cpu"], "CPU kernels")], build)
     assert cmd.extensions == ["cpu"] and calls == [["both"], ["cpu"]]
-    assert "the CPU and CUDA kernels could not be built (RuntimeError: The detected CUDA version (13.0)" in capsys.readouterr().err
+    assert ("the CPU and CUDA kernels could not be built (RuntimeError: The detected CUDA version (13.0) mismatches the "
+            "version that was used to compile PyTorch (12.8))") in capsys.readouterr().err
 
 
 def test_the_last_failure_installs_without_kernels_or_stops_when_required(capsys):
