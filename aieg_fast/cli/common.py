@@ -191,6 +191,10 @@ def stdout_gone() -> None:
     """Point standard output at the null device once its reader went away (a BrokenPipeError:
     ``aieg-fast ... | head``), so that later prints and Python's flush at exit write nowhere
     instead of failing again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # a stream without a file descriptor (a notebook's): nothing to redirect
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, fd)
     os.close(devnull)

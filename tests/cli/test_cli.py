@@ -315,3 +315,17 @@ def test_explain_writes_its_files_when_the_reader_goes_away(tiny_gpt2, monkeypat
     out = tmp_path / "a.json"
     assert cli.main(["explain", "the movie is", "--method", "saliency", "--json", str(out), "--no-progress"]) == 0
     assert gone and aieg_fast.load_attribution(out).method == "saliency"
+
+
+def test_stdout_gone_leaves_a_stream_without_a_file_descriptor(monkeypatch):
+    """A notebook's sys.stdout has no fileno(): redirecting it raised io.UnsupportedOperation out
+    of the BrokenPipeError handler."""
+    import io
+
+    from aieg_fast.cli.common import stdout_gone
+
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stream)
+    stdout_gone()
+    print("still writable")
+    assert stream.getvalue() == "still writable\n"
