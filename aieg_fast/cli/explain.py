@@ -289,4 +289,6 @@ def run(args) -> int:
         sys.stdout.flush()
     except BrokenPipeError:  # `... | head`: the view is cut short, the --json / --html files are still written
         stdout_gone()
+    except SystemExit:  # the same from rich, whose console points stdout at the null device and exits on a closed pipe
+        pass
     return _write_outputs(res, args)

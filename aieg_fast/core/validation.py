@@ -90,9 +90,10 @@ def check_bool(name: str, value) -> None:
 
 #: names that Captum and Inseq users type for settings of the calls here, and the name here (a
 #: hint when an option of that name is refused)
-PEER_NAMES = {"baselines": "baseline", "contrast_targets": "contrast_target", "generated_texts": "generated_text",
-              "nt_samples": "n_baseline_samples", "stdevs": "baseline_noise", "attribute_target": "interpolate_generated",
-              "return_convergence_delta": "none: res.info['convergence_delta'] is always recorded"}
+PEER_NAMES = {"baselines": "baseline", "contrast_targets": "contrast_target",
+              "generated_texts": "generated_text (of attribute_generation)", "nt_samples": "n_baseline_samples",
+              "stdevs": "baseline_noise", "attribute_target": "interpolate_generated (of attribute_generation)",
+              "return_convergence_delta": "no setting: IG and IDG record res.info['convergence_delta']"}
 
 
 def _option_hint(key: str, allowed) -> str:

@@ -51,6 +51,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     _check_tokenizer(tokenizer)
+    model, tokenizer = _home_expanded(model), _home_expanded(tokenizer)  # from_pretrained does not expand ~
     dtype = dtype or torch.float32
     if model_kwargs is not None and not isinstance(model_kwargs, dict):
         raise TypeError(f"model_kwargs must be a dict of from_pretrained arguments, got {type(model_kwargs).__name__}")
@@ -85,9 +86,6 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         return m, tok, str(model)
     if isinstance(model, (str, Path)):
         name = str(model)
-        if name.startswith("~"):  # from_pretrained does not expand it
-            with contextlib.suppress(RuntimeError):  # ~user of no user: refused below as a missing path
-                name = str(Path(name).expanduser())
         _refuse_unfinished_training(name)
         _refuse_missing_local_path(name)
         try:
@@ -178,6 +176,15 @@ def model_kind(model) -> Optional[str]:
     if hasattr(model, "config") and hasattr(model, "get_input_embeddings"):
         return class_kind(*(c.__name__ for c in type(model).__mro__))
     return None
+
+
+def _home_expanded(name):
+    """A str / Path starting with ``~`` as the path it names (a ``~user`` of no user as given:
+    refused later as a missing path); anything else as it is."""
+    if isinstance(name, (str, Path)) and str(name).startswith("~"):
+        with contextlib.suppress(RuntimeError):
+            return str(Path(name).expanduser())
+    return name
 
 
 def _check_tokenizer(tokenizer) -> None:
@@ -282,15 +289,19 @@ def _refuse_missing_local_path(name: str, role: str = "model") -> None:
     if path.exists() or path.is_symlink():
         return
     parts = Path(name).parts
-    local = path.is_absolute() or name.startswith((".", "~")) or "\\" in name or len(parts) > 2
+    local_form = path.is_absolute() or name.startswith((".", "~")) or "\\" in name
+    local = local_form or len(parts) > 2
     if not local and len(parts) == 2 and Path(parts[0]).is_dir():
         from huggingface_hub import try_to_load_from_cache
 
-        local = not isinstance(try_to_load_from_cache(name, "config.json" if role == "model" else "tokenizer_config.json"), str)
+        try:
+            local = not isinstance(try_to_load_from_cache(name, "config.json" if role == "model" else "tokenizer_config.json"), str)
+        except ValueError:  # no valid hub id either (a space, '..'): a local path
+            local = True
     if local:
         nearest = next((p for p in path.absolute().parents if p.is_dir()), None)
         hub = (f" (a hub id not downloaded yet is read as this path while a folder {parts[0]!r} is here: download "
-               "it first, or run from another folder)") if len(parts) == 2 and not name.startswith((".", "~")) else ""
+               "it first, or run from another folder)") if len(parts) == 2 and not local_form else ""
         raise ValueError(f"{role} {name!r} reads as a local path and nothing is there; the nearest folder that exists "
                          f"is {str(nearest)!r}{hub}")
 

@@ -329,3 +329,24 @@ def test_stdout_gone_leaves_a_stream_without_a_file_descriptor(monkeypatch):
     stdout_gone()
     print("still writable")
     assert stream.getvalue() == "still writable\n"
+
+
+def test_explain_writes_its_files_when_a_real_pipe_closes(tmp_path):
+    """Through a real pipe the view is rich's, which exits (SystemExit) on a closed pipe: the
+    --json file was still lost."""
+    from builders import make_tiny_gpt2
+
+    m, tok = make_tiny_gpt2()
+    m.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "a.json"
+    p = subprocess.Popen([sys.executable, "-m", "aieg_fast.cli", "explain", "the movie is", "--model", str(tmp_path / "tiny"),
+                          "--method", "saliency", "--no-progress", "--json", str(out)], cwd=root, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={"PYTHONPATH": str(root), "PATH": "", "AIEG_FAST_NO_EXT_WARNING": "1",
+                                                      "HF_HUB_OFFLINE": "1"})
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    p.wait(timeout=300)
+    assert out.exists() and "Traceback" not in err, err
+

@@ -590,7 +590,7 @@ def test_a_missing_local_path_is_refused_without_the_hub(tmp_path, monkeypatch):
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", offline)
     monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache",
                         lambda repo, filename, **kw: "/cache/config.json" if repo.startswith("cachedorg/") else None)
-    for name in ("runs/my-model", "./my-model", str(tmp_path / "gone" / "m"), "a/b/c", "~nosuchuser12345/m"):
+    for name in ("runs/my-model", "./my-model", str(tmp_path / "gone" / "m"), "a/b/c", "~nosuchuser12345/m", "runs/my model"):
         with pytest.raises(ValueError, match=rf"model {re.escape(repr(name))} reads as a local path and nothing is there"):
             aieg_fast.load_model(name)
     with pytest.raises(ValueError, match=r"tokenizer 'runs/tok' reads as a local path"):
@@ -610,8 +610,10 @@ def test_a_model_folder_under_home_is_read_with_the_tilde(tmp_path, monkeypatch)
     m.save_pretrained(tmp_path / "tiny")
     tok.save_pretrained(tmp_path / "tiny")
     monkeypatch.setenv("HOME", str(tmp_path))
-    ex = aieg_fast.load_model("~/tiny")
+    ex = aieg_fast.load_model("~/tiny", tokenizer="~/tiny")
     assert ex.model.config.n_layer == m.config.n_layer
+    with pytest.raises(ValueError, match=r"reads as a local path and nothing is there; the nearest folder that exists is '/'$"):
+        aieg_fast.load_model("/no-such-folder-here")  # no hint about hub ids for an absolute path
 
 
 def test_load_model_wrong_type():
