@@ -150,16 +150,16 @@ def extension_setup():
             "kernels (the package runs on its PyTorch reference kernels). To build them against your torch: "
             "pip install --no-build-isolation .")
         return {}
+    forced = env_flag("AIEG_FAST_CUDA", "auto", extra=("auto",)) in TRUE  # then a failure is not hidden
     no_compiler = compiler_missing()
     if no_compiler:
-        if REQUIRE_EXT or env_flag("AIEG_FAST_CUDA", "auto", extra=("auto",)) in TRUE:
+        if REQUIRE_EXT or forced:
             raise SystemExit(f"aieg_fast setup: AIEG_FAST_REQUIRE_EXT=1 or AIEG_FAST_CUDA=1 but {no_compiler}")
         say(f"WARNING: {no_compiler}; installing WITHOUT the compiled kernels (the package runs on its PyTorch "
             "reference kernels and warns at import). Install g++ (or set CXX) and reinstall to build them.")
         return {}
 
     with_cuda, archs, why_not = cuda_decision(torch, CUDA_HOME)
-    forced = env_flag("AIEG_FAST_CUDA", "auto", extra=("auto",)) in TRUE  # then a CUDA failure is not hidden
     openmp = "OpenMP" in torch.__config__.parallel_info()
     opt = ["-O0", "-g"] if env_flag("AIEG_FAST_DEBUG") in TRUE else ["-O3"]
     defines = [f"-DAIEG_FAST_VERSION={VERSION}", f"-DAIEG_TORCH_VERSION={torch.__version__}"]

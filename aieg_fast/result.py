@@ -107,7 +107,7 @@ class Attribution:
             raise ValueError(f"token_ids has {len(self.token_ids)} entries but tokens has {L}")
         if self.scores.dim() not in (1, 2) or self.scores.shape[-1] != L:
             raise ValueError(f"scores has shape {tuple(self.scores.shape)} but there are {L} tokens")
-        for name in ("attributable", "raw_tokens", "special"):  # empty: the defaults below
+        for name in ("attributable", "raw_tokens", "special", "offsets"):  # empty: the defaults below (offsets: unknown)
             if getattr(self, name) and len(getattr(self, name)) != L:
                 raise ValueError(f"{name} has {len(getattr(self, name))} entries but there are {L} tokens")
         if not self.attributable:
@@ -117,8 +117,6 @@ class Attribution:
         if not self.special:
             self.special = [False] * L
         if self.offsets:
-            if len(self.offsets) != L:
-                raise ValueError(f"offsets has {len(self.offsets)} entries but there are {L} tokens")
             self.offsets = [None if o is None else [int(o[0]), int(o[1])] for o in self.offsets]
             if any("\ufffd" in t for t in self.tokens):  # only such tokens take their text from ``text``
                 from_text = token_display_texts(self.text, self.offsets, self.tokens, self.raw_tokens)

@@ -23,7 +23,7 @@ from .forwards import last_logits_embeds
 if TYPE_CHECKING:
     from ..explainer import Explainer
 
-__all__ = ["PROB_SPACES", "MetricContext", "prepare", "context_for", "check_attribution", "check_keywords", "seed_for",
+__all__ = ["PROB_SPACES", "MetricContext", "prepare", "context_for", "check_ctx_settings", "check_attribution", "check_keywords", "seed_for",
            "target_probs", "step_attribution"]
 
 PROB_SPACES = ("vocab", "labels")
@@ -231,20 +231,30 @@ def context_for(ex, attr, ctx: Optional[MetricContext], prepare_kw: dict) -> Met
     """``ctx`` after checking that it was prepared for ``attr``, or :func:`prepare` (``prepare_kw``).
 
     Raises:
-        ValueError: ``ctx`` with settings of :func:`prepare` (``seed``, ``prob_space``, ...),
-            which ``ctx`` already fixed: they would be ignored.
+        ValueError: as :func:`check_ctx_settings`; ``ctx`` prepared for another input, target or
+            attributable positions.
     """
     if ctx is None:
         return prepare(ex, attr, **prepare_kw)
-    if prepare_kw:
-        raise ValueError(f"ctx was prepared with its own settings; {sorted(prepare_kw)} would be ignored: pass them to "
-                         "prepare() when making ctx, or leave ctx out")
+    check_ctx_settings(prepare_kw)
     check_attribution(attr)
     if list(map(int, attr.token_ids)) != ctx.token_ids or int(attr.target["id"]) != ctx.target:
         raise ValueError("ctx was prepared for another input or target than attr")
     if attr.attributable != ctx.eligible.tolist():
         raise ValueError("ctx was prepared with other attributable positions than attr")
     return ctx
+
+
+def check_ctx_settings(prepare_kw: dict) -> None:
+    """Refuse settings of :func:`prepare` (``seed``, ``prob_space``, ...) given beside a ``ctx``,
+    which already fixed them: they would be ignored.
+
+    Raises:
+        ValueError: names the settings.
+    """
+    if prepare_kw:
+        raise ValueError(f"ctx was prepared with its own settings; {sorted(prepare_kw)} would be ignored: pass them to "
+                         "prepare() when making ctx, or leave ctx out")
 
 
 def check_keywords(caller: str, kw: dict, *takers, but=()) -> None:
@@ -257,6 +267,8 @@ def check_keywords(caller: str, kw: dict, *takers, but=()) -> None:
         TypeError: ``"<caller>() got an unexpected keyword argument 'foo'"``, with the keywords
             it takes.
     """
+    if not kw:  # the usual call: nothing to look up (the metrics call each other with ctx= alone)
+        return
     taken = {n for f in takers for n, p in inspect.signature(f).parameters.items()
              if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)} - {"ex", "attr", *but}
     unknown = [k for k in kw if k not in taken]

@@ -230,8 +230,7 @@ def hard_metrics(
     check_keywords("hard_metrics", prepare_kw, hard_metrics, prepare)
     topk = check_topk(topk)
     check_bool("dig_compat", dig_compat)
-    if ties not in TIE_RULES:
-        raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
+    check_choice("ties", ties, TIE_RULES)
     ctx = context_for(ex, attr, ctx, prepare_kw)
     top = top_k_positions(attr.scores, ctx.eligible, topk, dig_compat, ties=ties, tie_seed=ctx.tie_seed)
     k = int(top.numel())

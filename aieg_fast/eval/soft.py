@@ -11,10 +11,10 @@ import torch
 from torch import Tensor
 
 from ..core.model_state import model_prepared
-from ..core.validation import check_bool
+from ..core.validation import check_bool, check_choice
 from ..result import Attribution
 from .checks import check_pis, check_positive_int
-from .context import MetricContext, check_keywords, context_for, prepare, seed_for, target_probs
+from .context import MetricContext, check_ctx_settings, check_keywords, context_for, prepare, seed_for, target_probs
 from .forwards import last_logits_embeds
 from .scores import NORMALISATIONS, SOFT_MAPS, map_scores, normalise_scores, retention_probs
 
@@ -119,8 +119,7 @@ def soft_metrics(
     """
     check_keywords("soft_metrics", prepare_kw, soft_metrics, prepare)
     n_samples = check_positive_int("n_samples", n_samples)
-    if normalise not in NORMALISATIONS:
-        raise ValueError(f"normalise must be one of {list(NORMALISATIONS)}, got {normalise!r}")
+    check_choice("normalise", normalise, NORMALISATIONS)
     _check_soft_map(soft_map)
     ctx = context_for(ex, attr, ctx, prepare_kw)
     a = normalise_scores(attr.scores, ctx.eligible, normalise, soft_map)
@@ -237,10 +236,10 @@ def pi_soft(
         raise ValueError(f"curves must be a non-empty subset of ('nc', 'ns'), got {curves!r}")
     soft_map = _pi_soft_map(soft_map, sign)
     check_bool("uniform", uniform)
-    if not (uniform and attr is None and ctx is not None):
+    if uniform and attr is None and ctx is not None:  # the uniform control on a given ctx: no attribution to check
+        check_ctx_settings(prepare_kw)
+    else:
         ctx = context_for(ex, attr, ctx, prepare_kw)
-    elif prepare_kw:  # the uniform control on a given ctx: the same refusal as context_for's
-        context_for(ex, None, ctx, prepare_kw)
     L, d = ctx.embeds.shape
     G = len(pis)
     P = torch.tensor(pis, dtype=torch.float64)

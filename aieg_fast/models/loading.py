@@ -282,10 +282,7 @@ def _refuse_missing_local_path(name: str, role: str = "model") -> None:
     Raises:
         ValueError: names the path and the nearest folder that exists.
     """
-    try:
-        path = Path(name).expanduser()
-    except RuntimeError:  # ~user of no user
-        path = Path(name)
+    path = Path(_home_expanded(name))
     if path.exists() or path.is_symlink():
         return
     parts = Path(name).parts
