@@ -277,7 +277,7 @@ def _refuse_missing_local_path(name: str, role: str = "model") -> None:
     """Refuse a ``model`` (or ``tokenizer``: ``role``) that can only be a local path (absolute,
     ``./`` or ``~``, a backslash, more than one ``/``; or ``org/name`` whose ``org`` is a folder
     here and that is not a model in the hub cache) when nothing is there, before transformers
-    tries it on the hub (about 30 s of retries without a network).
+    tries it on the hub (transformers retries the hub several times without a network).
 
     Raises:
         ValueError: names the path and the nearest folder that exists.

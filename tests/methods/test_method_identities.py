@@ -571,7 +571,7 @@ def test_numpy_and_tensor_integer_settings_are_ints(tiny_gpt2):
 
 
 def test_a_missing_local_path_is_refused_without_the_hub(tmp_path, monkeypatch):
-    """load_model("runs/my-model") with a typo spent about 30 s on hub retries (no network here)
+    """load_model("runs/my-model") with a typo went through transformers' hub retries first (no network here)
     before "could not be loaded from the hub"; a name that can only be a local path is refused at
     once, naming the nearest folder. A hub id (org/name) still goes to transformers, also where a
     folder named like its org is here and the model is in the hub cache."""
