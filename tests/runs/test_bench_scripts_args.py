@@ -43,3 +43,15 @@ def test_bench_ops_refuses(argv, capsys):
         _load("bench_ops").main(argv)
     assert e.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_eval_precision_one_example_has_no_interval():
+    """bench_eval_precision on folders sharing one example says there is no interval (it printed
+    "[+nan, +nan]"); with the 17 examples of the stored bfloat16 check it gives intervals."""
+    compare = _load("bench_eval_precision").compare
+    one = BENCH / "faithfulness" / "boolq_bf16_time_50"
+    md = compare(one / "float32", one / "bfloat16")
+    assert "nan" not in md and "(no interval: fewer than 2 examples)" in md
+    many = BENCH / "faithfulness" / "boolq_bf16_check"
+    md = compare(many / "float32", many / "bfloat16")
+    assert "nan" not in md and "no interval" not in md and "[" in md
