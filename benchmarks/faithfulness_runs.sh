@@ -70,8 +70,9 @@ aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEE
 #    training's adapter_config.json, adapter_model.safetensors and training.json), so the evaluation does not
 #    need the 1-hour training on a fresh machine; the first two lines made it (2026-12-03).
 #    bfloat16 was measured fast on a CPU with AMX bfloat16 units (3.2x for this evaluation) and for IG with
-#    avx512_bf16 alone (2.2x, RESULTS.md "bfloat16 for a whole evaluation run"); on one shared AMD EPYC VM
-#    (2026-12-04) no question finished in 19 minutes: time one question both ways on your machine first.
+#    avx512_bf16 alone (2.2x, RESULTS.md "bfloat16 for a whole evaluation run"; this run's first question 2.69x,
+#    2026-12-07); on an AMD EPYC VM without avx512_bf16 (2026-12-04) no question finished in 19 minutes: look for
+#    amx_bf16 or avx512_bf16 in /proc/cpuinfo, and time one question both ways on your machine first.
 #    The evaluation runs at 50 steps (issue 19's setting for every rerun) with the study's AIEG reading
 #    (aieg:preset=v3), Grad-ELLM's paper_v1 preset and occlusion besides the nine methods.
 #    aieg-fast train-sentiment --task boolq --out "$OUT/smollm2-boolq" --no-progress
