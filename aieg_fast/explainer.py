@@ -552,7 +552,9 @@ def load_model(model=None, tokenizer=None, device=None, dtype=None, ref_token_id
             places the blocks over the visible GPUs (then the CPU and disk, with
             ``model_kwargs={"max_memory": ..., "offload_folder": ...}``). Not with ``device``.
         model_kwargs: more keyword arguments of ``from_pretrained`` for models loaded by name
-            (``max_memory``, ``offload_folder``, ``revision``, ``attn_implementation``, ...).
+            (``max_memory``, ``offload_folder``, ``revision``, ``attn_implementation``, ...); those
+            that say where the files are (``revision``, ``cache_dir``, ``token``, ...:
+            ``aieg_fast.models.loading.HUB_KWARGS``) reach the config and tokenizer too.
         compile: the default of ``attribute(compile=...)`` for this explainer: False, True
             (``torch.compile`` with backend ``"inductor"``) or a backend name.
 

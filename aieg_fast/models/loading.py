@@ -16,10 +16,15 @@ from .base import class_kind
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class, supported_model_types
 
-__all__ = ["TRAINING_RECORD", "load_hf_model", "model_kind", "training_folder", "unfinished_install", "weights_digest", "run_model_settings"]
+__all__ = ["TRAINING_RECORD", "HUB_KWARGS", "load_hf_model", "model_kind", "training_folder", "unfinished_install", "weights_digest", "run_model_settings"]
 
 #: the record a training command of this package writes in its output folder.
 TRAINING_RECORD = "training.json"
+
+#: ``from_pretrained`` arguments that say where a model's files are, not how to build it: passed
+#: to the config's and the tokenizer's loading too, so all three come from the same place.
+HUB_KWARGS = ("revision", "cache_dir", "token", "local_files_only", "trust_remote_code", "force_download",
+              "proxies", "subfolder")
 
 
 def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = None, device_map=None,
@@ -38,7 +43,10 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         device_map: passed to ``from_pretrained`` (accelerate places the model's blocks over the
             devices, e.g. ``"auto"``) for models loaded by name; None: not dispatched.
         model_kwargs: more keyword arguments of ``from_pretrained`` for models loaded by name
-            (``max_memory``, ``offload_folder``, ``revision``, ...).
+            (``max_memory``, ``offload_folder``, ``revision``, ...); those of :data:`HUB_KWARGS`
+            (where the files are: ``revision``, ``cache_dir``, ...) also go to the config's
+            ``from_pretrained`` and, but ``subfolder``, to the tokenizer's when it is loaded with
+            the model.
 
     Raises:
         ValueError: a model object without a tokenizer, an unsupported architecture, a name
@@ -87,9 +95,10 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     if isinstance(model, (str, Path)):
         name = str(model)
         _refuse_unfinished_training(name)
-        _refuse_missing_local_path(name)
+        _refuse_missing_local_path(name, cache_dir=extra.get("cache_dir"))
+        hub = {k: extra[k] for k in HUB_KWARGS if k in extra}  # where the config and tokenizer are read from, too
         try:
-            config = AutoConfig.from_pretrained(name)
+            config = AutoConfig.from_pretrained(name, **hub)
         except (OSError, ValueError) as err:
             _refuse_unknown_model_type(name, err)
             where = "a local directory without a loadable config" if Path(name).is_dir() else "not a local directory"
@@ -101,7 +110,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         cls = AutoModelForSequenceClassification if _config_kind(config) == "classifier" else AutoModelForCausalLM
         m = cls.from_pretrained(name, dtype=dtype, **{**adapter.load_kwargs, **extra})
         if tokenizer is None:
-            tok = AutoTokenizer.from_pretrained(name)
+            tok = AutoTokenizer.from_pretrained(name, **{k: v for k, v in hub.items() if k != "subfolder"})
         else:
             tok = _tokenizer(tokenizer)
         return m, tok, name
@@ -273,10 +282,10 @@ def training_folder(model) -> Optional[Path]:
         return None
 
 
-def _refuse_missing_local_path(name: str, role: str = "model") -> None:
+def _refuse_missing_local_path(name: str, role: str = "model", cache_dir=None) -> None:
     """Refuse a ``model`` (or ``tokenizer``: ``role``) that can only be a local path (absolute,
     ``./`` or ``~``, a backslash, more than one ``/``; or ``org/name`` whose ``org`` is a folder
-    here and that is not a model in the hub cache) when nothing is there, before transformers
+    here and that is not a model in the hub cache, ``cache_dir`` or the default) when nothing is there, before transformers
     tries it on the hub (transformers retries the hub several times without a network).
 
     Raises:
@@ -292,7 +301,8 @@ def _refuse_missing_local_path(name: str, role: str = "model") -> None:
         from huggingface_hub import try_to_load_from_cache
 
         try:
-            local = not isinstance(try_to_load_from_cache(name, "config.json" if role == "model" else "tokenizer_config.json"), str)
+            local = not isinstance(try_to_load_from_cache(name, "config.json" if role == "model" else "tokenizer_config.json",
+                                                          cache_dir=cache_dir), str)
         except ValueError:  # no valid hub id either (a space, '..'): a local path
             local = True
     if local:

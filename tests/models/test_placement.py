@@ -134,3 +134,26 @@ def test_a_tokenizer_of_another_type_is_refused_naming_it(tmp_path):
     with pytest.raises(TypeError, match=r"tokenizer must be .*got int 5"):
         aieg_fast.load_model(str(tmp_path / "no-model"), tokenizer=5)
     assert aieg_fast.load_model(m, t).tokenizer is t
+
+
+def test_a_hub_model_in_a_cache_dir_loads_with_its_config_and_tokenizer(tmp_path, monkeypatch):
+    """model_kwargs={"cache_dir": ...} reached the weights' from_pretrained only: the config and the
+    tokenizer were looked for in the default cache (offline: "could not be loaded from the hub").
+    A model in a hub cache layout under cache_dir loads by its id, with its own tokenizer."""
+    import huggingface_hub.constants
+
+    model, tok = make_tiny_gpt2()
+    snap = tmp_path / "cache" / "models--someorg--tiny" / "snapshots" / "0123abcd"
+    model.save_pretrained(snap)
+    tok.save_pretrained(snap)
+    (snap.parents[1] / "refs").mkdir()
+    (snap.parents[1] / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "someorg").mkdir()  # a folder named like the org: the id is still a hub id, cached in cache_dir
+    ex = aieg_fast.load_model("someorg/tiny", model_kwargs={"cache_dir": str(tmp_path / "cache")})
+    want = aieg_fast.load_model(str(snap))
+    assert ex.tokenizer("the movie is good")["input_ids"] == tok("the movie is good")["input_ids"]
+    torch.testing.assert_close(ex.attribute(TEXTS[0], method="saliency").scores,
+                               want.attribute(TEXTS[0], method="saliency").scores, rtol=0, atol=0)
