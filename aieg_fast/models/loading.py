@@ -169,6 +169,7 @@ def model_kind(model) -> Optional[str]:
     adapter = getattr(model, "adapter", None)
     if isinstance(getattr(adapter, "kind", None), str):
         return adapter.kind
+    model = _home_expanded(model)  # as load_hf_model reads it
     if model is None or (isinstance(model, str) and model in (DEFAULT_MODEL, SST2_NAME, NANO_NAME, LLAMA_NANO_NAME)) \
             or _is_adapter_dir(model):
         return "causal_lm"
@@ -268,6 +269,7 @@ def training_folder(model) -> Optional[Path]:
     adapter, a local folder → itself, a loaded :class:`~aieg_fast.Explainer` → that of its
     name; None for anything else (the embedded model, a hub id, a model object). Never raises."""
     name = getattr(model, "name", None) if not isinstance(model, (str, Path)) and hasattr(model, "adapter") else model
+    name = _home_expanded(name)  # as load_hf_model reads it
     if isinstance(name, str) and name in (NANO_NAME, LLAMA_NANO_NAME):
         folder = nano_path("gpt2" if name == NANO_NAME else "llama")
     elif isinstance(name, str) and name == SST2_NAME:

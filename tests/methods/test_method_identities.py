@@ -612,6 +612,12 @@ def test_a_model_folder_under_home_is_read_with_the_tilde(tmp_path, monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path))
     ex = aieg_fast.load_model("~/tiny", tokenizer="~/tiny")
     assert ex.model.config.n_layer == m.config.n_layer
+    # what evaluate finds out without loading reads ~ as load_model does (model_kind was None, and a
+    # training record there was not found: evaluate's trained-rows check was skipped)
+    from aieg_fast.models import TRAINING_RECORD, model_kind, training_folder
+
+    (tmp_path / "tiny" / TRAINING_RECORD).write_text("{}")
+    assert model_kind("~/tiny") == "causal_lm" and training_folder("~/tiny") == tmp_path / "tiny"
     with pytest.raises(ValueError, match=r"reads as a local path and nothing is there; the nearest folder that exists is '/'$"):
         aieg_fast.load_model("/no-such-folder-here")  # no hint about hub ids for an absolute path
 
