@@ -90,6 +90,9 @@ def load_embedded(dtype: torch.dtype, **from_pretrained):
     tmp.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
+    mode = (tmp / "config.json").stat().st_mode & 0o777  # safetensors writes its file 0600; the rest follow the umask
+    for f in tmp.iterdir():
+        f.chmod(mode)  # a cache shared by several users ($AIEG_FAST_CACHE) is readable as the umask allows
     try:
         tmp.rename(target)  # atomic; fails when another process (a torchrun rank) got there first
     except OSError:

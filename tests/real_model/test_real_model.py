@@ -54,3 +54,20 @@ def test_path_gradient_matches_finite_difference(smollm):
         directional = float((g[0] * (E - Eb)).sum())
         fd = (F(a + 1e-3) - F(a - 1e-3)) / 2e-3
         assert abs(directional - fd) <= 0.01 * abs(fd) + 1e-2
+
+
+def test_the_cache_built_from_the_gguf_file_follows_the_umask(smollm, tmp_path, monkeypatch):
+    """The de-quantized weights were cached 0600 (safetensors' own mode) while the other files
+    followed the umask: a cache shared through $AIEG_FAST_CACHE could not be read by other users."""
+    import os
+
+    from aieg_fast.models.embedded import DEFAULT_MODEL, load_embedded
+
+    monkeypatch.setenv("AIEG_FAST_CACHE", str(tmp_path))
+    old = os.umask(0o022)
+    try:
+        load_embedded(torch.float32)
+    finally:
+        os.umask(old)
+    modes = {f.name: f.stat().st_mode & 0o777 for f in (tmp_path / DEFAULT_MODEL).iterdir()}
+    assert modes["model.safetensors"] == modes["config.json"] == 0o644, modes
