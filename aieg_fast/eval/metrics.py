@@ -476,7 +476,7 @@ def score_attribution(ex: Explainer, s, a: Attribution, ctx: MetricContext) -> D
     Raises:
         ValueError: ``ctx`` prepared for another input than ``a`` (and what the metrics raise).
     """
-    hard = set(HARD_METRICS) | {"k"}
+    hard = (*HARD_METRICS, "k")  # a fixed key order: record lines are the same bytes in every process
     if not bool(torch.isfinite(a.scores.float()).all()):
         r = _nan_metrics(s, ctx.degenerate)
         if s.topk_sweep:

@@ -146,6 +146,7 @@ def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
     m = r0["methods"]["integrated_gradients"]
     assert "soft_nc" not in m and "pi_soft_nc_auc" not in m and "uniform" not in r0["controls"]
     assert set(m["topk_sweep"]) == {"0.1", "0.2", "0.5"}
+    assert all(list(h) == [*M.HARD_METRICS, "k"] for h in m["topk_sweep"].values())  # was a set's order (hash seed)
     assert m["topk_sweep"]["0.2"]["comprehensiveness"] == m["comprehensiveness"]
     assert m["topk_sweep"]["0.5"]["k"] >= m["topk_sweep"]["0.1"]["k"]
     # a sweep value equals a direct hard-metric call at that k (label words: the default for
