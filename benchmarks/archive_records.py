@@ -19,7 +19,8 @@ spec resolved to), are kept beside it (``<ARCHIVE>.config.json``, ``<ARCHIVE>.me
 archived settings files in a folder that lacks them (so the evaluation refuses other settings,
 and reads a spec such as ``aieg`` with the options its records were computed with, not with the
 defaults of the version before ``methods.json`` existed), and appends every archived line the
-folder lacks; it can be run any number of times. Under torchrun, save and
+folder lacks; it can be run any number of times. Both refuse, writing nothing, a folder whose
+settings files disagree with the archive's (another dtype, method options, ...). Under torchrun, save and
 restore on one process only (rank 0).
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from aieg_fast.runs.folder import setting_differences
 from aieg_fast.runs.records import repair_jsonl
 
 RECORDS = "records.jsonl"
@@ -81,14 +83,33 @@ def _check_paths(archive: Path, run_dir: Path) -> None:
         raise ValueError(f"run_dir: {str(run_dir)!r} is a file, not a run folder (arguments swapped?)")
 
 
+def _refuse_other_settings(run_dir: Path, archive: Path, arg: str) -> None:
+    """Raise ValueError naming ``arg`` and each difference when the folder's settings files and
+    the archive's disagree: a key of ``config.json`` both record (a setting only one records is
+    a version's addition, which ``evaluate`` checks itself), or the options of a method spec both
+    hold in ``methods.json``. Records of other settings never meet in one folder or archive."""
+    diffs = []
+    for name in SETTINGS:
+        mine, kept = run_dir / name, _kept(archive, name)
+        if not (mine.is_file() and kept.is_file()):
+            continue
+        a, b = json.loads(kept.read_text(encoding="utf-8")), json.loads(mine.read_text(encoding="utf-8"))
+        diffs += [f"{name} {d}" for d in setting_differences(a, b, sorted(set(a) & set(b)))]
+    if diffs:
+        raise ValueError(f"{arg}: the archive {str(archive)!r} holds records of other settings than the folder "
+                         f"{str(run_dir)!r} ({'; '.join(diffs)}; 'recorded' is the archive's); nothing was written: "
+                         "use another folder or archive")
+
+
 def save(run_dir: Path, archive: Path) -> int:
     """Add the complete record lines of ``run_dir`` (``records.jsonl``, then the torchrun
     parts) that ``archive`` lacks to it (gzip, no time stamp), and copy the settings files
     (:data:`SETTINGS`) beside it when that added records or none is kept yet (a rerun that
     computed nothing leaves every committed file as it was); returns the number of lines in the archive. Raises FileNotFoundError when the
-    folder has no records."""
+    folder has no records, ValueError when its settings are not the archive's (nothing written)."""
     run_dir, archive = Path(run_dir), Path(archive)
     _check_paths(archive, run_dir)
+    _refuse_other_settings(run_dir, archive, "run_dir")
     sources = [run_dir / RECORDS] if (run_dir / RECORDS).is_file() else []
     sources += sorted((run_dir / "parts").glob("records.rank*.jsonl"))
     if not sources:
@@ -118,11 +139,13 @@ def restore(archive: Path, run_dir: Path) -> int:
     """Append to ``run_dir/records.jsonl`` the archived lines it lacks, and the torchrun parts left
     in ``run_dir/parts`` lack too (they are merged when the run starts; a half-written last line
     cut first; each archived settings file copied when the folder has none); returns how many.
-    A missing archive restores nothing (0)."""
+    A missing archive restores nothing (0). Raises ValueError when the folder's settings are not
+    the archive's (nothing written)."""
     archive, run_dir = Path(archive), Path(run_dir)
     _check_paths(archive, run_dir)
     if not archive.is_file():
         return 0
+    _refuse_other_settings(run_dir, archive, "archive")
     dst = run_dir / RECORDS
     run_dir.mkdir(parents=True, exist_ok=True)
     for name in SETTINGS:

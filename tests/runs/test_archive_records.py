@@ -138,3 +138,40 @@ def test_restored_folder_reads_its_method_specs_as_they_were_computed(tmp_path):
     assert archive_records.restore(gz, fresh) == 1
     assert json.loads((fresh / METHODS_FILE).read_text()) == now
     check_or_record_methods(fresh, now, lambda m: {"preset": "v1"}, ["aieg"])  # the resume is accepted
+
+
+def test_settings_that_differ_from_the_archive_are_refused_both_ways(tmp_path):
+    """restore appended an archive's lines to a folder of other settings (a float32 folder took a
+    bfloat16 run's records: its summary averaged the two), and save appended a folder's lines to
+    an archive of other settings and replaced its config.json. Both refuse now, writing nothing;
+    a key only one side records (a later version's addition) and a spec only one side holds
+    (a method added on resume) are no conflict."""
+    def folder(name, dtype, opts, extra=None):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({"dtype": dtype, "n_steps": 50, **(extra or {})}))
+        (d / "methods.json").write_text(json.dumps(opts))
+        return d
+
+    bf16 = folder("bf16", "bfloat16", {"aieg": {"preset": "v2"}})
+    (bf16 / "records.jsonl").write_text(_line(0) + _line(1))
+    gz = tmp_path / "run.jsonl.gz"
+    archive_records.save(bf16, gz)
+    kept = {p.name: p.read_bytes() for p in tmp_path.glob("run.jsonl.gz*")}
+
+    f32 = folder("f32", "float32", {"aieg": {"preset": "v2"}})
+    (f32 / "records.jsonl").write_text(_line(5))
+    with pytest.raises(ValueError, match=r"archive: .*other settings.*config.json dtype: 'bfloat16' recorded, 'float32' now"):
+        archive_records.restore(gz, f32)
+    with pytest.raises(ValueError, match=r"run_dir: .*other settings.*dtype"):
+        archive_records.save(f32, gz)
+    other = folder("other", "bfloat16", {"aieg": {"preset": "v1"}})
+    (other / "records.jsonl").write_text(_line(6))
+    with pytest.raises(ValueError, match=r"methods.json aieg: \{'preset': 'v2'\} recorded, \{'preset': 'v1'\} now"):
+        archive_records.save(other, gz)
+    assert _ids(f32 / "records.jsonl") == ["ex:5"] and {p.name: p.read_bytes() for p in tmp_path.glob("run.jsonl.gz*")} == kept
+
+    grown = folder("grown", "bfloat16", {"aieg": {"preset": "v2"}, "occlusion": {}}, {"soft_maps": ["relu"]})
+    assert archive_records.restore(gz, grown) == 2
+    (grown / "records.jsonl").write_text((grown / "records.jsonl").read_text() + _line(2))
+    assert archive_records.save(grown, gz) == 3
