@@ -80,9 +80,11 @@ aieg-fast evaluate --dataset boolq --n 300 --methods $M --n-steps 20 $SOFT $SWEE
 BQ="--model benchmarks/faithfulness/boolq_heldout_ft/adapter --dataset boolq-heldout --methods $M,aieg:preset=v3,grad_ellm:preset=paper_v1,occlusion --n-steps 50 $SOFT $SWEEP --seed 0 --dtype bfloat16"
 BQ_ARCHIVE=benchmarks/faithfulness/boolq_heldout_ft/records.jsonl.gz
 python benchmarks/archive_records.py restore "$BQ_ARCHIVE" "$OUT/boolq_heldout_ft_bf16"
+rc=0  # saved also when the run stops early (a kill -TERM, an error); its status is the script's then
 OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 \
-    -m aieg_fast.cli evaluate $BQ --n-examples 300 --out "$OUT/boolq_heldout_ft_bf16" --no-progress
+    -m aieg_fast.cli evaluate $BQ --n-examples 300 --out "$OUT/boolq_heldout_ft_bf16" --no-progress || rc=$?
 python benchmarks/archive_records.py save "$OUT/boolq_heldout_ft_bf16" "$BQ_ARCHIVE"
+[ "$rc" = 0 ] || exit "$rc"
 #    The bfloat16 check (RESULTS.md; benchmarks/faithfulness/boolq_bf16_check/) compared 20-step runs of the nine
 #    methods. To check this 50-step run the same way, run its first questions in float32 with the same settings
 #    (bench_eval_precision.py refuses folders that differ in more than the dtype):
@@ -102,7 +104,8 @@ aieg-fast evaluate --dataset longra --n 573 --methods $M,occlusion,heta --n-step
 #    $DATA only (its licence is unknown). HETA is left out for its cost on a CPU; add it on a GPU.
 #    Each run takes several sessions on a CPU, so its records travel in the repository as run 5's do:
 #    restored from benchmarks/faithfulness/<name>/records.jsonl.gz first, saved there when the run stops
-#    (stop it with a kill and save by hand to keep a part-run; commit the archive).
+#    (to stop a part-run, `kill -TERM` the torchrun launcher: it stops both workers and the save line still
+#    runs; a SIGKILL leaves the workers running, each in its own session; commit the archive).
 #    Methods (fixed 2026-12-04, before any generation record was read): the nine of M, AIEG's default
 #    reading (preset v2, issue 19), Grad-ELLM's paper preset and occlusion. 20 path steps (cost). The small
 #    sets run first (WikiText, then TellMeWhy-ReAGent), each as two processes under torchrun.
@@ -110,11 +113,12 @@ aieg-fast evaluate --dataset longra --n 573 --methods $M,occlusion,heta --n-step
 #    (RESULTS_faithfulness §5.3): a control, not a method; a resumed folder computes only it.
 GEN="--methods $M,aieg,grad_ellm:preset=paper_v1,occlusion,recency --n-new-tokens 10 --n-steps 20 $SOFT --seed 0 --no-progress"
 gen() {  # gen NAME EVALUATE-ARGS...: one archived generation run in $OUT/NAME
-    local name=$1; shift
+    local name=$1 rc=0; shift
     python benchmarks/archive_records.py restore "benchmarks/faithfulness/$name/records.jsonl.gz" "$OUT/$name"
     OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 \
-        -m aieg_fast.cli evaluate "$@" $GEN --out "$OUT/$name"
+        -m aieg_fast.cli evaluate "$@" $GEN --out "$OUT/$name" || rc=$?
     python benchmarks/archive_records.py save "$OUT/$name" "benchmarks/faithfulness/$name/records.jsonl.gz"
+    return "$rc"
 }
 gen gen_wikitext --dataset wikitext --n-examples 22
 gen gen_tellmewhy_reagent --dataset tellmewhy-reagent --data-dir "$DATA" --n-examples 25
@@ -163,10 +167,11 @@ D9="$OUT/smollm2_sst2_dev_50"; A9=benchmarks/faithfulness/smollm2_sst2_dev_50/re
 python benchmarks/archive_records.py restore "$A9" "$D9"
 PIN='{"aieg": {"preset": "v1"}}'
 python -c "import json, sys; p = sys.argv[1] + '/config.json'; c = json.load(open(p)); c['method_options'] = c['method_options'] or json.loads(sys.argv[2]); json.dump(c, open(p, 'w'), indent=1)" "$D9" "$PIN"
-OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 -m aieg_fast.cli evaluate \
+rc=0; OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 2 -m aieg_fast.cli evaluate \
     --model smollm2-sst2 --dataset sst2-dev --n-examples 200 --methods "$STUDY,$OTHERS,$ABL1,$ABL3" $SOFT $R50 --out "$D9" \
-    --method-options "$PIN"
+    --method-options "$PIN" || rc=$?
 python benchmarks/archive_records.py save "$D9" "$A9"
+[ "$rc" = 0 ] || exit "$rc"
 for v in 1 3; do  # each reading's ablation table, from a copy of the records (nothing is computed again)
   ref=$([ $v = 1 ] && echo aieg || echo "$V3"); abl=$([ $v = 1 ] && echo "$ABL1" || echo "$ABL3")
   mkdir -p "${D9}_ablation_v$v" && cp "$D9/config.json" "$D9/records.jsonl" "${D9}_ablation_v$v/"
