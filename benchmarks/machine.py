@@ -3,7 +3,7 @@
     from machine import print_header   # benchmarks/ is on sys.path for a script run by path
     info = print_header()               # prints "# machine: ..." and "# command: ..."
 
-``info()`` returns a dict (CPU model from lscpu, core count, python, torch, transformers,
+``info()`` returns a dict (CPU model as evaluation records name it, core count, python, torch, transformers,
 torch threads, peer tool versions) for a script's --out JSON; ``describe()`` the printed lines.
 """
 from __future__ import annotations
@@ -12,23 +12,12 @@ import argparse
 import os
 import platform
 import shlex
-import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
+from aieg_fast.runs.machine import cpu_model
+
 PEERS = ("captum", "inseq", "aieg_fast")
-
-
-def cpu_model() -> str:
-    """The "Model name:" line of lscpu, else platform.processor() or platform.machine()."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _version(mod: str) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runs import replace_file
 from .metrics import CONTROLS
-from .report import fmt, paired_test_names, stars, write_csv
+from .report import fmt, machine_lines, paired_test_names, stars, write_csv
 from .stats import mean_ci, vs_reference
 
 __all__ = ["LONGRA_KS", "longra_metric_names", "summarise_longra", "plot_longra_topk"]
@@ -107,7 +107,8 @@ def summarise_longra(out: Path, records: Sequence[dict], methods: Sequence[str],
     lines = [f"# LongRA: {config['model']} on {config['dataset']}", "",
              f"{len(records)} instances looked at; {len(kept)} kept by the filter (one-token target and relative word, "
              f"the model's greedy next token right with and without the distractor); left out: {reasons}. "
-             f"F = {config['target_fn']}; n_steps = {config['n_steps']}; seed = {config['seed']}.", "",
+             f"F = {config['target_fn']}; n_steps = {config['n_steps']}; seed = {config['seed']}.",
+             *machine_lines(records, config.get("dtype")), "",
              "Mean [95 % bootstrap CI] over the kept instances. relative_top<k>: share with the relative word in the "
              "top k (↑); relative_rank: its rank, 1 = top, ties against it (↓); distractor_mass: share of |scores| on "
              "the distractor clause (↓). uniform: a flat attribution (distractor mass = the distractor's share of "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -23,8 +24,8 @@ from ..runs import replace_file
 from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "topk_lines", "step_lines", "write_summary", "pi_soft_figure", "plot_pi_soft",
-           "records_beyond"]
+__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "machine_lines", "topk_lines", "step_lines", "write_summary",
+           "pi_soft_figure", "plot_pi_soft", "records_beyond"]
 
 
 def chance_lines(records: Sequence[dict]) -> List[str]:
@@ -43,6 +44,28 @@ def chance_lines(records: Sequence[dict]) -> List[str]:
             "explains a decision that is not there). Use a model that decides, e.g. one fine-tuned on the task (README: "
             "\"A model that decides\"; for BoolQ `aieg-fast train-sentiment --task boolq`, evaluated on "
             "`--dataset boolq-heldout`)."]
+
+
+def machine_lines(records: Sequence[dict], dtype: Optional[str] = None) -> List[str]:
+    """``["", "Computed on: ..."]``: how many records each machine computed (the ``"machine"`` of
+    their first lines, :mod:`aieg_fast.runs.machine`) and the method results that a later line of
+    another machine added; with more than one machine and a ``dtype`` other than float32, that
+    such results differ between machines at the rounding level. [] for no records."""
+    if not records:
+        return []
+    first = Counter(r.get("machine") for r in records)
+    later = Counter(v["machine"] for r in records for part in ("methods", "controls")
+                    for v in (r.get(part) or {}).values() if isinstance(v, dict) and "machine" in v)
+
+    def said(counts: Counter, what: str) -> str:
+        return "; ".join(f"{n} {what} on {t!r}" if t else f"{n} {what} from before records named their machine"
+                         for t, n in counts.most_common())
+
+    text = "Computed on: " + said(first, "record(s)") + (f"; added later: {said(later, 'method result(s)')}" if later else "") + "."
+    if len(set(first) | set(later)) > 1 and dtype not in (None, "float32"):
+        text += (f" In {dtype}, machines with other vector units (AMX, AVX512-BF16, none) round otherwise: their "
+                 "results differ at that precision's rounding level.")
+    return ["", text]
 
 
 def write_csv(path: Path, rows: List[dict]) -> None:
@@ -223,6 +246,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
         "",
         *none,
         *_settings_lines(config, records, hard),
+        *machine_lines(records, config.get("dtype")),
         "",
         "Mean [95 % bootstrap CI]. Arrows: ↑ higher is better, ↓ lower is better." + map_info + " "
         + (

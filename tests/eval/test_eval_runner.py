@@ -43,6 +43,11 @@ def test_evaluate_resume(tiny_gpt2, tmp_path, monkeypatch, capsys):
     csv_text = (tmp_path / "summary.csv").read_text()
     assert "saliency,comprehensiveness" in csv_text and "uniform,pi_soft_nc_auc" in csv_text
     assert "| saliency |" in (tmp_path / "summary.md").read_text()
+    # every line names the machine that computed it, and the summary counts them
+    from aieg_fast.runs.machine import machine_tag
+
+    assert {r["machine"] for r in recs} == {machine_tag()}
+    assert f"Computed on: 4 record(s) on {machine_tag()!r}." in (tmp_path / "summary.md").read_text()
     # a cut last line (interrupt while writing) is ignored and recomputed
     with open(tmp_path / "records.jsonl", "a") as fh:
         fh.write('{"id": "sst2-sample:4", "meth')

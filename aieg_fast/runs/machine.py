@@ -1,0 +1,67 @@
+"""Which machine computed a result: a short description that evaluation records carry.
+
+A run spread over sessions may resume on other machines, and results in a low-precision dtype
+depend on the arithmetic the hardware offers: in bfloat16, a CPU with AMX or AVX512-BF16 units
+rounds otherwise than one without (on a tiny model, torch's AVX2 code path moved bfloat16 scores
+by up to 1.4 % of the largest, float32 ones by less than 1e-6 of it: benchmarks/bench_cpu_isa.py,
+benchmarks/RESULTS.md). Each evaluation record therefore names its machine
+(:func:`machine_tag`), and the run's summary counts the records of each.
+"""
+from __future__ import annotations
+
+import functools
+import platform
+from typing import FrozenSet
+
+__all__ = ["BF16_FLAGS", "cpu_flags", "cpu_model", "machine_tag"]
+
+#: CPU flags (as /proc/cpuinfo names them) of units that compute in bfloat16 natively.
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+@functools.lru_cache(maxsize=None)
+def _cpuinfo() -> tuple:
+    """("model name", flags) from /proc/cpuinfo; ("", frozenset()) where there is none."""
+    model, flags = "", frozenset()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = frozenset(value.split())
+                if model and flags:
+                    break
+    except OSError:
+        pass
+    return model, flags
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else ``platform.processor()`` or ``platform.machine()``."""
+    return _cpuinfo()[0] or platform.processor() or platform.machine()
+
+
+def cpu_flags() -> FrozenSet[str]:
+    """The CPU's flags as /proc/cpuinfo lists them (empty where there is no /proc/cpuinfo)."""
+    return _cpuinfo()[1]
+
+
+def machine_tag() -> str:
+    """``"<CPU model>; <torch's CPU code path>[; <bfloat16 units>]; torch <version>[; <GPU>]"``,
+    e.g. ``"AMD EPYC; AVX512; avx512_bf16; torch 2.13.0+cpu"``: the CPU, the vector code path
+    torch's kernels take on it (``torch.backends.cpu.get_cpu_capability()``), the bfloat16 units
+    of :data:`BF16_FLAGS` it has, torch's version, and the current CUDA device's name once this
+    process has used CUDA (a run on the CPU of a machine with a GPU names no GPU). No host name."""
+    import torch
+
+    parts = [cpu_model(), torch.backends.cpu.get_cpu_capability()]
+    units = [f for f in BF16_FLAGS if f in cpu_flags()]
+    if units:
+        parts.append("+".join(units))
+    parts.append(f"torch {torch.__version__}")
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        parts.append(torch.cuda.get_device_name())
+    return "; ".join(parts)
