@@ -139,16 +139,17 @@ def _cut(ex: "Explainer", text: str, n: int) -> str:
 
 def truncate(ex: "Explainer", text: Union[str, Dict[str, str]], max_tokens: Optional[int]):
     """``text`` cut to ``max_tokens`` tokens (None: as it is; never inside a character:
-    fewer tokens where the last would end inside one). A mapping of fields is cut in its
-    first field (BoolQ's passage) so that all fields together hold at most ``max_tokens`` tokens;
-    the other fields are kept whole (at least one token of the first field is kept)."""
+    fewer tokens where the last would end inside one). A mapping of fields (a template's) is cut
+    in its ``"text"`` field (a user file's ``--text-field``), else in its first (BoolQ's passage),
+    so that all fields together hold at most ``max_tokens`` tokens; the other fields are kept
+    whole (at least one token of the cut field is kept)."""
     if max_tokens is None:
         return text
     if isinstance(text, str):
         return _cut(ex, text, max_tokens)
-    first, *rest = list(text)
-    others = sum(len(ex.tokenizer(text[k], add_special_tokens=False)["input_ids"]) for k in rest)
-    return dict(text, **{first: _cut(ex, text[first], max(1, max_tokens - others))})
+    cut = "text" if "text" in text else next(iter(text))
+    others = sum(len(ex.tokenizer(v, add_special_tokens=False)["input_ids"]) for k, v in text.items() if k != cut)
+    return dict(text, **{cut: _cut(ex, text[cut], max(1, max_tokens - others))})
 
 
 def label_token_ids(ex: "Explainer", labels: Sequence, template: Optional[str] = None,

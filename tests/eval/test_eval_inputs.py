@@ -290,6 +290,21 @@ def test_max_tokens_never_cuts_inside_a_character(tiny_gpt2):
     assert truncate(tiny_gpt2, {"passage": text, "question": "is it?"}, 12)["passage"].count("\ufffd") == 0
 
 
+def test_max_tokens_cuts_the_text_field_of_a_template_that_starts_with_another(tiny_gpt2):
+    """A user template "Q: {question} C: {text} A:" had its question cut to one token and the text
+    kept whole (still over max_tokens), silently: the first field was cut. The {text} field is cut;
+    a mapping without one (BoolQ's passage, question) is cut in its first field, as before."""
+    from aieg_fast.eval.examples import truncate
+
+    n = lambda s: len(tiny_gpt2.tokenizer(s, add_special_tokens=False)["input_ids"])  # noqa: E731
+    row = {"question": "is the movie good", "text": "the movie is good and the actors are great and the story is good"}
+    cut = truncate(tiny_gpt2, row, 12)
+    assert cut["question"] == row["question"] and row["text"].startswith(cut["text"]) and cut["text"] != row["text"]
+    assert n(cut["question"]) + n(cut["text"]) <= 12
+    boolq = truncate(tiny_gpt2, {"passage": row["text"], "question": row["question"]}, 12)
+    assert boolq["question"] == row["question"] and boolq["passage"] != row["text"]
+
+
 def test_a_template_ending_in_a_space_before_spaced_label_words_is_noted(tiny_gpt2, capsys, monkeypatch):
     from aieg_fast.eval.examples import label_token_ids
 
