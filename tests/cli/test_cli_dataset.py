@@ -31,6 +31,25 @@ def test_attribute_dataset_command(tiny_gpt2_dir, tmp_path, capsys):
     assert "0 computed now, 3 done before" in capsys.readouterr().out
 
 
+def test_a_tilde_after_an_equals_sign_is_the_home_folder(tiny_gpt2_dir, tmp_path, capsys, monkeypatch):
+    """`--out=~/runs/o` (no shell expands a ~ after '=') made a folder named '~' in the working
+    directory (whose `rm -rf ~` would take the home folder); `--dataset=~/...` was "no such file"."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    _csv(home)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    assert cli.main(["attribute-dataset", "~/reviews.csv", "--out=~/runs/o", f"--model={tiny_gpt2_dir}", "--method", "saliency",
+                     "--text-column", "review", "--no-progress"]) == 0
+    assert (home / "runs" / "o" / RECORDS_FILE).is_file() and not (work / "~").exists()
+    (home / "labelled.csv").write_text("review,label\nthe movie is good,1\nbad and boring,0\n", encoding="utf-8")
+    assert cli.main(["evaluate", f"--model={tiny_gpt2_dir}", "--dataset=~/labelled.csv", "--text-field", "review",
+                     "--label-field", "label", "--labels", " bad", " good", "--methods", "saliency", "--metrics", "hard",
+                     "--n", "1", "--out=~/runs/e", "--no-progress"]) == 0
+    assert (home / "runs" / "e" / "records.jsonl").is_file() and not (work / "~").exists()
+
+
 def test_attribute_dataset_summary_names_each_kind_of_flag(tiny_gpt2_dir, tmp_path, capsys):
     """The summary counts the records of each flag kind and says what it means: an IG
     completeness caution is not a result "without usable signal" (the former line called every
