@@ -498,9 +498,9 @@ def evaluate(
     Raises:
         ValueError: bad arguments (each names the argument: a typo in ``method_options`` or a method spec
             included), an empty or malformed data file (names the file and line), settings that differ from
-            those recorded in ``out_dir`` (before the model loads) or records there of other data (a changed
-            file, ``data_dir`` or ``text_field``), a ``dataset`` the model was trained on (:mod:`.trained`);
-            all before ``config.json`` or any record is written. FileNotFoundError: missing data file.
+            those recorded in ``out_dir`` (the model's, template and labels once it is loaded, the others before)
+            or records of other data there (a changed file, ``data_dir`` or ``text_field``), a ``dataset`` the
+            model was trained on (:mod:`.trained`); all before ``config.json`` or any record is written. FileNotFoundError: no data file.
     """
     methods, specs = check_methods(methods, reference, CONTROLS)
     topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
