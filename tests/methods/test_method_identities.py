@@ -415,7 +415,10 @@ def test_template_positions_are_fixed(tiny_gpt2):
         (dict(text=""), "text is empty"),
         (dict(text="   "), "text is empty"),
         (dict(text=[TEXT, ""]), r"text\[1\]: text is empty"),
-        (dict(text=" ".join(["good"] * 200)), r"tokens long, but the model accepts at most 64"),
+        (dict(text=" ".join(["good"] * 200)), r"text is \d+ tokens long, but the model accepts at most 64"),
+        # the template's tokens count too: the message said "text" for a text short enough alone
+        (dict(text=" ".join(["good"] * 40), template="the " * 30 + "{text} :"),
+         r"text is \d+ tokens long in its template \(40 of them attributable\), but the model accepts at most 64"),
         (dict(text=TEXT, method="nope"), r"method must be one of \['integrated_gradients'"),
         (dict(text=TEXT, target="unflinchingly marvellous"), r"is not a single token: it tokenizes as"),
         (dict(text=TEXT, n_steps=1), r"n_steps must be an int >= 2 or 'auto', got 1"),
