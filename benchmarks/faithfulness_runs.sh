@@ -85,6 +85,8 @@ OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc-per-node 
     -m aieg_fast.cli evaluate $BQ --n-examples 300 --out "$OUT/boolq_heldout_ft_bf16" --no-progress || rc=$?
 python benchmarks/archive_records.py save "$OUT/boolq_heldout_ft_bf16" "$BQ_ARCHIVE"
 [ "$rc" = 0 ] || exit "$rc"
+#    The report with and without the questions about passages seen in training (RESULTS_faithfulness §5.2):
+python benchmarks/boolq_report.py "$OUT/boolq_heldout_ft_bf16" --out benchmarks/faithfulness/boolq_heldout_ft/report
 #    The bfloat16 check (RESULTS.md; benchmarks/faithfulness/boolq_bf16_check/) compared 20-step runs of the nine
 #    methods. To check this 50-step run the same way, run its first questions in float32 with the same settings
 #    (bench_eval_precision.py refuses folders that differ in more than the dtype):

@@ -97,7 +97,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 import torch
 
@@ -155,6 +155,7 @@ __all__ = [
     "soft_probs",
     "soft_key",
     "metric_base",
+    "run_metric_names",
     "random_attribution",
     "evaluate_attribution",
     "flat_metrics",
@@ -188,6 +189,12 @@ HARD_METRICS = ("log_odds", "comprehensiveness", "sufficiency")
 #: soft maps only); ``"hard"`` skips the soft forwards.
 METRIC_SETS = {"all": tuple(METRICS), "hard": HARD_METRICS}
 _BASE = {soft_key(k, m): k for m in SOFT_MAPS for k in SOFT_METRICS}
+
+
+def run_metric_names(metrics: str, soft_maps: Sequence[str]) -> List[str]:
+    """The metric columns of a run's summary: the hard metrics, then with ``metrics="all"`` the
+    soft ones of each of the run's ``soft_maps`` (``evaluate(metrics=..., soft_maps=...)``)."""
+    return list(HARD_METRICS) + ([soft_key(k, m) for m in soft_maps for k in SOFT_METRICS] if metrics == "all" else [])
 
 
 def metric_base(name: str) -> str:

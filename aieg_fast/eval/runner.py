@@ -56,14 +56,12 @@ from .metrics import (
     CONTROLS,
     DEFAULT_PI_GRID,
     DEFAULT_SOFT_MAPS,
-    HARD_METRICS,
-    SOFT_METRICS,
     flat_metrics,
     pi_soft,
     prepare,
     control_attribution,
+    run_metric_names,
     score_attribution,
-    soft_key,
 )
 from .examples import example_text, label_token_ids, load_examples, truncate
 from .folder import gather_parts, prepare_folder
@@ -590,8 +588,7 @@ def summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config:
     found = [allrec[e] for e in ids if e in allrec]
     records = [r for r in found if "skipped" not in r]
     refused = [r for r in found if "skipped" in r]
-    run_metrics = list(HARD_METRICS) + ([soft_key(k, m) for m in s.soft_maps for k in SOFT_METRICS] if metrics == "all" else [])
-    rows = summarise(records, methods, s.seed, reference, metrics=run_metrics)
+    rows = summarise(records, methods, s.seed, reference, metrics=run_metric_names(metrics, s.soft_maps))
     md = write_summary(out, rows, config, records, reference, refused)
     pngs = [plot_pi_soft(out, records, methods, s.pis, m) for m in s.soft_maps] if plot and metrics == "all" else []
     pngs = [str(p) for p in pngs if p]

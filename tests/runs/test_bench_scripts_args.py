@@ -55,3 +55,31 @@ def test_eval_precision_one_example_has_no_interval():
     many = BENCH / "faithfulness" / "boolq_bf16_check"
     md = compare(many / "float32", many / "bfloat16")
     assert "nan" not in md and "no interval" not in md and "[" in md
+
+
+def test_boolq_report_splits_the_run_by_seen_passages(tmp_path, capsys):
+    """benchmarks/boolq_report.py writes the package's summary of BoolQ run 5's records twice:
+    all of them, and those whose passage is not a training passage (the split of
+    boolq_passage_overlap.py); it refuses a folder of another dataset."""
+    import shutil
+
+    archive = BENCH / "faithfulness" / "boolq_heldout_ft" / "records.jsonl.gz"
+    run = tmp_path / "run"
+    _load("archive_records").restore(archive, run)
+    lines = (run / "records.jsonl").read_text().splitlines(keepends=True)
+    (run / "records.jsonl").write_text("".join(lines[:12]))  # the first 12 questions: a bounded test as the run grows
+    report = _load("boolq_report")
+    report.main([str(run), "--out", str(tmp_path / "rep")])
+    ids = [r["id"] for r in report.run_records(run)]
+    shared, _ = _load("boolq_passage_overlap").parts()
+    seen = {r["id"] for r in shared}
+    for name, n in (("all", len(ids)), ("unseen_passages", sum(i not in seen for i in ids))):
+        md = (tmp_path / "rep" / name / "summary.md").read_text()
+        assert f"n = {n} examples" in md and "| integrated_gradients |" in md
+    assert 0 < sum(i not in seen for i in ids) < len(ids)
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    (other / "config.json").write_text((other / "config.json").read_text().replace('"boolq-heldout"', '"sst2-dev"'))
+    with pytest.raises(SystemExit):
+        report.main([str(other), "--out", str(tmp_path / "rep2")])
+    assert "not boolq-heldout" in capsys.readouterr().err
