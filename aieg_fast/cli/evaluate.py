@@ -190,10 +190,12 @@ def _run_generation(args) -> dict:
         ValueError: an option of label tasks only (--max-tokens, --start, --prob-space labels,
             --labels).
     """
+    why = {"--max-tokens": "prompts are not cut", "--start": "use --n for the number of prompts",
+           "--prob-space labels": "p is over the vocabulary", "--labels": "the generated tokens are the targets"}
     wrong = [o for o, bad in (("--max-tokens", args.max_tokens is not None), ("--start", args.start != 0),
                               ("--prob-space labels", args.prob_space == "labels"), ("--labels", args.labels is not None)) if bad]
     if wrong:
-        raise ValueError(f"{', '.join(wrong)}: not for generated text (p is over the vocabulary; use --n for the number of prompts)")
+        raise ValueError("; ".join(f"{o}: not for generated text ({why[o]})" for o in wrong))
     return evaluate_generation(
         args.model, args.dataset, methods=args.methods, n_new_tokens=args.n_new_tokens, teacher_forced=args.teacher_forced,
         interpolate_generated=not args.prompt_only, metrics=args.metrics, out_dir=args.out, n=args.n, seed=args.seed,

@@ -214,7 +214,10 @@ def test_cli_evaluate_prompt_file(tiny_gpt2_dir, tmp_path, capsys):
     assert "Faithfulness of generated text" in said and "| saliency |" in said and "computed 2 example(s)" in said
     assert json.loads((out / "config.json").read_text())["interpolate_generated"] is False
     assert cli.main(args + ["--max-tokens", "5"]) == 2
-    assert "--max-tokens: not for generated text" in capsys.readouterr().err
+    assert "--max-tokens: not for generated text (prompts are not cut)" in capsys.readouterr().err
+    assert cli.main(args + ["--start", "1", "--labels", " a", " b"]) == 2  # each with its own reason (--start was told of p)
+    assert ("--start: not for generated text (use --n for the number of prompts); --labels: not for generated text "
+            "(the generated tokens are the targets)") in capsys.readouterr().err
     assert json.loads((out / "config.json").read_text())["dataset"] == "prompts.jsonl"
     # rerun without --prompt-only: refused, and the recorded setting is named by its option too
     assert cli.main(args[:-3] + ["--metrics", "hard"]) == 2
