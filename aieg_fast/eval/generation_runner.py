@@ -154,7 +154,7 @@ def check_prompt_records(records, teacher_forced: bool, dataset: str) -> List[di
     """
     if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
         raise ValueError(f"records must be a list of dicts with a 'prompt', got {type(records).__name__}")
-    out, seen = [], set()
+    out, seen = [], {}
     for i, r in enumerate(records):
         if not isinstance(r, dict):
             raise ValueError(f"records[{i}] must be a dict with a 'prompt', got {type(r).__name__}")
@@ -163,8 +163,9 @@ def check_prompt_records(records, teacher_forced: bool, dataset: str) -> List[di
             raise ValueError(f"records[{i}] needs a non-empty string 'prompt', got {prompt!r}")
         eid = str(r["id"]) if r.get("id") is not None else f"{dataset}:{i}"
         if eid in seen:
-            raise ValueError(f"records[{i}] repeats the id {eid!r}; ids must be unique")
-        seen.add(eid)
+            raise ValueError(f"dataset {dataset!r}: records[{i}] repeats the id {eid!r} of records[{seen[eid]}] (rows counted "
+                             "from 0; a file's ids come from id_field / --id-field); ids must be unique")
+        seen[eid] = i
         refs = r.get("references") or []
         ref = r.get("reference") if r.get("reference") is not None else (refs[0] if refs else None)
         if ref is not None and (not isinstance(ref, str) or not ref.strip()):
