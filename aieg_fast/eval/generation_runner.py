@@ -79,8 +79,8 @@ from .context import prepare, step_attribution
 from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, control_attribution, flat_metrics, pi_soft, score_attribution
 from .records import RECORDS_FILE, append_record
 from .run_checks import check_methods, check_run_settings
-from .runner import (CONTROLS, DEFAULT_METHODS, NO_SUMMARY, RunSettings, eval_target_fn, explainer_for, run_config, run_shards, settings_config,
-                     summarise_run)
+from .runner import (CONTROLS, DEFAULT_METHODS, NO_SUMMARY, NONE_MEANS, RunSettings, eval_target_fn, explainer_for, run_config, run_shards,
+                     settings_config, summarise_run)
 from .stats import REFERENCE_METHOD
 
 if TYPE_CHECKING:
@@ -530,7 +530,7 @@ def evaluate_generation(
               topk_sweep=topk_sweep)  # p over the vocabulary, no labels
     gen = dict(n_new_tokens=n_new_tokens, teacher_forced=bool(teacher_forced), interpolate_generated=bool(interpolate_generated))
     check_recorded_config(out_dir, dict(settings_config(dataset, metrics, **kw), template=template, labels=[], task="generation",
-                                        **gen), records=RECORDS_FILE, kind="an evaluation")  # refused before the model loads
+                                        **gen), records=RECORDS_FILE, kind="an evaluation", hints=NONE_MEANS)  # before the model loads
     with start_processes(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         if ex.adapter.kind != "causal_lm":

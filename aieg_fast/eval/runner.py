@@ -215,6 +215,9 @@ def settings_config(dataset: str, metrics: str, *, max_tokens, seed, topk, n_ste
     }
 
 
+NONE_MEANS = {"metrics": "None is metrics='all', the default", "topk_sweep": "None is no top-k sweep"}  # said beside a refusal
+
+
 def run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> dict:
     """The recorded settings (``config.json``) of a run (also of
     :func:`~aieg_fast.eval.generation_runner.evaluate_generation`, which adds its own)."""
@@ -514,7 +517,7 @@ def evaluate(
     _check_label_words(model, spec, labels)
     kw = dict(max_tokens=max_tokens, seed=seed, topk=topk, n_steps=n_steps, n_samples=n_samples, pis=pis, prob_space=prob_space, ties=ties,
               normalise=normalise, method_options=method_options, soft_maps=tuple(soft_maps), target_fn=target_fn, topk_sweep=topk_sweep)
-    check_recorded_config(out_dir, settings_config(dataset, metrics, **kw), records=RECORDS_FILE, kind="an evaluation")
+    check_recorded_config(out_dir, settings_config(dataset, metrics, **kw), records=RECORDS_FILE, kind="an evaluation", hints=NONE_MEANS)
     with start_processes(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
         ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
         template, labels, label_ids = _prompt(ex, spec, template, labels)

@@ -91,6 +91,11 @@ def test_evaluate_takes_over_a_folder_without_results(tiny_gpt2, tmp_path, capsy
         E.evaluate(tiny_gpt2, n=1, **kw)
     with pytest.raises(ValueError, match=r"metrics: its default \(not written\) recorded, 'hard' now"):
         E.evaluate(tiny_gpt2, n=1, **dict(kw, n_samples=2, metrics="hard"))
+    # the other way round the new default is None, which is said ("'hard' recorded, None now" alone)
+    hard = tmp_path.with_name(tmp_path.name + "_hard")
+    E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=hard, metrics="hard"))
+    with pytest.raises(ValueError, match=r"metrics: 'hard' recorded, None now\); use another out_dir; None is metrics='all', the default"):
+        E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=hard))
     # records without config.json: their settings are unknown, so the folder is refused
     (tmp_path / "config.json").unlink()
     with pytest.raises(ValueError, match=r"holds results \(records.jsonl.*\) but no config.json"):
