@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -71,11 +72,11 @@ def main(argv=None) -> None:
         return
     print_header(argv)
     got = {}
-    for name, env in PATHS.items():
-        out = Path(f"/tmp/bench_cpu_isa.{os.getpid()}.json")
-        subprocess.run([sys.executable, __file__, "--worker", str(out)], env={**os.environ, **env}, check=True)
-        got[name] = json.loads(out.read_text())
-        out.unlink()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, env in PATHS.items():
+            out = Path(tmp) / f"{len(got)}.json"
+            subprocess.run([sys.executable, __file__, "--worker", str(out)], env={**os.environ, **env}, check=True)
+            got[name] = json.loads(out.read_text())
     print("\n| code path | dtype | method | max abs diff vs native | max abs score | Spearman ρ |\n|---|---|---|---|---|---|")
     for name in list(PATHS)[1:]:
         for key in got["native"]:

@@ -7,7 +7,7 @@ dtype; the model path too unless ``--same-model``) and compares them on the exam
 * per method, Spearman's ρ between the two score rows of each example (median, mean, min) and
   the overlap of their top-20 % token sets;
 * per method and hard metric (log-odds, comprehensiveness, sufficiency at the run's top-k), the
-  mean paired difference B − A with its 95 % bootstrap interval (none below two examples), next to the spread of the
+  mean paired difference B − A with its 95 % bootstrap interval (none below two finite differences), next to the spread of the
   method means (max − min over methods) in A, so a difference can be read against the
   differences between methods the table is there to show;
 * whether the methods come out in the same order on each hard metric (Kendall's τ of the means);
@@ -84,8 +84,8 @@ def compare(a_dir: Path, b_dir: Path, same_model: bool = False) -> str:
             xa = np.array([ra[i]["methods"][m][h] for i in ids], float)
             xb = np.array([rb[i]["methods"][m][h] for i in ids], float)
             means[da][h][m], means[db][h][m] = float(np.nanmean(xa)), float(np.nanmean(xb))
-            lo, hi = bootstrap_ci(xb - xa)  # NaN below two examples: no interval to show
-            ci = f"[{lo:+.3f}, {hi:+.3f}]" if np.isfinite(lo) else "(no interval: fewer than 2 examples)"
+            lo, hi = bootstrap_ci(xb - xa)  # NaN below two finite differences: no interval to show
+            ci = f"[{lo:+.3f}, {hi:+.3f}]" if np.isfinite(lo) else "(no interval: fewer than 2 finite differences)"
             cells.append(f"{np.nanmean(xb - xa):+.3f} {ci}")
         rho = f"{np.median(rhos):.3f} / {np.mean(rhos):.3f} / {np.min(rhos):.3f}" if rhos else "– (random order)"
         ov = f"{np.mean(overlaps):.2f}" if overlaps else "–"

@@ -32,13 +32,10 @@ def _version(mod: str) -> str:
 def info() -> dict:
     """Machine and software versions; torch "threads" is torch.get_num_threads() now."""
     d = {"python": platform.python_version(), "cpu": cpu_model(), "cores": os.cpu_count()}
-    try:
-        import torch
+    import torch  # aieg_fast needs it
 
-        d["torch"] = torch.__version__
-        d["threads"] = torch.get_num_threads()
-    except ImportError:
-        d["torch"], d["threads"] = "not installed", None
+    d["torch"] = torch.__version__
+    d["threads"] = torch.get_num_threads()
     try:
         import transformers
 

@@ -69,5 +69,6 @@ def repair_records(path: Path) -> List[str]:
 
 def append_record(path: Path, rec: dict) -> None:
     """Append ``rec`` as one strict-JSON line (:func:`json_safe`) with the ``"machine"`` that
-    computed it (:func:`~aieg_fast.runs.machine.machine_tag`), flushed to the disk."""
-    append_jsonl(path, [{**rec, "machine": machine_tag()}])
+    computed it (:func:`~aieg_fast.runs.machine.machine_tag`; a record that names one, computed
+    elsewhere and copied here, keeps it), flushed to the disk."""
+    append_jsonl(path, [rec if "machine" in rec else {**rec, "machine": machine_tag()}])

@@ -49,8 +49,9 @@ def chance_lines(records: Sequence[dict]) -> List[str]:
 def machine_lines(records: Sequence[dict], dtype: Optional[str] = None) -> List[str]:
     """``["", "Computed on: ..."]``: how many records each machine computed (the ``"machine"`` of
     their first lines, :mod:`aieg_fast.runs.machine`) and the method results that a later line of
-    another machine added; with more than one machine and a ``dtype`` other than float32, that
-    such results differ between machines at the rounding level. [] for no records."""
+    another machine added; with more than one named machine and a ``dtype`` other than float32,
+    that their results need not agree beyond that dtype's rounding (records from before machines
+    were named count as none of them). [] for no records."""
     if not records:
         return []
     first = Counter(r.get("machine") for r in records)
@@ -62,9 +63,9 @@ def machine_lines(records: Sequence[dict], dtype: Optional[str] = None) -> List[
                          for t, n in counts.most_common())
 
     text = "Computed on: " + said(first, "record(s)") + (f"; added later: {said(later, 'method result(s)')}" if later else "") + "."
-    if len(set(first) | set(later)) > 1 and dtype not in (None, "float32"):
-        text += (f" In {dtype}, machines with other vector units (AMX, AVX512-BF16, none) round otherwise: their "
-                 "results differ at that precision's rounding level.")
+    if len((set(first) | set(later)) - {None}) > 1 and dtype not in (None, "float32"):
+        text += (f" In {dtype}, other CPU code paths (AVX2 against AVX-512), kernels or torch versions round otherwise: "
+                 "these machines' results agree only to that precision (benchmarks/RESULTS.md).")
     return ["", text]
 
 

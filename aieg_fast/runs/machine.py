@@ -1,27 +1,30 @@
 """Which machine computed a result: a short description that evaluation records carry.
 
 A run spread over sessions may resume on other machines, and results in a low-precision dtype
-depend on the arithmetic the hardware offers: in bfloat16, a CPU with AMX or AVX512-BF16 units
-rounds otherwise than one without (on a tiny model, torch's AVX2 code path moved bfloat16 scores
-by up to 1.4 % of the largest, float32 ones by less than 1e-6 of it: benchmarks/bench_cpu_isa.py,
-benchmarks/RESULTS.md). Each evaluation record therefore names its machine
+depend on the kernels the hardware leads torch to: on a tiny model, torch's AVX2 code path
+(a CPU without AVX-512) moved bfloat16 scores by up to 1.4 % of the largest against the AVX-512
+one, float32 scores by less than 1e-6 of it (benchmarks/bench_cpu_isa.py, benchmarks/RESULTS.md).
+Each evaluation record therefore names its machine
 (:func:`machine_tag`), and the run's summary counts the records of each.
 """
 from __future__ import annotations
 
 import functools
 import platform
+import subprocess
 from typing import FrozenSet
 
 __all__ = ["BF16_FLAGS", "cpu_flags", "cpu_model", "machine_tag"]
 
-#: CPU flags (as /proc/cpuinfo names them) of units that compute in bfloat16 natively.
-BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+#: CPU flags (as /proc/cpuinfo names them: x86 "flags", Arm "Features") of units that compute in
+#: bfloat16 natively.
+BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")
 
 
 @functools.lru_cache(maxsize=None)
 def _cpuinfo() -> tuple:
-    """("model name", flags) from /proc/cpuinfo; ("", frozenset()) where there is none."""
+    """("model name", flags) from /proc/cpuinfo (x86 "flags", Arm "Features"); ("", frozenset())
+    where there is none."""
     model, flags = "", frozenset()
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
@@ -30,7 +33,7 @@ def _cpuinfo() -> tuple:
                 key = key.strip()
                 if key == "model name" and not model:
                     model = value.strip()
-                elif key == "flags" and not flags:
+                elif key in ("flags", "Features") and not flags:
                     flags = frozenset(value.split())
                 if model and flags:
                     break
@@ -39,9 +42,20 @@ def _cpuinfo() -> tuple:
     return model, flags
 
 
+@functools.lru_cache(maxsize=None)
+def _lscpu_model() -> str:
+    """lscpu's "Model name" (an Arm CPU's /proc/cpuinfo has no model name), else ""."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name:")), "")
+
+
 def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), else ``platform.processor()`` or ``platform.machine()``."""
-    return _cpuinfo()[0] or platform.processor() or platform.machine()
+    """The CPU's model name (/proc/cpuinfo, else lscpu), else ``platform.processor()`` or
+    ``platform.machine()``."""
+    return _cpuinfo()[0] or _lscpu_model() or platform.processor() or platform.machine()
 
 
 def cpu_flags() -> FrozenSet[str]:

@@ -51,7 +51,7 @@ def test_eval_precision_one_example_has_no_interval():
     compare = _load("bench_eval_precision").compare
     one = BENCH / "faithfulness" / "boolq_bf16_time_50"
     md = compare(one / "float32", one / "bfloat16")
-    assert "nan" not in md and "(no interval: fewer than 2 examples)" in md
+    assert "nan" not in md and "(no interval: fewer than 2 finite differences)" in md
     many = BENCH / "faithfulness" / "boolq_bf16_check"
     md = compare(many / "float32", many / "bfloat16")
     assert "nan" not in md and "no interval" not in md and "[" in md
