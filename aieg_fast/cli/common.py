@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core.validation import DEVICE_MAPS, DTYPES, parse_device
 from ..datasets import DATASETS
-from ..models import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME
+from ..models import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, home_expanded
 from ..runs import COMMAND_FILE, replace_file
 
 __all__ = ["stdout_gone", "expand_home", "add_model_options", "placement", "apply_config", "write_command", "COMMAND_FILE", "DefaultsHelpFormatter",
@@ -123,23 +123,21 @@ def apply_config(args, argv):
 
 #: options that may name a local file or folder (made absolute in command.json when they exist)
 _PATH_OPTIONS = ("model", "out", "dataset", "data_dir")
-#: names the commands resolve before any path (the shipped models and the registry's datasets)
-_NAMES = frozenset((DEFAULT_MODEL, NANO_NAME, LLAMA_NANO_NAME, SST2_NAME, *DATASETS))
-
-
-#: options (and attribute-dataset's ``data``) that name a file or folder: a ``~`` there is the home
-#: folder, as a shell gives it for ``--out ~/x`` but not for ``--out=~/x`` or in a --config file
-_HOME_OPTIONS = ("config", "data", "data_dir", "dataset", "dev_file", "html", "json", "model", "out", "train_file")
+#: every option (and attribute-dataset's ``data``) that names a file or folder: a ``~`` there is the
+#: home folder, as a shell gives it for ``--out ~/x`` but not for ``--out=~/x`` or in a --config file
+_HOME_OPTIONS = (*_PATH_OPTIONS, "config", "data", "dev_file", "html", "json", "train_file")
 
 
 def expand_home(args):
-    """``args`` with a leading ``~`` of each path option expanded (:data:`_HOME_OPTIONS`): an
+    """``args`` with a leading ``~`` of each path option read as ``load_model`` reads a model's
+    (:func:`~aieg_fast.models.loading.home_expanded`; :data:`_HOME_OPTIONS`): an
     ``--out=~/runs`` made a folder named ``~`` in the working directory."""
     for key in _HOME_OPTIONS:
-        value = getattr(args, key, None)
-        if isinstance(value, str) and value.startswith("~"):
-            setattr(args, key, os.path.expanduser(value))
+        if isinstance(getattr(args, key, None), str):
+            setattr(args, key, home_expanded(getattr(args, key)))
     return args
+#: names the commands resolve before any path (the shipped models and the registry's datasets)
+_NAMES = frozenset((DEFAULT_MODEL, NANO_NAME, LLAMA_NANO_NAME, SST2_NAME, *DATASETS))
 
 
 def _absolute(key: str, value):

@@ -17,7 +17,7 @@ from .gpt2 import GPT2Adapter
 from .gpt_neox import GPTNeoXAdapter
 from .gptj import GPTJAdapter
 from .llama import LlamaAdapter
-from .loading import TRAINING_RECORD, load_hf_model, model_kind, run_model_settings, training_folder, unfinished_install, weights_digest
+from .loading import TRAINING_RECORD, home_expanded, load_hf_model, model_kind, run_model_settings, training_folder, unfinished_install, weights_digest
 from .mamba import MambaAdapter
 from .mistral import MistralAdapter
 from .mixtral import MixtralAdapter
@@ -65,5 +65,5 @@ SUPPORTED_ARCHITECTURES = supported_architectures()
 __all__ = [
     "BUILTIN_FAMILIES", "DEFAULT_MODEL", "TRAINING_RECORD", "LLAMA_NANO_NAME", "NANO_NAME", "SST2_NAME", "SUPPORTED_ARCHITECTURES", "DecoderAdapter", "QKVPoint",
     "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "execution_device", "load_hf_model", "materialized", "model_kind", "nano_path", "register_adapter", "run_model_settings", "sst2_adapter_path",
-    "split_last", "supported_architectures", "supported_model_types", "training_folder", "unfinished_install", "unregister_adapter", "weights_digest",
+    "split_last", "home_expanded", "supported_architectures", "supported_model_types", "training_folder", "unfinished_install", "unregister_adapter", "weights_digest",
 ] + [a.__name__ for a in BUILTIN_FAMILIES.values()]

@@ -16,7 +16,7 @@ from .base import class_kind
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, load_embedded, nano_path, sst2_adapter_path
 from .registry import adapter_class, supported_model_types
 
-__all__ = ["TRAINING_RECORD", "HUB_KWARGS", "load_hf_model", "model_kind", "training_folder", "unfinished_install", "weights_digest", "run_model_settings"]
+__all__ = ["TRAINING_RECORD", "HUB_KWARGS", "home_expanded", "load_hf_model", "model_kind", "training_folder", "unfinished_install", "weights_digest", "run_model_settings"]
 
 #: the record a training command of this package writes in its output folder.
 TRAINING_RECORD = "training.json"
@@ -59,7 +59,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
     _check_tokenizer(tokenizer)
-    model, tokenizer = _home_expanded(model), _home_expanded(tokenizer)  # from_pretrained does not expand ~
+    model, tokenizer = home_expanded(model), home_expanded(tokenizer)  # from_pretrained does not expand ~
     dtype = dtype or torch.float32
     if model_kwargs is not None and not isinstance(model_kwargs, dict):
         raise TypeError(f"model_kwargs must be a dict of from_pretrained arguments, got {type(model_kwargs).__name__}")
@@ -95,7 +95,7 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     if isinstance(model, (str, Path)):
         name = str(model)
         _refuse_unfinished_training(name)
-        _refuse_missing_local_path(name, cache_dir=extra.get("cache_dir"))
+        _refuse_missing_local_path(name, hub={k: extra[k] for k in HUB_KWARGS if k in extra})
         hub = {k: extra[k] for k in HUB_KWARGS if k in extra}  # where the config and tokenizer are read from, too
         try:
             config = AutoConfig.from_pretrained(name, **hub)
@@ -169,7 +169,7 @@ def model_kind(model) -> Optional[str]:
     adapter = getattr(model, "adapter", None)
     if isinstance(getattr(adapter, "kind", None), str):
         return adapter.kind
-    model = _home_expanded(model)  # as load_hf_model reads it
+    model = home_expanded(model)  # as load_hf_model reads it
     if model is None or (isinstance(model, str) and model in (DEFAULT_MODEL, SST2_NAME, NANO_NAME, LLAMA_NANO_NAME)) \
             or _is_adapter_dir(model):
         return "causal_lm"
@@ -188,7 +188,7 @@ def model_kind(model) -> Optional[str]:
     return None
 
 
-def _home_expanded(name):
+def home_expanded(name):
     """A str / Path starting with ``~`` as the path it names (a ``~user`` of no user as given:
     refused later as a missing path); anything else as it is."""
     if isinstance(name, (str, Path)) and str(name).startswith("~"):
@@ -269,7 +269,7 @@ def training_folder(model) -> Optional[Path]:
     adapter, a local folder → itself, a loaded :class:`~aieg_fast.Explainer` → that of its
     name; None for anything else (the embedded model, a hub id, a model object). Never raises."""
     name = getattr(model, "name", None) if not isinstance(model, (str, Path)) and hasattr(model, "adapter") else model
-    name = _home_expanded(name)  # as load_hf_model reads it
+    name = home_expanded(name)  # as load_hf_model reads it
     if isinstance(name, str) and name in (NANO_NAME, LLAMA_NANO_NAME):
         folder = nano_path("gpt2" if name == NANO_NAME else "llama")
     elif isinstance(name, str) and name == SST2_NAME:
@@ -284,16 +284,17 @@ def training_folder(model) -> Optional[Path]:
         return None
 
 
-def _refuse_missing_local_path(name: str, role: str = "model", cache_dir=None) -> None:
+def _refuse_missing_local_path(name: str, role: str = "model", hub: Optional[dict] = None) -> None:
     """Refuse a ``model`` (or ``tokenizer``: ``role``) that can only be a local path (absolute,
     ``./`` or ``~``, a backslash, more than one ``/``; or ``org/name`` whose ``org`` is a folder
-    here and that is not a model in the hub cache, ``cache_dir`` or the default) when nothing is there, before transformers
+    here and that is not a model in the hub cache: ``hub``'s ``cache_dir``, ``revision`` and
+    ``subfolder`` of :data:`HUB_KWARGS`, or the defaults) when nothing is there, before transformers
     tries it on the hub (transformers retries the hub several times without a network).
 
     Raises:
         ValueError: names the path and the nearest folder that exists.
     """
-    path = Path(_home_expanded(name))
+    path = Path(home_expanded(name))
     if path.exists() or path.is_symlink():
         return
     parts = Path(name).parts
@@ -303,8 +304,10 @@ def _refuse_missing_local_path(name: str, role: str = "model", cache_dir=None) -
         from huggingface_hub import try_to_load_from_cache
 
         try:
-            local = not isinstance(try_to_load_from_cache(name, "config.json" if role == "model" else "tokenizer_config.json",
-                                                          cache_dir=cache_dir), str)
+            hub = hub or {}
+            file = "config.json" if role == "model" else "tokenizer_config.json"
+            file = f"{hub['subfolder']}/{file}" if hub.get("subfolder") else file
+            local = not isinstance(try_to_load_from_cache(name, file, cache_dir=hub.get("cache_dir"), revision=hub.get("revision")), str)
         except ValueError:  # no valid hub id either (a space, '..'): a local path
             local = True
     if local:

@@ -157,3 +157,7 @@ def test_a_hub_model_in_a_cache_dir_loads_with_its_config_and_tokenizer(tmp_path
     assert ex.tokenizer("the movie is good")["input_ids"] == tok("the movie is good")["input_ids"]
     torch.testing.assert_close(ex.attribute(TEXTS[0], method="saliency").scores,
                                want.attribute(TEXTS[0], method="saliency").scores, rtol=0, atol=0)
+    # cached by its commit only (no refs/main): the hub-cache check looks for that revision too
+    (snap.parents[1] / "refs" / "main").unlink()
+    ex = aieg_fast.load_model("someorg/tiny", model_kwargs={"cache_dir": str(tmp_path / "cache"), "revision": "0123abcd"})
+    assert ex.model.config.n_layer == model.config.n_layer
