@@ -136,6 +136,8 @@ def expand_home(args):
         if isinstance(getattr(args, key, None), str):
             setattr(args, key, home_expanded(getattr(args, key)))
     return args
+
+
 #: names the commands resolve before any path (the shipped models and the registry's datasets)
 _NAMES = frozenset((DEFAULT_MODEL, NANO_NAME, LLAMA_NANO_NAME, SST2_NAME, *DATASETS))
 

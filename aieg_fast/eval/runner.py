@@ -215,7 +215,7 @@ def settings_config(dataset: str, metrics: str, *, max_tokens, seed, topk, n_ste
     }
 
 
-NONE_MEANS = {"metrics": "None is metrics='all', the default", "topk_sweep": "None is no top-k sweep"}  # said beside a refusal
+NONE_MEANS = {"metrics": "metrics None means 'all', the default", "topk_sweep": "topk_sweep None means no sweep"}  # for refusals
 
 
 def run_config(ex: "Explainer", dataset: str, s: RunSettings, metrics: str) -> dict:

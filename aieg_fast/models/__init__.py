@@ -64,6 +64,6 @@ SUPPORTED_ARCHITECTURES = supported_architectures()
 
 __all__ = [
     "BUILTIN_FAMILIES", "DEFAULT_MODEL", "TRAINING_RECORD", "LLAMA_NANO_NAME", "NANO_NAME", "SST2_NAME", "SUPPORTED_ARCHITECTURES", "DecoderAdapter", "QKVPoint",
-    "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "execution_device", "load_hf_model", "materialized", "model_kind", "nano_path", "register_adapter", "run_model_settings", "sst2_adapter_path",
-    "split_last", "home_expanded", "supported_architectures", "supported_model_types", "training_folder", "unfinished_install", "unregister_adapter", "weights_digest",
+    "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "execution_device", "home_expanded", "load_hf_model", "materialized", "model_kind", "nano_path", "register_adapter", "run_model_settings", "sst2_adapter_path",
+    "split_last", "supported_architectures", "supported_model_types", "training_folder", "unfinished_install", "unregister_adapter", "weights_digest",
 ] + [a.__name__ for a in BUILTIN_FAMILIES.values()]

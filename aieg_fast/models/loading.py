@@ -95,8 +95,8 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
     if isinstance(model, (str, Path)):
         name = str(model)
         _refuse_unfinished_training(name)
-        _refuse_missing_local_path(name, hub={k: extra[k] for k in HUB_KWARGS if k in extra})
         hub = {k: extra[k] for k in HUB_KWARGS if k in extra}  # where the config and tokenizer are read from, too
+        _refuse_missing_local_path(name, hub=hub)
         try:
             config = AutoConfig.from_pretrained(name, **hub)
         except (OSError, ValueError) as err:
@@ -312,10 +312,10 @@ def _refuse_missing_local_path(name: str, role: str = "model", hub: Optional[dic
             local = True
     if local:
         nearest = next((p for p in path.absolute().parents if p.is_dir()), None)
-        hub = (f" (a hub id not downloaded yet is read as this path while a folder {parts[0]!r} is here: download "
-               "it first, or run from another folder)") if len(parts) == 2 and not local_form else ""
+        hint = (f" (a hub id not downloaded yet is read as this path while a folder {parts[0]!r} is here: download "
+                "it first, or run from another folder)") if len(parts) == 2 and not local_form else ""
         raise ValueError(f"{role} {name!r} reads as a local path and nothing is there; the nearest folder that exists "
-                         f"is {str(nearest)!r}{hub}")
+                         f"is {str(nearest)!r}{hint}")
 
 
 def _is_adapter_dir(model) -> bool:

@@ -24,8 +24,14 @@ def test_records_of_several_machines_say_so():
     from aieg_fast.runs.machine import cpu_model, machine_tag
 
     tag = machine_tag()
-    assert tag.startswith(cpu_model() + "; ") and f"torch {torch.__version__}" in tag
-    assert cpu_model()
+    assert tag.startswith(cpu_model() + "; ") and f"torch {torch.__version__}" in tag and cpu_model()
+    # x86 names its model and flags; Arm has no model name and calls its flags Features (bf16 units there)
+    from aieg_fast.runs.machine import parse_cpuinfo
+
+    x86 = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx512f avx512_bf16\n\nprocessor\t: 1\nmodel name\t: other\n"
+    assert parse_cpuinfo(x86) == ("AMD EPYC", frozenset({"fpu", "avx512f", "avx512_bf16"}))
+    arm = "processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd sve bf16 i8mm\nCPU implementer\t: 0x41\n"
+    assert parse_cpuinfo(arm) == ("", frozenset({"fp", "asimd", "sve", "bf16", "i8mm"})) and parse_cpuinfo("") == ("", frozenset())
     lines = [{"id": "a", "methods": {"ig": {"log_odds": 1.0}}, "machine": "A"},
              {"id": "b", "methods": {"ig": {"log_odds": 2.0}}, "machine": "B"},
              {"id": "a", "methods": {"occlusion": {"log_odds": 3.0}}, "controls": {"u": {"x": 1}}, "machine": "B"},

@@ -94,7 +94,7 @@ def test_evaluate_takes_over_a_folder_without_results(tiny_gpt2, tmp_path, capsy
     # the other way round the new default is None, which is said ("'hard' recorded, None now" alone)
     hard = tmp_path.with_name(tmp_path.name + "_hard")
     E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=hard, metrics="hard"))
-    with pytest.raises(ValueError, match=r"metrics: 'hard' recorded, None now\); use another out_dir; None is metrics='all', the default"):
+    with pytest.raises(ValueError, match=r"metrics: 'hard' recorded, None now\); use another out_dir; metrics None means 'all', the default"):
         E.evaluate(tiny_gpt2, n=1, **dict(kw, out_dir=hard))
     # records without config.json: their settings are unknown, so the folder is refused
     (tmp_path / "config.json").unlink()

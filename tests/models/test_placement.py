@@ -161,3 +161,9 @@ def test_a_hub_model_in_a_cache_dir_loads_with_its_config_and_tokenizer(tmp_path
     (snap.parents[1] / "refs" / "main").unlink()
     ex = aieg_fast.load_model("someorg/tiny", model_kwargs={"cache_dir": str(tmp_path / "cache"), "revision": "0123abcd"})
     assert ex.model.config.n_layer == model.config.n_layer
+    # the weights in a subfolder of the repository (the tokenizer given): the check looks there too
+    model.save_pretrained(snap / "sub")
+    (snap / "config.json").unlink()
+    ex = aieg_fast.load_model("someorg/tiny", tokenizer=str(snap),
+                              model_kwargs={"cache_dir": str(tmp_path / "cache"), "revision": "0123abcd", "subfolder": "sub"})
+    assert ex.model.config.n_layer == model.config.n_layer
