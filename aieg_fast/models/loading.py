@@ -50,7 +50,8 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
 
     Raises:
         ValueError: a model object without a tokenizer, an unsupported architecture, a name
-            that is neither a local model directory nor loadable from the hub, ``device_map`` or
+            that is neither a local model directory nor loadable from the hub, a model by name
+            whose own tokenizer does not load (``tokenizer=`` then names one), ``device_map`` or
             ``model_kwargs`` for a model that is not loaded by name, ``model_kwargs`` naming
             ``dtype`` or ``device_map``. TypeError: ``model_kwargs`` not a dict; ``tokenizer``
             neither None, a str / Path nor a tokenizer-like object (callable, with
@@ -110,7 +111,11 @@ def load_hf_model(model=None, tokenizer=None, dtype: Optional[torch.dtype] = Non
         cls = AutoModelForSequenceClassification if _config_kind(config) == "classifier" else AutoModelForCausalLM
         m = cls.from_pretrained(name, dtype=dtype, **{**adapter.load_kwargs, **extra})
         if tokenizer is None:
-            tok = AutoTokenizer.from_pretrained(name, **{k: v for k, v in hub.items() if k != "subfolder"})
+            try:
+                tok = AutoTokenizer.from_pretrained(name, **{k: v for k, v in hub.items() if k != "subfolder"})
+            except (OSError, ValueError) as err:  # e.g. weights in a subfolder, the repository's root read for the tokenizer
+                raise ValueError(f"model {name!r} loaded, but no tokenizer loaded from it ({type(err).__name__}: "
+                                 f"{str(err).splitlines()[0] if str(err) else ''}); pass tokenizer= (an object, a hub id or a folder)") from err
         else:
             tok = _tokenizer(tokenizer)
         return m, tok, name

@@ -167,3 +167,6 @@ def test_a_hub_model_in_a_cache_dir_loads_with_its_config_and_tokenizer(tmp_path
     ex = aieg_fast.load_model("someorg/tiny", tokenizer=str(snap),
                               model_kwargs={"cache_dir": str(tmp_path / "cache"), "revision": "0123abcd", "subfolder": "sub"})
     assert ex.model.config.n_layer == model.config.n_layer
+    with pytest.raises(ValueError, match=r"model 'someorg/tiny' loaded, but no tokenizer loaded from it .*pass tokenizer="):
+        aieg_fast.load_model("someorg/tiny", model_kwargs={"cache_dir": str(tmp_path / "cache"), "revision": "0123abcd",
+                                                            "subfolder": "sub"})  # was transformers' OSError about the hub
