@@ -224,7 +224,8 @@ class Explainer:
 
         Args:
             target: None (the model's prediction, filled in later), a token string (must be a
-                single token), a token id, or a class index / label name for a classifier.
+                single token), a token id, or a class index / label name for a classifier (a
+                string of digits that names no label is the index: ``"1"`` from a command line).
             ids: unused (kept for callers that pass it).
             multi_token: accept a string of several tokens: ``{"kind": "tokens", "id": None,
                 "ids": [...], "text"}``.
@@ -249,9 +250,10 @@ class Explainer:
                 return {"kind": "class", "id": None, "text": None}
             if isinstance(target, str):
                 label2id = {str(v): int(k) for k, v in id2label.items()}
-                if target not in label2id:
-                    raise ValueError(f"target {target!r} is not a label of this classifier; labels: {sorted(label2id)}")
-                target = label2id[target]
+                if target not in label2id and not target.strip().isdecimal():
+                    raise ValueError(f"target {target!r} is not a label of this classifier; labels: {sorted(label2id)}, "
+                                     f"or a class index in [0, {n})")
+                target = label2id[target] if target in label2id else int(target)  # "1" typed on a command line: index 1
             if isinstance(target, bool) or not isinstance(target, int):
                 raise TypeError(f"target must be a class index (int) or a label name (str), got {type(target).__name__} {target!r}")
             if not 0 <= target < n:

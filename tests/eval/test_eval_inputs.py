@@ -327,3 +327,19 @@ def test_a_generation_run_whose_prompts_are_refused_does_not_point_to_max_tokens
                    "--n-steps", "2", "--n-new-tokens", "2", "--out", str(tmp_path / "run"), "--no-progress"])
     said = capsys.readouterr()
     assert rc == 1 and "example(s) skipped" in said.out and "--max-tokens" not in said.out + said.err
+
+
+def test_a_class_index_typed_as_digits_is_taken_for_a_classifier_head(tiny_gpt2_clf):
+    """`--labels 0 1 2` / `--target 1` for a classification head reach the package as strings, which
+    were refused as "not a label of this classifier" (its labels are LABEL_0, ...): digits that name
+    no label are the class index; a label name still wins, and other strings are refused."""
+    from aieg_fast.eval.examples import label_token_ids
+
+    ex = tiny_gpt2_clf
+    n = ex.adapter.num_labels
+    assert [ex.resolve_target(t)["id"] for t in ("1", " 1", "LABEL_1", 1)] == [1, 1, 1, 1]
+    assert label_token_ids(ex, [str(i) for i in range(n)]) == list(range(n))
+    with pytest.raises(ValueError, match=rf"'x' is not a label of this classifier; labels: .*, or a class index in \[0, {n}\)"):
+        ex.resolve_target("x")
+    with pytest.raises(ValueError, match=rf"target must be a class index in \[0, {n}\), got {n}"):
+        ex.resolve_target(str(n))
