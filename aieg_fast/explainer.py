@@ -178,9 +178,8 @@ class Explainer:
                     fixed[k] = True
         limit = self.adapter.max_positions
         if len(ids) > limit:
-            in_text = sum(not f for f in fixed) if template is not None else None
-            raise ValueError(f"text is {len(ids)} tokens long" + (f" in its template ({in_text} of them attributable)"
-                             if template is not None else "") + f", but the model accepts at most {limit} positions")
+            where = f" in its template ({sum(not f for f in fixed)} of them attributable)" if template is not None else ""
+            raise ValueError(f"text is {len(ids)} tokens long{where}, but the model accepts at most {limit} positions")
         if all(fixed):
             raise ValueError(f"text has no attributable token (all {len(ids)} are special or template): {text!r}")
         offsets = [] if spans is None else self.token_spans(ids, spans)

@@ -21,22 +21,17 @@ import argparse
 import json
 from pathlib import Path
 
-from aieg_fast.datasets import DATASETS, dataset_path
 from aieg_fast.eval.metrics import run_metric_names
 from aieg_fast.eval.records import merge_record_lines
 from aieg_fast.eval.report import write_summary
 from aieg_fast.eval.stats import summarise
 from aieg_fast.runs import read_jsonl
-
-
-def seen_passage_ids() -> set:
-    """Ids of the boolq-heldout questions whose passage is also a boolq-train passage."""
-    train = {r["fields"]["passage"] for r in DATASETS["boolq-train"].records(dataset_path("boolq-train"))}
-    return {r["id"] for r in DATASETS["boolq-heldout"].records(dataset_path("boolq-heldout")) if r["fields"]["passage"] in train}
+from boolq_passage_overlap import parts
 
 
 def run_records(run_dir: Path) -> list:
-    """The run's evaluated records (merged lines of records.jsonl and parts/, refused inputs left out)."""
+    """The run's evaluated records (merged lines of records.jsonl and parts/, refused inputs left
+    out). Read only: runs.part_files would cut the line a running process is writing."""
     lines = []
     for f in [run_dir / "records.jsonl", *sorted((run_dir / "parts").glob("records.rank*.jsonl"))]:
         lines += read_jsonl(f)[0] if f.is_file() else []
@@ -56,7 +51,7 @@ def main(argv=None) -> None:
     if not records:
         p.error(f"run_dir: {str(a.run_dir)!r} holds no evaluated record")
     methods = [m for m in records[0]["methods"] if all(m in r["methods"] for r in records)]
-    seen = seen_passage_ids()
+    seen = {r["id"] for r in parts()[0]}  # the held-out questions whose passage is a training passage
     for name, part in (("all", records), ("unseen_passages", [r for r in records if r["id"] not in seen])):
         out = a.out / name
         out.mkdir(parents=True, exist_ok=True)
