@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runs import replace_file
 from .metrics import CONTROLS
-from .report import fmt, machine_lines, paired_test_names, stars, write_csv
+from .report import fmt, machine_lines, paired_test_names, run_title, stars, write_csv
 from .stats import mean_ci, vs_reference
 
 __all__ = ["LONGRA_KS", "longra_metric_names", "summarise_longra", "plot_longra_topk"]
@@ -53,10 +53,12 @@ def _rows(records: Sequence[dict], methods: Sequence[str], metrics: Dict[str, st
     return rows
 
 
-def plot_longra_topk(out: Path, records: Sequence[dict], methods: Sequence[str], k_max: int = 10) -> Optional[Path]:
+def plot_longra_topk(out: Path, records: Sequence[dict], methods: Sequence[str], k_max: int = 10,
+                     title: Optional[str] = None) -> Optional[Path]:
     """Write ``out/longra_topk.png``: per method the share of kept instances whose relative word
     is in the top k, k = 1 … ``k_max`` (from the recorded ranks), and the random order's
-    expectation; its path, or None (with a note) without matplotlib or without a kept instance."""
+    expectation, under ``title`` (:func:`~aieg_fast.eval.report.run_title`; None: none); its
+    path, or None (with a note) without matplotlib or without a kept instance."""
     if not records:
         return None
     try:
@@ -82,6 +84,8 @@ def plot_longra_topk(out: Path, records: Sequence[dict], methods: Sequence[str],
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=8, parse_math=False)
     fig.tight_layout()
     path = out / "longra_topk.png"
     fig.savefig(path, dpi=120)
@@ -104,7 +108,7 @@ def summarise_longra(out: Path, records: Sequence[dict], methods: Sequence[str],
         write_csv(out / "summary.csv", rows)
     by = {(r["method"], r["metric"]): r for r in rows}
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(filtered.items())) or "none"
-    lines = [f"# LongRA: {config['model']} on {config['dataset']}", "",
+    lines = [f"# LongRA: {run_title(config)}", "",
              f"{len(records)} instances looked at; {len(kept)} kept by the filter (one-token target and relative word, "
              f"the model's greedy next token right with and without the distractor); left out: {reasons}. "
              f"F = {config['target_fn']}; n_steps = {config['n_steps']}; seed = {config['seed']}.",
@@ -139,5 +143,5 @@ def summarise_longra(out: Path, records: Sequence[dict], methods: Sequence[str],
                   "nothing to check; use a larger or fine-tuned model, or look at more instances."]
     text = "\n".join(lines) + "\n"
     replace_file(out / "summary.md", text.encode("utf-8"))  # whole or not at all (a kill mid-write)
-    png = plot_longra_topk(out, kept, methods) if plot else None
+    png = plot_longra_topk(out, kept, methods, title=run_title(config)) if plot else None
     return {"rows": rows, "summary_md": text, "kept": len(kept), "filtered": filtered, "plot": str(png) if png else None}

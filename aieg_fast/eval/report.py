@@ -25,7 +25,14 @@ from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
 __all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "machine_lines", "topk_lines", "step_lines", "write_summary",
-           "pi_soft_figure", "plot_pi_soft", "records_beyond"]
+           "run_title", "pi_soft_figure", "plot_pi_soft", "records_beyond"]
+
+
+def run_title(config: dict) -> str:
+    """What a run's reports say it is: ``"<model> on <dataset>"``, with the dtype when it is not
+    float32 (``config``: the run's ``config.json``). The title of ``summary.md`` and of the plots."""
+    dtype = config.get("dtype")
+    return f"{config['model']} on {config['dataset']}" + (f" ({dtype})" if dtype and dtype != "float32" else "")
 
 
 def chance_lines(records: Sequence[dict]) -> List[str]:
@@ -243,7 +250,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     none = [] if records or not refused else [
         f"**No example was evaluated**: the model refused all {len(refused)} inputs (listed below); the tables are empty.", ""]
     lines = [
-        f"# {title}: {config['model']} on {config['dataset']}",
+        f"# {title}: {run_title(config)}",
         "",
         *none,
         *_settings_lines(config, records, hard),
@@ -301,7 +308,8 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     return text
 
 
-def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequence[float], soft_map: str = "relu"):
+def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequence[float], soft_map: str = "relu",
+                   title: Optional[str] = None):
     """The π-Soft-NC and NS figure under ``soft_map``: per method (and the ``uniform`` control,
     which ignores the map) the mean curve over ``pis`` with the analytic endpoints, a 95 %
     pointwise bootstrap band over the examples (:func:`~aieg_fast.eval.stats.bootstrap_band`)
@@ -310,7 +318,9 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
 
     Each curve has its own colour and line style (up to 20 colours, then the styles cycle; the
     controls are dashed), and the legend sits below both axes in as many columns as it needs, so
-    that a run with many methods (the study's two dozen) stays readable.
+    that a run with many methods (the study's two dozen) stays readable. ``title``: the figure's
+    title above both axes (:func:`run_title`, so a plot shared alone names its model and data);
+    None: none.
 
     Returns:
         the matplotlib Figure (two axes: NC, NS; the legend is ``fig.legends[0]``).
@@ -350,15 +360,17 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
         ax.grid(alpha=0.3)
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10, parse_math=False)  # a model path may hold '$' or '_'
     fig.tight_layout(rect=(0, legend_h / (axes_h + legend_h), 1, 1))
     return fig
 
 
 def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis: Sequence[float],
-                 soft_map: str = "relu") -> Optional[Path]:
+                 soft_map: str = "relu", title: Optional[str] = None) -> Optional[Path]:
     """Write ``out/pi_soft_curves.png`` (``pi_soft_curves_<soft_map>.png`` for a map other than
-    ``"relu"``; :func:`pi_soft_figure`); its path, or None (with a note on stdout) when
-    matplotlib is not installed."""
+    ``"relu"``; :func:`pi_soft_figure`, with ``title``); its path, or None (with a note on
+    stdout) when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -367,7 +379,7 @@ def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis
     except ImportError:
         print("note: matplotlib is not installed; skipping the π-Soft plot (pip install matplotlib)")
         return None
-    fig = pi_soft_figure(records, methods, pis, soft_map)
+    fig = pi_soft_figure(records, methods, pis, soft_map, title)
     path = out / ("pi_soft_curves.png" if soft_map == "relu" else f"pi_soft_curves_{soft_map}.png")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)

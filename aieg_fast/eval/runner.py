@@ -66,7 +66,7 @@ from .metrics import (
 from .examples import example_text, label_token_ids, load_examples, truncate
 from .folder import gather_parts, prepare_folder
 from .records import RECORDS_FILE, append_record, read_records
-from .report import plot_pi_soft, records_beyond, write_summary
+from .report import plot_pi_soft, records_beyond, run_title, write_summary
 from .run_checks import check_methods, check_run_settings
 from .stats import REFERENCE_METHOD, chance_check, summarise
 from .trained import check_not_trained_on
@@ -593,7 +593,7 @@ def summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config:
     refused = [r for r in found if "skipped" in r]
     rows = summarise(records, methods, s.seed, reference, metrics=run_metric_names(metrics, s.soft_maps))
     md = write_summary(out, rows, config, records, reference, refused)
-    pngs = [plot_pi_soft(out, records, methods, s.pis, m) for m in s.soft_maps] if plot and metrics == "all" else []
+    pngs = [plot_pi_soft(out, records, methods, s.pis, m, run_title(config)) for m in s.soft_maps] if plot and metrics == "all" else []
     pngs = [str(p) for p in pngs if p]
     return {"rows": rows, "summary_md": md, "plot": pngs[0] if pngs else None, "plots": pngs, "failed": len(refused),
             "chance": chance_check(records) if config.get("task") != "generation" else None,

@@ -7,11 +7,14 @@ import json
 import math
 import re
 
+import matplotlib
+import matplotlib.figure
 import pytest
 
 from aieg_fast import eval as E
 from aieg_fast.eval import longra as L
 from aieg_fast.eval.longra_report import summarise_longra
+from aieg_fast.eval.report import run_title
 
 PROMPT = "the movie is good . (a terrible story) . the film was"
 REC = {"id": "t0", "index": 0, "prompt": PROMPT, "target": "great", "reference": " great", "relative": "good",
@@ -110,7 +113,13 @@ def test_run_resume_and_summary(tiny_gpt2, tmp_path, monkeypatch):
     (data / "longra_full.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     _scripted(tiny_gpt2, monkeypatch, lambda text: " bad" if text.startswith("a film") else " great")
     kw = dict(dataset="longra", data_dir=data, n=3, out_dir=tmp_path / "run", progress=False, plot=True, n_steps=4, ks=(1, 2))
+    titles = []
+    savefig = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda fig, *a, **k: (titles.append(fig.axes[0].get_title()), savefig(fig, *a, **k))[1])
     res = E.evaluate_longra(tiny_gpt2, methods="saliency,random", **kw)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert titles == [run_title(config)] and res["summary_md"].startswith(f"# LongRA: {run_title(config)}\n")  # the plot names the run
     assert res["computed"] == 2 and res["kept"] == 2 and res["filtered"] == {"wrong_with_distractor": 1}
     recs = {r["id"]: r for r in map(json.loads, (tmp_path / "run" / "records.jsonl").read_text().splitlines())}
     assert recs["t2"]["filter"] == "wrong_with_distractor" and recs["t2"]["methods"] == {}

@@ -1,0 +1,54 @@
+"""The reports' plots name the run they show (model, dataset, a dtype other than float32), as
+summary.md's title does: a PNG shared alone must say what it is."""
+import json
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.figure  # noqa: E402
+
+import aieg_fast.eval as E  # noqa: E402
+from aieg_fast.eval.report import pi_soft_figure, run_title  # noqa: E402
+
+
+def _saved_titles(monkeypatch):
+    """Spy on Figure.savefig: the titles (figure title, then each axes' title) of every figure saved."""
+    saved = []
+    real = matplotlib.figure.Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
+        saved.append([sup] + [ax.get_title() for ax in fig.axes])
+        return real(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
+    return saved
+
+
+def test_run_title():
+    assert run_title({"model": "m", "dataset": "d"}) == "m on d"
+    assert run_title({"model": "m", "dataset": "d", "dtype": "bfloat16"}) == "m on d (bfloat16)"
+    assert run_title({"model": "m", "dataset": "d", "dtype": "float32"}) == "m on d"
+
+
+def test_pi_soft_figure_title_is_literal_text():
+    recs = [{"methods": {"ig": {"pi_soft_nc_curve": [0.4, 0.2], "pi_soft_ns_curve": [0.5, 0.7]}},
+             "controls": {"uniform": {"pi_soft_nc_curve": [0.5, 0.3], "pi_soft_ns_curve": [0.5, 0.7]}}}]
+    title = "runs/$my_model$ on a_b.csv"  # a path with '$' is not read as mathtext
+    fig = pi_soft_figure(recs, ["ig"], [0.3, 0.7], title=title)
+    fig.canvas.draw()
+    assert fig._suptitle.get_text() == title
+    assert pi_soft_figure(recs, ["ig"], [0.3, 0.7])._suptitle is None
+
+
+def test_evaluate_plot_names_model_and_dataset(tiny_gpt2, tmp_path, monkeypatch):
+    saved = _saved_titles(monkeypatch)
+    res = E.evaluate(tiny_gpt2, dataset="sst2-sample", n=1, methods="saliency", out_dir=tmp_path, n_steps=2, n_samples=1,
+                     pis=(0.5,), labels=(10, 11), template="{text} :", max_tokens=12, progress=False, plot=True)
+    assert res["plot"] is not None and len(saved) == len(res["plots"]) == 2  # the relu and minmax maps
+    config = json.loads((tmp_path / "config.json").read_text())
+    want = run_title(config)
+    assert config["model"] in want and "sst2-sample" in want
+    assert all(titles[0] == want for titles in saved)
+    assert res["summary_md"].splitlines()[0] == f"# Faithfulness: {want}"
