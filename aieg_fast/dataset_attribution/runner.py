@@ -10,9 +10,11 @@ Output folder ``out_dir``:
   ``scores``, ``attributable``, ``words``, ``word_scores``, ``target``, ``target_prob``,
   ``method``, ``options``, ``model``, ``backend``, ``timing`` (of the batch call), ``text`` (the
   prompt, template filled in), ``offsets``, ``degenerate``, ``info``), so
-  ``Attribution.from_dict(record)`` gives the result back. An example the model cannot take
-  (more tokens than its positions, no attributable token) gets ``{"index", "id",
-  "example_text", ..., "skipped": reason}`` (no result: ``from_dict`` of it is a ValueError
+  ``Attribution.from_dict(record)`` gives the result back; and ``machine``, the machine that
+  computed it (:func:`~aieg_fast.runs.machine.machine_tag`: low-precision scores depend on the
+  CPU's code path, so a run resumed elsewhere says which machine computed each record). An
+  example the model cannot take (more tokens than its positions, no attributable token) gets
+  ``{"index", "id", "example_text", ..., "skipped": reason}`` (no result: ``from_dict`` of it is a ValueError
   naming the row and the reason) and the run goes on; settings the model refuses are
   found on the first example, before anything is written.
 * ``config.json`` — the settings; a rerun with other settings is refused (a folder that holds
@@ -56,6 +58,7 @@ from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_bool, check_cal
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
 from ..models import run_model_settings
+from ..runs.machine import machine_tag
 from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, claim_folder, made_folder, part_files, part_path, rank_device, read_jsonl,
                     record_former_setting, recorded_and_now, remove_parts, repair_jsonl, shard, start, torchrun_rank, write_jsonl)
 from .inputs import Example, read_examples_and_notes
@@ -257,8 +260,8 @@ def _records(ex: "Explainer", s: DatasetRun, batch: Sequence[Example]) -> List[d
             e = batch[0]
             return [{**_head(e, s), "skipped": str(err)}]
         return [r for e in batch for r in _records(ex, s, [e])]
-    info = {"first": batch[0].index, "size": len(batch)}
-    return [{**_head(e, s), "batch": info, **a.to_dict()} for e, a in zip(batch, results)]
+    info, machine = {"first": batch[0].index, "size": len(batch)}, machine_tag()
+    return [{**_head(e, s), "batch": info, **a.to_dict(), "machine": machine} for e, a in zip(batch, results)]
 
 
 def _work(ex: "Explainer", s: DatasetRun, batches: Sequence[List[Example]], done: Set[int], skip: Dict[int, str],

@@ -12,6 +12,7 @@ import torch
 from aieg_fast import Attribution
 from aieg_fast.dataset_attribution import PARQUET_FILE, RECORDS_FILE, attribute_dataset
 from aieg_fast.runs import TORN_SUFFIX
+from aieg_fast.runs.machine import machine_tag
 
 ROWS = [
     {"text": "the movie is good", "id": "a"},
@@ -46,6 +47,7 @@ def test_records_equal_single_calls(tiny_gpt2, tmp_path):
         assert rec["example_text"] == row["text"] and a.tokens == alone.tokens and a.target == alone.target
         torch.testing.assert_close(a.scores, alone.scores, rtol=1e-4, atol=1e-6)
         assert rec["method"] == "integrated_gradients" and rec["options"]["n_steps"] == 4 and "total" in rec["timing"]
+        assert rec["machine"] == machine_tag()  # a run resumed on other machines says which computed each record
     # batches: up to 4 consecutive rows with one template and one contrast kind
     assert [r["batch"] for r in recs] == [{"first": 0, "size": 2}] * 2 + [{"first": 2, "size": 1}] + [
         {"first": 3, "size": 1}] + [{"first": 4, "size": 2}] * 2
