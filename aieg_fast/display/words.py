@@ -124,13 +124,44 @@ def _same_side(fixed: Optional[bool], held: Optional[bool]) -> bool:
     return fixed is None or held is None or fixed == held
 
 
+def _byte_alphabet() -> dict:
+    """Byte-level BPE's alphabet (GPT-2, LLaMA 3, Qwen, SmolLM, ...): the character that stands
+    for each byte in its raw tokens → the byte. Printable Latin-1 bytes stand for themselves;
+    the other 68 (controls, space, NBSP, soft hyphen, ...) take U+0100 onwards in byte order
+    (so a space is ``Ġ``, a newline ``Ċ``). Source: the byte-level BPE of GPT-2 (Radford et al.
+    2019), as Hugging Face tokenizers' ByteLevel pre-tokenizer implements it."""
+    own = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    moved = [b for b in range(256) if b not in own]
+    return {**{chr(b): b for b in own}, **{chr(0x100 + i): b for i, b in enumerate(moved)}}
+
+
+_BYTES = _byte_alphabet()
+
+
+def byte_level_text(raw: str) -> Optional[str]:
+    """``raw`` (byte-level BPE tokens joined) as the text its bytes spell, or None when it is not
+    such a string: a character outside the alphabet, or bytes that are not whole UTF-8
+    characters (a SentencePiece ``café``, whose ``é`` alone is no UTF-8)."""
+    try:
+        return bytes(_BYTES[ch] for ch in raw).decode("utf-8")
+    except (KeyError, UnicodeDecodeError):
+        return None
+
+
 def marker_text(tokens: Sequence[str], group: Sequence[int], markers: Optional[dict] = None) -> str:
     """Display text of a marker-rule word: markers turned back into the whitespace they stand
     for (space, newline, tab), stripped; a whitespace-only word kept (:func:`visible` shows it
-    as ``⏎``, ``⇥``, as the offsets rule's). ``markers``: :func:`word_markers` of ``tokens``
-    (worked out here when None; a caller labelling every word passes it once)."""
+    as ``⏎``, ``⇥``, as the offsets rule's). Byte-level BPE tokens (no ``▁`` among ``tokens``)
+    are read as the UTF-8 text their bytes spell (:func:`byte_level_text`: ``cafÃ©`` is
+    ``café``, ``ðŁįķ`` 🍕), as typed; where they spell none, the markers alone are read.
+    ``markers``: :func:`word_markers` of ``tokens`` (worked out here when None; a caller
+    labelling every word passes it once)."""
     text = "".join(tokens[i] for i in group)
-    for m, ch in (markers if markers is not None else word_markers(tokens)).items():
+    markers = markers if markers is not None else word_markers(tokens)
+    decoded = byte_level_text(text) if "ĉ" in markers else None  # ĉ is a marker only where no ▁ says SentencePiece
+    if decoded is not None:
+        return decoded.strip() or decoded
+    for m, ch in markers.items():
         text = text.replace(m, ch)
     return text.strip() or text
 

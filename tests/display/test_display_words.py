@@ -291,3 +291,29 @@ def test_the_letter_c_circumflex_is_a_tab_marker_in_byte_level_tokens_only():
     assert aieg_fast.aggregate_words(["▁ĉ", "iu", "j"], torch.ones(3))[0] == ["ĉiuj"]
     assert aieg_fast.aggregate_words(["the", "Ċ", "ĉ", "is"], torch.ones(4))[0] == ["the", "\n", "is"]
     assert aieg_fast.aggregate_words(["a", "ĉ", "b"], torch.ones(3))[0] == ["a", "b"]  # tab-separated, no Ġ or Ċ
+
+
+def test_marker_words_of_byte_level_tokens_read_as_typed():
+    """Without offsets (input_ids=, files saved before offsets) the words of byte-level BPE tokens
+    showed their bytes' stand-in characters: 'cafÃ©', 'ðŁĺĢ' for 'café', '😀'."""
+    from tokenizers import pre_tokenizers
+
+    from aieg_fast.display.words import byte_level_text
+
+    tok = byte_level_tokenizer()
+    ids = tok("café naïve résumé 😀 ok.", add_special_tokens=False)["input_ids"]
+    raw = tok.convert_ids_to_tokens(ids)
+    assert any("Ã" in t for t in raw)  # the tokens hold the stand-ins this test is about
+    res = aieg_fast.Attribution(tokens=[tok.decode([i]) for i in ids], token_ids=ids, scores=torch.ones(len(ids)),
+                                method="saliency", target={"kind": "token", "id": 0, "text": "x"}, raw_tokens=raw)
+    assert res.word_rule == "markers"
+    assert res.word_labels() == ["café", "naïve", "résumé", "😀", "ok."]
+    assert aieg_fast.aggregate_words(raw, torch.ones(len(raw)))[0] == ["café", "naïve", "résumé", "😀", "ok."]
+    # the alphabet is the tokenizers library's: its byte-level form of any text reads back as that text
+    text = "".join(chr(c) for c in [*range(1, 0x800), *range(0x800, 0xD800, 7), *range(0xE000, 0x10000, 7)]) + "😀𝄞"
+    (mapped, _), = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str(text)
+    assert mapped != text and byte_level_text(mapped) == text
+    assert byte_level_text("".join(pre_tokenizers.ByteLevel.alphabet())) is None  # 256 lone bytes are no UTF-8 text
+    # SentencePiece tokens are not bytes: their é stays (and a ▁ says so)
+    assert aieg_fast.aggregate_words(["▁caf", "é", "▁na", "ï", "ve"], torch.ones(5))[0] == ["café", "naïve"]
+    assert aieg_fast.aggregate_words(["caf", "é"], torch.ones(2))[0] == ["café"]  # é alone is no UTF-8: kept as it is
