@@ -8,6 +8,7 @@ passage and question) as the mapping, every field attributed and the template te
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
@@ -53,6 +54,29 @@ def _spec_and_records(dataset, data_dir, fields: dict) -> Tuple[DatasetSpec, Lis
     return user_dataset(dataset, **fields)
 
 
+def _with_columns(spec: DatasetSpec, data: List[dict], extra: Sequence[str], template: str) -> Tuple[DatasetSpec, List[dict]]:
+    """``spec`` and ``data`` with the columns ``extra`` that a template names beside the dataset's
+    fields (BoolQ's ``{title}``) as fields too, after them (attributed; ``--max-tokens`` still
+    cuts the first). Without such names both are returned as they are, so the recorded text of
+    a run with the dataset's own fields does not change.
+
+    Raises:
+        ValueError: a name that is not a text column of every record (names it, the first such
+            record and the columns there).
+    """
+    if not extra:
+        return spec, data
+    for rec in data:
+        bad = [f for f in extra if not isinstance(rec.get(f), str)]
+        if bad:
+            columns = sorted(k for k, v in rec.items() if isinstance(v, str) and k not in ("id", "text"))
+            raise ValueError(f"template names {', '.join('{' + f + '}' for f in bad)}, which is not a text column of dataset "
+                             f"{spec.name!r} (its record {rec['id']!r} has {columns or 'none'}; fields "
+                             + ", ".join("{" + f + "}" for f in spec.fields) + f"), in {template!r}")
+    data = [dict(rec, fields={**rec["fields"], **{f: rec[f] for f in extra}}) for rec in data]
+    return dataclasses.replace(spec, fields=tuple(spec.fields) + tuple(extra)), data
+
+
 def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "text", label_field: Optional[str] = None,
                   template: Optional[str] = None, labels: Optional[Sequence] = None,
                   id_field: Optional[str] = None) -> Tuple[DatasetSpec, List[dict]]:
@@ -71,7 +95,8 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
 
     Raises:
         ValueError: an unknown name, a dataset of another task (names the runner to use), a
-            user dataset without ``label_field``, a template without the dataset's fields, an
+            user dataset without ``label_field``, a template without the dataset's fields or
+            naming other columns than its records' text columns (those it names are attributed too), an
             empty dataset, repeated ids, ``start`` too large, fewer than 2 or repeated ``labels``;
             a malformed file (names the file and line). FileNotFoundError: a missing file.
         TypeError: ``labels`` a str.
@@ -90,6 +115,7 @@ def load_examples(dataset, data_dir, n: int, start: int, *, text_field: str = "t
         if off:
             raise ValueError(f"template must name each field of dataset {spec.name!r} once ("
                              + ", ".join("{" + f + "}" for f in spec.fields) + f"); {', '.join(off)} is not, in {template!r}")
+        spec, data = _with_columns(spec, data, [f for f in named if f not in spec.fields], template)
     if spec.task not in CLASSIFICATION_TASKS:
         runner = "aieg_fast.eval.evaluate_longra" if spec.task == "longra" else "aieg_fast.eval.evaluate_generation"
         raise ValueError(f"dataset {spec.name!r} is a {spec.task} dataset; evaluate scores classification datasets: use {runner}")

@@ -100,6 +100,26 @@ def test_template_must_name_the_dataset_fields(tiny_gpt2, tmp_path, tiny_boolq):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_template_may_name_other_text_columns_of_the_records(tiny_gpt2, tmp_path, tiny_boolq):
+    """BoolQ's records keep the Wikipedia title, and README gives lm-evaluation-harness's prompt
+    with it, but a template naming {title} skipped every question one by one ("text does not
+    give ['title']") and the run ended with no example evaluated. It is a field now (attributed);
+    a name that is no text column is refused before anything is written."""
+    tpl = "{title} -- {passage}\nQuestion: {question}?\nAnswer:"
+    res = E.evaluate(tiny_gpt2, dataset="boolq", data_dir=tiny_boolq, methods="saliency", n=2, template=tpl, out_dir=tmp_path / "r", **KW)
+    rec = json.loads((tmp_path / "r" / "records.jsonl").read_text().splitlines()[0])
+    assert res["computed"] == 2 and res["failed"] == 0
+    row = BOOLQ_ROWS[0]
+    assert rec["text"] == {"passage": row["passage"], "question": row["question"], "title": row["title"]}
+    a = tiny_gpt2.attribute(rec["text"], method="saliency", target=rec["target"], contrast_target=rec["contrast"], template=tpl)
+    assert a.text.startswith(f"{row['title']} -- {row['passage']}") and a.attributable[0]  # the title's token is attributed
+    assert rec["methods"]["saliency"]["scores"] == pytest.approx(a.scores.tolist(), rel=1e-5, abs=1e-7)
+    with pytest.raises(ValueError, match=r"template names \{idx\}, which is not a text column of dataset 'boolq' \(its record "
+                                         r"'boolq:0' has \['passage', 'question', 'title'\]"):
+        E.evaluate(tiny_gpt2, dataset="boolq", data_dir=tiny_boolq, template="{idx} {passage} {question}", out_dir=tmp_path / "x", **KW)
+    assert not (tmp_path / "x").exists()
+
+
 def test_max_tokens_cuts_the_first_field(tiny_gpt2, tmp_path, tiny_boolq):
     E.evaluate(tiny_gpt2, dataset="boolq", data_dir=tiny_boolq, methods="saliency", n=1, max_tokens=6, out_dir=tmp_path / "r", **KW)
     rec = json.loads((tmp_path / "r" / "records.jsonl").read_text().splitlines()[0])
