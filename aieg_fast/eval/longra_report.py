@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runs import replace_file
 from .metrics import CONTROLS
-from .report import fmt, machine_lines, paired_test_names, run_title, stars, write_csv
+from .report import flag_lines, fmt, machine_lines, paired_test_names, run_title, stars, write_csv
 from .stats import mean_ci, vs_reference
 
 __all__ = ["LONGRA_KS", "longra_metric_names", "summarise_longra", "plot_longra_topk"]
@@ -130,6 +130,7 @@ def summarise_longra(out: Path, records: Sequence[dict], methods: Sequence[str],
                 continue
             cells.append(f"{fmt(r['mean'])}{stars(r['p_vs_reference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += flag_lines(kept)
     if not kept:
         why = []
         if any(k.endswith("not_one_token") for k in filtered):

@@ -24,7 +24,7 @@ from ..runs import replace_file
 from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "machine_lines", "topk_lines", "step_lines", "write_summary",
+__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "machine_lines", "topk_lines", "step_lines", "write_summary",
            "run_title", "pi_soft_figure", "plot_pi_soft", "records_beyond"]
 
 
@@ -224,6 +224,23 @@ def _empty_topk_lines(records: Sequence[dict], methods: Sequence[str], topk) -> 
     return ["", note + (": the hard metrics cannot tell the methods apart here." if zero == len(ks) else ".")]
 
 
+def flag_lines(records: Sequence[dict]) -> List[str]:
+    """The markdown lines counting, per method, the attributions flagged by their checks
+    (:class:`~aieg_fast.AttributionWarning`, recorded as ``signal_flags``: completeness, no
+    signal, non-finite); none when nothing was flagged. Controls have no findings (records
+    before 2026-12-03 copied the first method's)."""
+    flagged: Dict[str, Dict[str, int]] = {}
+    for r in records:
+        for m, v in r.get("methods", {}).items():
+            for kind in (v.get("signal_flags") or []) if m not in CONTROLS else []:
+                flagged.setdefault(m, {}).setdefault(kind, 0)
+                flagged[m][kind] += 1
+    if not flagged:
+        return []
+    return ["", "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): "
+            + "; ".join(f"{m}: " + ", ".join(f"{k} × {n}" for k, n in sorted(d.items())) for m, d in flagged.items()) + "."]
+
+
 def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD,
                   refused: Sequence[dict] = ()) -> str:
     """Write ``out/summary.csv`` and ``out/summary.md`` (and the top-k files when ``config`` has a
@@ -289,17 +306,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
         lines += topk_lines(out, summarise_topk(records, real, ks, config["seed"], reference), ks, records)
     if config.get("task") == "generation":
         lines += step_lines(out, records, methods, metrics, config["seed"])
-    flagged = {}
-    for r in records:
-        for m, v in r.get("methods", {}).items():
-            if m in CONTROLS:  # a control has no findings (records before 2026-12-03 copied the first method's)
-                continue
-            for kind in v.get("signal_flags") or []:
-                flagged.setdefault(m, {}).setdefault(kind, 0)
-                flagged[m][kind] += 1
-    if flagged:
-        lines += ["", "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): "
-                  + "; ".join(f"{m}: " + ", ".join(f"{k} × {n}" for k, n in sorted(d.items())) for m, d in flagged.items()) + "."]
+    lines += flag_lines(records)
     if refused:
         lines += ["", f"{len(refused)} example(s) skipped, their input refused (records with 'skipped'):", ""]
         lines += [f"- {r['id']}: {r['skipped']}" for r in refused]

@@ -185,3 +185,18 @@ def test_refused_model_leaves_no_folder(tiny_gpt2_clf, tmp_path):
     with pytest.raises(ValueError, match="LongRA needs a causal LM"):
         E.evaluate_longra(tiny_gpt2_clf, dataset="longra", methods="saliency", n=2, out_dir=tmp_path / "o", progress=False)
     assert not (tmp_path / "o").exists()
+
+
+def test_the_summary_counts_flagged_attributions(tmp_path):
+    """LongRA records hold each method's signal_flags (completeness, ...) as the other runs' do,
+    but its summary left out the line that counts them."""
+    attributable = [False, True, True, True, True, True]
+    metrics = L.longra_metrics([0, 1.0, 9.0, 0.1, 0.1, 0.1], attributable, 2, [3, 4], ks=(1,))
+    rec = {"methods": {"integrated_gradients": dict(metrics, signal_flags=["completeness"]), "saliency": dict(metrics)},
+           "n_attributable": 5, "distractor_share": 0.4}
+    config = {"ks": [1], "model": "m", "dataset": "longra", "target_fn": "logit", "n_steps": 4, "seed": 0}
+    res = summarise_longra(tmp_path, [rec, rec], ["integrated_gradients", "saliency"], config, "saliency", plot=False)
+    assert "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): integrated_gradients: completeness × 2." \
+        in res["summary_md"].splitlines()
+    assert "Attributions flagged" not in summarise_longra(tmp_path, [dict(rec, methods={"saliency": metrics})], ["saliency"], config,
+                                                          "saliency", plot=False)["summary_md"]
