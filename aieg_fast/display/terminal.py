@@ -8,6 +8,7 @@ from typing import Optional
 
 from rich.cells import cell_len
 from rich.color import Color
+from rich.columns import Columns
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.padding import Padding
 from rich.style import Style
@@ -101,34 +102,44 @@ class Heatmap:
             yield from _next_token(self.attr, self.words, paint, width)
 
 
+def _pairs(parts) -> Columns:
+    """``parts`` (``label: value`` strings, or Texts) side by side, three spaces apart, as many to a
+    line as the width holds: a part moves to the next line whole, never broken between its
+    label and its value (a part wider than the line wraps within itself)."""
+    return Columns([p if isinstance(p, Text) else Text(p) for p in parts], padding=(0, 3))
+
+
 def _header(attr):
-    """``method: ...   target: ...   p(target): ...   F(x): ...`` (the last two when known), then ``model: ...``."""
+    """``method: ...   target: ...   p(target): ...   F(x): ...`` (the last two when known; a pair
+    is never split across lines, :func:`_pairs`), then ``model: ...``."""
     parts = [f"method: {printable(str(attr.method))}", f"target: {printable(describe_target(attr))}"]
     prob = target_probability(attr)
     if prob is not None:
         parts.append(f"p(target): {prob:.3g}")
     if isinstance(attr.info.get("F_input"), (int, float)):
         parts.append(f"F(x): {attr.info['F_input']:.4g}")
-    yield Text("   ".join(parts))
+    yield _pairs(parts)
     yield Text(f"model: {printable(str(attr.model))}")
 
 
-def _legend(scale: Scale, paint) -> Text:
+def _legend(scale: Scale, paint) -> Columns:
     """``scale: diverging, ±0.53`` and, with colour (``paint``, see :func:`_painter`), a colour bar
     from its lowest to its highest value; without colour, what the bracketed values of the text
-    are (score / largest |score|, where the table prints the scores). The scale's note and
-    caveat quote the result's flags: written with :func:`printable`."""
-    out = Text(f"scale: {printable(scale.legend)}")
+    are (score / largest |score|, where the table prints the scores). The two parts go on one line
+    where it holds them, else one under the other (:func:`_pairs`). The scale's note and caveat
+    quote the result's flags: written with :func:`printable`."""
+    parts = [Text(f"scale: {printable(scale.legend)}")]
     if not paint and not scale.note and scale.vmax > 0:
-        out.append(f"   [±x] = score / {scale.vmax:.3g} (the largest |score|); the table: scores")
+        parts.append(Text(f"[±x] = score / {scale.vmax:.3g} (the largest |score|); the table: scores"))
     if paint and not scale.note and scale.vmax > 0:
         lo = -scale.vmax if scale.signed else 0.0
-        out.append(f"   {'−' if scale.signed else ''}{scale.vmax if scale.signed else 0:.3g} ")
+        bar = Text(f"{'−' if scale.signed else ''}{scale.vmax if scale.signed else 0:.3g} ")
         for k in range(9):
             v = lo + (scale.vmax - lo) * k / 8
-            out.append("  ", style=Style(bgcolor=paint(scale, v).bgcolor))
-        out.append(f" +{scale.vmax:.3g}")
-    return out
+            bar.append("  ", style=Style(bgcolor=paint(scale, v).bgcolor))
+        bar.append(f" +{scale.vmax:.3g}")
+        parts.append(bar)
+    return _pairs(parts)
 
 
 def _body(labels, vals, fixed, scale: Scale, paint) -> Text:
@@ -317,7 +328,8 @@ def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k
         words: group tokens into words (``attr.word_groups()``), else one entry per token.
         width: line width in columns, an int ≥ :data:`MIN_WIDTH` (20); default None: the
             terminal's, or ``$COLUMNS``, else 80, as rich finds it (raised to 20 when less).
-            Lines wrap on visible width (colour codes and wide characters accounted for).
+            Lines wrap on visible width (colour codes and wide characters accounted for); a
+            header pair (``p(target): 0.00317``) moves to the next line whole, never split.
         top_k: entries per line of a generation result.
 
     Raises:

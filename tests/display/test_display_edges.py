@@ -116,6 +116,24 @@ def test_score_table_keeps_the_number_whole_at_narrow_widths():
         assert [l.split()[-1][0] for l in table] == ["+" if v >= 0 else "-" for v in scores]  # the sign column stays
 
 
+def test_header_and_scale_line_keep_each_label_with_its_value():
+    """At any width the header moves a ``label: value`` pair to the next line whole (``F(x): ``
+    ended one line and ``25.45`` began the next), and the plain scale line keeps its sentence
+    about the bracketed values on one line where the width holds it."""
+    res = _attr(["the", "movie", "is", "good"], [0.0, 5.0, 20.3, 9.0], method="integrated_gradients",
+                target_prob=0.0031712, info={"F_input": 25.4512}, model="HuggingFaceTB/SmolLM2-135M-Instruct")
+    pairs = ["method: integrated_gradients", "target: ' great'", "p(target): 0.00317", "F(x): 25.45"]
+    for width in range(40, 101, 5):
+        lines = _show(res, width).splitlines()
+        assert all(cell_len(l) <= width for l in lines), width
+        for pair in pairs:
+            assert any(pair in line for line in lines), (width, pair, lines[:3])
+        if width >= 60:
+            assert any(re.search(r"\[±x\] = score / \S+ \(the largest \|score\|\); the table: scores", l) for l in lines), \
+                (width, lines[:5])
+    assert pairs[-1] in _show(res, 80).splitlines()[1]  # what does not fit the first line starts the next
+
+
 # ------------------------------------------------------------------ 16 colours (F5)
 def _codes(res, system):
     """The SGR codes each token is drawn with on a console of colour ``system``."""
