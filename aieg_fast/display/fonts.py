@@ -2,13 +2,14 @@
 which has no Chinese, Japanese or Korean characters. :func:`label_fonts` adds the
 installed fonts of :data:`FALLBACK_FONTS` that draw the characters the default font lacks
 (matplotlib falls back from one family of ``font.family`` to the next, glyph by glyph) and says
-which characters no installed font draws."""
+which characters no installed font draws, and :func:`stand_ins` draws a box in their place (as
+matplotlib would, but without its warning per character at every save of the figure)."""
 from __future__ import annotations
 
 import functools
 from typing import Iterable, List, Optional, Tuple
 
-__all__ = ["FALLBACK_FONTS", "label_fonts"]
+__all__ = ["FALLBACK_FONTS", "MISSING_GLYPH", "label_fonts", "stand_ins"]
 
 #: fonts tried in this order for the characters the default font lacks (those installed are used):
 #: CJK, then other scripts and symbols; colour-bitmap emoji fonts are left out (matplotlib cannot
@@ -18,6 +19,11 @@ FALLBACK_FONTS = ("Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans CJK TC", "N
                   "Hiragino Sans", "Malgun Gothic", "Yu Gothic", "Noto Sans Arabic", "Noto Sans Hebrew",
                   "Noto Sans Devanagari", "Noto Sans Thai", "Noto Emoji", "Segoe UI Emoji", "Segoe UI Symbol",
                   "Symbola", "Arial Unicode MS", "STIXGeneral")
+
+
+#: drawn in place of a character no installed font draws (matplotlib draws a box too, and warns of
+#: each such character again at every save); ``"?"`` where the default font lacks it as well
+MISSING_GLYPH = "\u25a1"
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,3 +63,16 @@ def label_fonts(texts: Iterable[str]) -> Tuple[Optional[List[str]], str]:
             families.append(name)
             missing -= drawn
     return families, "".join(sorted(missing))
+
+
+def stand_ins(missing: str) -> dict:
+    """A :meth:`str.translate` table putting :data:`MISSING_GLYPH` (``"?"`` where the default font
+    lacks it too) in place of each character of ``missing`` (the second item of
+    :func:`label_fonts`); empty when ``missing`` is empty."""
+    if not missing:
+        return {}
+    from matplotlib import font_manager
+
+    default = font_manager.findfont(font_manager.FontProperties())
+    box = MISSING_GLYPH if ord(MISSING_GLYPH) in _charmap(default) else "?"
+    return {ord(c): box for c in missing}

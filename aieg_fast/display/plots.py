@@ -6,7 +6,7 @@ import numbers
 
 from ..core.diagnostics import warn
 from ..core.validation import check_bool
-from .fonts import label_fonts
+from .fonts import label_fonts, stand_ins
 from .scale import caution_flag_of_steps, caution_steps, fixed_columns, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_step_target, describe_target
 
@@ -18,13 +18,15 @@ __all__ = ["plot", "to_dataframe"]
 _WARNED_MISSING: set = set()
 
 
-def _title(attr) -> str:
+def _title(attr, box=None) -> str:
+    """The plot's title: method, target (or the generation's length), model; with the characters of
+    ``box`` (a :func:`~.fonts.stand_ins` table) replaced."""
     if attr.scores.dim() == 2:
         step = describe_step_target(attr)
         what = f"generation of {attr.scores.shape[0]} tokens" + (f", {step}" if step else "")
     else:
         what = f"target {describe_target(attr)}"
-    return f"{attr.method} · {what} · {attr.model or '?'}"
+    return f"{attr.method} · {what} · {attr.model or '?'}".translate(box or {})
 
 
 def _figure(ax, size):
@@ -165,7 +167,9 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     are drawn unshaped, in reading order left to right (matplotlib has no bidirectional layout).
 
     Warns:
-        UserWarning: once, naming the characters no installed font draws (they show as boxes).
+        UserWarning: once, naming the characters no installed font draws; they are drawn as a box
+            (:data:`~aieg_fast.display.fonts.MISSING_GLYPH`), so that matplotlib does not warn of
+            each again whenever the figure is saved.
 
     Raises:
         ValueError: ``words`` not a bool; ``wrap`` not an int ≥ 1, or given for a generation result;
@@ -177,21 +181,28 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     _check_plot_args(attr, ax, figsize, wrap)
     import matplotlib
 
-    families, missing = label_fonts(attr.token_labels() + [_title(attr)])
+    drawn = attr.word_labels() if words else attr.token_labels()  # the columns, then a generation's rows
+    if attr.scores.dim() == 2:
+        drawn = drawn + attr.token_labels()[attr.prompt_length:]
+    families, missing = label_fonts(drawn + [_title(attr)])
     if missing and missing not in _WARNED_MISSING:  # once per set of characters in a process, at the user's line
         _WARNED_MISSING.add(missing)
         warn(f"plot: no installed font draws {len(missing)} character(s) of the labels ({missing[:20]!r}); they show "
              "as boxes. Install a font that has them (e.g. Noto Sans CJK for Chinese, Japanese and Korean)", UserWarning)
     with matplotlib.rc_context({"font.family": families} if families else {}):
-        return _plot(attr, words, ax, figsize, wrap)
+        return _plot(attr, words, ax, figsize, wrap, stand_ins(missing))
 
 
-def _plot(attr, words: bool, ax, figsize, wrap):
-    """:func:`plot` once its arguments are checked and the label fonts chosen."""
+def _plot(attr, words: bool, ax, figsize, wrap, box):
+    """:func:`plot` once its arguments are checked and the label fonts chosen; ``box`` (a
+    :func:`~.fonts.stand_ins` table) replaces the characters no installed font draws in the
+    labels and the title: matplotlib would draw a box for each too, and warn of each at every
+    save of the figure, which may happen after :func:`plot` returns."""
     import numpy as np
 
     if attr.scores.dim() == 2:
         labels, row_labels, rows, visible = grid(attr, words)
+        labels, row_labels = [x.translate(box) for x in labels], [x.translate(box) for x in row_labels]
         silent = [t for t in range(len(rows)) if no_signal(row_flags(attr, t)) is not None]
         data = np.array([[v if ok else math.nan for v, ok in zip(r, vis)] for r, vis in zip(rows, visible)], dtype=float)
         future = np.array([[not ok for ok in vis] for vis in visible])
@@ -205,11 +216,12 @@ def _plot(attr, words: bool, ax, figsize, wrap):
         size = figsize or (min(2 + 0.35 * len(labels), 40), min(1.5 + 0.3 * len(row_labels), 40))
     else:
         labels, vals, fixed = strip(attr, words)
+        labels = [x.translate(box) for x in labels]
         flags = row_flags(attr)
         per = wrap or (len(labels) if len(labels) <= WRAP_AFTER else WRAP_ROW)
         nan = [k for k, (v, fx) in enumerate(zip(vals, fixed)) if math.isnan(v) and not fx]  # attributed, NaN score
         if per < len(labels):
-            return _wrapped_strip(attr, (labels, vals, fixed, nan), flags, per, ax, figsize, words)
+            return _wrapped_strip(attr, (labels, vals, fixed, nan), flags, per, ax, figsize, words, box)
         row_labels, data, future = [], np.array([vals], dtype=float), None
         size = figsize or (min(2 + 0.45 * len(labels), 40), 2.2)
     scale = make_scale((data if future is None else data[~future]).ravel().tolist(), flags)  # as the other views: NaN kept
@@ -240,7 +252,7 @@ def _plot(attr, words: bool, ax, figsize, wrap):
     thinned = [f"1 in {n} of the {len(labs)} {what} labelled" for n, labs, what in
                ((every, labels, "columns"), (every_row, row_labels, "rows")) if n > 1]
     extra = "; ".join(x for x in [_caveat(scale, flags)] + thinned if x)
-    title = _title(attr) + (f"\n{extra}" if extra else "")
+    title = _title(attr, box) + (f"\n{extra}" if extra else "")
     ax.set_title(title, fontsize=9, parse_math=False)
     if own and figsize is None:  # a few tokens' figure: as wide as its title (9 pt: about 0.075 in a character)
         fig.set_figwidth(min(max(fig.get_figwidth(), 1.5 + 0.075 * max(map(len, title.split("\n")))), 40))
@@ -248,9 +260,10 @@ def _plot(attr, words: bool, ax, figsize, wrap):
     return fig
 
 
-def _wrapped_strip(attr, strip_, flags, per: int, ax, figsize, words: bool):
+def _wrapped_strip(attr, strip_, flags, per: int, ax, figsize, words: bool, box):
     """:func:`plot` of a 1-D result in rows of ``per`` cells, each labelled inside; ``strip_`` =
-    (labels, values, fixed, the indices of the attributed entries whose score is NaN)."""
+    (labels, values, fixed, the indices of the attributed entries whose score is NaN); ``box``
+    as :func:`_plot`'s."""
     import numpy as np
 
     labels, vals, fixed, nan = strip_
@@ -278,7 +291,7 @@ def _wrapped_strip(attr, strip_, flags, per: int, ax, figsize, words: bool):
     ax.set_yticks(range(n_rows), [str(r * per) for r in range(n_rows)])
     ax.set_ylabel(f"index of the row's first {'word' if words else 'token'}")
     extra = _caveat(scale, flags)
-    ax.set_title(_title(attr) + f" · {len(labels)} cells in rows of {per}" + (f"\n{extra}" if extra else ""), fontsize=9,
+    ax.set_title(_title(attr, box) + f" · {len(labels)} cells in rows of {per}" + (f"\n{extra}" if extra else ""), fontsize=9,
                  parse_math=False)
     fig.colorbar(im, ax=ax, shrink=0.8, label="score")
     return fig

@@ -257,3 +257,49 @@ def test_long_generation_plot_thins_row_labels():
     assert f"1 in {every} of the {T} rows labelled" in ax.get_title()
     short = _gen(1.0, T=3).plot(words=False).axes[0]
     assert len(short.get_yticklabels()) == 3 and "rows labelled" not in short.get_title()
+
+
+# ------------------------------------------------------------------ characters no font draws
+def test_plot_characters_no_font_draws_warn_once_and_only_from_the_package(tmp_path):
+    """The package's warning names the characters no installed font draws; saving the figure (in
+    PNG, SVG, PDF, after ``plot`` returned) adds no matplotlib warning per character ("Glyph ...
+    missing from font(s) DejaVu Sans", four of them after one warning of ours): those characters
+    are drawn as a box in the labels and the title. Words read from byte-level tokens without
+    offsets (their characters split over tokens) are checked too: they were not checked at all."""
+    import warnings
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from aieg_fast.display.fonts import label_fonts
+    from builders import byte_level_tokenizer
+
+    matplotlib.use("Agg")
+    odd = "\u4eca\u5929\U00013000\U00013001"  # two CJK characters, two Egyptian hieroglyphs
+    missing = label_fonts([odd])[1]
+    if not missing:
+        pytest.skip("an installed font draws every character of the test")
+    tok = byte_level_tokenizer()
+    ids = tok(f"ok {odd} end")["input_ids"]
+    byte_words = aieg_fast.Attribution(tokens=[tok.decode([i]) for i in ids], token_ids=ids, scores=torch.linspace(-1, 2, len(ids)),
+                                       method="saliency", target={"kind": "token", "id": 5, "text": " great"}, model="m",
+                                       raw_tokens=tok.convert_ids_to_tokens(ids))
+    tokens = ["ok", odd[:2], odd[2:], "end", odd[1:3]]
+    gen = torch.randn(2, 5)
+    gen[0, 4] = math.nan  # the future of step 0
+    views = [(byte_words, {}), (_attr(tokens, torch.randn(5)), {"words": False, "wrap": 2}),
+             (_attr(tokens, gen), {"words": False})]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for res, kw in views:
+            fig = res.plot(**kw)
+            for ext in ("png", "svg", "pdf"):
+                fig.savefig(tmp_path / f"f.{ext}")
+            drawn = "".join(t.get_text() for t in fig.findobj(Text))
+            assert not set(drawn) & set(missing), kw
+            plt.close(fig)
+    glyphs = [str(w.message) for w in seen if "missing from font" in str(w.message)]
+    assert not glyphs, glyphs
+    ours = [str(w.message) for w in seen if "no installed font draws" in str(w.message)]
+    assert len(ours) == 1 and repr(missing) in ours[0], ours  # a set of characters no other test uses
