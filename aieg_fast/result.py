@@ -308,7 +308,9 @@ class Attribution:
 
         Raises:
             TypeError: a value is not JSON-serialisable (nothing is written). ValueError:
-                ``path`` is a folder. FileNotFoundError: its folder does not exist.
+                ``path`` is a folder. FileNotFoundError: its folder does not exist. OSError (its
+                system kind, e.g. PermissionError): the file cannot be written there (e.g.
+                ``/proc``, a read-only disk); each names ``path`` and the reason.
         """
         _write_json(path, self.to_dict())
 
@@ -430,6 +432,8 @@ def save_attributions(results, path) -> None:
     Raises:
         TypeError: an element is not an :class:`Attribution`, or a value is not JSON-serialisable
             (nothing is written; an existing file at ``path`` stays as it was).
+        ValueError, FileNotFoundError, OSError: ``path`` cannot be written, as for
+            :meth:`Attribution.save` (naming ``path`` and the reason).
     """
     if isinstance(results, Attribution):
         raise TypeError("results must be a sequence of Attribution objects, got one Attribution; "
@@ -450,14 +454,23 @@ def _write_json(path, obj) -> None:
 
     Raises:
         ValueError: ``path`` is a folder or has no file name. FileNotFoundError: its folder does
-            not exist (names ``path``). TypeError: a value is not JSON-serialisable.
+            not exist (names ``path``). OSError (of the system's kind: PermissionError, ...): the
+            file cannot be written there (no permission, a read-only or virtual file system such
+            as ``/proc``, a full disk), naming ``path`` and the system's reason; ``errno`` kept.
+            TypeError: a value is not JSON-serialisable.
     """
     path = Path(path)
     if not path.name or path.is_dir():
         raise ValueError(f"path must name a file to write, got {str(path)!r} (a folder)")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"path {str(path)!r}: the folder {str(path.parent)!r} does not exist")
-    replace_file(path, json.dumps(obj, ensure_ascii=False, indent=1).encode("utf-8"))
+    data = json.dumps(obj, ensure_ascii=False, indent=1).encode("utf-8")
+    try:
+        replace_file(path, data)
+    except OSError as err:  # '[Errno 2] No such file or directory' for a folder that exists (/proc)
+        friendly = type(err)(f"path {str(path)!r}: the file cannot be written there ({err.strerror or err})")
+        friendly.errno = err.errno
+        raise friendly from err
 
 
 def load_attributions(path) -> List[Attribution]:

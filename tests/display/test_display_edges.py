@@ -303,3 +303,20 @@ def test_plot_characters_no_font_draws_warn_once_and_only_from_the_package(tmp_p
     assert not glyphs, glyphs
     ours = [str(w.message) for w in seen if "no installed font draws" in str(w.message)]
     assert len(ours) == 1 and repr(missing) in ours[0], ours  # a set of characters no other test uses
+
+
+# ------------------------------------------------------------------ saving where no file can be written
+@pytest.mark.parametrize("folder", ["/proc", "/sys"])
+def test_save_where_the_system_refuses_names_the_path_and_reason(folder, tmp_path):
+    """A folder that exists but takes no new file (``/proc``: the system's bare '[Errno 2] No such
+    file or directory') gets the package's message naming the path, as a missing folder does;
+    the error keeps its kind and errno."""
+    import os
+
+    if not os.path.isdir(folder):
+        pytest.skip(f"no {folder} here")
+    res = _attr(["a", "b"], [1.0, 2.0])
+    for save in (res.save, lambda p: aieg_fast.save_attributions([res], p)):
+        with pytest.raises(OSError, match=rf"^path '{folder}/x\.json': the file cannot be written there \(.+\)$") as err:
+            save(f"{folder}/x.json")
+        assert isinstance(err.value.errno, int)
