@@ -4,6 +4,7 @@ for a generation result. The colours come from the scale the HTML view uses (:mo
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Optional
 
 from rich.cells import cell_len
@@ -292,9 +293,19 @@ def _generation(attr, words: bool, top_k: int, paint, width: int):
         for j in range(len(labels)):
             col = [r[j] for r in kept if not math.isnan(r[j])]
             mean.append(sum(col) / len(col) if col else float("nan"))
-        flags = [] if kept else [{"kind": "zero_signal", "message": "no step carries a signal"}]
+        flags = [] if kept else [_silent_steps(attr, T)]
         yield _step_line(f"  {_cut('mean over steps', tok_w + 4)} <- ", labels, mean, [True] * len(labels), top_k, paint, width,
                          flags)
+
+
+def _silent_steps(attr, T: int) -> dict:
+    """The flag of the ``mean over steps`` line when none of the T steps of ``attr`` carries a
+    signal: the kind most steps are flagged with (the first of a tie); the message counts the
+    steps of any other kind (``no step carries a signal, 1 step zero_signal``)."""
+    kinds = Counter(no_signal(row_flags(attr, t))["kind"] for t in range(T))
+    kind = kinds.most_common(1)[0][0]
+    others = "".join(f", {n} step{'s' if n > 1 else ''} {k}" for k, n in kinds.items() if k != kind)
+    return {"kind": kind, "message": f"no step carries a signal{others}"}
 
 
 def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k: int = 5) -> None:

@@ -211,3 +211,22 @@ def test_generation_views_say_what_each_step_explains(options, said):
         assert head.endswith(f"generation: 3 tokens (greedy), {said}"), head
         assert f"generation of 3 tokens, {said} ·" in title, title
         assert "generation of 3 tokens, <b><bdi>" + said.replace("'", "&#x27;") + "</bdi></b>" in html
+
+
+def test_mean_over_steps_without_signal_names_the_steps_flags():
+    """When no step carries a signal, the ``mean over steps`` line gives the kind the steps are
+    flagged with (it said ``no signal (zero_signal)`` for an all-NaN generation whose every step
+    was flagged ``non_finite``), and counts the steps of another kind."""
+    def _wide(res):
+        out = io.StringIO()
+        res.show(file=out, width=200)
+        return out.getvalue()
+
+    tokens = ["the", "movie", "is", "good", "and", "fun"]
+    res = _attr(tokens, torch.full((3, 6), math.nan),
+                degenerate=[{"kind": "non_finite", "message": "NaN scores", "step": t} for t in range(3)])
+    mean = [ln for ln in _wide(res).splitlines() if "mean over steps" in ln and "<-" in ln]
+    assert len(mean) == 1 and "no signal (non_finite): no step carries a signal: no colour" in mean[0], mean
+    res.degenerate = res.degenerate[1:] + [{"kind": "zero_signal", "message": "zero", "step": 0}]
+    mean = [ln for ln in _wide(res).splitlines() if "mean over steps" in ln and "<-" in ln]
+    assert "no signal (non_finite): no step carries a signal, 1 step zero_signal" in mean[0], mean
