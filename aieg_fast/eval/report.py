@@ -192,7 +192,9 @@ def _settings_lines(config: dict, records: Sequence[dict], hard: bool) -> List[s
 def step_lines(out: Path, records: Sequence[dict], methods: Sequence[str], metrics: Sequence[str], seed: int = 0) -> List[str]:
     """Write ``out/summary_steps.csv`` (the rows of :func:`~aieg_fast.eval.stats.summarise_steps`)
     and return the markdown lines of one per-step table: the mean of the first of π-Soft-NC AUC
-    and comprehensiveness in ``metrics``, methods × generated step t (n examples per step)."""
+    and comprehensiveness in ``metrics``, methods × generated step t (n examples per step; ``–``
+    where no example has a value at step t, e.g. every one's step t degenerate; the CSV keeps
+    its ``n`` of 0 and ``nan``, as ``summary.csv`` does)."""
     real = [m for m in methods if m != "uniform"]
     rows = summarise_steps(records, real, metrics, seed)
     if not rows:
@@ -202,11 +204,13 @@ def step_lines(out: Path, records: Sequence[dict], methods: Sequence[str], metri
     by = {(r["method"], r["step"]): r for r in rows if r["metric"] == shown}
     T = 1 + max(r["step"] for r in rows)
     arrow = "↑" if METRICS[shown] == "higher" else "↓"
-    lines = ["", f"{shown} {arrow} per generated step t (mean; every metric with its CI in summary_steps.csv):", "",
+    lines = ["", f"{shown} {arrow} per generated step t (mean; – where no example has a value at that step; every metric "
+             "with its CI in summary_steps.csv):", "",
              "| method | " + " | ".join(f"t = {t}" for t in range(T)) + " |", "|---|" + "---|" * T,
              "| n | " + " | ".join(str(by[(real[0], t)]["n"]) if (real[0], t) in by else "–" for t in range(T)) + " |"]
     for m in real:
-        lines.append(f"| {m} | " + " | ".join(fmt(by[(m, t)]["mean"]) if (m, t) in by else "–" for t in range(T)) + " |")
+        lines.append(f"| {m} | " + " | ".join(fmt(by[(m, t)]["mean"]) if by.get((m, t), {}).get("n") else "–"
+                                               for t in range(T)) + " |")
     return lines
 
 

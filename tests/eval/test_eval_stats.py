@@ -188,3 +188,23 @@ def test_summarise_rows_say_how_many_pairs_the_test_used():
     rows = E.summarise(recs, ["sal", "ig"], reference="ig", metrics=["log_odds"])
     sal = next(r for r in rows if r["method"] == "sal")
     assert sal["n"] == 3 and sal["n_pairs"] == 2 and sal["mean_diff"] == pytest.approx(1.25)
+
+
+def test_step_table_marks_a_step_without_values_with_a_dash(tmp_path):
+    """A step at which no example has a value (every one's step degenerate: NaN soft metrics) is
+    ``–`` in summary.md's per-step table, as missing values are in the other tables (it printed
+    ``nan`` beside ``n`` = 0); summary_steps.csv keeps n = 0 and nan, as summary.csv does."""
+    import csv
+
+    from aieg_fast.eval.report import step_lines
+
+    nan = float("nan")
+    records = [{"methods": {m: {"steps": [{"pi_soft_nc_auc": nan}, {"pi_soft_nc_auc": v}]} for m in ("saliency", "aieg")}}
+               for v in (0.25, 0.75)]
+    lines = step_lines(tmp_path, records, ["saliency", "aieg", "uniform"], ["pi_soft_nc_auc"])
+    table = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]] for ln in lines if ln.startswith("| ")}
+    assert table["n"] == ["0", "2"] and table["saliency"] == table["aieg"] == ["–", "0.500"], lines
+    assert not any("nan" in ln for ln in lines)
+    rows = list(csv.DictReader((tmp_path / "summary_steps.csv").open()))
+    first = next(r for r in rows if r["method"] == "saliency" and r["step"] == "0")
+    assert first["n"] == "0" and first["mean"] == "nan"
