@@ -9,7 +9,6 @@ from typing import Optional
 
 from rich.cells import cell_len
 from rich.color import Color
-from rich.columns import Columns
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.padding import Padding
 from rich.style import Style
@@ -103,11 +102,29 @@ class Heatmap:
             yield from _next_token(self.attr, self.words, paint, width)
 
 
-def _pairs(parts) -> Columns:
-    """``parts`` (``label: value`` strings, or Texts) side by side, three spaces apart, as many to a
-    line as the width holds: a part moves to the next line whole, never broken between its
-    label and its value (a part wider than the line wraps within itself)."""
-    return Columns([p if isinstance(p, Text) else Text(p) for p in parts], padding=(0, 3))
+class _Pairs:
+    """``parts`` (``label: value`` strings, or Texts) side by side, three spaces apart, as many to
+    a line as the width holds: a part moves to the next line whole, never broken between its
+    label and its value (a part wider than the line wraps within itself). No padding after the
+    last part of a line (rich's Columns pads each to its column's width)."""
+
+    def __init__(self, parts):
+        self.parts = [p if isinstance(p, Text) else Text(p) for p in parts]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        line: list = []
+        for part in self.parts:
+            if line and sum(p.cell_len for p in line) + 3 * len(line) + part.cell_len > options.max_width:
+                yield Text("   ").join(line)
+                line = []
+            line.append(part)
+        if line:
+            yield Text("   ").join(line)
+
+
+def _pairs(parts) -> _Pairs:
+    """:class:`_Pairs` of ``parts``."""
+    return _Pairs(parts)
 
 
 def _header(attr):
@@ -123,7 +140,7 @@ def _header(attr):
     yield Text(f"model: {printable(str(attr.model))}")
 
 
-def _legend(scale: Scale, paint) -> Columns:
+def _legend(scale: Scale, paint) -> _Pairs:
     """``scale: diverging, ±0.53`` and, with colour (``paint``, see :func:`_painter`), a colour bar
     from its lowest to its highest value; without colour, what the bracketed values of the text
     are (score / largest |score|, where the table prints the scores). The two parts go on one line
