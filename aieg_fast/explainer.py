@@ -363,7 +363,7 @@ class Explainer:
                 methods). ``"auto"`` (IG): refine a trapezoid grid, every gradient kept, until the
                 relative completeness error |Σ s − ΔF| / |ΔF| ≤ ``tolerance`` (default 0.05) or
                 ``max_steps`` points (default 257) (:mod:`~aieg_fast.core.adaptive_quadrature`).
-                NumPy / one-element tensor integers are ints (so in every int setting).
+                NumPy / one-element tensor integers are ints in every int setting (``attn_layers`` items too).
             internal_batch_size (int, optional): path points per forward/backward; bounds peak
                 memory. None = chosen from ``max_memory`` (default "2GB").
             template (str, optional): prompt with ``{text}`` (or ``{field}``s); its tokens are held fixed.
@@ -409,7 +409,7 @@ class Explainer:
                 (also a RuntimeWarning). A target whose text merges with the end of the prompt, a
                 special-token string typed in the text, a model in training mode.
         """
-        n_steps, internal_batch_size, n_baseline_samples, seed = map(as_int, (n_steps, internal_batch_size, n_baseline_samples, seed))
+        n_steps, internal_batch_size, n_baseline_samples, seed, max_steps = map(as_int, (n_steps, internal_batch_size, n_baseline_samples, seed, max_steps))
         m, opts, compiled = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
                                                  internal_batch_size, max_memory, n_baseline_samples, compile, progress)
         inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,

@@ -41,6 +41,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 import torch
 
 from . import ops
+from .core.baselines import as_baseline
 from .core.call import apply_baseline, flag_rows, resolve_call, run_samples
 from .core.context import SequenceContext, progress_bar, run_method
 from .core.diagnostics import warn
@@ -362,6 +363,7 @@ def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_targ
         raise ValueError("target_fn='label_logprob' is for label decisions; attribute_generation explains free tokens")
     if isinstance(contrast_target, (list, tuple)):
         raise ValueError(f"contrast_target: attribute_generation takes one contrast token for every step, got {contrast_target!r}")
+    baseline = as_baseline(baseline)  # a 0-d integer tensor is a token id
     if isinstance(baseline, torch.Tensor) and baseline.dim() != 1:
         raise ValueError(f"baseline: attribute_generation takes a [d] tensor, got shape {tuple(baseline.shape)}")
 

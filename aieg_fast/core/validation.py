@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import torch
 
-__all__ = ["DEFAULT_N_STEPS", "as_int", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
+__all__ = ["DEFAULT_N_STEPS", "as_int", "as_ints", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
            "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
@@ -34,6 +34,15 @@ def as_int(value):
         return operator.index(value)
     except TypeError:
         return value
+
+
+def as_ints(value):
+    """:func:`as_int` of ``value``, or of each item of a list or tuple (a list of layer indices
+    from ``np.arange``): a new list or tuple of Python ints where the items are integers of
+    another library; anything else as :func:`as_int` leaves it."""
+    if type(value) in (list, tuple):
+        return type(value)(as_int(v) for v in value)
+    return as_int(value)
 
 
 def check_choice(name: str, value, choices) -> None:

@@ -50,11 +50,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..core.baselines import check_baseline_value
+from ..core.baselines import as_baseline, check_baseline_value
 from ..core.call import check_label_set_use
 from ..core.diagnostics import FLAG_KINDS, AttributionWarning
 from ..core.inputs import fill_template
-from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, check_bool, check_call_settings, check_choice, check_placement, check_positive_int
+from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, as_int, as_ints, check_bool, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, resolved_options
 from ..models import run_model_settings
@@ -342,7 +342,8 @@ def attribute_dataset(
         target_fn, label_set, n_steps, internal_batch_size, baseline, backend: as
             ``Explainer.attribute`` (``target_fn`` a name: a callable cannot be recorded).
         batch_size: examples per ``attribute`` call (one padded batch; ``internal_batch_size``
-            bounds the path points per forward inside it).
+            bounds the path points per forward inside it). NumPy / 0-d tensor integers, here and
+            in ``options``, are read and recorded as Python ints.
         parquet: also write ``attributions.parquet`` (needs pyarrow).
         progress: a progress bar over the examples (total and time left; rank 0's share under
             torchrun).
@@ -371,7 +372,9 @@ def attribute_dataset(
         FileNotFoundError: a missing data file.
     """
     t0 = time.perf_counter()
-    options = dict(options or {})
+    options = {k: as_ints(v) for k, v in dict(options or {}).items()}  # numpy ints recorded as ints
+    n_steps, batch_size, internal_batch_size, limit = map(as_int, (n_steps, batch_size, internal_batch_size, limit))
+    baseline = as_baseline(baseline)
     _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template, baseline,
                target_is_id=target_is_id, parquet=parquet, progress=progress)
     check_placement(device, dtype, device_map)

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ..core.diagnostics import warn
 from ..core.path import BYTES_PER_STEP
-from ..core.validation import check_options
+from ..core.validation import as_ints, check_options
 
 __all__ = ["Method", "MethodOutput", "Options"]
 
@@ -20,9 +20,14 @@ __all__ = ["Method", "MethodOutput", "Options"]
 class Options:
     """Base of a method's options: a frozen dataclass whose fields are the options, with their
     defaults; :meth:`validate` checks the values once, when the options are built (before any
-    model work). Checks that need the model (layer ranges) run in the method."""
+    model work). Checks that need the model (layer ranges) run in the method. An integer of
+    another library (``np.int64(4)``, a 0-d integer tensor, also as an item of a list) is stored
+    as the Python int it holds (:func:`~aieg_fast.core.validation.as_ints`), so the options record
+    as JSON; bools and floats stay as given, for ``validate`` to refuse."""
 
     def __post_init__(self):
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, as_ints(getattr(self, f.name)))
         self.validate()
 
     def validate(self) -> None:
