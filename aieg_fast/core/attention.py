@@ -19,7 +19,7 @@ def attention_layers(adapter, attn_layers) -> List[int]:
     (all layers) or a list of indices (negative indices count from the end).
 
     Raises:
-        ValueError: another value, or an index out of range (names the range).
+        ValueError: another value, or an index outside [-n_layers, n_layers) (names that range).
     """
     n = adapter.n_layers
     if attn_layers == "last":
@@ -29,7 +29,8 @@ def attention_layers(adapter, attn_layers) -> List[int]:
     if isinstance(attn_layers, (list, tuple)) and attn_layers and all(isinstance(l, int) for l in attn_layers):
         bad = [l for l in attn_layers if not (-n <= l < n)]
         if bad:
-            raise ValueError(f"attn_layers has layer indices out of range [0, {n}): {bad}")
+            raise ValueError(f"attn_layers has layer indices out of range [{-n}, {n}) (the model has {n} layers; "
+                             f"negative indices count from the end): {bad}")
         return sorted({l % n for l in attn_layers})
     raise ValueError(f"attn_layers must be 'last', 'all', 'rollout', 'none' or a list of layer indices, got {attn_layers!r}")
 

@@ -2,7 +2,8 @@
 ``logits.argmax()``) are read as the Python ints they hold, in every setting that takes an int:
 the call's own (``max_steps``, ``baseline`` as a token id), method options (``n_pilot``,
 ``span_width``, ``attn_layers`` items) and ``attribute_dataset``'s (``batch_size``, its options),
-and are recorded as Python ints. Bools and floats stay refused. On the tiny random GPT-2."""
+and are recorded as Python ints. Bools and floats stay refused. A layer index out of range names
+the range accepted, negative indices included. On the tiny random GPT-2."""
 from __future__ import annotations
 
 import json
@@ -71,3 +72,12 @@ def test_attribute_dataset_takes_numpy_integers_and_records_ints(tiny_gpt2, tmp_
     assert config["batch_size"] == 2 and config["n_steps"] == 4 and config["baseline"] == 5 and config["options"] == {"n_pilot": 3}
     a, b = [[json.loads(line) for line in (tmp_path / d / RECORDS_FILE).read_text().splitlines()] for d in "ab"]
     assert [r["scores"] for r in a] == [r["scores"] for r in b] and [r["batch"] for r in b] == [{"first": 0, "size": 2}] * 2
+
+
+@pytest.mark.parametrize("method", ["attention", "scaled_attention", "aieg"])
+def test_a_layer_out_of_range_names_the_accepted_range(tiny_gpt2, method):
+    """Negative layer indices are accepted (-1 is the last layer): the refusal of one out of
+    range gives [-n, n), not [0, n)."""
+    tiny_gpt2.attribute(TEXT, method=method, attn_layers=[-2], **({"n_steps": 4} if method == "aieg" else {}))
+    with pytest.raises(ValueError, match=r"attn_layers has layer indices out of range \[-2, 2\) .*: \[-3, 2\]"):
+        tiny_gpt2.attribute(TEXT, method=method, attn_layers=[-3, 2, 1], **({"n_steps": 4} if method == "aieg" else {}))
