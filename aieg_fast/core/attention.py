@@ -1,6 +1,7 @@
 """Attention rows of the predicting position from captured probabilities (specs/aieg.md §4)."""
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Sequence
 
 import torch
@@ -51,7 +52,20 @@ def check_attn_layers(attn_layers, choices: Sequence[str] = ATTN_LAYER_CHOICES, 
         return
     names = ", ".join(repr(c) for c in choices)
     raise ValueError(f"attn_layers must be {names} or a non-empty list of layer indices"
-                     + (f" for the {method} method" if method else "") + f", got {attn_layers!r}")
+                     + (f" for the {method} method" if method else "") + f", got {attn_layers!r}" + _list_hint(attn_layers))
+
+
+def _list_hint(value) -> str:
+    """For layer indices given as a comma string (``"0,1"``, what ``--option attn_layers=0,1``
+    gives) or one int: how the list is written (JSON, as ``--option`` reads it); "" otherwise."""
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+(\s*,\s*-?\d+)*\s*", value):
+        items = [int(x) for x in value.split(",")]
+    elif isinstance(value, int) and not isinstance(value, bool):
+        items = [value]
+    else:
+        return ""
+    spelled = "[" + ",".join(map(str, items)) + "]"
+    return f"; a list of layers is written as JSON: attn_layers={spelled} (on the command line --option attn_layers={spelled})"
 
 
 def attention_rows(adapter, batch, attn, attn_layers, attn_heads: str, backend: str) -> Tensor:

@@ -10,7 +10,7 @@ import torch
 from .base import Method, Options
 
 __all__ = ["METHODS", "FORMER_DEFAULTS", "register", "unregister", "get_method", "list_methods", "method_options", "resolved_options",
-           "check_model", "parse_method_spec", "option_value"]
+           "check_model", "parse_method_spec", "option_value", "PYTHON_CONSTANTS"]
 
 #: name → method instance, in registration order
 METHODS: Dict[str, Method] = {}
@@ -158,8 +158,9 @@ def check_model(method: Method, opts, adapter) -> None:
 def parse_method_spec(spec: str) -> Tuple[str, dict]:
     """Split a method spec ``name[:option=value[:option=value ...]]`` into (name, options).
 
-    Values are read as JSON when they parse (``n_pilot=10``, ``adaptive=false``), else kept as
-    strings (``ef_mode=none``). Example: ``aieg:ef_mode=none`` is AIEG without the emphasis
+    Values are read as JSON when they parse (``n_pilot=10``, ``adaptive=false``,
+    ``attn_layers=[0,1]``; Python's ``True`` / ``False`` / ``None`` too), else kept as strings
+    (``ef_mode=none``): :func:`option_value`. Example: ``aieg:ef_mode=none`` is AIEG without the emphasis
     factor; the spec string is the method's name in the records and tables.
 
     Raises:
@@ -179,10 +180,15 @@ def parse_method_spec(spec: str) -> Tuple[str, dict]:
     return name, opts
 
 
+#: Python's spellings of JSON's constants, read as them in an option's text (``adaptive=False``)
+PYTHON_CONSTANTS = {"True": True, "False": False, "None": None}
+
+
 def option_value(text: str):
-    """A method option's value from text: JSON when it parses (``4``, ``false``, ``[0, 1]``),
-    else the text itself (``none``, ``last``). Shared by method specs and ``--option``."""
+    """A method option's value from text: JSON when it parses (``4``, ``false``, ``[0, 1]``,
+    ``null``), ``True`` / ``False`` / ``None`` (as Python writes them) as ``true`` / ``false`` /
+    ``null``, else the text itself (``none``, ``last``). Shared by method specs and ``--option``."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:
-        return text
+        return PYTHON_CONSTANTS.get(text.strip(), text)

@@ -217,3 +217,26 @@ def test_model_kind_without_loading_weights(tmp_path, tiny_gpt2, tiny_gpt2_dir):
     head.save_pretrained(tmp_path / "head")
     assert model_kind(tmp_path / "head") == model_kind(head) == "classifier"
     assert model_kind("some-org/not-here") is None and model_kind(tmp_path) is None and model_kind(3) is None
+
+
+def test_option_values_are_json_with_pythons_constants_too(capsys):
+    """``--option adaptive=False`` was the string 'False' ("adaptive must be True or False, got
+    'False'"): Python's True / False / None read as JSON's true / false / null; other text that is
+    no JSON stays text, and the help of --option says that values are read as JSON."""
+    from aieg_fast.methods import option_value, parse_method_spec
+
+    assert cli_explain.parse_option("adaptive=False") == ("adaptive", False)
+    assert [option_value(t) for t in ("True", "False", "None", "false", "[0,1]", "none", "FALSE")] == [
+        True, False, None, False, [0, 1], "none", "FALSE"]
+    assert parse_method_spec("aieg:adaptive=False:posnorm=None") == ("aieg", {"adaptive": False, "posnorm": None})
+    for command in ("explain", "attribute-dataset"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert "VALUE is read as JSON" in out and "attn_layers=[0,1]" in out, out
+
+
+def test_a_comma_list_of_layers_shows_the_json_spelling(capsys, no_model):
+    assert cli.main(["explain", "the movie", "--method", "attention", "--option", "attn_layers=0,1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "got '0,1'; a list of layers is written as JSON: attn_layers=[0,1] (on the command line --option attn_layers=[0,1])" in err, err
