@@ -329,13 +329,18 @@ def multi_token_inputs(m, call: CallSettings, tinfo, encoded, max_positions: int
     take one (named in the error).
 
     Raises:
-        ValueError: a method or setting that cannot take one, or too many positions.
+        ValueError: a method or setting that cannot take one, too many positions, or targets of
+            several tokens not given for every text with one length (names the count per text).
     """
     multi = [ti for ti in tinfo if ti["kind"] == "tokens"]
     if not multi:
         return None, encoded
     if len(multi) != len(tinfo) or len({len(ti["ids"]) for ti in tinfo}) != 1:
-        raise ValueError("target: a multi-token target must be given for every text, with the same number of tokens")
+        counts = [len(ti["ids"]) if ti["kind"] == "tokens" else 1 for ti in tinfo]
+        unset = [b for b, ti in enumerate(tinfo) if ti["kind"] != "tokens" and ti["id"] is None]
+        raise ValueError("target: a multi-token target must be given for every text, with the same number of tokens; "
+                         f"got {counts} target tokens per text"
+                         + (f" (text(s) {unset} without a target: the model's prediction, 1 token)" if unset else ""))
     if not m.multi_token_targets:
         raise ValueError(f"method {m.name!r} does not explain multi-token targets; use one of {list(allowed)}")
     if any(c is not None for c in call.contrast):

@@ -300,3 +300,17 @@ def test_every_method_reports_p_target_of_a_given_target(tiny_gpt2, method):
         res = tiny_gpt2.attribute(texts, method=method, target=tgt, **kw)
     for r, text, t in zip(res, texts, tgt):
         assert r.target_prob == pytest.approx(float(torch.softmax(_last_logits(tiny_gpt2, text), -1)[t]), rel=1e-4)
+
+
+def test_multi_token_targets_of_different_lengths_name_the_counts(tiny_gpt2):
+    """Multi-token targets of a batch must have one length: the refusal gives the number of
+    target tokens of each text (it gave none), and names a text without a target."""
+    kw = dict(target_fn="logprob", method="integrated_gradients", n_steps=4)
+    texts, targets = ["the movie", "a film"], [" good film", " very bad film"]
+    counts = [len(tiny_gpt2.attribute(x, target=t, **kw).target["ids"]) for x, t in zip(texts, targets)]
+    assert counts[0] != counts[1]
+    with pytest.raises(ValueError, match=re.escape(f"with the same number of tokens; got {counts} target tokens per text")):
+        tiny_gpt2.attribute(texts, target=targets, **kw)
+    with pytest.raises(ValueError, match=re.escape(f"got [{counts[0]}, 1] target tokens per text (text(s) [1] without a target: "
+                                                   "the model's prediction, 1 token)")):
+        tiny_gpt2.attribute(texts, target=[targets[0], None], **kw)
