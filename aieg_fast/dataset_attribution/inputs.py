@@ -166,7 +166,9 @@ def _read(data, text_column=None, target_column=None, contrast_column=None, temp
     rows, where, what = read_rows(data, limit)  # refuses a bad limit before reading, and data without rows
     bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
     if bad is not None:
-        raise ValueError(f"{what}: {where[bad]} is not an object with named columns: {str(rows[bad])[:80]!r}")
+        row, hint = rows[bad], " (a list of data holds dicts or texts)" if isinstance(data, (list, tuple)) else ""
+        shown = repr(row) if len(repr(row)) <= 80 else repr(row)[:77] + "..."
+        raise ValueError(f"{what}: {where[bad]} is not an object with named columns{hint}, got {type(row).__name__} {shown}")
     keys = list(getattr(data, "column_names", None) or dict.fromkeys(k for r in rows for k in r))
     given = {"text": text_column, "target": target_column, "contrast": contrast_column, "template": template_column, "id": id_column}
     cols = _columns(keys, given, what)

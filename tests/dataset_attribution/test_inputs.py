@@ -65,7 +65,7 @@ def test_csv_tsv_columns_and_ids(tmp_path):
     ('{"text": "ok", "target": "x"}\n', {"target_is_id": True}, r"target must be an integer \(target_is_id\), got 'x'"),
     ('{"text": "ok", "template": "no slot"}\n', {}, r"template must contain '\{text\}' exactly once"),
     ("\n\n", {}, r"holds no example \(blank lines only\)"),
-    ("[1, 2]", {}, r"item 0 is not an object"),
+    ("[1, 2]", {}, r"item 0 is not an object with named columns, got int 1$"),
     ('{"text": "a", "id": "x"}\n{"text": "b", "id": "y"}\n{"text": "c", "id": "x"}\n', {},
      r"line 3: id 'x' is also the id of line 1; the ids must be unique"),
     ('{"text": "a", "id": 1}\n{"text": "b"}\n', {},  # the second row's id is its index: the message said only "id 1"
@@ -231,3 +231,13 @@ def test_a_whole_number_written_as_a_float_is_an_id_with_target_is_id(tmp_path):
     f.write_text("text,target\ngood film,1.0\nbad film,2\n", encoding="utf-8")
     assert [e.target for e in read_examples(f, target_is_id=True)] == [1, 2]
     assert [e.target for e in read_examples(f)] == ["1.0", "2"]  # without it, text
+
+
+def test_a_row_that_is_no_object_is_shown_with_its_type():
+    """A list row that is neither a dict nor a text: the refusal names its type and value (it
+    said "... named columns: '5'", as if a text '5' were given)."""
+    with pytest.raises(ValueError, match=r"^data: row 1 is not an object with named columns \(a list of data holds dicts or "
+                                         r"texts\), got int 5$"):
+        read_examples(["ok", 5])
+    with pytest.raises(ValueError, match=r"row 0 .* got list \[0, 1, 2, .*, 2\d\.\.\.$"):
+        read_examples([list(range(40))])
