@@ -142,6 +142,8 @@ def _check_run(method, options, n_steps, target_fn, label_set, batch_size, inter
     check_choice("target_fn", target_fn, TARGET_FNS)
     if target_fn == "label_logprob" and not label_set:
         raise ValueError("target_fn='label_logprob' needs label_set (the label tokens)")
+    if target_fn == "label_logprob" and isinstance(label_set, (list, tuple)) and len(label_set) < 2:
+        raise ValueError(f"label_set must hold at least 2 labels (log p is renormalised over them), got {list(label_set)}")
     check_label_set_use(target_fn, label_set)
     check_positive_int("batch_size", batch_size)
     check_positive_int("internal_batch_size", internal_batch_size, optional=True)

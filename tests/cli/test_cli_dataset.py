@@ -87,6 +87,7 @@ def test_attribute_dataset_task_with_another_target_fn_takes_the_template_only(t
     (["--method", "saliency", "--n-steps", "5"], "--n-steps: method 'saliency' takes no path steps"),
     (["--option", "n_steps=3"], "--option 'n_steps=...': a setting of the call, not a method option; give it as --n-steps"),
     (["--option", "seed=3"], "--option 'seed=...': a setting of the call, not a method option; this command has no option for it"),
+    (["--target-fn", "label_logprob", "--label", " yes"], "--label must hold at least 2 labels (log p is renormalised over them), got [' yes']"),
 ])
 def test_attribute_dataset_bad_input_before_any_file(tiny_gpt2_dir, tmp_path, capsys, extra, match):
     out = tmp_path / "o"
