@@ -94,10 +94,14 @@ def run(args) -> int:
     )
     if res is None or torchrun_rank() != 0:
         return 0
-    print(f"{res['n_examples']} example(s): {res['computed']} computed now, {res['done_before']} done before"
+    print(f"{res['n_examples']} example(s): {res['computed']} computed now"
+          + (f", {res['skipped_now']} skipped now (input refused)" if res["skipped_now"] else "")
+          + f", {res['done_before']} done before"
           + (f", on {res['world_size']} processes" if res["world_size"] > 1 else "") + f" ({res['seconds']:.1f} s)")
     if res["skipped"]:
-        print(f"{res['skipped']} skipped, the model refused their text (records with 'skipped'): "
+        earlier = res["skipped"] - res["skipped_now"]
+        print(f"{res['skipped']} skipped in all" + (f" ({earlier} by an earlier run)" if earlier else "")
+              + ", the model refused their text (records with 'skipped'): "
               + "; ".join(f"row {s['index']}: {s['reason']}" for s in res["skips"][:3]) + (" ..." if res["skipped"] > 3 else ""))
     if res["flag_kinds"]:
         said = ", ".join(f"{n} {k}: {FLAG_MEANINGS[k]}" for k, n in res["flag_kinds"].items())

@@ -267,13 +267,13 @@ def _records(ex: "Explainer", s: DatasetRun, batch: Sequence[Example]) -> List[d
 
 
 def _work(ex: "Explainer", s: DatasetRun, batches: Sequence[List[Example]], done: Set[int], skip: Dict[int, str],
-          path: Path, bar) -> int:
+          path: Path, bar) -> Tuple[int, int]:
     """Compute the examples of ``batches`` without a record (``done``: the indices with one) and
-    append each batch's new records to ``path``; the number of records written (skipped ones
-    included). A batch is computed whole, as planned, also when some of its examples have a
+    append each batch's new records to ``path``; (records written with a result, records written
+    as skipped: the input refused). A batch is computed whole, as planned, also when some of its examples have a
     record (a batch write cut part-way, a ``limit`` that ended inside it): the missing ones get
     the numbers an uninterrupted run gives them, and the records there are kept as they are."""
-    n = 0
+    n, n_skipped = 0, 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AttributionWarning)  # recorded in each record's "degenerate"
         for batch in batches:
@@ -281,11 +281,13 @@ def _work(ex: "Explainer", s: DatasetRun, batches: Sequence[List[Example]], done
             skipped = [{**_head(e, s), "skipped": skip[e.index]} for e in new if e.index in skip]
             run = [e for e in batch if e.index not in skip]
             computed = _records(ex, s, run) if any(e.index not in skip for e in new) else []
-            append_jsonl(path, sorted(skipped + [r for r in computed if r["index"] not in done], key=lambda r: r["index"]))
-            n += len(new)
+            written = sorted(skipped + [r for r in computed if r["index"] not in done], key=lambda r: r["index"])
+            append_jsonl(path, written)
+            n_skipped += sum("skipped" in r for r in written)
+            n += len(written)
             if bar is not None:
                 bar.update(len(new))
-    return n
+    return n - n_skipped, n_skipped
 
 
 def _progress(enabled: bool, total: int, procs: Dist):
@@ -356,11 +358,14 @@ def attribute_dataset(
 
     Returns:
         The same dict on every process: ``{"out_dir", "records_file", "parquet_file" (or None),
-        "n_examples", "computed" (this run, all processes; skipped ones included),
-        "done_before" (of these examples), "kept_beyond" (records of rows past this run's rows,
+        "n_examples", "computed" (examples attributed by this run, all processes; skipped ones
+        not included), "skipped_now" (examples this run recorded as skipped: the model refused
+        their input), "done_before" (of these examples, with a record before this run: "n_examples"
+        is "computed" + "skipped_now" + "done_before"), "kept_beyond" (records of rows past this run's rows,
         from a former run over longer data or a larger ``limit``: kept in the files as they were,
         not counted, not checked; a note on stderr gives their indices),
-        "skipped" (count), "skips" (``[{"index", "id", "reason"}]``, the first 20), "degenerate"
+        "skipped" (records with ``skipped`` among these examples, this run's and earlier ones),
+        "skips" (``[{"index", "id", "reason"}]``, the first 20), "degenerate"
         (records with a finding), "flag_kinds" (kind → records with a flag of that kind:
         :data:`~aieg_fast.core.diagnostics.FLAG_KINDS`), "world_size", "seconds"}``; the counts
         are of these examples' records too.
@@ -408,9 +413,10 @@ def attribute_dataset(
         finally:
             if bar is not None:
                 bar.close()
-        computed = sum(procs.gather(computed))
+        computed, skipped_now = (sum(c) for c in zip(*procs.gather(computed)))
         procs.barrier()
-        summary = _finish(out, parquet, len(examples), computed, len(done & {e.index for e in examples}), procs, t0) if procs.main else None
+        counts = {"computed": computed, "skipped_now": skipped_now, "done_before": len(done & {e.index for e in examples})}
+        summary = _finish(out, parquet, len(examples), counts, procs, t0) if procs.main else None
         return procs.broadcast(summary)
 
 
@@ -455,9 +461,10 @@ def _flag_kinds(records: Sequence[dict]) -> Dict[str, int]:
     return {k: n for k in FLAG_KINDS if (n := sum(k in ks for ks in kinds))}
 
 
-def _finish(out: Path, parquet: bool, n: int, computed: int, done_before: int, procs: Dist, t0: float) -> dict:
-    """Rank 0 after the work: the parts merged, the file sorted, parquet written; the summary,
-    of the records of this run's ``n`` examples (those of rows past a ``limit`` or cut from the
+def _finish(out: Path, parquet: bool, n: int, counts: Dict[str, int], procs: Dist, t0: float) -> dict:
+    """Rank 0 after the work: the parts merged, the file sorted, parquet written; the summary
+    (``counts``: "computed", "skipped_now" and "done_before" as they are), of the records of
+    this run's ``n`` examples (those of rows past a ``limit`` or cut from the
     data are kept in the files, not counted: a note on stderr says how many and which); its
     ``"kept_beyond"``: their number."""
     records = _merge(out)
@@ -473,6 +480,6 @@ def _finish(out: Path, parquet: bool, n: int, computed: int, done_before: int, p
     records = [r for r in records if r["index"] < n]
     skips = [{"index": r["index"], "id": r.get("id"), "reason": r["skipped"]} for r in records if "skipped" in r]
     return {"out_dir": str(out), "records_file": str(out / RECORDS_FILE), "parquet_file": None if pq is None else str(pq),
-            "n_examples": n, "computed": computed, "done_before": done_before, "skipped": len(skips), "skips": skips[:20],
+            "n_examples": n, **counts, "skipped": len(skips), "skips": skips[:20],
             "degenerate": sum(1 for r in records if r.get("degenerate")), "flag_kinds": _flag_kinds(records), "world_size": procs.world_size,
             "kept_beyond": len(beyond), "seconds": time.perf_counter() - t0}

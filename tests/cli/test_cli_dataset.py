@@ -168,6 +168,22 @@ def test_attribute_dataset_template_with_another_field_refused_before_any_file(t
     assert not out.exists()
 
 
+def test_attribute_dataset_summary_does_not_count_a_skipped_row_as_computed(tiny_gpt2_dir, tmp_path, capsys):
+    """One row attributed, one refused (longer than the model's 64 positions): the summary said
+    "2 computed now" and then "1 skipped"."""
+    p = tmp_path / "two.jsonl"
+    p.write_text("".join(json.dumps({"text": t}) + "\n" for t in ["the movie is good", " ".join(["good"] * 80)]), encoding="utf-8")
+    args = ["attribute-dataset", str(p), "--out", str(tmp_path / "o"), "--model", str(tiny_gpt2_dir), "--method", "saliency",
+            "--no-progress"]
+    assert cli.main(args) == 0
+    said = capsys.readouterr().out
+    assert "2 example(s): 1 computed now, 1 skipped now (input refused), 0 done before" in said
+    assert "1 skipped in all, the model refused their text" in said
+    assert cli.main(args) == 0
+    said = capsys.readouterr().out
+    assert "2 example(s): 0 computed now, 2 done before" in said and "1 skipped in all (1 by an earlier run)" in said
+
+
 def test_attribute_dataset_every_example_refused_exits_1(tiny_gpt2_dir, tmp_path, capsys):
     """Every text refused by the model (longer than its 64 positions): the records say so and
     the command exits 1, as evaluate does (it exited 0)."""

@@ -137,6 +137,10 @@ def test_refused_text_is_recorded_and_the_run_goes_on(tiny_gpt2, tmp_path):
     rows = [{"text": "the movie is good"}, {"text": " ".join(["good"] * 80)}, {"text": "bad"}]  # 64 positions
     res = attribute_dataset(_data(tmp_path, rows), tmp_path / "o", tiny_gpt2, batch_size=3, **KW)
     assert res["skipped"] == 1 and res["skips"][0]["index"] == 1 and "at most 64 positions" in res["skips"][0]["reason"]
+    # a skipped example is not counted as computed (it was: 3 computed, 1 skipped, of 3 examples)
+    assert (res["n_examples"], res["computed"], res["skipped_now"], res["done_before"]) == (3, 2, 1, 0)
+    again = attribute_dataset(_data(tmp_path, rows), tmp_path / "o", tiny_gpt2, batch_size=3, **KW)
+    assert (again["computed"], again["skipped_now"], again["done_before"], again["skipped"]) == (0, 0, 3, 1)
     recs = _records(tmp_path / "o")
     assert "skipped" in recs[1] and "scores" in recs[0] and "scores" in recs[2]
     with pytest.raises(ValueError, match=r"record of data row 1 \(id 1\) is a skipped example, .*: .*at most 64 positions"):

@@ -80,7 +80,7 @@ def test_attribute_dataset_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
 
     ran = _torchrun("-m", "aieg_fast.cli", *args, "--out", str(tmp_path / "two"), ok=False)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-5000:]
-    assert "8 example(s): 8 computed now, 0 done before, on 2 processes" in ran.stdout
+    assert "8 example(s): 7 computed now, 1 skipped now (input refused), 0 done before, on 2 processes" in ran.stdout
     for column in ("target", "contrast", "template", "id"):  # the note on the columns used: once, by rank 0
         assert ran.stderr.count(f"column {column!r} is each row's") == 1, ran.stderr[-3000:]
     assert _records(tmp_path / "two") == one  # the same records, each example once, in order
@@ -95,7 +95,7 @@ def test_attribute_dataset_two_processes_equal_one(tiny_gpt2_dir, tmp_path):
     (resumed / "parts").mkdir()
     (resumed / "parts" / "attributions.rank00001.jsonl").write_text(lines[3] + lines[4][:30], encoding="utf-8")
     said = _torchrun("-m", "aieg_fast.cli", *args, "--out", str(resumed))
-    assert "8 example(s): 4 computed now, 4 done before, on 2 processes" in said
+    assert "8 example(s): 3 computed now, 1 skipped now (input refused), 4 done before, on 2 processes" in said
     assert _records(resumed) == one
     assert (resumed / "parts" / "attributions.rank00001.jsonl.torn").read_text() == lines[4][:30] + "\n"
 
