@@ -56,7 +56,7 @@ from ..core.diagnostics import FLAG_KINDS, AttributionWarning
 from ..core.inputs import fill_template
 from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, as_int, as_ints, check_bool, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
-from ..methods.registry import check_model, get_method, resolved_options
+from ..methods.registry import check_model, get_method, list_methods, resolved_options
 from ..models import run_model_settings
 from ..runs.machine import machine_tag
 from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, claim_folder, made_folder, part_files, part_path, rank_device, read_jsonl,
@@ -149,6 +149,23 @@ def _check_run(method, options, n_steps, target_fn, label_set, batch_size, inter
     check_positive_int("internal_batch_size", internal_batch_size, optional=True)
     if template is not None:  # the prompt's own checks on a stand-in text: {text} once, no other field
         fill_template("x", template)
+
+
+def _refuse_misplaced(misplaced: Dict[str, Any]) -> None:
+    """Refuse keywords ``attribute_dataset`` does not take: a method option (of any registered
+    method) given as a keyword with where it goes (``options=``), another with Python's message.
+
+    Raises:
+        TypeError: names the first such keyword.
+    """
+    if not misplaced:
+        return
+    name, value = next(iter(misplaced.items()))
+    owners = [m for m in list_methods() if name in get_method(m).option_names()]
+    if not owners:
+        raise TypeError(f"attribute_dataset() got an unexpected keyword argument {name!r}")
+    raise TypeError(f"attribute_dataset() got {name}={value!r} as a keyword, but {name!r} is a method option (of "
+                    f"{', '.join(map(repr, owners))}): method options go in options={{...}}, e.g. options={{{name!r}: {value!r}}}")
 
 
 def _explainer(model, **placement) -> "Explainer":
@@ -327,6 +344,7 @@ def attribute_dataset(
     dtype=None,
     device_map=None,
     distributed: Optional[bool] = None,
+    **misplaced: Any,
 ) -> dict:
     """Attribute every example of ``data`` with one method; records in ``out_dir`` (module
     docstring), resumable, data parallel under torchrun.
@@ -355,6 +373,7 @@ def attribute_dataset(
             under torchrun ``"auto"`` / ``"cuda"`` mean each process's own GPU.
         distributed: None: data parallel when started by torchrun with several processes
             (:func:`aieg_fast.runs.start`); False: one process.
+        **misplaced: refused; a method option given here: a TypeError saying it goes in ``options``.
 
     Returns:
         The same dict on every process: ``{"out_dir", "records_file", "parquet_file" (or None),
@@ -379,6 +398,7 @@ def attribute_dataset(
         FileNotFoundError: a missing data file.
     """
     t0 = time.perf_counter()
+    _refuse_misplaced(misplaced)
     options = {k: as_ints(v) for k, v in dict(options or {}).items()}  # numpy ints recorded as ints
     n_steps, batch_size, internal_batch_size, limit = map(as_int, (n_steps, batch_size, internal_batch_size, limit))
     baseline = as_baseline(baseline)

@@ -330,6 +330,24 @@ def test_settings_refused_before_the_model_loads(tmp_path, monkeypatch, kw, matc
     assert not (tmp_path / "o").exists()
 
 
+def test_a_method_option_given_as_a_keyword_points_to_options(tmp_path, monkeypatch):
+    """token_reduction="l2" as a keyword of attribute_dataset failed with Python's plain
+    "unexpected keyword argument", which did not say that method options go in options={...}."""
+    from aieg_fast.dataset_attribution import runner
+
+    def refuse(*a, **k):
+        raise AssertionError("the model was loaded before the keywords were checked")
+
+    monkeypatch.setattr(runner, "load_model", refuse)
+    data = _data(tmp_path, ROWS[:1])
+    with pytest.raises(TypeError, match=r"attribute_dataset\(\) got token_reduction='l2' as a keyword, but 'token_reduction' is "
+                       r"a method option \(of [^)]*'aieg'[^)]*\): method options go in options=\{\.\.\.\}, e\.g\. options=\{'token_reduction': 'l2'\}"):
+        attribute_dataset(data, tmp_path / "o", "some-model", method="aieg", token_reduction="l2", progress=False)
+    with pytest.raises(TypeError, match=r"attribute_dataset\(\) got an unexpected keyword argument 'bogus'$"):
+        attribute_dataset(data, tmp_path / "o", "some-model", bogus=1)
+    assert not (tmp_path / "o").exists()
+
+
 def test_the_optional_columns_used_are_noted_before_the_model_loads(tmp_path, monkeypatch, capsys):
     """A column named target, contrast, template or id is used without being asked for (a 0/1
     sentiment column is read as token ids 0 and 1): a note on stderr names each, and how its
