@@ -145,10 +145,13 @@ def _input_error(args):
                 "without --task nothing is contrasted unless --contrast-target is given")
     if args.text is None and args.task is None:
         return "TEXT is required (or use --task sentiment to explain a shipped SST-2 sentence)"
-    if args.target_is_id and (args.target is None or not is_integer_text(args.target)):
+    if args.target_is_id and args.target is None and args.contrast_target is None:
+        return ("--target-is-id reads --target and --contrast-target as token ids / class indices, "
+                "but neither is given (got --target None, --contrast-target None)")
+    if args.target_is_id and args.target is not None and not is_integer_text(args.target):
         return f"--target-is-id needs --target to be an integer (a token id or class index), got --target {args.target!r}"
     if args.target_is_id and args.contrast_target is not None and not is_integer_text(args.contrast_target):
-        return f"--target-is-id needs --contrast-target to be an integer too, got {args.contrast_target!r}"
+        return f"--target-is-id needs --contrast-target to be an integer (a token id or class index), got {args.contrast_target!r}"
     for flag, path in (("--json", args.json), ("--html", args.html)):
         err = output_path_error(flag, path) if path else None
         if err:
@@ -256,6 +259,9 @@ def run(args) -> int:
     ex = load_model(args.model, **placement(args))
     template = args.template
     target, contrast = args.target, args.contrast_target
+    if args.target_is_id:  # the ids given; no --target: the prediction (with --task: the predicted label word)
+        target = None if target is None else int(target)
+        contrast = None if contrast is None else int(contrast)
     calls = dict(target_fn=args.target_fn)
     if args.task is not None:
         template, predicted, _, labels = _task_target(ex, args.task, text, template)
@@ -265,9 +271,6 @@ def run(args) -> int:
             contrast = next(l for l in labels if l != target)  # the decision: this label against the other one
         if args.target_fn == "label_logprob":
             calls["label_set"] = labels
-    if args.target_is_id:
-        target = int(target)
-        contrast = int(contrast) if contrast is not None else None
     if contrast is not None:
         calls["contrast_target"] = contrast
     if args.tolerance is not None or args.max_steps is not None:

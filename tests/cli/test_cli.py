@@ -142,6 +142,32 @@ def test_cli_target_is_id_needs_an_integer(capsys):
     assert "--target-is-id needs --target to be an integer" in capsys.readouterr().err
 
 
+def test_cli_contrast_id_without_target_explains_the_prediction_against_it(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """--contrast-target ID --target-is-id without --target was refused ("needs --target ... got
+    --target None"), while Explainer.attribute(text, contrast_target=ID) explains the model's
+    prediction against the contrast; the command now does the same and its header says both."""
+    from aieg_fast.cli import explain as cli_explain
+
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **kw: tiny_gpt2)
+    predicted = tiny_gpt2.attribute(PROMPT, method="saliency", progress=False).target["id"]
+    contrast = (predicted + 1) % tiny_gpt2.vocab_size
+    out = tmp_path / "r.json"
+    assert cli.main(["explain", PROMPT, "--method", "saliency", "--contrast-target", str(contrast), "--target-is-id",
+                     "--json", str(out), "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    res = aieg_fast.load_attribution(out)
+    assert res.target["id"] == predicted and res.target["contrast_id"] == contrast
+    assert res.options["target_fn"] == "logit-contrast"
+    expected = tiny_gpt2.attribute(PROMPT, method="saliency", contrast_target=contrast, progress=False)
+    assert res.scores.tolist() == pytest.approx(expected.scores.tolist())
+    header = next(line for line in said.splitlines() if line.startswith("method:"))
+    assert f"(id {predicted})" in header or repr(res.target["text"]) in header
+    assert " vs " in header
+    # --target-is-id with neither --target nor --contrast-target reads nothing: refused, saying so
+    assert cli.main(["explain", PROMPT, "--target-is-id"]) == 2
+    assert "--target-is-id reads --target and --contrast-target as token ids / class indices, but neither is given" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("target", [None, " bad", " good"])
 def test_cli_task_contrasts_the_asked_label_with_the_other(tiny_gpt2, tmp_path, monkeypatch, target):
     """With --task the default F is the decision: the target label against the other label,
