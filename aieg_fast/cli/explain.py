@@ -59,7 +59,8 @@ def add_parser(sub) -> None:
     e.add_argument("--max-steps", type=int, default=None, help="with --n-steps auto: the most path points (default 257)")
     e.add_argument("--internal-batch-size", type=int, default=None)
     e.add_argument("--template", default=None, help="prompt template with {text}; template tokens are held fixed")
-    e.add_argument("--task", choices=list(TASKS), default=None, help="preset: sentiment prompt, label words ' positive'/' negative'")
+    e.add_argument("--task", choices=list(TASKS), default=None, help="preset: sentiment prompt, label words ' positive'/' negative': explains the decision, "
+                        "label against label; a --target that is no label word replaces it (its logit alone; a note says so)")
     e.add_argument("--backend", choices=list(ops.BACKENDS), default="auto")
     e.add_argument("--option", action="append", type=parse_option, metavar="NAME=VALUE",
                    help="method option; VALUE is read as JSON (n_pilot=10, adaptive=false, a list as attn_layers=[0,1]; "
@@ -196,6 +197,37 @@ def _task_target(ex, task: str, text: str, template):
     return template, spec.labels[label], spec.labels[1 - label], list(spec.labels)
 
 
+def _task_call(ex, args, text, target, contrast):
+    """(template, target, contrast, label words) of ``--task``: the target is the predicted label
+    word unless --target names one, and a label word is contrasted with the other one (the
+    decision) unless --contrast-target, --no-contrast or --target-fn label_logprob says otherwise.
+    A --target that is no label word replaces the decision (its logit alone, in the task's
+    prompt): a note on stderr says so."""
+    template, predicted, _, labels = _task_target(ex, args.task, text, args.template)
+    prompt = ex.encode_with_offsets(text, template)[2]
+    asked, one_token = (predicted, True) if target is None else _label_word(ex, target, labels, prompt)
+    if contrast is None and not args.no_contrast and args.target_fn != "label_logprob":
+        if asked is not None:
+            contrast = next(l for l in labels if l != asked)  # the decision: this label against the other one
+        elif one_token:  # else the call refuses the target, saying why
+            print(f"note: --target {args.target!r} is not a label word of --task {args.task} ({', '.join(map(repr, labels))}): "
+                  "it replaces the label decision; its logit alone is explained, in the task's prompt (a label word as "
+                  "--target explains the decision; --contrast-target C explains the target against C)", file=sys.stderr)
+    return template, predicted if target is None else target, contrast, labels
+
+
+def _label_word(ex, target, labels, prompt):
+    """(the label word of ``labels`` that names the same token as ``target`` after ``prompt`` (a
+    label word as given, or its id with --target-is-id), else None; whether ``target`` is one
+    token: when it is not, the attribution call says why)."""
+    try:
+        tid = ex.resolve_target(target, context=prompt)["id"]
+        ids = [ex.resolve_target(label, context=prompt)["id"] for label in labels]
+    except (ValueError, TypeError):
+        return None, False
+    return (labels[ids.index(tid)] if tid in ids else None), True
+
+
 def _write_outputs(res, args) -> int:
     """Write --json / --html; 0, or 1 when one failed after all (a full disk): the result is then
     saved as JSON in the temporary folder instead, so that it is not lost."""
@@ -264,11 +296,7 @@ def run(args) -> int:
         contrast = None if contrast is None else int(contrast)
     calls = dict(target_fn=args.target_fn)
     if args.task is not None:
-        template, predicted, _, labels = _task_target(ex, args.task, text, template)
-        if target is None:
-            target = predicted
-        if contrast is None and not args.no_contrast and args.target_fn != "label_logprob" and target in labels:
-            contrast = next(l for l in labels if l != target)  # the decision: this label against the other one
+        template, target, contrast, labels = _task_call(ex, args, text, target, contrast)
         if args.target_fn == "label_logprob":
             calls["label_set"] = labels
     if contrast is not None:

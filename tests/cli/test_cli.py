@@ -189,6 +189,34 @@ def test_cli_task_contrasts_the_asked_label_with_the_other(tiny_gpt2, tmp_path, 
     assert res.target["contrast_text"] == ({" bad", " good"} - {asked}).pop()
 
 
+def test_cli_task_target_outside_the_labels_is_said_to_replace_the_decision(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """--task with a --target that is no label word explained its logit alone under the
+    "predicted sentiment" line without a word; a note on stderr now says that it replaces the
+    label decision. A label word given as its id (--target-is-id) is the label: contrasted with
+    the other one (it was explained alone, as a word outside the labels)."""
+    from aieg_fast.cli import explain as cli_explain
+
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **kw: tiny_gpt2)
+    sample = datasets.DATASETS["sst2-sample"]
+    monkeypatch.setitem(datasets.DATASETS, "sst2-sample", dataclasses.replace(sample, labels=(" bad", " good")))
+    out = tmp_path / "r.json"
+    base = ["explain", PROMPT, "--task", "sentiment", "--method", "saliency", "--json", str(out), "--no-progress"]
+    assert cli.main([*base, "--target", " great"]) == 0  # one token of the tiny vocabulary, no label word
+    said = capsys.readouterr()
+    assert ("note: --target ' great' is not a label word of --task sentiment (' bad', ' good'): it replaces the label "
+            "decision; its logit alone is explained") in said.err
+    res = aieg_fast.load_attribution(out)
+    assert res.target["text"] == " great" and res.target.get("contrast_id") is None and res.options["target_fn"] == "logit"
+    good = tiny_gpt2.resolve_target(" good")["id"]
+    assert cli.main([*base, "--target", str(good), "--target-is-id"]) == 0
+    assert "note:" not in capsys.readouterr().err
+    res = aieg_fast.load_attribution(out)
+    assert res.target["id"] == good and res.target["contrast_text"] == " bad"
+    for extra in (["--target", " good"], ["--target", " great", "--no-contrast"], ["--target", " great", "--contrast-target", " bad"]):
+        assert cli.main([*base, *extra]) == 0
+        assert "note:" not in capsys.readouterr().err, extra  # a label word, or the user's own contrast setting
+
+
 def test_cli_no_contrast_needs_task(capsys):
     from aieg_fast.cli import main
 
