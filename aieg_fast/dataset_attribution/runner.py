@@ -131,10 +131,12 @@ def plan_batches(examples: Sequence[Example], s: DatasetRun) -> List[List[Exampl
 def _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template,
                baseline, **flags) -> None:
     """The settings that need no model (ValueError / TypeError naming each); ``flags``: name →
-    a value that must be a bool."""
+    a value that must be a bool (``parquet`` True: pyarrow must be installed)."""
     check_call_settings(n_steps, backend)
     for name, flag in flags.items():  # "no" is truthy: a bar, a parquet file, ids read as ids
         check_bool(name, flag)
+    if flags.get("parquet"):
+        check_parquet()
     check_baseline_value(baseline)
     get_method(method).options(**options)  # unknown options and bad values, named
     if not isinstance(target_fn, str):
@@ -405,8 +407,6 @@ def attribute_dataset(
     _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template, baseline,
                target_is_id=target_is_id, parquet=parquet, progress=progress)
     check_placement(device, dtype, device_map)
-    if parquet:
-        check_parquet()
     examples = _read(data, text_column=text_column, target_column=target_column, contrast_column=contrast_column,
                      template_column=template_column, id_column=id_column, target_is_id=target_is_id, limit=limit)
     s = DatasetRun(method, options, n_steps, target_fn, None if label_set is None else list(label_set), template, baseline,
