@@ -166,7 +166,7 @@ class Attribution:
             if self.word_rule == "offsets":
                 lab = group_text(self.text, self.offsets, g, self.tokens)
             else:
-                lab = marker_text(self.raw_tokens, g, markers) if len(g) > 1 or g[0] < self.prompt_length else self.tokens[g[0]]
+                lab = marker_text(self.raw_tokens, g, markers, self.text) if len(g) > 1 or g[0] < self.prompt_length else self.tokens[g[0]]
             out.append(visible(lab) or "◌")
         return out
 

@@ -148,22 +148,31 @@ def byte_level_text(raw: str) -> Optional[str]:
         return None
 
 
-def marker_text(tokens: Sequence[str], group: Sequence[int], markers: Optional[dict] = None) -> str:
+def marker_text(tokens: Sequence[str], group: Sequence[int], markers: Optional[dict] = None,
+                source: Optional[str] = None) -> str:
     """Display text of a marker-rule word: markers turned back into the whitespace they stand
     for (space, newline, tab), stripped; a whitespace-only word kept (:func:`visible` shows it
-    as ``⏎``, ``⇥``, as the offsets rule's). Byte-level BPE tokens (no ``▁`` among ``tokens``)
-    are read as the UTF-8 text their bytes spell (:func:`byte_level_text`: ``cafÃ©`` is
-    ``café``, ``ðŁįķ`` 🍕), as typed; where they spell none, the markers alone are read.
-    ``markers``: :func:`word_markers` of ``tokens`` (worked out here when None; a caller
-    labelling every word passes it once)."""
+    as ``⏎``, ``⇥``, as the offsets rule's). ``markers``: :func:`word_markers` of ``tokens``
+    (worked out here when None; a caller labelling every word passes it once).
+
+    ``source``: the text the tokens decode to (a result's :attr:`~aieg_fast.result.Attribution.text`;
+    ``input_ids=`` results hold the tokenizer's decoding). A word with other characters than
+    ASCII and the markers is then read as the UTF-8 text its bytes spell when they are byte-level
+    BPE tokens (:func:`byte_level_text`: ``cafÃ©`` is ``café``, ``ðŁįķ`` 🍕): when that text, and
+    not the markers' reading, is in ``source``. The raw tokens alone cannot tell byte-level BPE
+    from other tokens (SentencePiece's ``ę`` is byte-level's stand-in for byte 0x19): without
+    ``source`` the markers alone are read."""
     text = "".join(tokens[i] for i in group)
     markers = markers if markers is not None else word_markers(tokens)
-    decoded = byte_level_text(text) if "ĉ" in markers else None  # ĉ is a marker only where no ▁ says SentencePiece
-    if decoded is not None:
-        return decoded.strip() or decoded
+    plain = text
     for m, ch in markers.items():
-        text = text.replace(m, ch)
-    return text.strip() or text
+        plain = plain.replace(m, ch)
+    plain = plain.strip() or plain
+    if source and any(ord(ch) > 0x7F and ch not in markers for ch in text) and plain not in source:
+        decoded = byte_level_text(text)
+        if decoded is not None and (decoded.strip() or decoded) in source:
+            return decoded.strip() or decoded
+    return plain
 
 
 def reduce_groups(groups: Sequence[Sequence[int]], vals: Sequence[float], reduce: str = "sum") -> List[float]:
