@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
                    help=f"one of {', '.join(list_methods())} (default: aieg)")
     a.add_argument("--option", action="append", type=parse_option, metavar="NAME=VALUE",
                    help="method option; VALUE is read as JSON (n_pilot=10, adaptive=false, a list as attn_layers=[0,1]; "
-                        "Python's True / False / None too), other text as text: ef_mode=none")
+                        "Python's True / False too), other text as text: ef_mode=none")
     a.add_argument("--text-column", "--text-field", default=None, help="column of the texts (default: text)")
     a.add_argument("--target-column", "--target-field", default=None, help="column of the targets (default: target, when present; "
                                                           "an empty cell or no column: the model's prediction)")

@@ -64,7 +64,7 @@ def add_parser(sub) -> None:
     e.add_argument("--backend", choices=list(ops.BACKENDS), default="auto")
     e.add_argument("--option", action="append", type=parse_option, metavar="NAME=VALUE",
                    help="method option; VALUE is read as JSON (n_pilot=10, adaptive=false, a list as attn_layers=[0,1]; "
-                        "Python's True / False / None too), other text as text: --option ef_mode=none")
+                        "Python's True / False too), other text as text: --option ef_mode=none")
     e.add_argument("--tokens", action="store_true", help="show tokens instead of words (in the terminal and --html)")
     e.add_argument("--json", metavar="FILE", help="write the result as JSON")
     e.add_argument("--html", metavar="FILE", help="write an HTML heatmap")

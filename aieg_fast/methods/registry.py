@@ -180,14 +180,16 @@ def parse_method_spec(spec: str) -> Tuple[str, dict]:
     return name, opts
 
 
-#: Python's spellings of JSON's constants, read as them in an option's text (``adaptive=False``)
-PYTHON_CONSTANTS = {"True": True, "False": False, "None": None}
+#: Python's spellings of JSON's true and false, read as them in an option's text (``adaptive=False``; not None: see :func:`option_value`)
+PYTHON_CONSTANTS = {"True": True, "False": False}
 
 
 def option_value(text: str):
     """A method option's value from text: JSON when it parses (``4``, ``false``, ``[0, 1]``,
-    ``null``), ``True`` / ``False`` / ``None`` (as Python writes them) as ``true`` / ``false`` /
-    ``null``, else the text itself (``none``, ``last``). Shared by method specs and ``--option``."""
+    ``null``), ``True`` / ``False`` (as Python writes them) as ``true`` / ``false``, else the text
+    itself (``none``, ``last``; also ``None``: null is "the preset's value" for options such as
+    ``posnorm``, so Python's spelling is refused by the option's check, not read as the default).
+    Shared by method specs and ``--option``."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:

@@ -221,14 +221,19 @@ def test_model_kind_without_loading_weights(tmp_path, tiny_gpt2, tiny_gpt2_dir):
 
 def test_option_values_are_json_with_pythons_constants_too(capsys):
     """``--option adaptive=False`` was the string 'False' ("adaptive must be True or False, got
-    'False'"): Python's True / False / None read as JSON's true / false / null; other text that is
-    no JSON stays text, and the help of --option says that values are read as JSON."""
-    from aieg_fast.methods import option_value, parse_method_spec
+    'False'"): Python's True / False read as JSON's true / false; other text that is no JSON
+    stays text, and the help of --option says that values are read as JSON. 'None' stays text:
+    null is "the preset's value" for posnorm and ef_norm, so posnorm=None would run the preset's
+    reading under a name that says none; the option's check refuses it."""
+    from aieg_fast.methods import get_method, option_value, parse_method_spec
 
     assert cli_explain.parse_option("adaptive=False") == ("adaptive", False)
     assert [option_value(t) for t in ("True", "False", "None", "false", "[0,1]", "none", "FALSE")] == [
-        True, False, None, False, [0, 1], "none", "FALSE"]
-    assert parse_method_spec("aieg:adaptive=False:posnorm=None") == ("aieg", {"adaptive": False, "posnorm": None})
+        True, False, "None", False, [0, 1], "none", "FALSE"]
+    name, opts = parse_method_spec("aieg:adaptive=False:posnorm=None")
+    assert opts == {"adaptive": False, "posnorm": "None"}
+    with pytest.raises(ValueError, match=r"posnorm must be one of .*'none'.*got 'None'"):
+        get_method(name).options(**opts)
     for command in ("explain", "attribute-dataset"):
         with pytest.raises(SystemExit):
             cli.main([command, "--help"])
