@@ -39,10 +39,13 @@ def as_int(value):
 def as_ints(value):
     """:func:`as_int` of ``value``, or of each item of a list or tuple (a list of layer indices
     from ``np.arange``): a new list or tuple of Python ints where the items are integers of
-    another library; anything else as :func:`as_int` leaves it."""
-    if type(value) in (list, tuple):
-        return type(value)(as_int(v) for v in value)
-    return as_int(value)
+    another library; anything else as :func:`as_int` leaves it, but a tensor of one or more
+    dimensions stays as given (``torch.tensor([1])`` is no scalar: an option may hold a tensor,
+    and a refusal shows what was passed)."""
+    def scalar(v):
+        return v if torch.is_tensor(v) and v.dim() > 0 else as_int(v)
+
+    return type(value)(scalar(v) for v in value) if type(value) in (list, tuple) else scalar(value)
 
 
 def check_choice(name: str, value, choices) -> None:

@@ -56,6 +56,9 @@ def test_generation_takes_a_numpy_baseline(tiny_gpt2):
     (dict(method="integrated_decision_gradients", n_steps=4, n_pilot=np.bool_(True)), r"n_pilot must be an int >= 2, got np.True_"),
     (dict(method="occlusion", granularity="span", span_width=torch.tensor(2.0)), r"span_width must be a positive int, got tensor\(2.\)"),
     (dict(method="attention", attn_layers=[True]), r"attn_layers must be .* got \[True\]"),
+    # a tensor of one or more dimensions is no scalar: refused as passed, not shown as the int it holds
+    (dict(method="attention", attn_layers=torch.tensor([1])), r"attn_layers must be .* got tensor\(\[1\]\)$"),
+    (dict(method="attention", attn_layers=[torch.tensor([1])]), r"attn_layers must be .* got \[tensor\(\[1\]\)\]$"),
 ])
 def test_bools_and_floats_stay_refused(tiny_gpt2, bad, match):
     with pytest.raises(ValueError, match=match):
