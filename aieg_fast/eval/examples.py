@@ -54,6 +54,10 @@ def _spec_and_records(dataset, data_dir, fields: dict) -> Tuple[DatasetSpec, Lis
     return user_dataset(dataset, **fields)
 
 
+#: keys of a record that the package sets, not columns of the data (the id names the record)
+_NOT_COLUMNS = ("id", "text")
+
+
 def _with_columns(spec: DatasetSpec, data: List[dict], extra: Sequence[str], template: str) -> Tuple[DatasetSpec, List[dict]]:
     """``spec`` and ``data`` with the columns ``extra`` that a template names beside the dataset's
     fields (BoolQ's ``{title}``) as fields too, after them (attributed; ``--max-tokens`` still
@@ -67,9 +71,9 @@ def _with_columns(spec: DatasetSpec, data: List[dict], extra: Sequence[str], tem
     if not extra:
         return spec, data
     for rec in data:
-        bad = [f for f in extra if not isinstance(rec.get(f), str)]
+        bad = [f for f in extra if not isinstance(rec.get(f), str) or f in _NOT_COLUMNS]
         if bad:
-            columns = sorted(k for k, v in rec.items() if isinstance(v, str) and k not in ("id", "text"))
+            columns = sorted(k for k, v in rec.items() if isinstance(v, str) and k not in _NOT_COLUMNS)
             raise ValueError(f"template names {', '.join('{' + f + '}' for f in bad)}, which is not a text column of dataset "
                              f"{spec.name!r} (its record {rec['id']!r} has {columns or 'none'}; fields "
                              + ", ".join("{" + f + "}" for f in spec.fields) + f"), in {template!r}")

@@ -117,6 +117,8 @@ def test_a_template_may_name_other_text_columns_of_the_records(tiny_gpt2, tmp_pa
     with pytest.raises(ValueError, match=r"template names \{idx\}, which is not a text column of dataset 'boolq' \(its record "
                                          r"'boolq:0' has \['passage', 'question', 'title'\]"):
         E.evaluate(tiny_gpt2, dataset="boolq", data_dir=tiny_boolq, template="{idx} {passage} {question}", out_dir=tmp_path / "x", **KW)
+    with pytest.raises(ValueError, match=r"template names \{id\}, which is not a text column"):  # the package's id, not the data's
+        E.evaluate(tiny_gpt2, dataset="boolq", data_dir=tiny_boolq, template="{id} {passage} {question}", out_dir=tmp_path / "x", **KW)
     assert not (tmp_path / "x").exists()
 
 
