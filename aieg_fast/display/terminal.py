@@ -122,21 +122,16 @@ class _Pairs:
             yield Text("   ").join(line)
 
 
-def _pairs(parts) -> _Pairs:
-    """:class:`_Pairs` of ``parts``."""
-    return _Pairs(parts)
-
-
 def _header(attr):
     """``method: ...   target: ...   p(target): ...   F(x): ...`` (the last two when known; a pair
-    is never split across lines, :func:`_pairs`), then ``model: ...``."""
+    is never split across lines, :class:`_Pairs`), then ``model: ...``."""
     parts = [f"method: {printable(str(attr.method))}", f"target: {printable(describe_target(attr))}"]
     prob = target_probability(attr)
     if prob is not None:
         parts.append(f"p(target): {prob:.3g}")
     if isinstance(attr.info.get("F_input"), (int, float)):
         parts.append(f"F(x): {attr.info['F_input']:.4g}")
-    yield _pairs(parts)
+    yield _Pairs(parts)
     yield Text(f"model: {printable(str(attr.model))}")
 
 
@@ -144,7 +139,7 @@ def _legend(scale: Scale, paint) -> _Pairs:
     """``scale: diverging, ±0.53`` and, with colour (``paint``, see :func:`_painter`), a colour bar
     from its lowest to its highest value; without colour, what the bracketed values of the text
     are (score / largest |score|, where the table prints the scores). The two parts go on one line
-    where it holds them, else one under the other (:func:`_pairs`). The scale's note and caveat
+    where it holds them, else one under the other (:class:`_Pairs`). The scale's note and caveat
     quote the result's flags: written with :func:`printable`."""
     parts = [Text(f"scale: {printable(scale.legend)}")]
     if not paint and not scale.note and scale.vmax > 0:
@@ -157,7 +152,7 @@ def _legend(scale: Scale, paint) -> _Pairs:
             bar.append("  ", style=Style(bgcolor=paint(scale, v).bgcolor))
         bar.append(f" +{scale.vmax:.3g}")
         parts.append(bar)
-    return _pairs(parts)
+    return _Pairs(parts)
 
 
 def _body(labels, vals, fixed, scale: Scale, paint) -> Text:

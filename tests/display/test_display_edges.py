@@ -126,6 +126,7 @@ def test_header_and_scale_line_keep_each_label_with_its_value():
     for width in range(40, 101, 5):
         lines = _show(res, width).splitlines()
         assert all(cell_len(l) <= width for l in lines), width
+        assert not any(line.endswith(" ") for line in lines[:2]), (width, lines[:2])  # no padding after a line's last pair
         for pair in pairs:
             assert any(pair in line for line in lines), (width, pair, lines[:3])
         if width >= 60:
