@@ -18,8 +18,7 @@ def _saved_titles(monkeypatch):
     real = matplotlib.figure.Figure.savefig
 
     def spy(fig, *args, **kwargs):
-        sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
-        saved.append([sup] + [ax.get_title() for ax in fig.axes])
+        saved.append([fig.get_suptitle()] + [ax.get_title() for ax in fig.axes])
         return real(fig, *args, **kwargs)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
@@ -38,8 +37,8 @@ def test_pi_soft_figure_title_is_literal_text():
     title = "runs/$my_model$ on a_b.csv"  # a path with '$' is not read as mathtext
     fig = pi_soft_figure(recs, ["ig"], [0.3, 0.7], title=title)
     fig.canvas.draw()
-    assert fig._suptitle.get_text() == title
-    assert pi_soft_figure(recs, ["ig"], [0.3, 0.7])._suptitle is None
+    assert fig.get_suptitle() == title
+    assert pi_soft_figure(recs, ["ig"], [0.3, 0.7]).get_suptitle() == ""
 
 
 def test_evaluate_plot_names_model_and_dataset(tiny_gpt2, tmp_path, monkeypatch):
