@@ -13,7 +13,7 @@ import torch
 from .core.validation import check_int
 from .runs.records import json_safe, replace_file
 from .display import aggregate_words, html, plots, terminal
-from .display.words import group_text, marker_text, reduce_groups, token_display_texts, visible, word_groups_of, word_markers
+from .display.words import group_text, marker_text, reads_as_bytes, reduce_groups, token_display_texts, visible, word_groups_of, word_markers
 
 __all__ = ["Attribution", "load_attribution", "save_attributions", "load_attributions", "aggregate_words"]
 
@@ -162,11 +162,12 @@ class Attribution:
         CJK and emoji as typed), whitespace-only words as visible symbols (``␣``, ``⏎``)."""
         out = []
         markers = word_markers(self.raw_tokens) if self.word_rule != "offsets" else None
+        byte_level = self.word_rule != "offsets" and reads_as_bytes(self.raw_tokens, self.text)
         for g in self.word_groups():
             if self.word_rule == "offsets":
                 lab = group_text(self.text, self.offsets, g, self.tokens)
             else:
-                lab = marker_text(self.raw_tokens, g, markers, self.text) if len(g) > 1 or g[0] < self.prompt_length else self.tokens[g[0]]
+                lab = marker_text(self.raw_tokens, g, markers, byte_level) if len(g) > 1 or g[0] < self.prompt_length else self.tokens[g[0]]
             out.append(visible(lab) or "◌")
         return out
 

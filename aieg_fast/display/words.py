@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
-__all__ = ["printable", "aggregate_words", "describe_target", "describe_step_target", "offset_groups", "marker_groups", "word_markers", "group_text", "reduce_groups", "visible", "token_display_texts",
+__all__ = ["printable", "aggregate_words", "describe_target", "describe_step_target", "offset_groups", "marker_groups", "reads_as_bytes", "word_markers", "group_text", "reduce_groups", "visible", "token_display_texts",
            "token_word_index", "word_groups_of"]
 
 #: what each word-start marker stands for: byte-level BPE's space and newline (Ġ, Ċ),
@@ -48,7 +48,8 @@ def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = N
     ``"Ġ"`` (space) / ``"Ċ"`` (newline) / ``"ĉ"`` (tab, unless a ▁ among the tokens says they are
     SentencePiece's, where it is a letter), SentencePiece ``"▁"``, or a literal
     space, newline or tab — and at every special token and the token after one. A word's text
-    has its markers turned back into that whitespace, stripped (a newline alone: ``"\\n"``).
+    has its markers turned back into that whitespace, stripped (a newline alone: ``"\\n"``);
+    byte-level BPE tokens (:func:`reads_as_bytes`) are read as the text their bytes spell.
     Source: reconstruction (the AIEG paper reports word-level scores without a rule), see
     specs/aieg.md §6.1.
 
@@ -82,9 +83,9 @@ def aggregate_words(tokens: List[str], scores, special: Optional[List[bool]] = N
     if special is not None and len(special) != len(tokens):
         raise ValueError(f"special has {len(special)} entries but tokens has {len(tokens)}")
     groups = marker_groups(tokens, special)
-    words, tok2word, markers = [], [0] * len(tokens), word_markers(tokens)
+    words, tok2word, markers, byte_level = [], [0] * len(tokens), word_markers(tokens), reads_as_bytes(tokens)
     for g_idx, g in enumerate(groups):
-        words.append(marker_text(tokens, g, markers))
+        words.append(marker_text(tokens, g, markers, byte_level))
         for i in g:
             tok2word[i] = g_idx
     return words, reduce_groups(groups, vals, reduce), tok2word
@@ -148,31 +149,44 @@ def byte_level_text(raw: str) -> Optional[str]:
         return None
 
 
+#: control characters a byte-level reading of tokens without a text to check against may not hold
+#: (tab, newline and CR LF may): SentencePiece's 'ę' and 'č' are byte-level's stand-ins for 0x19, 0x0d
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def reads_as_bytes(raw_tokens: Sequence[str], text: Optional[str] = None) -> bool:
+    """Whether ``raw_tokens`` are byte-level BPE tokens (GPT-2, LLaMA 3, Qwen, SmolLM, ...), whose
+    words :func:`marker_text` reads as the UTF-8 text their bytes spell: no ``▁`` among them, and
+    their bytes (:func:`byte_level_text`) spell ``text`` (whitespace aside: a tokenizer's
+    clean-up moves spaces) when one is given (a result's :attr:`~aieg_fast.result.Attribution.text`,
+    ``input_ids=`` results hold the tokenizer's decoding), else a text without control characters
+    but tab, newline and CR LF. The raw tokens alone cannot always tell: without a text,
+    SentencePiece tokens typed as a Latin-1 pair (``Â£``) read as one character."""
+    if any("▁" in t for t in raw_tokens):
+        return False
+    spelt = byte_level_text("".join(raw_tokens))
+    if spelt is None:
+        return False
+    if text:
+        return "".join(spelt.split()) == "".join(text.split())
+    return not _CONTROLS.search(spelt.replace("\r\n", "\n"))
+
+
 def marker_text(tokens: Sequence[str], group: Sequence[int], markers: Optional[dict] = None,
-                source: Optional[str] = None) -> str:
+                byte_level: bool = False) -> str:
     """Display text of a marker-rule word: markers turned back into the whitespace they stand
     for (space, newline, tab), stripped; a whitespace-only word kept (:func:`visible` shows it
     as ``⏎``, ``⇥``, as the offsets rule's). ``markers``: :func:`word_markers` of ``tokens``
-    (worked out here when None; a caller labelling every word passes it once).
-
-    ``source``: the text the tokens decode to (a result's :attr:`~aieg_fast.result.Attribution.text`;
-    ``input_ids=`` results hold the tokenizer's decoding). A word with other characters than
-    ASCII and the markers is then read as the UTF-8 text its bytes spell when they are byte-level
-    BPE tokens (:func:`byte_level_text`: ``cafÃ©`` is ``café``, ``ðŁįķ`` 🍕): when that text, and
-    not the markers' reading, is in ``source``. The raw tokens alone cannot tell byte-level BPE
-    from other tokens (SentencePiece's ``ę`` is byte-level's stand-in for byte 0x19): without
-    ``source`` the markers alone are read."""
+    (worked out here when None; a caller labelling every word passes it once). ``byte_level``
+    (:func:`reads_as_bytes` of the tokens): the word is read as the UTF-8 text its bytes spell
+    (:func:`byte_level_text`: ``cafÃ©`` is ``café``, ``ðŁįķ`` 🍕), as typed, where they spell one."""
     text = "".join(tokens[i] for i in group)
-    markers = markers if markers is not None else word_markers(tokens)
-    plain = text
-    for m, ch in markers.items():
-        plain = plain.replace(m, ch)
-    plain = plain.strip() or plain
-    if source and any(ord(ch) > 0x7F and ch not in markers for ch in text) and plain not in source:
-        decoded = byte_level_text(text)
-        if decoded is not None and (decoded.strip() or decoded) in source:
-            return decoded.strip() or decoded
-    return plain
+    decoded = byte_level_text(text) if byte_level else None
+    if decoded is not None:
+        return decoded.strip() or decoded
+    for m, ch in (markers if markers is not None else word_markers(tokens)).items():
+        text = text.replace(m, ch)
+    return text.strip() or text
 
 
 def reduce_groups(groups: Sequence[Sequence[int]], vals: Sequence[float], reduce: str = "sum") -> List[float]:

@@ -294,34 +294,40 @@ def test_the_letter_c_circumflex_is_a_tab_marker_in_byte_level_tokens_only():
 
 
 def test_marker_words_of_byte_level_tokens_read_as_typed():
-    """Without offsets (input_ids=, files saved before offsets) the words of byte-level BPE tokens
-    showed their bytes' stand-in characters: 'cafÃ©', 'ðŁĺĢ' for 'café', '😀'. They are read as
-    the text their bytes spell where the result's text holds it; tokens of other tokenizers whose
-    letters are byte-level stand-ins (SentencePiece's 'ę' is byte 0x19's) keep their letters."""
+    """Without offsets (input_ids=, slow tokenizers, files saved before offsets) the words of
+    byte-level BPE tokens showed their bytes' stand-in characters: 'cafÃ©', 'ðŁĺĢ' for 'café',
+    '😀'. They are read as the text their bytes spell when the tokens are byte-level: their bytes
+    spell the result's text, or, without one, a text without control characters; tokens of other
+    tokenizers whose letters are byte-level stand-ins (SentencePiece's 'ę' is byte 0x19's) keep
+    their letters."""
     from tokenizers import pre_tokenizers
 
     from aieg_fast.display.words import byte_level_text
 
     tok = byte_level_tokenizer()
-    text = "café naïve résumé 😀 ok."
-    ids = tok(text, add_special_tokens=False)["input_ids"]
-    raw = tok.convert_ids_to_tokens(ids)
-    assert any("Ã" in t for t in raw)  # the tokens hold the stand-ins this test is about
 
     def words(raw, text):
         return aieg_fast.Attribution(tokens=list(raw), token_ids=list(range(len(raw))), scores=torch.ones(len(raw)),
                                      method="saliency", target={"kind": "token", "id": 0, "text": "x"}, raw_tokens=list(raw),
                                      text=text).word_labels()
 
-    assert words(raw, tok.decode(ids)) == ["café", "naïve", "résumé", "😀", "ok."]
-    assert words(raw, None)[0] == "cafÃ©"  # no text to check against: the markers alone
+    for text, want in [("café naïve résumé 😀 ok.", ["café", "naïve", "résumé", "😀", "ok."]),
+                       ("Mojibake: café shows as cafÃ©", ["Mojibake:", "café", "shows", "as", "cafÃ©"])]:
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        raw = tok.convert_ids_to_tokens(ids)
+        assert any("Ã" in t for t in raw)  # the tokens hold the stand-ins this test is about
+        assert words(raw, tok.decode(ids)) == want
+        assert words(raw, None) == words(raw, "") == want  # no text (a generation's prompt on a slow tokenizer, old files)
+        assert aieg_fast.aggregate_words(raw, torch.ones(len(raw)))[0] == want
     # the alphabet is the tokenizers library's: its byte-level form of any text reads back as that text
     chars = "".join(chr(c) for c in [*range(1, 0x800), *range(0x800, 0xD800, 7), *range(0xE000, 0x10000, 7)]) + "😀𝄞"
     (mapped, _), = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str(chars)
     assert mapped != chars and byte_level_text(mapped) == chars
     assert byte_level_text("".join(pre_tokenizers.ByteLevel.alphabet())) is None  # 256 lone bytes are no UTF-8 text
     # not byte-level: letters that are stand-ins of byte-level BPE (ę: 0x19, č: 0x0d), a Latin-1 pair typed as such
-    assert words(["Dzi", "ę", "kuj", "ę"], "Dziękuję") == ["Dziękuję"]
-    assert words(["č", "esky"], "česky") == ["česky"]
+    for text in ("Dziękuję", None):
+        assert words(["Dzi", "ę", "kuj", "ę"], text) == ["Dziękuję"]
+        assert words(["č", "esky"], text and "česky") == ["česky"]
     assert words(["Â£", "5"], "Â£5") == ["Â£5"]
+    assert words(["hello", "čĊ", "Ġworld"], None) == ["hello", "world"]  # CR LF is whitespace: byte-level still
     assert aieg_fast.aggregate_words(["▁caf", "é", "▁na", "ï", "ve"], torch.ones(5))[0] == ["café", "naïve"]
