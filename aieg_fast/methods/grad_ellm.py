@@ -216,7 +216,7 @@ class GradELLMOptions(Options):
         check_choice("kv_expansion", s["kv_expansion"], KV_EXPANSIONS)
         check_choice("relu", s["relu"], RELU_MODES)
         if not isinstance(s["rope"], bool):
-            raise ValueError(f"rope must be True, False or None, got {s['rope']!r}")
+            raise ValueError(f"rope must be True, False or None (the preset's; null in a method spec or --option), got {s['rope']!r}")
 
     def settings(self) -> Dict:
         """The preset with the explicit options applied (``n_layers`` not yet resolved)."""

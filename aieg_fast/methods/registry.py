@@ -159,7 +159,7 @@ def parse_method_spec(spec: str) -> Tuple[str, dict]:
     """Split a method spec ``name[:option=value[:option=value ...]]`` into (name, options).
 
     Values are read as JSON when they parse (``n_pilot=10``, ``adaptive=false``,
-    ``attn_layers=[0,1]``; Python's ``True`` / ``False`` / ``None`` too), else kept as strings
+    ``attn_layers=[0,1]``, ``null``; Python's ``True`` / ``False`` too), else kept as strings
     (``ef_mode=none``): :func:`option_value`. Example: ``aieg:ef_mode=none`` is AIEG without the emphasis
     factor; the spec string is the method's name in the records and tables.
 

@@ -234,6 +234,9 @@ def test_option_values_are_json_with_pythons_constants_too(capsys):
     assert opts == {"adaptive": False, "posnorm": "None"}
     with pytest.raises(ValueError, match=r"posnorm must be one of .*'none'.*got 'None'"):
         get_method(name).options(**opts)
+    with pytest.raises(ValueError, match=r"rope must be True, False or None \(the preset's; null in a method spec or --option\), got 'None'"):
+        get_method("grad_ellm").options(**parse_method_spec("grad_ellm:rope=None")[1])
+    assert get_method("grad_ellm").options(**parse_method_spec("grad_ellm:rope=null")[1]).rope is None
     for command in ("explain", "attribute-dataset"):
         with pytest.raises(SystemExit):
             cli.main([command, "--help"])
