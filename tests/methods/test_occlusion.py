@@ -3,6 +3,7 @@ tokens, words and spans, both measures, every replacement kind; batched chunks a
 change it; generation rows from the shared forwards equal per-prefix calls; bad options refused."""
 from __future__ import annotations
 
+import math
 from unittest import mock
 
 import pytest
@@ -112,6 +113,11 @@ def test_groups_and_spread():
         occlusion_groups(fixed, "word")
     p = torch.log_softmax(torch.tensor([[0.0, 1.0, -50.0]]), -1)
     assert float(kl_divergence(p, p)) == 0.0
+    # a -inf logit (a masked token) has p = 0: its term is 0, not 0 * (-inf) = NaN
+    masked, q = torch.log_softmax(torch.tensor([0.0, -math.inf, 1.0]), -1), torch.log_softmax(torch.tensor([0.5, 0.0, 1.0]), -1)
+    want = sum(math.exp(a) * (a - b) for a, b in zip(masked.tolist(), q.tolist()) if a > -math.inf)
+    assert float(kl_divergence(masked, q)) == pytest.approx(want, rel=1e-6) and want > 0
+    assert float(kl_divergence(q, masked)) == math.inf  # q puts mass where p has none
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
