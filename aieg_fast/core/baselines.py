@@ -8,7 +8,8 @@ The path from the baseline to the input is x(α) = x′ + α (x − x′) at the
   DIG's convention, specs/aieg.md §6.3);
 * ``"zero"``: the zero vector (Sundararajan et al. 2017's black image, specs/aieg.md §6.1);
 * ``"mean"``: the mean input embedding over the whole vocabulary (computed through the
-  embedding module, so models that scale embeddings are covered);
+  embedding module, so models that scale embeddings are covered; specs/aieg.md §6.3's
+  ``"embedding_mean"``, named as the other baselines are, by what it is of);
 * ``"unk"`` / ``"pad"`` / ``"eos"``: the tokenizer's special token of that name;
 * an int: that token id's embedding;
 * a Tensor [d] (every attributable position) or [L, d] (one row per token of the example), in

@@ -16,6 +16,11 @@ For the target x_T and each attributable context token i (paper Eq. 5):
   Hessian-vector products of log p(x_T) with Rademacher probes on token i's embedding block;
 * I_i, the information (§3, :mod:`~aieg_fast.core.occlusion`): KL(P(·|x) ‖ P(·|x with token i
   masked)) of the next-token distribution, the masked inputs batched.
+
+Of the paper's options for very large models (specs/heta.md §2), the curvature of the last k
+layers is ``curvature_layers``; its low-rank and Fisher approximations of the Hessian are not
+offered (the public code does not implement them either, and the spec gives no formula to
+follow): S is always the exact Hessian-vector product.
 """
 from __future__ import annotations
 
