@@ -380,9 +380,7 @@ class Explainer:
                 ``ref_token_id``; ``"zero"`` for heta), ``"zero"``, ``"mean"``, ``"unk"``, ``"pad"``, ``"eos"``, a token
                 id, or a Tensor [d] / [L, d] in the space of ``model.get_input_embeddings()(ids)`` (HF's ``inputs_embeds``,
                 Gemma's √d scale included: the input's own gives x′ = x; :mod:`aieg_fast.core.baselines`).
-            alpha_range: ``(α0, 1)``: integrate from x(α0) (specs/aieg.md §6.4's ``(a, b)`` with b = 1
-                only: the path must end at the input for completeness, Σ scores = F(x) − F(x(α0))).
-            n_baseline_samples: average over this many baselines x′ + σε
+            alpha_range: ``(α0, 1)``: integrate from x(α0) (:func:`~aieg_fast.core.baselines.check_alpha_range`). n_baseline_samples: average over this many baselines x′ + σε
                 (ε ~ N(0, 1), seeded by ``seed`` and each text's token ids: the same draws alone or in any batch);
                 ``baseline_noise`` = σ in those units (default 0.1 × the RMS of each text's attributable embeddings; recorded).
             backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels. max_memory: memory

@@ -262,9 +262,7 @@ def attribute_generation(
         default is [T, L_p]; one shape with ``interpolate_generated``). Units: :class:`Attribution`.
         ``info``: ``generated_ids``, ``generated_text``, ``prompt``, ``prompt_length`` (L_p),
         ``teacher_forced``, ``steps`` (the method's per-row info, e.g. ``F_input``),
-        ``sequence_scores`` (mean over rows, specs/aieg.md §6.11's default; NaN-skipping; its
-        other summary, the sum captum takes for log-probability targets, is
-        ``torch.nansum(result.scores, 0)``, not a second key),
+        ``sequence_scores`` (mean over rows, specs/aieg.md §6.11's default, NaN-skipping; its sum: ``scores.nansum(0)``),
         ``step_probs`` (p(y_t | prompt ⊕ y_<t) of each step, Inseq's ``probability`` step
         score; also ``steps[t]["target"]["prob"]``).
 

@@ -80,7 +80,9 @@ def default_ref_token(adapter, tokenizer) -> int:
 
 
 def check_alpha_range(alpha_range) -> float:
-    """α0 of ``alpha_range`` = (α0, 1) with 0 ≤ α0 < 1 (None → 0).
+    """α0 of ``alpha_range`` = (α0, 1) with 0 ≤ α0 < 1 (None → 0). specs/aieg.md §6.4's ``(a, b)``
+    with b = 1 only: a path that ends short of the input loses completeness (Σ scores =
+    F(x) − F(x(α0)) needs the path's end at x).
 
     Raises:
         ValueError: anything else (names ``alpha_range`` and the value received).
