@@ -363,7 +363,7 @@ class Explainer:
                 methods). ``"auto"`` (IG): refine a trapezoid grid, every gradient kept, until the
                 relative completeness error |Σ s − ΔF| / |ΔF| ≤ ``tolerance`` (default 0.05) or
                 ``max_steps`` points (default 257) (:mod:`~aieg_fast.core.adaptive_quadrature`).
-                NumPy / one-element tensor integers are ints in every int setting (``attn_layers`` items too).
+                NumPy / one-element tensor integers are ints in every int setting (``attn_layers`` items: NumPy or 0-d).
             internal_batch_size (int, optional): path points per forward/backward; bounds peak
                 memory. None = chosen from ``max_memory`` (default "2GB").
             template (str, optional): prompt with ``{text}`` (or ``{field}``s); its tokens are held fixed.
@@ -380,7 +380,7 @@ class Explainer:
                 ``ref_token_id``; ``"zero"`` for heta), ``"zero"``, ``"mean"``, ``"unk"``, ``"pad"``, ``"eos"``, a token
                 id, or a Tensor [d] / [L, d] in the space of ``model.get_input_embeddings()(ids)`` (HF's ``inputs_embeds``,
                 Gemma's √d scale included: the input's own gives x′ = x; :mod:`aieg_fast.core.baselines`).
-            alpha_range: ``(α0, 1)``: integrate from x(α0) (:func:`~aieg_fast.core.baselines.check_alpha_range`). n_baseline_samples: average over this many baselines x′ + σε
+            alpha_range: ``(α0, 1)``: integrate from x(α0). n_baseline_samples: average over this many baselines x′ + σε
                 (ε ~ N(0, 1), seeded by ``seed`` and each text's token ids: the same draws alone or in any batch);
                 ``baseline_noise`` = σ in those units (default 0.1 × the RMS of each text's attributable embeddings; recorded).
             backend: ``"auto"``, ``"ext"`` or ``"reference"`` for the kernels. max_memory: memory
