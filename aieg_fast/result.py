@@ -162,7 +162,7 @@ class Attribution:
         CJK and emoji as typed), whitespace-only words as visible symbols (``␣``, ``⏎``)."""
         out = []
         markers = word_markers(self.raw_tokens) if self.word_rule != "offsets" else None
-        byte_level = self.word_rule != "offsets" and reads_as_bytes(self.raw_tokens, self.text)
+        byte_level = self.word_rule != "offsets" and reads_as_bytes(self.raw_tokens[: self.prompt_length], self.text)
         for g in self.word_groups():
             if self.word_rule == "offsets":
                 lab = group_text(self.text, self.offsets, g, self.tokens)

@@ -156,19 +156,25 @@ _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def reads_as_bytes(raw_tokens: Sequence[str], text: Optional[str] = None) -> bool:
     """Whether ``raw_tokens`` are byte-level BPE tokens (GPT-2, LLaMA 3, Qwen, SmolLM, ...), whose
-    words :func:`marker_text` reads as the UTF-8 text their bytes spell: no ``▁`` among them, and
-    their bytes (:func:`byte_level_text`) spell ``text`` (whitespace aside: a tokenizer's
-    clean-up moves spaces) when one is given (a result's :attr:`~aieg_fast.result.Attribution.text`,
-    ``input_ids=`` results hold the tokenizer's decoding), else a text without control characters
-    but tab, newline and CR LF. The raw tokens alone cannot always tell: without a text,
-    SentencePiece tokens typed as a Latin-1 pair (``Â£``) read as one character."""
+    words :func:`marker_text` reads as the UTF-8 text their bytes spell: no ``▁`` among them, each
+    character one of byte-level BPE's 256, and their bytes spell UTF-8 text (a character cut at
+    either end, a result cut mid-emoji, aside) that begins ``text`` (whitespace aside: a
+    tokenizer's clean-up moves spaces) when one is given (a result's
+    :attr:`~aieg_fast.result.Attribution.text`; ``input_ids=`` results hold the tokenizer's
+    decoding; a generation's prompt tokens begin it), else a text without control characters but
+    tab, newline and CR LF. The raw tokens alone cannot always tell: without a text, SentencePiece
+    tokens typed as a Latin-1 pair (``Â£``) read as one character."""
     if any("▁" in t for t in raw_tokens):
         return False
-    spelt = byte_level_text("".join(raw_tokens))
-    if spelt is None:
+    try:
+        data = bytes(_BYTES[ch] for t in raw_tokens for ch in t)
+    except KeyError:
+        return False
+    spelt = data.decode("utf-8", errors="replace").strip("\ufffd")  # a character cut at an end
+    if "\ufffd" in spelt:
         return False
     if text:
-        return "".join(spelt.split()) == "".join(text.split())
+        return "".join(text.split()).strip("\ufffd").startswith("".join(spelt.split()))
     return not _CONTROLS.search(spelt.replace("\r\n", "\n"))
 
 

@@ -319,6 +319,20 @@ def test_marker_words_of_byte_level_tokens_read_as_typed():
         assert words(raw, tok.decode(ids)) == want
         assert words(raw, None) == words(raw, "") == want  # no text (a generation's prompt on a slow tokenizer, old files)
         assert aieg_fast.aggregate_words(raw, torch.ones(len(raw)))[0] == want
+    # a result cut inside a character (input_ids= ending mid-emoji) keeps reading its other words as typed
+    ids = tok("café naïve 😀", add_special_tokens=False)["input_ids"]
+    raw = tok.convert_ids_to_tokens(ids)
+    cut = next(k for k in range(len(ids), 0, -1) if "\ufffd" in tok.decode(ids[:k]))
+    for text in (tok.decode(ids[:cut]), None):
+        assert words(raw[:cut], text)[:2] == ["café", "naïve"], text
+    # a generation's prompt is read from its own tokens: generated tokens that spell no UTF-8 (a stray
+    # continuation byte 'Ł') do not decide it
+    n = raw.index("ð")  # the prompt: 'café naïve '
+    gen_raw = raw[:n] + ["Ł", "a"]
+    gen = aieg_fast.Attribution(tokens=gen_raw, token_ids=list(range(n + 2)), scores=torch.ones(2, n + 2), method="saliency",
+                                target={"kind": "generation", "id": None, "ids": [0, 1], "text": ""}, raw_tokens=gen_raw,
+                                text="", info={"prompt_length": n})
+    assert gen.word_labels()[:2] == ["café", "naïve"]
     # the alphabet is the tokenizers library's: its byte-level form of any text reads back as that text
     chars = "".join(chr(c) for c in [*range(1, 0x800), *range(0x800, 0xD800, 7), *range(0xE000, 0x10000, 7)]) + "😀𝄞"
     (mapped, _), = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False).pre_tokenize_str(chars)
