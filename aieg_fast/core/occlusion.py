@@ -97,10 +97,10 @@ def spread(groups: Tensor, values: Tensor) -> Tensor:
 def kl_divergence(logp: Tensor, logq: Tensor) -> Tensor:
     """KL(P ‖ Q) = Σ_v p_v (log p_v − log q_v) over the last dimension, from log-probabilities;
     a term where p_v = 0 is 0 (also where log p_v = −inf: a masked or −inf logit, whose product
-    0 · (−inf) would be NaN). Tensor[...] float32, nats (+inf where q_v = 0 < p_v)."""
+    0 · (−inf) would be NaN; a NaN stays NaN). Tensor[...] float32, nats (+inf where q_v = 0 < p_v)."""
     logp = logp.float()
     p = logp.exp()
-    return torch.where(p > 0, p * (logp - logq.float()), torch.zeros_like(p)).sum(-1).clamp_min(0.0)
+    return torch.where(logp == float("-inf"), torch.zeros_like(p), p * (logp - logq.float())).sum(-1).clamp_min(0.0)
 
 
 def reference_outputs(ctx, measure: str) -> Dict[str, Tensor]:

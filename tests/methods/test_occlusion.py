@@ -118,6 +118,7 @@ def test_groups_and_spread():
     want = sum(math.exp(a) * (a - b) for a, b in zip(masked.tolist(), q.tolist()) if a > -math.inf)
     assert float(kl_divergence(masked, q)) == pytest.approx(want, rel=1e-6) and want > 0
     assert float(kl_divergence(q, masked)) == math.inf  # q puts mass where p has none
+    assert math.isnan(float(kl_divergence(torch.full((3,), math.nan), q)))  # a non-finite reference stays NaN (flagged)
 
 
 @pytest.mark.parametrize("side", ["left", "right"])
