@@ -194,9 +194,7 @@ class GradELLMOptions(Options):
             ``per_head_cosine_minmax`` (the last needs ``grad_source="pre_o"``).
         grad_source: ``post_o`` | ``pre_o``.
         kv_expansion: ``legacy`` (query head h ↔ KV head h mod n_kv) | ``grouped``
-            (h ↔ h // n_rep, as the model). Identical on models without GQA (GPT-2). Default
-            from the preset; ``grouped`` for ``headmean_minmax`` unless given (spec §5.1: that
-            variant uses the model's grouping, ``repeat_kv``).
+            (h ↔ h // n_rep, as the model). Identical on models without GQA (GPT-2).
         relu: ``per_layer`` | ``after_sum``.
         rope: apply RoPE to q and k before λ (RoPE models only: recorded False on a model
             without RoPE). Default from the preset; True for ``headmean_minmax`` unless given.
@@ -227,9 +225,8 @@ class GradELLMOptions(Options):
             val = getattr(self, name)
             if val is not None:
                 p[name] = val
-        if p["lambda_mode"] == "headmean_minmax":  # the variant of spec §2.5 / §5.1: RoPE, then the model's grouping
-            p["rope"] = True if self.rope is None else p["rope"]
-            p["kv_expansion"] = "grouped" if self.kv_expansion is None else p["kv_expansion"]
+        if p["lambda_mode"] == "headmean_minmax" and self.rope is None:
+            p["rope"] = True  # the variant of spec §2.5 applies RoPE
         return p
 
 
