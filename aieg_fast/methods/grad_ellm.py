@@ -194,7 +194,11 @@ class GradELLMOptions(Options):
             ``per_head_cosine_minmax`` (the last needs ``grad_source="pre_o"``).
         grad_source: ``post_o`` | ``pre_o``.
         kv_expansion: ``legacy`` (query head h ↔ KV head h mod n_kv) | ``grouped``
-            (h ↔ h // n_rep, as the model). Identical on models without GQA (GPT-2).
+            (h ↔ h // n_rep, as the model). Identical on models without GQA (GPT-2). Default
+            from the preset, also for ``headmean_minmax``: spec §5.1's variant uses ``grouped``,
+            which the default preset has; with ``paper_v1`` pass it (the recorded options name
+            only what was given, so a default that hung on another option would let a resumed
+            run mix two mappings under one name).
         relu: ``per_layer`` | ``after_sum``.
         rope: apply RoPE to q and k before λ (RoPE models only: recorded False on a model
             without RoPE). Default from the preset; True for ``headmean_minmax`` unless given.
