@@ -300,21 +300,23 @@ def _generation(attr, words: bool, top_k: int, paint, width: int):
         head = f"{'⚠' if t in warned else ' '} {t + 1:>3} {_cut(row_labels[t], tok_w)} <- "
         yield _step_line(head, labels, rows[t], visible[t], top_k, paint, width, row_flags(attr, t))
     if T > 1:
-        kept = [r for t, r in enumerate(rows) if no_signal(row_flags(attr, t)) is None]  # rows without signal do not count
+        silent = [no_signal(row_flags(attr, t)) for t in range(T)]
+        kept = [r for r, flag in zip(rows, silent) if flag is None]  # rows without signal do not count
         mean = []
         for j in range(len(labels)):
             col = [r[j] for r in kept if not math.isnan(r[j])]
             mean.append(sum(col) / len(col) if col else float("nan"))
-        flags = [] if kept else [_silent_steps(attr, T)]
+        flags = [] if kept else [_silent_steps(silent)]
         yield _step_line(f"  {_cut('mean over steps', tok_w + 4)} <- ", labels, mean, [True] * len(labels), top_k, paint, width,
                          flags)
 
 
-def _silent_steps(attr, T: int) -> dict:
-    """The flag of the ``mean over steps`` line when none of the T steps of ``attr`` carries a
-    signal: the kind most steps are flagged with (the first of a tie); the message counts the
-    steps of any other kind (``no step carries a signal, 1 step zero_signal``)."""
-    kinds = Counter(no_signal(row_flags(attr, t))["kind"] for t in range(T))
+def _silent_steps(silent) -> dict:
+    """The flag of the ``mean over steps`` line when none of the steps carries a signal
+    (``silent``: each step's no-signal flag): the kind most steps are flagged with (the first of
+    a tie); the message counts the steps of any other kind (``no step carries a signal, 1 step
+    zero_signal``)."""
+    kinds = Counter(flag["kind"] for flag in silent)
     kind = kinds.most_common(1)[0][0]
     others = "".join(f", {n} step{'s' if n > 1 else ''} {k}" for k, n in kinds.items() if k != kind)
     return {"kind": kind, "message": f"no step carries a signal{others}"}
