@@ -41,7 +41,6 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 import torch
 
 from . import ops
-from .core.baselines import as_baseline
 from .core.call import apply_baseline, flag_rows, resolve_call, run_samples
 from .core.context import SequenceContext, progress_bar, run_method
 from .core.diagnostics import warn
@@ -49,7 +48,7 @@ from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequ
 from .core.model_state import holding_model_lock, model_prepared
 from .core.inputs import as_id_list
 from .core.tokens import check_in_vocab, continuation, merge_message, token_text_after, typed_specials, unknown_message, unknown_pieces
-from .core.validation import DEFAULT_N_STEPS, as_int, check_bool, check_call_settings, check_int
+from .core.validation import DEFAULT_N_STEPS, as_int, as_scalar_int, check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
 
@@ -363,7 +362,7 @@ def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_targ
         raise ValueError("target_fn='label_logprob' is for label decisions; attribute_generation explains free tokens")
     if isinstance(contrast_target, (list, tuple)):
         raise ValueError(f"contrast_target: attribute_generation takes one contrast token for every step, got {contrast_target!r}")
-    baseline = as_baseline(baseline)  # a 0-d integer tensor is a token id
+    baseline = as_scalar_int(baseline)  # a 0-d integer tensor is a token id
     if isinstance(baseline, torch.Tensor) and baseline.dim() != 1:
         raise ValueError(f"baseline: attribute_generation takes a [d] tensor, got shape {tuple(baseline.shape)}")
 

@@ -39,9 +39,9 @@ from torch import Tensor
 
 from ..models import materialized
 from .diagnostics import warn
-from .validation import as_int, check_number
+from .validation import check_number
 
-__all__ = ["BASELINE_NAMES", "as_baseline", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "row_noise", "shift_baseline"]
+__all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "row_noise", "shift_baseline"]
 
 #: the baselines named by a string.
 BASELINE_NAMES = ("reference", "zero", "mean", "unk", "pad", "eos")
@@ -94,13 +94,6 @@ def check_alpha_range(alpha_range) -> float:
     if not ok or float(alpha_range[1]) != 1.0 or not (0.0 <= float(alpha_range[0]) < 1.0):
         raise ValueError(f"alpha_range must be (alpha0, 1) with 0 <= alpha0 < 1, got {alpha_range!r}")
     return float(alpha_range[0])
-
-
-def as_baseline(baseline):
-    """``baseline`` with an integer of another library (``np.int32(5)``, a 0-d integer tensor)
-    as the Python int token id it holds (:func:`~aieg_fast.core.validation.as_int`); anything
-    else, a tensor of embeddings included, as it is."""
-    return baseline if isinstance(baseline, Tensor) and baseline.dim() > 0 else as_int(baseline)
 
 
 def check_baseline_value(baseline, vocab_size: Optional[int] = None) -> None:

@@ -9,12 +9,12 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from .baselines import as_baseline, baseline_rows, check_alpha_range, check_baseline_noise, describe_baseline, noisy_baseline, row_noise, shift_baseline
+from .baselines import baseline_rows, check_alpha_range, check_baseline_noise, describe_baseline, noisy_baseline, row_noise, shift_baseline
 from .batch import Batch
 from .diagnostics import NO_SIGNAL_KINDS, low_precision_hint, method_flags, warn_flags
 from .inputs import as_id_list, per_text_ids
 from .objective import LabelSet, check_target_fn, target_fn_name
-from .validation import check_int
+from .validation import as_scalar_int, check_int
 
 __all__ = ["CallSettings", "resolve_call", "check_label_set_use", "apply_baseline", "run_samples", "check_targets_against", "flag_rows"]
 
@@ -147,7 +147,7 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
         ValueError / TypeError: naming the argument and the value received.
     """
     contexts = list(contexts) if contexts is not None else [None] * n_texts
-    baseline = as_baseline(baseline)  # np.int32(5), a 0-d integer tensor: the token id
+    baseline = as_scalar_int(baseline)  # np.int32(5), a 0-d integer tensor: the token id
     tfn = _resolve_target_fn(ex, target_fn, label_set, contexts[0] if contexts else None, getattr(method, "gradients", True))
     if contrast_target is not None and not isinstance(tfn, (str, LabelSet)):
         raise ValueError("contrast_target cannot be combined with a callable target_fn (compute the contrast inside it)")

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import torch
 
-__all__ = ["DEFAULT_N_STEPS", "as_int", "as_ints", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
+__all__ = ["DEFAULT_N_STEPS", "as_int", "as_scalar_int", "as_ints", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
            "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
@@ -36,16 +36,19 @@ def as_int(value):
         return value
 
 
-def as_ints(value):
-    """:func:`as_int` of ``value``, or of each item of a list or tuple (a list of layer indices
-    from ``np.arange``): a new list or tuple of Python ints where the items are integers of
-    another library; anything else as :func:`as_int` leaves it, but a tensor of one or more
-    dimensions stays as given (``torch.tensor([1])`` is no scalar: an option may hold a tensor,
-    and a refusal shows what was passed)."""
-    def scalar(v):
-        return v if torch.is_tensor(v) and v.dim() > 0 else as_int(v)
+def as_scalar_int(value):
+    """:func:`as_int` of a scalar: an integer of another library (``np.int32(5)``, a 0-d integer
+    tensor) as the Python int it holds; a tensor of one or more dimensions stays as given
+    (``torch.tensor([1])`` is no scalar: a baseline of embeddings, an option holding a tensor,
+    and a refusal shows what was passed); anything else as :func:`as_int` leaves it."""
+    return value if torch.is_tensor(value) and value.dim() > 0 else as_int(value)
 
-    return type(value)(scalar(v) for v in value) if type(value) in (list, tuple) else scalar(value)
+
+def as_ints(value):
+    """:func:`as_scalar_int` of ``value``, or of each item of a list or tuple (a list of layer
+    indices from ``np.arange``): a new list or tuple of Python ints where the items are integers
+    of another library."""
+    return type(value)(as_scalar_int(v) for v in value) if type(value) in (list, tuple) else as_scalar_int(value)
 
 
 def check_choice(name: str, value, choices) -> None:

@@ -50,11 +50,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..core.baselines import as_baseline, check_baseline_value
+from ..core.baselines import check_baseline_value
 from ..core.call import check_label_set_use
 from ..core.diagnostics import FLAG_KINDS, AttributionWarning
 from ..core.inputs import fill_template
-from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, as_int, as_ints, check_bool, check_call_settings, check_choice, check_placement, check_positive_int
+from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, as_int, as_ints, as_scalar_int, check_bool, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, list_methods, resolved_options
 from ..models import run_model_settings
@@ -403,7 +403,7 @@ def attribute_dataset(
     _refuse_misplaced(misplaced)
     options = {k: as_ints(v) for k, v in dict(options or {}).items()}  # numpy ints recorded as ints
     n_steps, batch_size, internal_batch_size, limit = map(as_int, (n_steps, batch_size, internal_batch_size, limit))
-    baseline = as_baseline(baseline)
+    baseline = as_scalar_int(baseline)
     _check_run(method, options, n_steps, target_fn, label_set, batch_size, internal_batch_size, backend, template, baseline,
                target_is_id=target_is_id, parquet=parquet, progress=progress)
     check_placement(device, dtype, device_map)
