@@ -13,7 +13,7 @@
 set -euo pipefail
 OUT=${1:-runs/faithfulness}
 DATA=${DATA:-../shared/data}
-# Runs 2-4 were recorded before issue 13: grad_ellm with its default of the time, preset paper_v1
+# Runs 2, 3 and 4 (not 2b and 2c, which came after it and run with today's defaults) were recorded before issue 13: grad_ellm with its default of the time, preset paper_v1
 # (write grad_ellm:preset=paper_v1 in M), the raw label logit as F (--target-fn logit), lower-index
 # ties (--ties first) and the relu soft map only (--soft-maps relu) reproduce them.
 # `aieg` in these runs is AIEG's reading of the time, preset v1 (the default until issue 19's study
@@ -42,6 +42,13 @@ aieg-fast evaluate --model gpt-nano --dataset sst2-test --n 1821 --methods $M --
 #     token at a time, F(x) minus F with the token replaced, the defaults)
 aieg-fast evaluate --model gpt-nano --dataset sst2-test --n 600 --methods heta,occlusion,integrated_gradients,random \
     --n-steps 20 $SOFT $SWEEP --prob-space labels --seed 0 --out "$OUT/nano_heta_occlusion" --no-progress
+
+# 2c. Which HETA term ranks the tokens (RESULTS_faithfulness §1b): each component alone and the
+#     sum-normalised combination, the first 200 test sentences, hard metrics (archived as
+#     faithfulness/nano_heta_occlusion/components_summary.md and components_config.json)
+aieg-fast evaluate --model gpt-nano --dataset sst2-test --n 200 --metrics hard --n-steps 20 --prob-space labels --seed 0 \
+    --methods heta,heta:components=gate,heta:components=curvature,heta:components=information,heta:component_norm=sum,occlusion,integrated_gradients \
+    --out "$OUT/nano_heta_components" --no-progress
 
 # 3. AIEG ablations (spec §6.12) with the k sweep on GPT-nano, hard metrics, paired tests against AIEG
 aieg-fast evaluate --model gpt-nano --dataset sst2-test --n 1821 --metrics hard $SWEEP --prob-space labels \
@@ -143,6 +150,8 @@ for arch in gpt2 llama; do
   aieg-fast train-nano --arch $arch --epochs 3 --seed 0 --out "$OUT/$name-s0" --no-progress
   aieg-fast evaluate --model "$OUT/$name-s0" --dataset sst2-test --n 1821 --methods $ALL50 $SOFT $SWEEP $R50 \
       --out "$OUT/${name}_sst2_test_50"
+  # The archived v1 folders are named *_ablation_50_aieg and key the reading `aieg` (v1 when they
+  # were computed, 2026-12-03); this loop names it aieg:preset=v1 (folders *_ablation_50_aieg_preset_v1).
   for ref in aieg:preset=v1 aieg:preset=v3; do
     abl=$ref,integrated_gradients,random; for a in $ABL; do abl=$abl,$ref:$a; done
     aieg-fast evaluate --model "$OUT/$name-s0" --dataset sst2-test --n 1821 --metrics hard $SWEEP $R50 \
