@@ -468,7 +468,7 @@ def evaluate(
         topk: fraction of attributable tokens for the hard metrics (default 0.20).
         topk_sweep: extra top-k fractions of the hard metrics (e.g. :data:`TOPK_SWEEP`), in a second table.
         metrics: ``"all"`` (default) or ``"hard"``: log-odds, comprehensiveness and sufficiency
-            only (the AIEG paper's), without the Soft-NC/NS and π-Soft forwards (~10× the cost).
+            only (the AIEG paper's), without the Soft-NC/NS and π-Soft forwards (2·K + 2·|π|·K per soft map).
         n_steps: path steps of the path methods. n_samples: Bernoulli draws K per soft point. pis: π grid.
         prob_space: ``"labels"`` (None, the default: softmax over the label words / classes) or ``"vocab"``.
         normalise: score normalisation of Soft-NC / NS. data_dir: evaluation data folder.
