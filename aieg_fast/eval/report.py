@@ -24,7 +24,7 @@ from ..runs import replace_file
 from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "machine_lines", "topk_lines", "step_lines", "write_summary",
+__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "rounding_twin_lines", "ROUNDING_TOL", "machine_lines", "topk_lines", "step_lines", "write_summary",
            "run_title", "pi_soft_figure", "plot_pi_soft", "records_beyond"]
 
 
@@ -245,6 +245,52 @@ def flag_lines(records: Sequence[dict]) -> List[str]:
             + "; ".join(f"{m}: " + ", ".join(f"{k} × {n}" for k, n in sorted(d.items())) for m, d in flagged.items()) + "."]
 
 
+#: Largest difference, in a metric's own units, at which two methods' values on one example are
+#: read as the same number (float rounding of the batched perturbed forwards is about 1e-5).
+ROUNDING_TOL = 1e-4
+
+
+def rounding_twin_lines(records: Sequence[dict], methods: Sequence[str], metrics: Sequence[str],
+                        tol: float = ROUNDING_TOL) -> List[str]:
+    """The markdown line naming each pair of methods whose values of a metric are within ``tol`` of
+    each other on every example (none when no pair is): the same method in effect for that metric
+    (e.g. a PosNorm that keeps the order of the scores gives the same top k), whose means, stars
+    and p-values against the reference can still differ by float rounding, since the paired test
+    ranks differences of any size. A value present for one method and missing or not finite for
+    the other makes them differ; examples where neither has it are passed over. A method equal to
+    an earlier one on every metric is named once, beside that one."""
+    def finite(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    def largest_gap(a, b, k):  # None: they differ on k (or no example has it)
+        largest = None
+        for r in records:
+            x, y = (r.get("methods", {}).get(a) or {}).get(k), (r.get("methods", {}).get(b) or {}).get(k)
+            if not (finite(x) or finite(y)):
+                continue
+            if not (finite(x) and finite(y) and abs(x - y) <= tol):
+                return None
+            largest = max(largest or 0.0, abs(x - y))
+        return largest
+
+    names = [m for m in methods if m != "uniform"]
+    twins, whole = [], set()
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if a in whole or b in whole:
+                continue
+            gaps = {k: g for k in metrics if (g := largest_gap(a, b, k)) is not None}
+            if gaps:
+                every = len(gaps) == len(metrics)
+                whole.update([b] if every else [])
+                on = "every metric" if every else ", ".join(gaps)
+                twins.append(f"{a} = {b} on {on} (largest difference {max(gaps.values()):.1e})")
+    if not twins:
+        return []
+    return ["", f"Equal to rounding (within {tol:g} on every example): " + "; ".join(twins)
+            + ". Differences between such means, stars or p-values are float rounding, not a difference between the methods."]
+
+
 def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD,
                   refused: Sequence[dict] = ()) -> str:
     """Write ``out/summary.csv`` and ``out/summary.md`` (and the top-k files when ``config`` has a
@@ -310,6 +356,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
         lines += topk_lines(out, summarise_topk(records, real, ks, config["seed"], reference), ks, records)
     if config.get("task") == "generation":
         lines += step_lines(out, records, methods, metrics, config["seed"])
+    lines += rounding_twin_lines(records, methods, metrics)
     lines += flag_lines(records)
     if refused:
         lines += ["", f"{len(refused)} example(s) skipped, their input refused (records with 'skipped'):", ""]

@@ -208,3 +208,37 @@ def test_step_table_marks_a_step_without_values_with_a_dash(tmp_path):
     rows = list(csv.DictReader((tmp_path / "summary_steps.csv").open()))
     first = next(r for r in rows if r["method"] == "saliency" and r["step"] == "0")
     assert first["n"] == "0" and first["mean"] == "nan"
+
+
+def test_summary_names_methods_equal_to_rounding(tmp_path):
+    """Two methods whose metric values differ only by float rounding (about 1e-5: the batched
+    forwards of the same top k) are the same method for that metric, yet the paired test ranks
+    those differences and can star one and not the other (RESULTS_faithfulness §2: V3 and V3
+    without PosNorm). summary.md names such pairs and the metrics they share; a real difference
+    on one example, or a value missing for one method, keeps a pair out."""
+    import numpy as np
+
+    from aieg_fast.eval.report import write_summary
+
+    rng = np.random.default_rng(0)
+    records = []
+    for i in range(30):
+        base = float(rng.normal())
+        methods = {
+            "ig": {"log_odds": float(rng.normal()), "comprehensiveness": float(rng.normal())},
+            "a": {"log_odds": base, "comprehensiveness": 0.5},
+            "a_noise": {"log_odds": base + float(rng.uniform(-2e-5, 2e-5)), "comprehensiveness": 0.5 + (0.3 if i == 7 else 0.0)},
+            "a_gap": {"log_odds": base + (1e-3 if i == 3 else 0.0), "comprehensiveness": 0.5},
+            "a_missing": {"log_odds": base if i else None, "comprehensiveness": 0.5},
+        }
+        records.append({"id": str(i), "label": 0, "pred_label": 0, "degenerate": False, "methods": methods})
+    names = list(records[0]["methods"])
+    rows = E.summarise(records, names, 0, "ig", metrics=["log_odds", "comprehensiveness"])
+    md = write_summary(tmp_path, rows, {"model": "m", "dataset": "d", "seed": 0, "topk": 0.2, "metrics": "hard",
+                                        "n_steps": 4, "max_tokens": None, "prob_space": "labels"}, records, "ig")
+    line = next(x for x in md.splitlines() if x.startswith("Equal to rounding"))
+    assert "a = a_noise on log_odds (largest difference" in line
+    assert "a = a_missing on comprehensiveness (" in line  # log_odds missing on one example for a_missing only
+    assert "a = a_gap on comprehensiveness (largest difference 0.0e+00)" in line  # 1e-3 on one example: not on log_odds
+    assert "a = a_noise on log_odds, comprehensiveness" not in line  # 0.3 apart on one example
+    assert "ig =" not in line and "= ig " not in line
