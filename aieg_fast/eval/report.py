@@ -2,7 +2,8 @@
 
 * :func:`write_summary` — ``summary.csv`` (the rows of :func:`~aieg_fast.eval.stats.summarise`)
   and ``summary.md``: mean [95 % bootstrap CI] per method and metric with the paired-test stars,
-  the table of p-values, and, when the settings hold a top-k sweep, ``summary_topk.csv`` and its
+  the table of p-values, the pairs of methods equal to 1e-4 on a metric (:func:`rounding_twin_lines`),
+  and, when the settings hold a top-k sweep, ``summary_topk.csv`` and its
   tables (:func:`topk_lines`), and for a generation run ``summary_steps.csv`` and a per-step table
   (:func:`step_lines`);
 * :func:`plot_pi_soft` — ``pi_soft_curves.png`` (``pi_soft_curves_<map>.png`` for a soft map other
@@ -252,13 +253,15 @@ ROUNDING_TOL = 1e-4
 
 def rounding_twin_lines(records: Sequence[dict], methods: Sequence[str], metrics: Sequence[str],
                         tol: float = ROUNDING_TOL) -> List[str]:
-    """The markdown line naming each pair of methods whose values of a metric are within ``tol`` of
-    each other on every example (none when no pair is): the same method in effect for that metric
-    (e.g. a PosNorm that keeps the order of the scores gives the same top k), whose means, stars
-    and p-values against the reference can still differ by float rounding, since the paired test
-    ranks differences of any size. A value present for one method and missing or not finite for
-    the other makes them differ; examples where neither has it are passed over. A method equal to
-    an earlier one on every metric is named once, beside that one."""
+    """The markdown line naming each pair of methods whose values of a metric differ by at most
+    ``tol`` on every example (none when no pair does): the same method in effect for that metric
+    (e.g. a PosNorm that keeps the order of the scores gives the same top k; float rounding of
+    the batched forwards then leaves about 1e-5), whose stars and p-values against the reference
+    can still differ, since the paired test ranks differences of any size. A value present for
+    one method and missing or not finite for the other makes them differ; examples where neither
+    has it are passed over. A method equal to another on every metric is named once, beside the
+    first such method in ``methods``, and left out of the other pairs. Generation records are
+    compared on their per-example step means, as the main table reads them."""
     def finite(v):
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -273,28 +276,24 @@ def rounding_twin_lines(records: Sequence[dict], methods: Sequence[str], metrics
             largest = max(largest or 0.0, abs(x - y))
         return largest
 
-    names = [m for m in methods if m != "uniform"]
-    twins, whole = [], set()
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            if a in whole or b in whole:
-                continue
-            gaps = {k: g for k in metrics if (g := largest_gap(a, b, k)) is not None}
-            if gaps:
-                every = len(gaps) == len(metrics)
-                whole.update([b] if every else [])
-                on = "every metric" if every else ", ".join(gaps)
-                twins.append(f"{a} = {b} on {on} (largest difference {max(gaps.values()):.1e})")
+    names = list(methods)
+    gaps = {(a, b): {k: g for k in metrics if (g := largest_gap(a, b, k)) is not None}
+            for i, a in enumerate(names) for b in names[i + 1:]}
+    whole = {b for (a, b), g in gaps.items() if len(g) == len(metrics) and a not in
+             {x for (x, y), h in gaps.items() if y == a and len(h) == len(metrics)}}  # b equal to an earlier a everywhere
+    twins = [f"{a} = {b} on {'every metric' if len(g) == len(metrics) else ', '.join(g)} (largest difference {max(g.values()):.1e})"
+             for (a, b), g in gaps.items() if g and a not in whole and (b not in whole or len(g) == len(metrics))]
     if not twins:
         return []
-    return ["", f"Equal to rounding (within {tol:g} on every example): " + "; ".join(twins)
-            + ". Differences between such means, stars or p-values are float rounding, not a difference between the methods."]
+    return ["", f"Equal to {tol:g} (each of these metrics differs by at most {tol:g} on every example): " + "; ".join(twins)
+            + ". Read each pair as one method on those metrics: a star or p-value that differs between them ranks differences too small to matter."]
 
 
 def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[dict], reference: str = REFERENCE_METHOD,
                   refused: Sequence[dict] = ()) -> str:
     """Write ``out/summary.csv`` and ``out/summary.md`` (and the top-k files when ``config`` has a
-    ``topk_sweep``, the per-step files for a generation run); return the markdown text.
+    ``topk_sweep``, the per-step files for a generation run); return the markdown text. Under the
+    tables: the pairs of methods equal to 1e-4 (:func:`rounding_twin_lines`) and the flags.
 
     Args:
         out: the evaluation folder. rows: :func:`~aieg_fast.eval.stats.summarise` rows.

@@ -236,9 +236,33 @@ def test_summary_names_methods_equal_to_rounding(tmp_path):
     rows = E.summarise(records, names, 0, "ig", metrics=["log_odds", "comprehensiveness"])
     md = write_summary(tmp_path, rows, {"model": "m", "dataset": "d", "seed": 0, "topk": 0.2, "metrics": "hard",
                                         "n_steps": 4, "max_tokens": None, "prob_space": "labels"}, records, "ig")
-    line = next(x for x in md.splitlines() if x.startswith("Equal to rounding"))
+    line = next(x for x in md.splitlines() if x.startswith("Equal to 0.0001 (each of these metrics differs by at most"))
     assert "a = a_noise on log_odds (largest difference" in line
     assert "a = a_missing on comprehensiveness (" in line  # log_odds missing on one example for a_missing only
     assert "a = a_gap on comprehensiveness (largest difference 0.0e+00)" in line  # 1e-3 on one example: not on log_odds
     assert "a = a_noise on log_odds, comprehensiveness" not in line  # 0.3 apart on one example
     assert "ig =" not in line and "= ig " not in line
+
+
+def test_rounding_twins_named_once_whatever_the_order_and_nan_on_both_sides_passed_over():
+    """A method equal to another on every metric is named once, beside the first of them in the
+    methods' order, even when a third method equal to both on some metrics comes first; an
+    example where both have NaN (a degenerate soft metric) is passed over, one NaN against a
+    number makes them differ."""
+    from aieg_fast.eval.report import rounding_twin_lines
+
+    records = []
+    for i in range(6):
+        v = float(i) / 7
+        records.append({"methods": {
+            "partial": {"log_odds": v, "soft_nc": v + 1.0},
+            "x": {"log_odds": v, "soft_nc": float("nan") if i == 2 else v},
+            "x_copy": {"log_odds": v + 1e-6, "soft_nc": float("nan") if i == 2 else v},
+            "x_half_nan": {"log_odds": v, "soft_nc": float("nan") if i in (2, 4) else v},
+        }})
+    line = rounding_twin_lines(records, ["partial", "x", "x_copy", "x_half_nan"], ["log_odds", "soft_nc"])[1]
+    pairs = line.split(": ", 1)[1].split(". Read")[0].split("; ")
+    assert [p.split(" (")[0] for p in pairs] == [
+        "partial = x on log_odds", "partial = x_half_nan on log_odds", "x = x_copy on every metric",
+        "x = x_half_nan on log_odds"]  # x_copy is named beside x only
+    assert rounding_twin_lines(records, ["x", "x_half_nan"], ["soft_nc"]) == []
