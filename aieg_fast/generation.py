@@ -179,7 +179,7 @@ def continuation_ids(ex, prompt: str, max_new_tokens: Optional[int] = None,
     """
     if ex.adapter.kind != "causal_lm":
         raise ValueError("continuation_ids needs a causal language model, not a classification head")
-    cut = None
+    cut, max_new_tokens = None, as_int(max_new_tokens)
     if max_new_tokens is not None and generated_text is not None:  # the first max_new_tokens of the text
         check_int("max_new_tokens", max_new_tokens, 1)
         cut, max_new_tokens = max_new_tokens, None

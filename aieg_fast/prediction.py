@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from .core.model_state import holding_model_lock, model_prepared
 from .core.tokens import token_text_after
-from .core.validation import check_int
+from .core.validation import as_int, check_int
 
 __all__ = ["predict", "label_probs"]
 
@@ -41,6 +41,7 @@ def predict(self, text: str, template: Optional[str] = None, top_k: int = 5) -> 
     Raises:
         ValueError: ``top_k`` not an int ≥ 1; an empty text or a bad template (named).
     """
+    top_k = as_int(top_k)  # a NumPy or one-element tensor integer as an int
     check_int("top_k", top_k, 1)
     p = _probs(self, *_encoded(self, text, template)[:2])
     vals, idx = p.topk(min(top_k, p.numel()))

@@ -5,7 +5,7 @@ import math
 import numbers
 
 from ..core.diagnostics import warn
-from ..core.validation import check_bool
+from ..core.validation import as_int, check_bool
 from .fonts import label_fonts, stand_ins
 from .scale import caution_flag_of_steps, caution_steps, fixed_columns, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_step_target, describe_target
@@ -178,6 +178,7 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
         ImportError: matplotlib is not installed.
     """
     check_bool("words", words)
+    wrap = as_int(wrap)  # a NumPy or one-element tensor integer as an int
     _check_plot_args(attr, ax, figsize, wrap)
     import matplotlib
 

@@ -15,7 +15,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from ..core.validation import check_bool, check_int
+from ..core.validation import as_int, check_bool, check_int
 from .scale import Scale, caution_flag_of_steps, caution_steps, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_step_target, describe_target, printable, target_probability
 
@@ -57,10 +57,13 @@ def _painter(console: Console):
     return lambda scale, v: cell_style(scale, v, system)
 
 
-def _check_view(words, top_k) -> None:
-    """The checks :func:`show` and :class:`Heatmap` share: ``words`` a bool, ``top_k`` a positive int."""
+def _check_view(words, top_k) -> int:
+    """The checks :func:`show` and :class:`Heatmap` share: ``words`` a bool, ``top_k`` a positive
+    int (a NumPy or one-element tensor integer too); ``top_k`` as a Python int."""
     check_bool("words", words)
+    top_k = as_int(top_k)
     check_int("top_k", top_k, 1)
+    return top_k
 
 
 def uses_colour(console: Console) -> bool:
@@ -91,7 +94,7 @@ class Heatmap:
     """
 
     def __init__(self, attr, words: bool = True, top_k: int = 5):
-        _check_view(words, top_k)
+        top_k = _check_view(words, top_k)
         self.attr, self.words, self.top_k = attr, words, top_k
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -361,7 +364,7 @@ def show(attr, file=None, words: bool = True, width: Optional[int] = None, top_k
         ValueError: ``words`` not a bool, ``width`` not None or an int ≥ 20, ``top_k`` not an int ≥ 1.
         TypeError: ``file`` not None and without a ``write`` method (a path, say).
     """
-    _check_view(words, top_k)
+    top_k, width = _check_view(words, top_k), as_int(width)
     check_int("width", width, MIN_WIDTH, optional=True)
     if file is not None and not callable(getattr(file, "write", None)):
         raise TypeError(f"file must be a text stream with a write() method (sys.stdout, open(path, 'w')) or None, got {file!r}")

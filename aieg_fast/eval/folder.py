@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
-from ..runs import append_jsonl, check_or_record_methods, check_or_write_config, claim_folder, part_files, remove_parts
+from ..runs import Dist, append_jsonl, check_or_record_methods, check_or_write_config, claim_folder, part_files, part_path, remove_parts, shard
 from .records import RECORDS_FILE, read_records, repair_records
 
-__all__ = ["prepare_folder", "gather_parts"]
+__all__ = ["prepare_folder", "gather_parts", "run_shards"]
 
 
 def gather_parts(out: Path) -> int:
@@ -60,3 +60,31 @@ def prepare_folder(out: Path, config: dict, methods: Optional[Dict[str, dict]] =
     except (ValueError, OSError) as err:
         return err
     return None
+
+
+def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, dict]], list],
+               work: Callable[[list, Dict[str, dict], Path, bool], int], progress: bool, methods: tuple = ()) -> Tuple[int, int]:
+    """The example loop of a run folder, on one process or under torchrun.
+
+    Rank 0 prepares the folder (settings, repair, parts left by an interrupted run); every
+    process reads the records done, ``plan(done)`` lists the examples still to compute, and each
+    process computes its share with ``work(todo, done, path, progress)`` (the count computed)
+    into its own file (``records.jsonl`` for a single process); rank 0 merges the parts. Used
+    by :func:`evaluate` and :func:`~aieg_fast.eval.generation_runner.evaluate_generation`.
+    ``methods``: :func:`~aieg_fast.eval.checks.method_settings`'s pair, checked or recorded in
+    ``methods.json`` by rank 0.
+
+    Returns:
+        (examples computed by all processes, examples that were left to compute).
+    """
+    procs.check(prepare_folder(out, config, *methods) if procs.main else None)
+    rec_path = out / RECORDS_FILE
+    done = read_records(rec_path)
+    todo = procs.checked(plan, done)  # a refusal (a changed prompt) said once
+    path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
+    computed = work(shard(todo, procs), done, path, progress and procs.main)
+    computed = sum(procs.gather(computed))
+    procs.barrier()
+    if procs.main:
+        gather_parts(out)
+    return computed, len(todo)

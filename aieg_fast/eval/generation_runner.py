@@ -68,7 +68,7 @@ import torch
 from ..core.context import progress_bar
 from ..core.diagnostics import AttributionWarning
 from ..core.path import check_chunk_settings
-from ..core.validation import check_placement, check_positive_int
+from ..core.validation import as_int, check_placement, check_positive_int
 from ..datasets import DATASETS, is_dataset_file, load_records, template_fields, user_dataset
 from ..datasets.user import TEMPLATE_FIELD
 from ..generation import continuation_ids
@@ -79,8 +79,9 @@ from .context import prepare, step_attribution
 from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, control_attribution, flat_metrics, pi_soft, score_attribution
 from .records import RECORDS_FILE, append_record
 from .run_checks import check_methods, check_run_settings
-from .runner import (CONTROLS, DEFAULT_METHODS, NO_SUMMARY, NONE_MEANS, RunSettings, eval_target_fn, explainer_for, run_config, run_shards,
-                     settings_config, summarise_run)
+from .folder import run_shards
+from .report import summarise_run
+from .runner import CONTROLS, DEFAULT_METHODS, NO_SUMMARY, NONE_MEANS, RunSettings, eval_target_fn, explainer_for, run_config, settings_config
 from .stats import REFERENCE_METHOD
 
 if TYPE_CHECKING:
@@ -512,6 +513,8 @@ def evaluate_generation(
             settings that differ from those recorded in ``out_dir``; all before any record is
             written. FileNotFoundError: a missing data file.
     """
+    n, n_new_tokens, seed, n_steps, n_samples, internal_batch_size = map(  # a NumPy int as the int it holds
+        as_int, (n, n_new_tokens, seed, n_steps, n_samples, internal_batch_size))
     methods, specs = check_methods(methods, reference, CONTROLS)
     check_positive_int("n", n, optional=True)  # before it limits the reading
     name, raw = load_prompts(records, data_dir, text_field, target_field, id_field, limit=n)

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Sequence, Union
 import torch
 
 from ..core.diagnostics import AttributionWarning
-from ..core.validation import check_placement
+from ..core.validation import as_int, as_ints, check_placement
 from ..datasets import DATASETS, load_records
 from ..models import run_model_settings
 from ..runs import check_recorded_config, made_folder, rank_device, start as start_processes
@@ -57,7 +57,8 @@ from .longra_report import LONGRA_KS, summarise_longra
 from .metrics import CONTROLS, control_attribution
 from .records import RECORDS_FILE, append_record, read_records
 from .run_checks import check_methods
-from .runner import explainer_for, run_shards
+from .folder import run_shards
+from .runner import explainer_for
 from .stats import REFERENCE_METHOD
 
 if TYPE_CHECKING:
@@ -311,6 +312,7 @@ def evaluate_longra(
             data file (names the file and line), settings that differ from those recorded in
             ``out_dir``; all before any record is written. FileNotFoundError: missing data file.
     """
+    n, n_steps, seed, ks = as_int(n), as_int(n_steps), as_int(seed), as_ints(ks)  # a NumPy int as the int it holds
     methods, specs = check_methods(methods, reference, CONTROLS)
     check_positive_int("n", n)
     check_n_steps(n_steps)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -22,10 +23,10 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ..runs import replace_file
-from .metrics import CONTROLS, HARD_METRICS, METRICS, soft_key
-from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise_steps, summarise_topk
-
-__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "rounding_twin_lines", "ROUNDING_TOL", "machine_lines", "topk_lines", "step_lines", "write_summary",
+from .metrics import CONTROLS, HARD_METRICS, METRICS, run_metric_names, soft_key
+from .records import RECORDS_FILE, read_records
+from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise, summarise_steps, summarise_topk
+__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "rounding_twin_lines", "ROUNDING_TOL", "machine_lines", "topk_lines", "step_lines", "write_summary", "summarise_run",
            "run_title", "pi_soft_figure", "plot_pi_soft", "records_beyond"]
 
 
@@ -470,3 +471,27 @@ def records_beyond(records: Dict[str, dict], ids: Sequence[str], methods: Sequen
     more = [f"the method(s) {other_methods}"] * bool(other_methods) + [f"{other_ids} other example(s)"] * bool(other_ids)
     return (f"the summary covers this run's {len(methods)} method(s) and {len(ids)} example(s); the records also hold "
             f"{' and '.join(more)}: rerun with them to summarise them too")
+
+
+def summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config: dict, s, reference: str,
+                  metrics: str, plot: bool) -> dict:
+    """The summary of the records of ``ids`` in ``out`` (tables, plots); the examples whose
+    input was refused are listed, not summarised. The part of
+    :func:`~aieg_fast.eval.runner.evaluate`'s result (and of
+    :func:`~aieg_fast.eval.generation_runner.evaluate_generation`'s, without labels: ``chance``
+    None) it makes. ``s``: the run's :class:`~aieg_fast.eval.runner.RunSettings` (its seed, π
+    grid and soft maps are read)."""
+    allrec = read_records(out / RECORDS_FILE)
+    beyond = records_beyond(allrec, ids, methods)
+    if beyond:
+        print(f"note: {beyond}", file=sys.stderr)
+    found = [allrec[e] for e in ids if e in allrec]
+    records = [r for r in found if "skipped" not in r]
+    refused = [r for r in found if "skipped" in r]
+    rows = summarise(records, methods, s.seed, reference, metrics=run_metric_names(metrics, s.soft_maps))
+    md = write_summary(out, rows, config, records, reference, refused)
+    pngs = [plot_pi_soft(out, records, methods, s.pis, m, run_title(config)) for m in s.soft_maps] if plot and metrics == "all" else []
+    pngs = [str(p) for p in pngs if p]
+    return {"rows": rows, "summary_md": md, "plot": pngs[0] if pngs else None, "plots": pngs, "failed": len(refused),
+            "chance": chance_check(records) if config.get("task") != "generation" else None,
+            "failures": [{"id": r["id"], "reason": r["skipped"]} for r in refused]}

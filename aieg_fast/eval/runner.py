@@ -38,19 +38,19 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
 from ..core.diagnostics import AttributionWarning
 from ..core.path import check_chunk_settings
-from ..core.validation import check_placement
+from ..core.validation import as_int, check_placement
 from ..datasets import DatasetSpec
 from ..explainer import load_model
 from ..methods.registry import parse_method_spec
 from ..models import model_kind, run_model_settings
-from ..runs import CONFIG_FILE, Dist, check_recorded_config, made_folder, part_path, rank_device, shard, start as start_processes
+from ..runs import CONFIG_FILE, Dist, check_recorded_config, made_folder, rank_device, start as start_processes
 from .checks import check_method_options, check_models, method_settings
 from .metrics import (
     CONTROLS,
@@ -60,22 +60,21 @@ from .metrics import (
     pi_soft,
     prepare,
     control_attribution,
-    run_metric_names,
     score_attribution,
 )
 from .examples import example_text, label_token_ids, load_examples, truncate
-from .folder import gather_parts, prepare_folder
-from .records import RECORDS_FILE, append_record, read_records
-from .report import plot_pi_soft, records_beyond, run_title, write_summary
+from .folder import run_shards
+from .records import RECORDS_FILE, append_record
+from .report import summarise_run
 from .run_checks import check_methods, check_run_settings
-from .stats import REFERENCE_METHOD, chance_check, summarise
+from .stats import REFERENCE_METHOD
 from .trained import check_not_trained_on
 
 if TYPE_CHECKING:
     from ..explainer import Explainer
 
 __all__ = ["evaluate", "evaluate_example", "eval_target_fn", "RunSettings", "CONTROLS", "DEFAULT_METHODS", "EVAL_TARGET_FNS",
-           "TOPK_SWEEP", "CONFIG_FILE", "explainer_for", "run_config", "run_shards", "summarise_run"]
+           "TOPK_SWEEP", "CONFIG_FILE", "explainer_for", "run_config"]
 
 #: the methods ``evaluate`` runs by default (and ``aieg-fast evaluate --methods``).
 DEFAULT_METHODS = ("aieg", "integrated_gradients", "random")
@@ -440,8 +439,7 @@ def evaluate(
     id_field: Optional[str] = None,
     internal_batch_size: Optional[int] = None,
     method_options: Optional[Dict[str, dict]] = None,
-    progress: bool = True,
-    plot: bool = True,
+    progress: bool = True, plot: bool = True,
     device=None, dtype=None, device_map=None,
     distributed: Optional[bool] = None,
 ) -> dict:
@@ -458,10 +456,9 @@ def evaluate(
             :data:`~aieg_fast.eval.checks.BASELINE_KEYS` (``integrated_gradients:baseline=zero``);
             ``random``: random scores; ``recency``: scores rising with the position (the hard
             metrics' position effect). The ``uniform`` π-Soft control is always computed.
-        n: number of examples (the first n of the dataset).
         reference: the method of the paired tests (default ``integrated_gradients``; ``aieg`` for
             an ablation table); not a recorded setting: rerun with another to re-summarise.
-        start: compute only examples ``start … n-1`` (to share a run, use torchrun instead).
+        n: number of examples (the first n of the dataset). start: compute only examples ``start … n-1`` (torchrun shares a run).
         max_tokens: truncate each text to this many tokens (AIEG's 50 / 200 / 400 buckets).
         out_dir: output folder (records, summary, plot); reused to resume.
         seed: seed of the random control, the soft-metric draws and the bootstrap.
@@ -503,6 +500,8 @@ def evaluate(
             or records of other data there (a changed file, ``data_dir`` or ``text_field``), a ``dataset`` the
             model was trained on (:mod:`.trained`); all before ``config.json`` or any record is written. FileNotFoundError: no data file.
     """
+    n, max_tokens, seed, start, n_steps, n_samples, internal_batch_size = map(  # a NumPy int as the int it holds
+        as_int, (n, max_tokens, seed, start, n_steps, n_samples, internal_batch_size))
     methods, specs = check_methods(methods, reference, CONTROLS)
     topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
                                                  n_samples, pis, prob_space, normalise, soft_maps, ties)
@@ -548,53 +547,3 @@ def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out:
                                 lambda todo, done, path, show: _run_examples(ex, s, todo, done, path, show), progress,
                                 method_settings(s.specs, s.method_options, CONTROLS))
     return computed, len(data) - start - left
-
-
-def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, dict]], list],
-               work: Callable[[list, Dict[str, dict], Path, bool], int], progress: bool, methods: tuple = ()) -> Tuple[int, int]:
-    """The example loop of a run folder, on one process or under torchrun.
-
-    Rank 0 prepares the folder (settings, repair, parts left by an interrupted run); every
-    process reads the records done, ``plan(done)`` lists the examples still to compute, and each
-    process computes its share with ``work(todo, done, path, progress)`` (the count computed)
-    into its own file (``records.jsonl`` for a single process); rank 0 merges the parts. Used
-    by :func:`evaluate` and :func:`~aieg_fast.eval.generation_runner.evaluate_generation`.
-    ``methods``: :func:`~aieg_fast.eval.checks.method_settings`'s pair, checked or recorded in
-    ``methods.json`` by rank 0.
-
-    Returns:
-        (examples computed by all processes, examples that were left to compute).
-    """
-    procs.check(prepare_folder(out, config, *methods) if procs.main else None)
-    rec_path = out / RECORDS_FILE
-    done = read_records(rec_path)
-    todo = procs.checked(plan, done)  # a refusal (a changed prompt) said once
-    path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
-    computed = work(shard(todo, procs), done, path, progress and procs.main)
-    computed = sum(procs.gather(computed))
-    procs.barrier()
-    if procs.main:
-        gather_parts(out)
-    return computed, len(todo)
-
-
-def summarise_run(out: Path, ids: Sequence[str], methods: Sequence[str], config: dict, s: RunSettings, reference: str,
-                  metrics: str, plot: bool) -> dict:
-    """The summary of the records of ``ids`` in ``out`` (tables, plots); the examples whose
-    input was refused are listed, not summarised. The part of :func:`evaluate`'s result (and of
-    :func:`~aieg_fast.eval.generation_runner.evaluate_generation`'s, without labels: ``chance``
-    None) it makes."""
-    allrec = read_records(out / RECORDS_FILE)
-    beyond = records_beyond(allrec, ids, methods)
-    if beyond:
-        print(f"note: {beyond}", file=sys.stderr)
-    found = [allrec[e] for e in ids if e in allrec]
-    records = [r for r in found if "skipped" not in r]
-    refused = [r for r in found if "skipped" in r]
-    rows = summarise(records, methods, s.seed, reference, metrics=run_metric_names(metrics, s.soft_maps))
-    md = write_summary(out, rows, config, records, reference, refused)
-    pngs = [plot_pi_soft(out, records, methods, s.pis, m, run_title(config)) for m in s.soft_maps] if plot and metrics == "all" else []
-    pngs = [str(p) for p in pngs if p]
-    return {"rows": rows, "summary_md": md, "plot": pngs[0] if pngs else None, "plots": pngs, "failed": len(refused),
-            "chance": chance_check(records) if config.get("task") != "generation" else None,
-            "failures": [{"id": r["id"], "reason": r["skipped"]} for r in refused]}

@@ -1,0 +1,97 @@
+"""A NumPy integer (``np.int64(3)``, an item of ``np.arange``) or a one-element integer tensor is
+taken wherever the public API takes an int, as ``Explainer.attribute`` already did: the views,
+``predict``, ``top_tokens``, ``continuation_ids`` and the three evaluation runners refused
+``np.int64`` ("must be a positive int, got np.int64(2)"), and the runners' files must hold plain
+JSON numbers."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from aieg_fast.display import show
+from aieg_fast.display.terminal import Heatmap
+from aieg_fast.eval import evaluate, evaluate_longra
+from aieg_fast.eval.generation_runner import evaluate_generation
+from aieg_fast.generation import continuation_ids
+
+INTS = [np.int64, np.int32, lambda v: torch.tensor(v)]
+
+
+@pytest.fixture(scope="module")
+def attr(tiny_gpt2):
+    return tiny_gpt2.attribute("the movie is good", method="saliency", target=5)
+
+
+@pytest.mark.parametrize("as_int", INTS)
+def test_views_predict_and_top_tokens_take_numpy_ints(tiny_gpt2, attr, as_int):
+    assert tiny_gpt2.predict("the movie is", top_k=as_int(2)) == tiny_gpt2.predict("the movie is", top_k=2)
+    assert attr.top_tokens(as_int(2)) == attr.top_tokens(2)
+    gen = tiny_gpt2.attribute_generation("the movie", method="saliency", max_new_tokens=2)
+    assert gen.top_tokens(2, row=as_int(1)) == gen.top_tokens(2, row=1)
+    for a in (attr, gen):
+        shown = [io.StringIO(), io.StringIO()]
+        show(a, file=shown[0], width=as_int(60), top_k=as_int(2))
+        show(a, file=shown[1], width=60, top_k=2)
+        assert shown[0].getvalue() == shown[1].getvalue()
+    assert Heatmap(gen, top_k=as_int(3)).top_k == 3 and type(Heatmap(gen, top_k=as_int(3)).top_k) is int
+    assert continuation_ids(tiny_gpt2, "the movie", as_int(2), generated_text=" is good and fun") == \
+        continuation_ids(tiny_gpt2, "the movie", 2, generated_text=" is good and fun")
+
+
+def test_plot_wrap_takes_a_numpy_int(attr):
+    pytest.importorskip("matplotlib")
+    from aieg_fast.display import plot
+
+    assert len(plot(attr, words=False, wrap=np.int64(2)).figure.axes) >= 1
+
+
+def test_numpy_floats_and_bools_are_still_refused(tiny_gpt2, attr):
+    with pytest.raises(ValueError, match=r"top_k must be a positive int, got np.float64\(2.0\)"):
+        tiny_gpt2.predict("the movie is", top_k=np.float64(2.0))
+    with pytest.raises(ValueError, match="k must be a positive int"):
+        attr.top_tokens(np.bool_(True))
+    with pytest.raises(ValueError, match="width must be"):
+        show(attr, file=io.StringIO(), width=np.float32(60))
+
+
+def _ints_only(path):
+    """Every number in the JSON file ``path`` as json wrote it (json refuses NumPy ints)."""
+    return json.loads(path.read_text())
+
+
+def test_evaluate_takes_numpy_ints_and_records_plain_ones(tiny_gpt2, tmp_path):
+    kw = dict(dataset="sst2-sample", methods="saliency,random", progress=False, plot=False, labels=(10, 11),
+              template="{text} :", pis=(0.5,))
+    i = np.int64
+    res = evaluate(tiny_gpt2, n=i(3), start=i(1), n_steps=i(4), n_samples=i(1), max_tokens=i(20), seed=i(1),
+                   internal_batch_size=i(8), out_dir=tmp_path / "np", **kw)
+    assert res["computed"] == 2
+    config = _ints_only(tmp_path / "np" / "config.json")
+    assert (config["n_steps"], config["n_samples"], config["max_tokens"], config["seed"]) == (4, 1, 20, 1)
+    again = evaluate(tiny_gpt2, n=3, start=1, n_steps=4, n_samples=1, max_tokens=20, seed=1, internal_batch_size=8,
+                     out_dir=tmp_path / "np", **kw)
+    assert again["computed"] == 0  # the same settings: the run resumes
+
+
+def test_evaluate_generation_takes_numpy_ints(tiny_gpt2, tmp_path):
+    prompts = [{"id": "a", "prompt": "the movie is good"}, {"id": "b", "prompt": "the actors are great"}]
+    i = np.int64
+    res = evaluate_generation(tiny_gpt2, prompts, methods="saliency", n=i(1), n_new_tokens=i(2), n_steps=i(4),
+                              n_samples=i(1), seed=i(0), pis=(0.5,), progress=False, plot=False, out_dir=tmp_path / "g")
+    assert res["computed"] == 1
+    config = _ints_only(tmp_path / "g" / "config.json")
+    assert config["n_new_tokens"] == 2 and config["n_steps"] == 4
+    assert evaluate_generation(tiny_gpt2, prompts, methods="saliency", n=1, n_new_tokens=2, n_steps=4, n_samples=1,
+                               seed=0, pis=(0.5,), progress=False, plot=False, out_dir=tmp_path / "g")["computed"] == 0
+
+
+def test_evaluate_longra_takes_numpy_ints(tiny_gpt2, tmp_path):
+    i = np.int64
+    evaluate_longra(tiny_gpt2, dataset="longra", methods="saliency", n=i(2), n_steps=i(4), seed=i(0),
+                    ks=[i(1), i(3)], progress=False, plot=False, out_dir=tmp_path / "l")
+    config = _ints_only(tmp_path / "l" / "config.json")
+    assert config["ks"] == [1, 3] and config["n_steps"] == 4 and config["seed"] == 0
