@@ -122,6 +122,9 @@ def test_flagged_attributions_recorded_not_warned(tiny_gpt2, tmp_path, recwarn):
     (dict(labels=[10]), ValueError, r"labels needs at least 2 label words"),
     (dict(labels=[10, 10]), ValueError, r"labels names a label more than once"),
     (dict(seed=-1), ValueError, r"seed must be an int >= 0, got -1"),  # failed in the bootstrap, after every record
+    # a string (a spec's "None" is not null) or a count below 1 was refused only on the model, after loading it
+    (dict(methods="grad_ellm:n_layers=None"), ValueError, r"n_layers must be an int >= 1 .* or 'all', got 'None'"),
+    (dict(methods="grad_ellm:n_layers=0"), ValueError, r"n_layers must be an int >= 1 .* or 'all', got 0"),
 ])
 def test_settings_refused_before_the_model_and_any_file(tmp_path, monkeypatch, kw, err, match):
     """Refused before the model is loaded: no folder is made, so the corrected rerun is accepted."""
@@ -131,7 +134,7 @@ def test_settings_refused_before_the_model_and_any_file(tmp_path, monkeypatch, k
     monkeypatch.setattr(runner, "load_model", refuse)
     out = tmp_path / "run"
     with pytest.raises(err, match=match):
-        E.evaluate("some-model", methods="saliency", n=1, out_dir=out, **{**KW, **kw})
+        E.evaluate("some-model", n=1, out_dir=out, **{"methods": "saliency", **KW, **kw})
     assert not out.exists()
 
 
