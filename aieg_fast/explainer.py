@@ -74,6 +74,7 @@ class Explainer:
         #: where inputs go: the token embeddings' device (the first block's with ``device_map``)
         self.device = self.adapter.input_device
         self._special = (-1, frozenset())
+        ref_token_id = as_int(ref_token_id)  # a NumPy or one-element tensor integer as an int
         if ref_token_id is not None and (isinstance(ref_token_id, bool) or not isinstance(ref_token_id, int)
                                          or not 0 <= ref_token_id < self.vocab_size):
             raise ValueError(f"ref_token_id must be a token id in [0, {self.vocab_size}), got {ref_token_id!r}")

@@ -48,7 +48,7 @@ from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequ
 from .core.model_state import holding_model_lock, model_prepared
 from .core.inputs import as_id_list
 from .core.tokens import check_in_vocab, continuation, merge_message, token_text_after, typed_specials, unknown_message, unknown_pieces
-from .core.validation import DEFAULT_N_STEPS, as_int, as_scalar_int, check_bool, check_call_settings, check_int
+from .core.validation import DEFAULT_N_STEPS, as_int, as_ints, as_scalar_int, check_bool, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
 
@@ -117,6 +117,8 @@ def _given_ids(ex, generated_text, context: str, cut: Optional[int] = None):
     """(ids, offsets into the text or None) of a forced continuation: a string tokenised as it
     would follow ``context`` (the encoded prompt), a list of ids as given; its first ``cut``
     tokens when given (the cautions then speak of those only)."""
+    if type(generated_text) in (list, tuple):  # NumPy / 0-d tensor ids (list(np.array(ids))) as ints
+        generated_text = as_ints(generated_text)
     generated_text = as_id_list(generated_text, "generated_text")
     if isinstance(generated_text, str):
         if generated_text == "":

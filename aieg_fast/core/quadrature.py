@@ -5,7 +5,7 @@ import functools
 
 import torch
 
-from .validation import check_choice, check_int
+from .validation import as_int, check_choice, check_int
 
 __all__ = ["INTEGRATION_RULES", "quadrature"]
 
@@ -32,6 +32,7 @@ def quadrature(rule: str, n_steps: int, dtype=torch.float64):
             every weight to 0).
     """
     check_choice("rule", rule, INTEGRATION_RULES)
+    n_steps = as_int(n_steps)  # a NumPy or one-element tensor integer as an int
     check_int("n_steps", n_steps, 2)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype (e.g. torch.float32), got {dtype!r}")

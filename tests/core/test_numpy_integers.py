@@ -95,3 +95,16 @@ def test_evaluate_longra_takes_numpy_ints(tiny_gpt2, tmp_path):
                     ks=[i(1), i(3)], progress=False, plot=False, out_dir=tmp_path / "l")
     config = _ints_only(tmp_path / "l" / "config.json")
     assert config["ks"] == [1, 3] and config["n_steps"] == 4 and config["seed"] == 0
+
+
+@pytest.mark.parametrize("as_int", INTS)
+def test_load_model_quadrature_and_generated_ids_take_numpy_ints(tiny_gpt2, as_int):
+    """``load_model``'s ``ref_token_id``, ``quadrature``'s ``n_steps`` and a list of NumPy token ids
+    as ``generated_text`` (``list(np.array(ids))``) were refused."""
+    import aieg_fast
+
+    assert aieg_fast.load_model(tiny_gpt2.model, tiny_gpt2.tokenizer, ref_token_id=as_int(3)).ref_token_id == 3
+    assert all(torch.equal(a, b) for a, b in zip(aieg_fast.quadrature("gausslegendre", as_int(4)), aieg_fast.quadrature("gausslegendre", 4)))
+    assert continuation_ids(tiny_gpt2, "the movie", generated_text=[as_int(5), as_int(6)]) == [5, 6]
+    gen = tiny_gpt2.attribute_generation("the movie", method="saliency", generated_text=[as_int(5), as_int(6)])
+    assert gen.info["generated_ids"] == [5, 6] and all(type(i) is int for i in gen.info["generated_ids"])
