@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from ..core.model_state import model_prepared
+from ..core.validation import as_int
 from ..result import Attribution
 from ..runs import same_setting
 from .checks import check_positive_int, check_seed
@@ -78,7 +79,7 @@ def step_attribution(gen: Attribution, t: int) -> Attribution:
     """
     if not isinstance(gen, Attribution) or not gen.is_generation:
         raise ValueError(f"gen must be a generation Attribution (2-D scores), got {type(gen).__name__}")
-    T = gen.scores.shape[0]
+    T, t = gen.scores.shape[0], as_int(t)  # a NumPy or one-element tensor integer as an int
     if isinstance(t, bool) or not isinstance(t, int) or not (0 <= t < T):
         raise ValueError(f"t must be a step in [0, {T}), got {t!r}")
     n = gen.prompt_length + t

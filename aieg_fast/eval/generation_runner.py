@@ -125,6 +125,7 @@ def load_prompts(records, data_dir=None, text_field: str = "text", target_field:
             malformed file (names the file, line and field). FileNotFoundError: a missing file
             (for TellMeWhy, why it is not shipped).
     """
+    limit = as_int(limit)  # a NumPy or one-element tensor integer as an int
     if isinstance(records, str) and records in DATASETS:
         task = DATASETS[records].task
         if task != "generation":

@@ -125,7 +125,7 @@ def longra_metrics(scores, attributable: Sequence[bool], relative_pos: int, dist
         ValueError: scores not 1-D, ``relative_pos`` not an int, out of range or not
             attributable, a distractor position out of range, lengths that differ.
     """
-    s = torch.as_tensor(scores, dtype=torch.float64)
+    s, relative_pos = torch.as_tensor(scores, dtype=torch.float64), as_int(relative_pos)  # a NumPy int as an int
     if s.dim() != 1:
         raise ValueError(f"scores must be 1-D (one score per token), got shape {tuple(s.shape)}")
     e = torch.as_tensor(list(attributable), dtype=torch.bool)
@@ -133,7 +133,7 @@ def longra_metrics(scores, attributable: Sequence[bool], relative_pos: int, dist
         raise ValueError(f"scores has {s.numel()} entries, attributable {e.numel()}")
     if isinstance(relative_pos, bool) or not isinstance(relative_pos, int) or not 0 <= relative_pos < s.numel() \
             or not bool(e[relative_pos]):
-        raise ValueError(f"relative_pos must be an attributable position in [0, {s.numel()}), got {relative_pos}")
+        raise ValueError(f"relative_pos must be an attributable position in [0, {s.numel()}), got {relative_pos!r}")
     if any(not 0 <= p < s.numel() for p in distractor_pos):
         raise ValueError(f"distractor_pos must be positions in [0, {s.numel()}), got {list(distractor_pos)}")
     if not bool(torch.isfinite(s[e]).all()):
@@ -312,7 +312,7 @@ def evaluate_longra(
             data file (names the file and line), settings that differ from those recorded in
             ``out_dir``; all before any record is written. FileNotFoundError: missing data file.
     """
-    n, n_steps, seed, ks = as_int(n), as_int(n_steps), as_int(seed), as_ints(ks)  # a NumPy int as the int it holds
+    n, n_steps, seed, ks = as_int(n), as_int(n_steps), as_int(seed), as_ints(ks.tolist() if getattr(ks, "ndim", 0) == 1 else ks)  # a NumPy int (array) as the int(s) it holds
     methods, specs = check_methods(methods, reference, CONTROLS)
     check_positive_int("n", n)
     check_n_steps(n_steps)

@@ -102,7 +102,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 import torch
 
 from ..core.model_state import model_prepared
-from ..core.validation import check_bool, check_choice
+from ..core.validation import as_int, check_bool, check_choice
 from ..result import Attribution
 from .checks import check_choices, check_pis, check_positive_int, check_seed, check_topk
 from .context import PROB_SPACES, MetricContext, check_attribution, check_keywords, context_for, prepare, seed_for, target_probs
@@ -446,7 +446,7 @@ def evaluate_attribution(
     check_bool("dig_compat", dig_compat)
     check_choice("ties", ties, TIE_RULES)
     topk = check_topk(topk)
-    n_samples = check_positive_int("n_samples", n_samples)
+    n_samples = check_positive_int("n_samples", as_int(n_samples))
     pis = check_pis(pis)
     check_choice("normalise", normalise, NORMALISATIONS)
     ctx = context_for(ex, attr, ctx, prepare_kw)

@@ -18,6 +18,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..core.validation import as_int
 from .checks import check_topk
 
 __all__ = ["NORMALISATIONS", "SOFT_MAPS", "TIE_RULES", "map_scores", "normalise_scores", "retention_probs",
@@ -192,6 +193,7 @@ def top_k_positions(scores: Tensor, candidates: Tensor, topk: float = 0.20, dig_
     topk = check_topk(topk)
     if ties not in TIE_RULES:
         raise ValueError(f"ties must be one of {list(TIE_RULES)}, got {ties!r}")
+    tie_seed = as_int(tie_seed)  # a NumPy or one-element tensor integer as an int
     if isinstance(tie_seed, bool) or not isinstance(tie_seed, int):
         raise ValueError(f"tie_seed must be an int, got {tie_seed!r}")
     s = scores.detach().cpu().double()  # float64 scores keep their order (float32 would tie close ones)

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..core.model_state import model_prepared
-from ..core.validation import check_bool, check_choice
+from ..core.validation import as_int, check_bool, check_choice
 from ..result import Attribution
 from .checks import check_pis, check_positive_int
 from .context import MetricContext, check_ctx_settings, check_keywords, context_for, prepare, seed_for, target_probs
@@ -118,7 +118,7 @@ def soft_metrics(
             neither this function nor ``prepare`` takes (names ``soft_metrics``).
     """
     check_keywords("soft_metrics", prepare_kw, soft_metrics, prepare)
-    n_samples = check_positive_int("n_samples", n_samples)
+    n_samples = check_positive_int("n_samples", as_int(n_samples))
     check_choice("normalise", normalise, NORMALISATIONS)
     _check_soft_map(soft_map)
     ctx = context_for(ex, attr, ctx, prepare_kw)
@@ -230,7 +230,7 @@ def pi_soft(
     """
     check_keywords("pi_soft", prepare_kw, pi_soft, prepare)
     pis = check_pis(pis)
-    n_samples = check_positive_int("n_samples", n_samples)
+    n_samples = check_positive_int("n_samples", as_int(n_samples))
     curves = list(curves)
     if not curves or any(c not in ("nc", "ns") for c in curves):
         raise ValueError(f"curves must be a non-empty subset of ('nc', 'ns'), got {curves!r}")

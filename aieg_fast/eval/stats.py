@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..core.validation import check_int
+from ..core.validation import as_int, check_int
 from .metrics import HARD_METRICS, METRICS, metric_base
 
 __all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "chance_check", "summarise",
@@ -39,6 +39,7 @@ def bootstrap_ci(x: Sequence[float], n_boot: int = 2000, seed: int = 0, level: f
         ValueError: ``x`` not 1-D, ``level`` outside (0, 1) (e.g. 95 for 0.95), ``n_boot`` < 1.
     """
     _check_level(level)
+    n_boot, seed = as_int(n_boot), as_int(seed)  # a NumPy or one-element tensor integer as an int
     check_int("n_boot", n_boot, 1)
     x = np.asarray(x, dtype=float)
     if x.ndim != 1:

@@ -108,3 +108,39 @@ def test_load_model_quadrature_and_generated_ids_take_numpy_ints(tiny_gpt2, as_i
     assert continuation_ids(tiny_gpt2, "the movie", generated_text=[as_int(5), as_int(6)]) == [5, 6]
     gen = tiny_gpt2.attribute_generation("the movie", method="saliency", generated_text=[as_int(5), as_int(6)])
     assert gen.info["generated_ids"] == [5, 6] and all(type(i) is int for i in gen.info["generated_ids"])
+
+
+@pytest.mark.parametrize("as_int", INTS)
+def test_eval_helpers_take_numpy_ints(tiny_gpt2, attr, as_int, tmp_path):
+    """The public helpers of aieg_fast.eval refused NumPy ints (``step_attribution``'s ``t``,
+    ``bootstrap_ci``'s ``n_boot`` and seed, ``longra_metrics``' ``relative_pos``, the soft metrics'
+    ``n_samples``, ``top_k_positions``' ``tie_seed``, ``load_prompts``' ``limit`` of a file)."""
+    from aieg_fast import eval as E
+
+    gen = tiny_gpt2.attribute_generation("the movie", method="saliency", max_new_tokens=2)
+    assert torch.equal(E.step_attribution(gen, as_int(1)).scores, E.step_attribution(gen, 1).scores)
+    assert E.bootstrap_ci([1.0, 2.0, 4.0], n_boot=as_int(50), seed=as_int(1)) == E.bootstrap_ci([1.0, 2.0, 4.0], n_boot=50, seed=1)
+    assert E.mean_ci([1.0, 2.0, 4.0], seed=as_int(1)) == E.mean_ci([1.0, 2.0, 4.0], seed=1)
+    s = torch.tensor([0.1, 0.5, 0.2, 0.3])
+    assert E.longra_metrics(s, [True] * 4, as_int(1), [as_int(2)], ks=[as_int(1)]) == E.longra_metrics(s, [True] * 4, 1, [2], ks=[1])
+    assert torch.equal(E.top_k_positions(s, torch.ones(4, dtype=torch.bool), 0.5, tie_seed=as_int(3)),
+                       E.top_k_positions(s, torch.ones(4, dtype=torch.bool), 0.5, tie_seed=3))
+    for f, kw in ((E.soft_metrics, {}), (E.pi_soft, {"pis": (0.5,)})):  # repr: NaN where degenerate
+        assert repr(f(tiny_gpt2, attr, n_samples=as_int(2), **kw)) == repr(f(tiny_gpt2, attr, n_samples=2, **kw))
+    assert E.evaluate_attribution(tiny_gpt2, attr, pis=(0.5,), n_samples=as_int(2)).keys() == \
+        E.evaluate_attribution(tiny_gpt2, attr, pis=(0.5,), n_samples=2).keys()
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"text": "the movie"}\n{"text": "a film"}\n')
+    assert len(E.load_prompts(str(f), limit=as_int(1))[1]) == 1
+
+
+def test_longra_ks_as_an_array_and_generation_chunks_as_numpy_ints(tiny_gpt2, tmp_path):
+    """``ks=np.arange(1, 4)`` was refused ("ks must be a positive int, got np.int64(1)"), and no
+    test passed ``evaluate_generation`` a NumPy ``internal_batch_size``."""
+    evaluate_longra(tiny_gpt2, dataset="longra", methods="saliency", n=1, n_steps=4, ks=np.arange(1, 4), progress=False,
+                    plot=False, out_dir=tmp_path / "l")
+    assert _ints_only(tmp_path / "l" / "config.json")["ks"] == [1, 2, 3]
+    res = evaluate_generation(tiny_gpt2, [{"id": "a", "prompt": "the movie is good"}], methods="integrated_gradients", n_new_tokens=1,
+                              n_steps=4, n_samples=1, internal_batch_size=np.int64(2), pis=(0.5,), progress=False, plot=False,
+                              out_dir=tmp_path / "g")
+    assert res["computed"] == 1
