@@ -27,7 +27,7 @@ import torch
 from ..core.batch import right_pad
 from ..datasets import DATASETS, SHIPPED_DATA_DIR, data_folder, dataset_path
 from ..models import DEFAULT_MODEL, NANO_NAME, cache_dir, load_hf_model, nano_path
-from ..core.validation import check_int, check_number, check_positive_int
+from ..core.validation import as_int, check_int, check_number, check_positive_int
 from ..runs import LOCK_FILE, made_folder
 from .folder import TRAINING_RECORD, file_digest, refuse_other_training, refuse_stopped_install, save_trained
 from .schedule import check_seed, warmup_cosine
@@ -264,6 +264,8 @@ def train_nano(
             folder holding the rest).
         RuntimeError: the loss or the weights became inf or nan (nothing saved).
     """
+    epochs, batch_size, max_length, n_positions, max_train, seed = map(  # a NumPy int as the int it holds (training.json)
+        as_int, (epochs, batch_size, max_length, n_positions, max_train, seed))
     _check_arguments(epochs, batch_size, max_length, n_positions, max_train, lr, seed)
     if arch not in ARCHS:
         raise ValueError(f"arch must be one of {list(ARCHS)}, got {arch!r}")

@@ -62,7 +62,7 @@ from ..core.inputs import fill_template
 from ..datasets import DATASETS, SENTIMENT_LABELS, SENTIMENT_TEMPLATE, SHIPPED_DATA_DIR, dataset_path
 from ..models import SST2_NAME, cache_dir, load_hf_model
 from ..runs import made_folder
-from ..core.validation import check_number, check_positive_int
+from ..core.validation import as_int, check_number, check_positive_int
 from .folder import ADAPTER_FILES, elapsed_seconds, file_digest, recorded_state, resume, save_checkpoint, save_trained
 from .schedule import check_seed, warmup_cosine
 from .split import rows_in_datasets, scored_split
@@ -437,6 +437,8 @@ def train_sentiment(
             holding the rest: the loader and a rerun refuse ``out_dir`` until they are moved in).
         ImportError: ``peft`` is not installed.
     """
+    epochs, n_train, batch_size, seed, checkpoint_every, max_steps, n_dev, micro_batch_size = map(  # a NumPy int as the int it holds
+        as_int, (epochs, n_train, batch_size, seed, checkpoint_every, max_steps, n_dev, micro_batch_size))
     micro = MICRO_BATCH.get(task, batch_size) if micro_batch_size is None else micro_batch_size
     _check(1 if n_train is None else n_train, batch_size, lr, checkpoint_every, micro, max_steps, n_dev, seed)
     spec, train_path, rows, dev, split, n_train, epochs, name = _task_rows(task, train_file, n_dev, n_train, epochs)

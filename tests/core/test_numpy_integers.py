@@ -144,3 +144,19 @@ def test_longra_ks_as_an_array_and_generation_chunks_as_numpy_ints(tiny_gpt2, tm
                               n_steps=4, n_samples=1, internal_batch_size=np.int64(2), pis=(0.5,), progress=False, plot=False,
                               out_dir=tmp_path / "g")
     assert res["computed"] == 1
+
+
+def test_training_entry_points_take_numpy_ints(tmp_path):
+    """train_nano and train_sentiment refused NumPy counts and seeds ("epochs must be a positive
+    int, got np.int64(1)"); here they pass those checks and stop at the next refusal, before any
+    data or model is read."""
+    from aieg_fast.training.nano import train_nano
+    from aieg_fast.training.sentiment import train_sentiment
+
+    i = np.int64
+    with pytest.raises(ValueError, match="arch must be one of"):
+        train_nano(out_dir=tmp_path / "n", epochs=i(1), batch_size=i(2), max_length=i(8), n_positions=i(16), max_train=i(4),
+                   seed=i(0), arch="no-such-arch")
+    with pytest.raises(ValueError, match="task must be one of"):
+        train_sentiment(task="no-such-task", out_dir=tmp_path / "s", epochs=i(1), n_train=i(4), batch_size=i(2), seed=i(0),
+                        checkpoint_every=i(5), max_steps=i(3), n_dev=i(2), micro_batch_size=i(1))
