@@ -5,7 +5,7 @@ Under ``torchrun --nproc-per-node N`` each process appends its examples' records
 ``parts/records.rank<N>.jsonl``; rank 0 appends them, in example order, to ``records.jsonl``
 when every process is done (:func:`gather_parts`), and before a run starts it merges the parts
 an interrupted run left (:func:`prepare_folder`), so a folder resumes with any number of
-processes.
+processes. :func:`run_shards` is the example loop of a run folder around these.
 """
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, d
     process reads the records done, ``plan(done)`` lists the examples still to compute, and each
     process computes its share with ``work(todo, done, path, progress)`` (the count computed)
     into its own file (``records.jsonl`` for a single process); rank 0 merges the parts. Used
-    by :func:`evaluate` and :func:`~aieg_fast.eval.generation_runner.evaluate_generation`.
+    by :func:`~aieg_fast.eval.runner.evaluate`, :func:`~aieg_fast.eval.generation_runner.evaluate_generation`
+    and :func:`~aieg_fast.eval.longra.evaluate_longra`.
     ``methods``: :func:`~aieg_fast.eval.checks.method_settings`'s pair, checked or recorded in
     ``methods.json`` by rank 0.
 

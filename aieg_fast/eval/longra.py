@@ -312,7 +312,8 @@ def evaluate_longra(
             data file (names the file and line), settings that differ from those recorded in
             ``out_dir``; all before any record is written. FileNotFoundError: missing data file.
     """
-    n, n_steps, seed, ks = as_int(n), as_int(n_steps), as_int(seed), as_ints(ks.tolist() if getattr(ks, "ndim", 0) == 1 else ks)  # a NumPy int (array) as the int(s) it holds
+    n, n_steps, seed = as_int(n), as_int(n_steps), as_int(seed)  # a NumPy int as the int it holds
+    ks = as_ints(ks.tolist() if getattr(ks, "ndim", 0) == 1 else ks)  # np.arange(1, 4) too
     methods, specs = check_methods(methods, reference, CONTROLS)
     check_positive_int("n", n)
     check_n_steps(n_steps)

@@ -8,7 +8,10 @@
   (:func:`step_lines`);
 * :func:`plot_pi_soft` — ``pi_soft_curves.png`` (``pi_soft_curves_<map>.png`` for a soft map other
   than ``"relu"``), the mean π-Soft-NC / NS curves with bootstrap bands (needs matplotlib;
-  skipped with a note).
+  skipped with a note);
+* :func:`summarise_run` — all of these for the records of a run folder, the part of the result
+  of :func:`~aieg_fast.eval.runner.evaluate` and
+  :func:`~aieg_fast.eval.generation_runner.evaluate_generation` they make.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from ..runs import replace_file
 from .metrics import CONTROLS, HARD_METRICS, METRICS, run_metric_names, soft_key
 from .records import RECORDS_FILE, read_records
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise, summarise_steps, summarise_topk
+
 __all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "rounding_twin_lines", "ROUNDING_TOL", "machine_lines", "topk_lines", "step_lines", "write_summary", "summarise_run",
            "run_title", "pi_soft_figure", "plot_pi_soft", "records_beyond"]
 

@@ -537,7 +537,7 @@ NO_SUMMARY = {"rows": [], "summary_md": "", "plot": None, "plots": [], "failed":
 
 def _run_shards(procs: Dist, ex: "Explainer", s: RunSettings, config: dict, out: Path, data: List[dict], start: int,
                 methods: Sequence[str], progress: bool) -> Tuple[int, int]:
-    """:func:`run_shards` over the examples of ``data`` from ``start`` on; (examples computed by
+    """:func:`~aieg_fast.eval.folder.run_shards` over the examples of ``data`` from ``start`` on; (examples computed by
     all processes, examples found done)."""
     def plan(done):
         _check_same_data(ex, s, data, start, done, out)

@@ -221,7 +221,8 @@ class GradELLMOptions(Options):
         check_choice("relu", s["relu"], RELU_MODES)
         nl = s["n_layers"]  # its upper bound (the model's layers) is checked on the model
         if nl != "all" and (isinstance(nl, bool) or not isinstance(nl, int) or nl < 1):
-            raise ValueError(f"n_layers must be an int >= 1 (at most the model's layers) or 'all', got {nl!r}")
+            raise ValueError(f"n_layers must be an int >= 1 (at most the model's layers) or 'all' (or null in a method "
+                             f"spec or --option: the preset's), got {nl!r}")
         if not isinstance(s["rope"], bool):
             raise ValueError(f"rope must be True, False or None (the preset's; null in a method spec or --option), got {s['rope']!r}")
 

@@ -123,8 +123,8 @@ def test_flagged_attributions_recorded_not_warned(tiny_gpt2, tmp_path, recwarn):
     (dict(labels=[10, 10]), ValueError, r"labels names a label more than once"),
     (dict(seed=-1), ValueError, r"seed must be an int >= 0, got -1"),  # failed in the bootstrap, after every record
     # a string (a spec's "None" is not null) or a count below 1 was refused only on the model, after loading it
-    (dict(methods="grad_ellm:n_layers=None"), ValueError, r"n_layers must be an int >= 1 .* or 'all', got 'None'"),
-    (dict(methods="grad_ellm:n_layers=0"), ValueError, r"n_layers must be an int >= 1 .* or 'all', got 0"),
+    (dict(methods="grad_ellm:n_layers=None"), ValueError, r"n_layers must be an int >= 1 .* or 'all' \(or null in a method spec .*\), got 'None'"),
+    (dict(methods="grad_ellm:n_layers=0"), ValueError, r"n_layers must be an int >= 1 .* or 'all' .*, got 0"),
 ])
 def test_settings_refused_before_the_model_and_any_file(tmp_path, monkeypatch, kw, err, match):
     """Refused before the model is loaded: no folder is made, so the corrected rerun is accepted."""
