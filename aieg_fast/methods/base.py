@@ -189,6 +189,15 @@ class Method:
             ValueError: naming the option and the target setting, and what to pass instead.
         """
 
+    def check_adapter(self, opts, adapter) -> None:
+        """Refuse, before any work, options this model cannot take (Grad-ELLM's ``n_layers``
+        above the model's layers); called by :func:`~aieg_fast.methods.registry.check_model`
+        after its attention check, so before an evaluation writes its folder. Nothing by default.
+
+        Raises:
+            ValueError: naming the option, the value and what the model allows.
+        """
+
     def needs_words(self, opts) -> bool:
         """Whether the method groups tokens into words with these options; the caller then fills
         ``ctx.word_ids`` (the word of each position, from the tokenizer's offsets)."""

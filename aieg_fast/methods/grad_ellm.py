@@ -295,6 +295,9 @@ class GradELLM(Method):
     def needs_attention(self, opts) -> bool:
         return True
 
+    def check_adapter(self, opts, adapter) -> None:
+        _settings(adapter, opts)  # the n_layers range, post_o's width, per-head λ with pre_o
+
     def run(self, ctx, o):
         p, layers, use_rope = _settings(ctx.adapter, o)
         ad, batch = ctx.adapter, ctx.batch

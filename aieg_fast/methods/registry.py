@@ -132,11 +132,13 @@ def resolved_options(name: str, opts: Dict[str, Any], former: bool = False) -> D
 
 def check_model(method: Method, opts, adapter) -> None:
     """Refuse, before any work, a method that needs attention on a family without attention
-    layers, or gradients inside ``torch.inference_mode()``.
+    layers, gradients inside ``torch.inference_mode()``, or options the model cannot take
+    (:meth:`~aieg_fast.methods.base.Method.check_adapter`).
 
     Raises:
         ValueError: names the method, the model's architecture, what it has instead of attention,
-            and the methods (with their default options) that work on it.
+            and the methods (with their default options) that work on it; or the option the model
+            cannot take.
         RuntimeError: a gradient method called inside ``torch.inference_mode()`` (names the
             methods that work there).
     """
@@ -153,6 +155,7 @@ def check_model(method: Method, opts, adapter) -> None:
             f"method {method.name!r} needs attention layers, but {adapter.arch} has none "
             f"({adapter.attention_free_reason}); use one of {usable}{hint}"
         )
+    method.check_adapter(opts, adapter)
 
 
 def parse_method_spec(spec: str) -> Tuple[str, dict]:

@@ -150,6 +150,16 @@ def test_labels_of_one_token_refused_after_loading_leave_no_folder(tiny_gpt2, tm
     assert E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, **KW)["computed"] == 1
 
 
+def test_grad_ellm_layers_beyond_the_model_refused_before_the_folder(tiny_gpt2, tmp_path):
+    """n_layers=3 on the 2-layer model was refused at the first example, after config.json and
+    methods.json were written; now with the model's other checks, leaving no folder."""
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"n_layers must be an int in \[1, 2\] or 'all', got 3"):
+        E.evaluate(tiny_gpt2, methods="grad_ellm:n_layers=3", n=1, out_dir=out, **KW)
+    assert not out.exists()
+    assert E.evaluate(tiny_gpt2, methods="grad_ellm:n_layers=2", n=1, out_dir=out, **KW)["computed"] == 1
+
+
 def test_resume_refuses_records_of_other_data(tiny_gpt2, tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "the movie is good", "label": 1}\n{"text": "bad film", "label": 0}\n', encoding="utf-8")
