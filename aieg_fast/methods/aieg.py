@@ -216,6 +216,10 @@ class AIEG(Method):
     def needs_attention(self, opts) -> bool:
         return opts.attn_layers != "none"
 
+    def check_adapter(self, opts, adapter) -> None:
+        if opts.attn_layers != "none":
+            attention_layers(adapter, opts.attn_layers)  # the listed layers exist
+
     def run(self, ctx, o):
         use_attn = o.attn_layers != "none"
         layers = attention_layers(ctx.adapter, o.attn_layers) if use_attn else None

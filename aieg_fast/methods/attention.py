@@ -50,6 +50,9 @@ class Attention(Method):
     def needs_attention(self, opts) -> bool:
         return True
 
+    def check_adapter(self, opts, adapter) -> None:
+        attention_layers(adapter, opts.attn_layers)  # the listed layers exist
+
     def run(self, ctx, o):
         layers = attention_layers(ctx.adapter, o.attn_layers)
         with model_prepared(ctx.model, eager=True):

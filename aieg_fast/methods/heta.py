@@ -462,12 +462,15 @@ class HETA(Method):
     def needs_attention(self, opts) -> bool:
         return "gate" in opts.component_set()
 
+    def check_adapter(self, opts, adapter) -> None:
+        for name in ("curvature_layers", "gate_layers"):
+            k = getattr(opts, name)
+            if k is not None and k > adapter.n_layers:
+                raise ValueError(f"{name} must be at most the model's {adapter.n_layers} layers, got {k}")
+
     def _settings(self, ctx, o) -> Dict[str, Any]:
         ad = ctx.adapter
-        for name in ("curvature_layers", "gate_layers"):
-            k = getattr(o, name)
-            if k is not None and k > ad.n_layers:
-                raise ValueError(f"{name} must be at most the model's {ad.n_layers} layers, got {k}")
+        self.check_adapter(o, ad)
         if ctx.step_ids is not None:
             raise ValueError("heta explains a single target token")
         if "curvature" in o.component_set():

@@ -150,14 +150,21 @@ def test_labels_of_one_token_refused_after_loading_leave_no_folder(tiny_gpt2, tm
     assert E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=out, **KW)["computed"] == 1
 
 
-def test_grad_ellm_layers_beyond_the_model_refused_before_the_folder(tiny_gpt2, tmp_path):
-    """n_layers=3 on the 2-layer model was refused at the first example, after config.json and
+@pytest.mark.parametrize("bad, good, match", [
+    ("grad_ellm:n_layers=3", "grad_ellm:n_layers=2", r"n_layers must be an int in \[1, 2\] or 'all', got 3"),
+    ("aieg:attn_layers=[0,5]", "aieg:attn_layers=[0,-1]", r"attn_layers has layer indices out of range \[-2, 2\) .*: \[5\]"),
+    ("attention:attn_layers=[2]", "attention:attn_layers=[1]", r"attn_layers has layer indices out of range"),
+    ("heta:gate_layers=3:n_probes=1", "heta:gate_layers=2:n_probes=1", r"gate_layers must be at most the model's 2 layers, got 3"),
+])
+def test_layers_beyond_the_model_refused_before_the_folder(tiny_gpt2, tmp_path, bad, good, match):
+    """A layer the 2-layer model lacks (Grad-ELLM's n_layers=3, AIEG's or attention's attn_layers
+    [5], HETA's gate_layers=3) was refused at the first example, after config.json and
     methods.json were written; now with the model's other checks, leaving no folder."""
     out = tmp_path / "run"
-    with pytest.raises(ValueError, match=r"n_layers must be an int in \[1, 2\] or 'all', got 3"):
-        E.evaluate(tiny_gpt2, methods="grad_ellm:n_layers=3", n=1, out_dir=out, **KW)
+    with pytest.raises(ValueError, match=match):
+        E.evaluate(tiny_gpt2, methods=bad, n=1, out_dir=out, **KW)
     assert not out.exists()
-    assert E.evaluate(tiny_gpt2, methods="grad_ellm:n_layers=2", n=1, out_dir=out, **KW)["computed"] == 1
+    assert E.evaluate(tiny_gpt2, methods=good, n=1, out_dir=out, **KW)["computed"] == 1
 
 
 def test_resume_refuses_records_of_other_data(tiny_gpt2, tmp_path):
