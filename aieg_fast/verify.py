@@ -196,7 +196,7 @@ def _variants(ex, name: str):
 def _spec(name: str, opts: dict) -> str:
     """A row's label: the method spec that runs it (``aieg:ef_mode=none:stream_ef=false``, as
     ``aieg-fast evaluate --methods`` takes it)."""
-    return name + "".join(f":{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in opts.items())
+    return name + "".join(f":{k}={v if isinstance(v, str) and ',' not in v else json.dumps(v)}" for k, v in opts.items())
 
 
 def _verify_row(ex, name: str, label: str, opts: dict, inputs, n_steps: int, tol: float, file) -> bool:

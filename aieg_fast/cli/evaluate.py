@@ -82,7 +82,8 @@ def add_parser(sub) -> None:
                     help=f"one of {', '.join(EVALUATION_DATASETS)}, or a .jsonl / .json / .csv / .tsv file: with "
                          "--label-field classification, without it generation (prompts in --text-field)")
     ev.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated methods, each optionally with options as name:option=value[:option=value] "
-                    "(e.g. aieg:ef_mode=none); 'random' and 'recency' (scores rising with the position) are controls")
+                    "(e.g. aieg:ef_mode=none; a value with a comma as JSON: aieg:attn_layers=[0,1], heta:components=\"gate,information\"); "
+                    "'random' and 'recency' (scores rising with the position) are controls")
     ev.add_argument("--method-options", type=parse_method_options, default=None, metavar="JSON",
                     help="options for every spec of a method, a JSON object, e.g. '{\"aieg\": {\"preset\": \"v1\"}}' "
                          "(a spec's own options win)")

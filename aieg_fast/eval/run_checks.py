@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..methods.registry import get_method, list_methods, method_options as allowed_options, parse_method_spec
+from ..methods.registry import get_method, list_methods, method_options as allowed_options, parse_method_spec, split_method_specs
 from .checks import BASELINE_KEYS, check_choices, check_n_steps, check_pis, check_positive_int, check_seed, check_topk
 from .metrics import METRIC_SETS, NORMALISATIONS, PROB_SPACES, SOFT_MAPS, TIE_RULES
 from .stats import REFERENCE_METHOD
@@ -21,7 +21,7 @@ def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict
             ``reference`` not among the methods.
     """
     if isinstance(methods, str):
-        methods = [m.strip() for m in methods.split(",") if m.strip()]
+        methods = split_method_specs(methods)
     methods = list(dict.fromkeys(methods))
     if not methods:
         raise ValueError("methods must name at least one method")

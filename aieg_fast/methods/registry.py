@@ -10,7 +10,7 @@ import torch
 from .base import Method, Options
 
 __all__ = ["METHODS", "FORMER_DEFAULTS", "register", "unregister", "get_method", "list_methods", "method_options", "resolved_options",
-           "check_model", "parse_method_spec", "option_value", "PYTHON_CONSTANTS"]
+           "check_model", "parse_method_spec", "split_method_specs", "option_value", "PYTHON_CONSTANTS"]
 
 #: name → method instance, in registration order
 METHODS: Dict[str, Method] = {}
@@ -158,12 +158,37 @@ def check_model(method: Method, opts, adapter) -> None:
     method.check_adapter(opts, adapter)
 
 
+def split_method_specs(text: str) -> List[str]:
+    """The method specs of a comma-separated list (``--methods``, ``evaluate(methods=...)``),
+    split at the commas outside brackets and double quotes, so that a JSON list or string
+    value of an option stays whole: ``aieg:attn_layers=[0,1],heta:components="gate,information",saliency``
+    is three specs. Blank items are dropped; an unbalanced bracket or quote keeps the rest of
+    the text in one spec (refused by :func:`parse_method_spec` or the option's check)."""
+    specs, start, depth, quoted, escaped = [], 0, 0, False, False
+    for i, ch in enumerate(text):
+        if quoted:
+            quoted, escaped = (ch != '"' or escaped), (ch == "\\" and not escaped)
+        elif ch == '"':
+            quoted = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            specs.append(text[start:i])
+            start = i + 1
+    specs.append(text[start:])
+    return [s.strip() for s in specs if s.strip()]
+
+
 def parse_method_spec(spec: str) -> Tuple[str, dict]:
     """Split a method spec ``name[:option=value[:option=value ...]]`` into (name, options).
 
     Values are read as JSON when they parse (``n_pilot=10``, ``adaptive=false``,
-    ``attn_layers=[0,1]``, ``null``; Python's ``True`` / ``False`` too), else kept as strings
-    (``ef_mode=none``): :func:`option_value`. Example: ``aieg:ef_mode=none`` is AIEG without the emphasis
+    ``attn_layers=[0,1]``, ``components="gate,information"``, ``null``; Python's ``True`` /
+    ``False`` too), else kept as strings (``ef_mode=none``): :func:`option_value`. In a
+    comma-separated list of specs a value holding a comma is written as JSON (a list, or a
+    string in double quotes): :func:`split_method_specs`. Example: ``aieg:ef_mode=none`` is AIEG without the emphasis
     factor; the spec string is the method's name in the records and tables.
 
     Raises:

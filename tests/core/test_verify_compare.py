@@ -4,6 +4,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
+from aieg_fast.eval.run_checks import check_methods as evaluate_methods
 from aieg_fast.verify import compare_scores, spearman, within_tolerance
 
 
@@ -69,11 +70,14 @@ def test_verify_lists_methods_a_family_cannot_run_as_na(monkeypatch):
     ex = aieg_fast.load_model(*spec.build())
     monkeypatch.setattr(V, "load_model", lambda model=None, **kw: ex)
     buf = io.StringIO()
-    assert V.verify("mamba", methods="attention,integrated_gradients,aieg", n_steps=4, texts=["a good movie"], file=buf) == 0
+    assert V.verify("mamba", methods="attention,integrated_gradients,aieg,heta", n_steps=4, texts=["a good movie"], file=buf) == 0
     rows = {line.split()[0]: line for line in buf.getvalue().splitlines()[2:]}
     assert "n/a (needs attention layers; MambaForCausalLM has none)" in rows["attention"]
     assert rows["integrated_gradients"].endswith("ok")
     assert rows["aieg:attn_layers=none"].endswith("ok")  # AIEG's attention-free reading, as on Mamba it runs (was n/a)
+    # the label is a spec evaluate --methods takes: the comma of the value quoted (it split the list there)
+    label = 'heta:components="curvature,information"'
+    assert rows[label].endswith("ok") and evaluate_methods(label, label)[1][label] == ("heta", {"components": "curvature,information"})
 
 
 def test_within_tolerance_is_relative_to_the_largest_score():

@@ -12,7 +12,7 @@ from aieg_fast import eval as E
 from aieg_fast.datasets import load_dataset
 from aieg_fast.eval import metrics as M
 from aieg_fast.eval import runner
-from aieg_fast.methods.registry import parse_method_spec
+from aieg_fast.methods.registry import parse_method_spec, split_method_specs
 
 
 def test_evaluate_resume(tiny_gpt2, tmp_path, monkeypatch, capsys):
@@ -126,6 +126,27 @@ def test_parse_method_spec():
         parse_method_spec("aieg:ef_mode")
     with pytest.raises(ValueError, match="empty"):
         parse_method_spec(":ef_mode=none")
+
+
+def test_a_list_of_specs_splits_outside_json_values():
+    """``--methods aieg:attn_layers=[0,1],saliency`` was split at every comma ("unknown name(s)
+    ['1]']"): a list or a quoted string with commas could not be an option of a listed method."""
+    text = 'aieg:attn_layers=[0, 1],heta:components="gate,information" , saliency,,x:d={"a":[1,2]}'
+    assert split_method_specs(text) == ["aieg:attn_layers=[0, 1]", 'heta:components="gate,information"', "saliency",
+                                        'x:d={"a":[1,2]}']
+    assert [parse_method_spec(s)[1] for s in split_method_specs(text)[:2]] == [{"attn_layers": [0, 1]},
+                                                                               {"components": "gate,information"}]
+    assert split_method_specs(r'a:s="x\",y",b') == [r'a:s="x\",y"', "b"]  # an escaped quote stays inside
+    assert split_method_specs("a:l=[0,1,b") == ["a:l=[0,1,b"]  # unbalanced: one spec, refused by its option check
+
+
+def test_evaluate_takes_list_and_comma_values_in_its_method_list(tiny_gpt2, tmp_path):
+    methods = 'aieg:attn_layers=[0,1]:n_pilot=4,heta:components="gate,information":n_probes=1,saliency'
+    res = E.evaluate(tiny_gpt2, dataset="sst2-sample", methods=methods, n=1, out_dir=tmp_path, n_steps=4, progress=False,
+                     plot=False, labels=(10, 11), template="{text} :", max_tokens=20, metrics="hard")
+    assert res["computed"] == 1
+    got = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])["methods"]
+    assert set(got) == {"aieg:attn_layers=[0,1]:n_pilot=4", 'heta:components="gate,information":n_probes=1', "saliency"}
 
 
 def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
