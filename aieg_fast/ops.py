@@ -33,7 +33,6 @@ from torch import Tensor
 from torch.autograd import forward_ad
 
 from . import reference
-from .reference import acc_dtype
 from . import op_registration  # noqa: F401  (the compiled operators' fake kernels and derivative, registered with torch)
 from ._ext import CPU_OPS, CUDA_OPS, EXT_ERROR, HAS_EXT, WITH_CUDA
 

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from ..core.path import reduce_tokens
 from ..core.validation import check_choice
 from ..core.vjp import sequence_input_gradients
