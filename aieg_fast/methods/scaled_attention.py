@@ -52,6 +52,9 @@ class ScaledAttention(Method):
     def needs_attention(self, opts) -> bool:
         return True
 
+    def check_adapter(self, opts, adapter) -> None:
+        attention_layers(adapter, opts.attn_layers)  # the listed layers exist
+
     def run(self, ctx, o):
         layers = attention_layers(ctx.adapter, o.attn_layers)
         B = ctx.batch.B

@@ -155,6 +155,8 @@ def test_labels_of_one_token_refused_after_loading_leave_no_folder(tiny_gpt2, tm
     ("aieg:attn_layers=[0,5]", "aieg:attn_layers=[0,-1]", r"attn_layers has layer indices out of range \[-2, 2\) .*: \[5\]"),
     ("attention:attn_layers=[2]", "attention:attn_layers=[1]", r"attn_layers has layer indices out of range"),
     ("heta:gate_layers=3:n_probes=1", "heta:gate_layers=2:n_probes=1", r"gate_layers must be at most the model's 2 layers, got 3"),
+    ("heta:curvature_layers=3:n_probes=1", "heta:curvature_layers=2:n_probes=1", r"curvature_layers must be at most the model's 2 layers, got 3"),
+    ("scaled_attention:attn_layers=[5]", "scaled_attention:attn_layers=[-2]", r"attn_layers has layer indices out of range \[-2, 2\)"),
 ])
 def test_layers_beyond_the_model_refused_before_the_folder(tiny_gpt2, tmp_path, bad, good, match):
     """A layer the 2-layer model lacks (Grad-ELLM's n_layers=3, AIEG's or attention's attn_layers
@@ -165,6 +167,20 @@ def test_layers_beyond_the_model_refused_before_the_folder(tiny_gpt2, tmp_path, 
         E.evaluate(tiny_gpt2, methods=bad, n=1, out_dir=out, **KW)
     assert not out.exists()
     assert E.evaluate(tiny_gpt2, methods=good, n=1, out_dir=out, **KW)["computed"] == 1
+
+
+def test_every_method_with_attn_layers_checks_them_with_the_model(tiny_gpt2):
+    """Each method taking ``attn_layers`` refuses an index the model lacks in check_model (its
+    check_adapter), not at its first example: scaled_attention did not, so an evaluation (and
+    evaluate_generation) wrote its folder and then failed."""
+    from aieg_fast.methods.registry import check_model, get_method, list_methods
+
+    names = [n for n in list_methods() if "attn_layers" in get_method(n).defaults()]
+    assert {"aieg", "attention", "scaled_attention"} <= set(names)
+    for name in names:
+        m = get_method(name)
+        with pytest.raises(ValueError, match=r"attn_layers has layer indices out of range \[-2, 2\)"):
+            check_model(m, m.options(attn_layers=[7]), tiny_gpt2.adapter)
 
 
 def test_resume_refuses_records_of_other_data(tiny_gpt2, tmp_path):
