@@ -181,14 +181,13 @@ def _variants(ex, name: str):
     readings, else the defaults, then :data:`KERNEL_READINGS`; on a model without attention the
     attention-free reading, or none."""
     m = get_method(name)
-    try:
-        check_model(m, m.options(), ex.adapter)  # the family's own refusal (a method needing attention on Mamba)
-    except ValueError:
+    if m.needs_attention(m.options()) and not ex.adapter.has_attention:  # the family's own refusal (Mamba)
         opts = ATTENTION_FREE.get(name)
         if opts is None:
             return []
         check_model(m, m.options(**opts), ex.adapter)
         return [(_spec(name, opts), opts)]
+    check_model(m, m.options(), ex.adapter)  # another refusal (check_adapter) is raised, not listed as n/a
     runs = [{"preset": p} for p in AIEG_PRESETS] if name == "aieg" else [{}]
     return [(_spec(name, o), o) for o in runs + KERNEL_READINGS.get(name, [])]
 

@@ -80,6 +80,43 @@ def test_verify_lists_methods_a_family_cannot_run_as_na(monkeypatch):
     assert rows[label].endswith("ok") and evaluate_methods(label, label)[1][label] == ("heta", {"components": "curvature,information"})
 
 
+def test_verify_raises_a_check_adapter_refusal_not_na(tiny_gpt2):
+    """A method whose defaults the model refuses in check_adapter (not for want of attention) was
+    listed as "n/a (needs attention layers; GPT2LMHeadModel has none)" with exit code 0:
+    verify took every ValueError of check_model for the attention refusal."""
+    import io
+    from dataclasses import dataclass
+
+    import aieg_fast
+    from aieg_fast import verify as V
+
+    if not V.HAS_EXT:
+        pytest.skip("no extension")
+
+    @dataclass(frozen=True)
+    class DeepOptions(aieg_fast.Options):
+        depth: int = 4
+
+    class Deep(aieg_fast.Method):
+        name, doc, Options = "deep_test_method", "refuses models with fewer than 4 layers", DeepOptions
+
+        def check_adapter(self, opts, adapter):
+            if opts.depth > adapter.n_layers:
+                raise ValueError(f"depth must be at most the model's {adapter.n_layers} layers, got {opts.depth}")
+
+        def run(self, ctx, o):
+            raise AssertionError("not reached")
+
+    aieg_fast.register(Deep)
+    try:
+        buf = io.StringIO()
+        with pytest.raises(ValueError, match="depth must be at most the model's 2 layers, got 4"):
+            V.verify(tiny_gpt2, methods="deep_test_method", n_steps=4, texts=["a good movie"], file=buf)
+        assert "n/a" not in buf.getvalue()
+    finally:
+        aieg_fast.unregister("deep_test_method")
+
+
 def test_within_tolerance_is_relative_to_the_largest_score():
     """The tolerance scales with the scores: a 0.2 % error on scores of 1e-3 is a mismatch
     (verify's former absolute 1e-4 let it through), NaN must sit at the same places."""
