@@ -48,6 +48,7 @@ from aieg_fast.eval.generation_runner import step_views
 from aieg_fast.eval.metrics import hard_metrics, random_attribution, recency_attribution
 from aieg_fast.eval.records import merge_record_lines
 from aieg_fast.eval.soft import pi_soft
+from aieg_fast.methods.registry import split_method_specs
 
 METRICS = ("log_odds", "comprehensiveness", "sufficiency")
 
@@ -175,7 +176,7 @@ def main(argv=None) -> None:
         for method, (n, first, last, recent) in top_positions(records).items():
             print(f"| {method} | {n} | {first:.2f} | {last:.2f} | {recent:.2f} |")
         return
-    methods = [m for m in args.methods.split(",") if m]
+    methods = split_method_specs(args.methods)  # a spec's JSON value may hold a comma (aieg:attn_layers=[0,1])
     missing = sorted({m for m in methods for r in records.values() if "generated_ids" in r and m not in r.get("methods", {})})
     if missing:
         raise SystemExit(f"--methods: {missing} not in every record of {args.records}")

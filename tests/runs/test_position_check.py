@@ -61,6 +61,22 @@ PROMPTS = [{"id": "a", "prompt": "the movie is good and the actors"},
            {"id": "b", "prompt": "the actors are great and the movie is"}]
 
 
+def test_controls_methods_split_as_evaluate_splits_them(tmp_path, monkeypatch):
+    """--methods names specs as in the records, split as evaluate splits them: a JSON value's
+    comma (aieg:attn_layers=[0,1], evaluate takes it since split_method_specs) stays in its spec
+    (split at every comma: "--methods: ['aieg:attn_layers=[0', '1]'] not in every record")."""
+    import aieg_fast.explainer
+
+    spec = 'aieg:attn_layers=[0,1]'
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps({"id": "a", "generated_ids": [1], "methods": {spec: {}, "saliency": {}}}) + "\n", encoding="utf-8")
+    seen = {}
+    monkeypatch.setattr(aieg_fast.explainer, "load_model", lambda *a, **k: None)
+    monkeypatch.setattr(position_check, "controls", lambda ex, records, methods, **kw: seen.setdefault("m", methods) and {"x": {"c": 1.0}})
+    position_check.main(["controls", str(path), "--methods", f"{spec},saliency"])
+    assert seen["m"] == [spec, "saliency"]
+
+
 def test_controls_give_the_run_back_and_move_the_first_token(tiny_gpt2, tmp_path):
     ex, out = tiny_gpt2, tmp_path / "g"
     evaluate_generation(ex, PROMPTS, methods="attention,saliency,random", n_new_tokens=3, n_steps=4, n_samples=2,
