@@ -33,7 +33,9 @@ def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict
         raise ValueError(f"methods: {tuned[0]!r}: the control {specs[tuned[0]][0]!r} takes no options; name it alone")
     bad = [m for m in methods if specs[m][0] not in list_methods() and m not in controls]
     if bad:
-        raise ValueError(f"methods has unknown name(s) {bad}; choose from {list_methods() + list(controls)}")
+        hint = ("; a value holding a comma is written as JSON in a method spec: a list (attn_layers=[0,1]) or a "
+                'string in double quotes (components="gate,information")') if any(":" in m for m in methods) else ""
+        raise ValueError(f"methods has unknown name(s) {bad}; choose from {list_methods() + list(controls)}{hint}")
     for m, (name, opts) in specs.items():
         if m in controls:
             continue

@@ -160,8 +160,8 @@ def check_model(method: Method, opts, adapter) -> None:
 
 def split_method_specs(text: str) -> List[str]:
     """The method specs of a comma-separated list (``--methods``, ``evaluate(methods=...)``),
-    split at the commas outside brackets and double quotes, so that a JSON list or string
-    value of an option stays whole: ``aieg:attn_layers=[0,1],heta:components="gate,information",saliency``
+    split at the commas outside square brackets and double quotes, so that a JSON list or
+    string value of an option stays whole: ``aieg:attn_layers=[0,1],heta:components="gate,information",saliency``
     is three specs. Blank items are dropped; an unbalanced bracket or quote keeps the rest of
     the text in one spec (refused by :func:`parse_method_spec` or the option's check)."""
     specs, start, depth, quoted, escaped = [], 0, 0, False, False
@@ -170,10 +170,10 @@ def split_method_specs(text: str) -> List[str]:
             quoted, escaped = (ch != '"' or escaped), (ch == "\\" and not escaped)
         elif ch == '"':
             quoted = True
-        elif ch in "[{":
+        elif ch == "[":
             depth += 1
-        elif ch in "]}":
-            depth = max(depth - 1, 0)
+        elif ch == "]":
+            depth = max(depth - 1, 0)  # a stray "]" closes nothing
         elif ch == "," and depth == 0:
             specs.append(text[start:i])
             start = i + 1

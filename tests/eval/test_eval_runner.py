@@ -131,13 +131,16 @@ def test_parse_method_spec():
 def test_a_list_of_specs_splits_outside_json_values():
     """``--methods aieg:attn_layers=[0,1],saliency`` was split at every comma ("unknown name(s)
     ['1]']"): a list or a quoted string with commas could not be an option of a listed method."""
-    text = 'aieg:attn_layers=[0, 1],heta:components="gate,information" , saliency,,x:d={"a":[1,2]}'
+    text = 'aieg:attn_layers=[0, 1],heta:components="gate,information" , saliency,,x:d=[[0,1],[2]]'
     assert split_method_specs(text) == ["aieg:attn_layers=[0, 1]", 'heta:components="gate,information"', "saliency",
-                                        'x:d={"a":[1,2]}']
+                                        "x:d=[[0,1],[2]]"]
+    assert split_method_specs("x:l=[0,1]],y,z") == ["x:l=[0,1]]", "y", "z"]  # a stray "]" closes nothing
     assert [parse_method_spec(s)[1] for s in split_method_specs(text)[:2]] == [{"attn_layers": [0, 1]},
                                                                                {"components": "gate,information"}]
     assert split_method_specs(r'a:s="x\",y",b') == [r'a:s="x\",y"', "b"]  # an escaped quote stays inside
     assert split_method_specs("a:l=[0,1,b") == ["a:l=[0,1,b"]  # unbalanced: one spec, refused by its option check
+    with pytest.raises(ValueError, match=r"unknown name\(s\) \[\"information'\"\].*double quotes"):  # single quotes split
+        E.evaluate("some-model", methods="heta:components='gate,information'", out_dir="unused")
 
 
 def test_evaluate_takes_list_and_comma_values_in_its_method_list(tiny_gpt2, tmp_path):
