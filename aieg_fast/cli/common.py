@@ -78,7 +78,8 @@ def apply_config(args, argv):
     The file is an object whose keys are long option names (``"n-steps"`` or ``"n_steps"``)
     and whose values are what the option takes: strings are parsed as on the command line,
     numbers, lists and booleans are used as they are (a list for a comma-separated option, e.g.
-    ``"methods": ["aieg", "integrated_gradients"]``).
+    ``"pis": [0.1, 0.5]``; a list of ``methods`` is one spec per item, a comma inside an item
+    part of it: ``["aieg", "heta:components=gate,information"]``).
 
     Raises:
         ValueError: the file cannot be read or is not a JSON object, a key names no option of
@@ -107,7 +108,7 @@ def apply_config(args, argv):
         act = actions[dest]
         if act.nargs == 0 and not isinstance(value, bool):  # a switch: the string "false" would turn it on
             raise ValueError(f"--config {args.config!r}: {key!r} is a switch: give true or false (a JSON boolean), got {value!r}")
-        if isinstance(value, list) and act.nargs is None:
+        if isinstance(value, list) and act.nargs is None and dest not in _SPEC_LISTS:
             value = ",".join(str(v) for v in value)  # a comma-separated option given as a list
         if act.choices is not None and value is not None and value not in act.choices:
             raise ValueError(f"--config {args.config!r}: {key!r} must be one of {list(act.choices)}, got {value!r}")
@@ -126,6 +127,11 @@ _PATH_OPTIONS = ("model", "out", "dataset", "data_dir")
 #: every option (and attribute-dataset's ``data``) that names a file or folder: a ``~`` there is the
 #: home folder, as a shell gives it for ``--out ~/x`` but not for ``--out=~/x`` or in a --config file
 _HOME_OPTIONS = (*_PATH_OPTIONS, "config", "data", "dev_file", "html", "json", "train_file")
+
+
+#: options whose list in a --config file is taken as it is, each item one method spec (a comma in
+#: an item, heta:components=gate,information, is part of it; joined, it would split the spec)
+_SPEC_LISTS = ("methods",)
 
 
 def expand_home(args):

@@ -25,11 +25,12 @@ def seen(monkeypatch):
 
 def test_config_sets_options_and_the_command_line_wins(tmp_path, seen):
     cfg = tmp_path / "study.json"
-    cfg.write_text(json.dumps({"methods": ["aieg:posnorm=relu_max", "integrated_gradients"], "n-steps": 50, "n": 7,
+    cfg.write_text(json.dumps({"methods": ["aieg:posnorm=relu_max", "heta:components=gate,information"], "n-steps": 50, "n": 7,
                                "pis": [0.1, 0.5], "ties": "first", "target_fn": "contrast", "no-progress": True}))
     assert cli.main(["evaluate", "--config", str(cfg), "--out", str(tmp_path / "a")]) == 0
     kw = seen[0]
-    assert kw["methods"] == "aieg:posnorm=relu_max,integrated_gradients" and kw["n_steps"] == 50 and kw["n"] == 7
+    # a list of specs stays a list: joined at commas, the comma inside HETA's spec split it
+    assert kw["methods"] == ["aieg:posnorm=relu_max", "heta:components=gate,information"] and kw["n_steps"] == 50 and kw["n"] == 7
     assert kw["pis"] == [0.1, 0.5] and kw["ties"] == "first" and kw["target_fn"] == "contrast" and kw["progress"] is False
     assert cli.main(["evaluate", "--config", str(cfg), "--n", "3", "--out", str(tmp_path / "b")]) == 0
     assert seen[1]["n"] == 3 and seen[1]["n_steps"] == 50  # the command line wins, the rest from the file
