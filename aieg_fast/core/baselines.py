@@ -39,7 +39,7 @@ from torch import Tensor
 
 from ..models import materialized
 from .diagnostics import warn
-from .validation import check_number
+from .validation import as_real, check_number
 
 __all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "row_noise", "shift_baseline"]
 
@@ -90,6 +90,8 @@ def check_alpha_range(alpha_range) -> float:
     if alpha_range is None:
         return 0.0
     ok = isinstance(alpha_range, (tuple, list)) and len(alpha_range) == 2
+    if ok:  # np.float32(0.1), a one-element tensor: the float it holds
+        alpha_range = type(alpha_range)(as_real(a) for a in alpha_range)
     ok = ok and all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in alpha_range)
     if not ok or float(alpha_range[1]) != 1.0 or not (0.0 <= float(alpha_range[0]) < 1.0):
         raise ValueError(f"alpha_range must be (alpha0, 1) with 0 <= alpha0 < 1, got {alpha_range!r}")

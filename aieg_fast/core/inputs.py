@@ -127,6 +127,8 @@ def as_id_list(value, name: str):
     """
     if not (torch.is_tensor(value) or _is_array(value)):
         return value
+    if _is_array(value) and value.dtype.kind in "USO":  # np.array([" good", " bad"]): its str as a list
+        return value.tolist()
     t = torch.as_tensor(value)
     if not _integer_ids(t) or t.dim() != 1:
         raise TypeError(f"{name} as a tensor must hold 1-D integer token ids, got dtype {t.dtype} and shape {tuple(t.shape)}")

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import torch
 
-__all__ = ["DEFAULT_N_STEPS", "as_int", "as_scalar_int", "as_ints", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
+__all__ = ["DEFAULT_N_STEPS", "as_int", "as_real", "as_scalar_int", "as_ints", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
            "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
@@ -36,6 +36,17 @@ def as_int(value):
         return value
 
 
+def as_real(value):
+    """``value`` as a Python float when it is a real scalar of another library (``np.float32(0.1)``,
+    a one-element floating tensor); anything else as it is (a Python number, a bool, a str, a
+    tensor of several elements: the caller's check refuses or takes it)."""
+    if torch.is_tensor(value):
+        return float(value.item()) if value.numel() == 1 and value.is_floating_point() else value
+    if isinstance(value, (bool, int, float)) or type(value).__name__.startswith("bool"):
+        return value
+    return float(value) if isinstance(value, numbers.Real) else value
+
+
 def as_scalar_int(value):
     """:func:`as_int` of a scalar: an integer of another library (``np.int32(5)``, a 0-d integer
     tensor) as the Python int it holds; a tensor of one or more dimensions stays as given
@@ -47,7 +58,9 @@ def as_scalar_int(value):
 def as_ints(value):
     """:func:`as_scalar_int` of ``value``, or of each item of a list or tuple (a list of layer
     indices from ``np.arange``): a new list or tuple of Python ints where the items are integers
-    of another library."""
+    of another library; a 1-D NumPy integer array (``np.arange(2)``) as the list of ints it holds."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 1 and value.dtype.kind in "iu":
+        return [int(v) for v in value.tolist()]
     return type(value)(as_scalar_int(v) for v in value) if type(value) in (list, tuple) else as_scalar_int(value)
 
 
@@ -111,6 +124,11 @@ PEER_NAMES = {"baselines": "baseline", "contrast_targets": "contrast_target",
               "return_convergence_delta": "no setting: IG and IDG record res.info['convergence_delta']"}
 
 
+#: names of this package's other calls and files that a call of attribute() may be given by mistake
+NEAR_NAMES = {"contrast": "contrast_target (contrast is the name of a dataset file's column)",
+              "labels": "label_set (labels are the label words of an evaluation run)"}
+
+
 def _option_hint(key: str, allowed) -> str:
     """Why ``key`` is no option of the method: a setting of the call, a Captum / Inseq name, or a
     near miss of one of ``allowed`` or of the calls' settings (difflib); "" otherwise."""
@@ -119,6 +137,8 @@ def _option_hint(key: str, allowed) -> str:
                 f"aieg-fast explain: {CALL_SETTINGS[key]})")
     if key in PEER_NAMES:
         return f"; {key} is Captum's / Inseq's name: here it is {PEER_NAMES[key]}"
+    if key in NEAR_NAMES:
+        return f"; {key}: did you mean {NEAR_NAMES[key]}?"
     close = difflib.get_close_matches(key, list(allowed) + list(CALL_SETTINGS), n=1, cutoff=0.8)
     return f"; {key}: did you mean {close[0]}?" if close else ""
 
@@ -265,6 +285,7 @@ def check_call_settings(n_steps, backend: str, tolerance=None, max_steps=None, a
             if v is not None:
                 raise ValueError(f"{name}={v!r} applies to n_steps='auto' only; got n_steps={n_steps!r}")
         return
+    tolerance = as_real(tolerance)
     if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
                                   or not 0 < tolerance < float("inf")):
         raise ValueError(f"tolerance must be a number > 0 (a relative completeness error, e.g. 0.05), got {tolerance!r}")

@@ -5,7 +5,7 @@ import numbers
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..core.baselines import check_alpha_range, check_baseline_noise, check_baseline_value
-from ..core.validation import as_int, check_int, check_positive_int
+from ..core.validation import as_int, as_real, check_int, check_positive_int
 from ..methods.registry import check_model, get_method, parse_method_spec, resolved_options
 
 __all__ = ["BASELINE_KEYS", "check_labels", "check_topk", "check_positive_int", "check_pis", "check_choices", "check_method_options", "check_models",
@@ -29,6 +29,7 @@ def check_topk(topk) -> float:
     Raises:
         ValueError: not a number in (0, 1] (bools are refused).
     """
+    topk = as_real(topk)  # np.float32(0.2): the float it holds
     if isinstance(topk, bool) or not isinstance(topk, (int, float)) or not (0 < topk <= 1):
         raise ValueError(f"topk must be a fraction in (0, 1], got {topk!r}")
     return float(topk)

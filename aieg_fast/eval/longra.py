@@ -134,7 +134,8 @@ def longra_metrics(scores, attributable: Sequence[bool], relative_pos: int, dist
     if isinstance(relative_pos, bool) or not isinstance(relative_pos, int) or not 0 <= relative_pos < s.numel() \
             or not bool(e[relative_pos]):
         raise ValueError(f"relative_pos must be an attributable position in [0, {s.numel()}), got {relative_pos!r}")
-    if any(not 0 <= p < s.numel() for p in distractor_pos):
+    distractor_pos = as_ints(list(distractor_pos))  # NumPy / 0-d tensor positions as ints (torch indexes with them)
+    if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < s.numel() for p in distractor_pos):
         raise ValueError(f"distractor_pos must be positions in [0, {s.numel()}), got {list(distractor_pos)}")
     if not bool(torch.isfinite(s[e]).all()):
         return {"relative_rank": math.nan, **{f"relative_top{k}": math.nan for k in ks}, "distractor_mass": math.nan,

@@ -104,7 +104,7 @@ class AIEGOptions(Options):
         check_choice("preset", self.preset, tuple(PRESETS))
         for name, value in PRESETS[self.preset].items():  # the preset's value where none is given
             if getattr(self, name) is None:
-                if name == "attn_source" and self.attn_layers == "rollout":
+                if name == "attn_source" and isinstance(self.attn_layers, str) and self.attn_layers == "rollout":
                     value = "input"  # rollout is defined on the input's attention only
                 object.__setattr__(self, name, value)
         if self.ef_norm is None:  # the mode's own normalisation (recorded as the value used)

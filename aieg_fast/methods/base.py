@@ -22,8 +22,9 @@ class Options:
     defaults; :meth:`validate` checks the values once, when the options are built (before any
     model work). Checks that need the model (layer ranges) run in the method. An integer of
     another library (``np.int64(4)``, a 0-d integer tensor, also as an item of a list) is stored
-    as the Python int it holds (:func:`~aieg_fast.core.validation.as_ints`), so the options record
-    as JSON; bools and floats stay as given, for ``validate`` to refuse."""
+    as the Python int it holds, and a 1-D NumPy integer array (``np.arange(2)``) as a list of them
+    (:func:`~aieg_fast.core.validation.as_ints`), so the options record as JSON; bools and floats
+    stay as given, for ``validate`` to refuse."""
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -160,3 +160,66 @@ def test_training_entry_points_take_numpy_ints(tmp_path):
     with pytest.raises(ValueError, match="task must be one of"):
         train_sentiment(task="no-such-task", out_dir=tmp_path / "s", epochs=i(1), n_train=i(4), batch_size=i(2), seed=i(0),
                         checkpoint_every=i(5), max_steps=i(3), n_dev=i(2), micro_batch_size=i(1))
+
+
+def test_numpy_and_tensor_floats_taken_where_a_float_is(tiny_gpt2):
+    """np.float32 / a one-element float tensor (from ``tensor.numpy()``) were refused by alpha_range,
+    tolerance and topk ("must be (alpha0, 1) ..., got (np.float32(0.1), 1)") though check_number's
+    settings took them; each now gives what the Python float it holds gives."""
+    from aieg_fast.eval.checks import check_topk
+
+    kw = dict(method="integrated_gradients", n_steps=4)
+    a32 = float(np.float32(0.1))
+    want = tiny_gpt2.attribute("the movie is", alpha_range=(a32, 1), **kw).scores
+    for start in (np.float32(0.1), torch.tensor(0.1, dtype=torch.float32)):
+        assert torch.equal(tiny_gpt2.attribute("the movie is", alpha_range=(start, 1), **kw).scores, want)
+    auto = dict(method="integrated_gradients", n_steps="auto", max_steps=8)
+    got = tiny_gpt2.attribute("the movie is", tolerance=np.float32(0.5), **auto)
+    assert torch.equal(got.scores, tiny_gpt2.attribute("the movie is", tolerance=float(np.float32(0.5)), **auto).scores)
+    assert check_topk(np.float32(0.25)) == 0.25 and type(check_topk(np.float32(0.25))) is float
+    for bad in (np.float32(1.5), np.bool_(True), torch.tensor([0.1, 0.2])):
+        with pytest.raises(ValueError, match="topk must be a fraction"):
+            check_topk(bad)
+
+
+def test_arrays_of_layers_and_of_target_words(tiny_gpt2):
+    """attn_layers=np.arange(2) crashed in AIEG's options ("The truth value of an array ... is
+    ambiguous"); target / label_set as a NumPy array of words crashed in torch ("can't convert
+    np.ndarray of type numpy.str_"). They are the lists they hold."""
+    kw = dict(method="aieg", n_steps=4)
+    want = tiny_gpt2.attribute("the movie is", attn_layers=[0, 1], **kw)
+    got = tiny_gpt2.attribute("the movie is", attn_layers=np.arange(2), **kw)
+    assert torch.equal(got.scores, want.scores) and got.options["attn_layers"] == [0, 1]
+    texts, words = ["the movie is", "the film was"], [" good", " bad"]
+    want = tiny_gpt2.attribute(texts, method="saliency", target=words)
+    got = tiny_gpt2.attribute(texts, method="saliency", target=np.array(words))
+    assert [r.target for r in got] == [r.target for r in want]
+    assert all(torch.equal(g.scores, w.scores) for g, w in zip(got, want))
+    one = tiny_gpt2.attribute("the movie is", method="saliency", target=" good", label_set=np.array(words),
+                              target_fn="label_logprob")
+    assert one.target == tiny_gpt2.attribute("the movie is", method="saliency", target=" good", label_set=words,
+                                             target_fn="label_logprob").target
+
+
+def test_names_of_other_calls_get_a_hint(tiny_gpt2):
+    with pytest.raises(ValueError, match=r"contrast: did you mean contrast_target"):
+        tiny_gpt2.attribute("the movie is", method="saliency", contrast=5)
+    with pytest.raises(ValueError, match=r"labels: did you mean label_set"):
+        tiny_gpt2.attribute("the movie is", method="saliency", labels=[" good", " bad"])
+
+
+def test_longra_distractor_positions_of_other_libraries():
+    """Tensor distractor positions indexed through a list of tensors (a torch deprecation
+    warning: such a list is read as a multidimensional index); a float position reached torch."""
+    import warnings
+
+    from aieg_fast import eval as E
+
+    s = torch.tensor([0.1, 0.5, 0.2, 0.3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = E.longra_metrics(s, [True] * 4, 1, [torch.tensor(2), np.int64(3)], ks=[1])
+    assert got == E.longra_metrics(s, [True] * 4, 1, [2, 3], ks=[1])
+    for bad in ([1.5], [True]):
+        with pytest.raises(ValueError, match=r"distractor_pos must be positions in \[0, 4\)"):
+            E.longra_metrics(s, [True] * 4, 1, bad, ks=[1])
