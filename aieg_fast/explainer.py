@@ -350,7 +350,7 @@ class Explainer:
         """Explain the model's prediction for ``text`` (or ``input_ids``) with ``method``.
 
         Args:
-            text (str or list of str): the input; a list is attributed as one padded batch and
+            text (str or list of str; a pandas column too): the input; a list is attributed as one padded batch and
                 gives one result per text (same scores as one at a time). A text may be a mapping
                 of fields, each at its ``{field}`` of the template (all attributed).
             input_ids: token ids in place of ``text``, used as given (no tokenisation, no BOS

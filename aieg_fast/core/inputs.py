@@ -118,6 +118,11 @@ def _is_array(x) -> bool:
     return type(x).__module__ == "numpy" and hasattr(x, "ndim") and hasattr(x, "tolist")
 
 
+def _listed(value):
+    """A pandas Series / Index (``df["text"]``) as the list it holds; anything else as it is."""
+    return value.tolist() if type(value).__module__.startswith("pandas") and callable(getattr(value, "tolist", None)) else value
+
+
 def as_id_list(value, name: str):
     """``value`` as a list of ints when it is a 1-D integer tensor or numpy array (token ids);
     anything else as it is, for the caller to check.
@@ -125,6 +130,7 @@ def as_id_list(value, name: str):
     Raises:
         TypeError: a tensor / array that is not 1-D integer ids (names ``name``, its dtype and shape).
     """
+    value = _listed(value)
     if not (torch.is_tensor(value) or _is_array(value)):
         return value
     if _is_array(value) and value.dtype.kind in "USO":  # np.array([" good", " bad"]): its str as a list
@@ -143,6 +149,7 @@ def per_text_ids(value, name: str):
     Raises:
         TypeError: such a tensor / array that does not hold integer ids (names ``name``).
     """
+    value = _listed(value)  # a pandas column of words or ids: one per text, as a list
     if (torch.is_tensor(value) or _is_array(value)) and value.ndim == 1 and len(value) > 1:
         return as_id_list(value, name)
     return value
@@ -281,6 +288,9 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
         tk = tokenizer
         check_no_padding(input_ids, getattr(tk, "pad_token_id", None), (getattr(tk, "bos_token_id", None), getattr(tk, "eos_token_id", None)))
     else:
+        if _is_array(text) and text.ndim == 1 and text.dtype.kind in "UO":
+            text = text.tolist()  # np.array of texts: the list it holds
+        text = _listed(text)  # a pandas column of texts (df["text"]) too
         if isinstance(text, (list, tuple)):
             bad = next((i for i, t in enumerate(text) if not is_text(t)), None)
             if bad is not None:

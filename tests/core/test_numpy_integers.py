@@ -223,3 +223,21 @@ def test_longra_distractor_positions_of_other_libraries():
     for bad in ([1.5], [True]):
         with pytest.raises(ValueError, match=r"distractor_pos must be positions in \[0, 4\)"):
             E.longra_metrics(s, [True] * 4, 1, bad, ks=[1])
+
+
+def test_pandas_and_numpy_columns_of_texts_and_words(tiny_gpt2):
+    """ex.attribute(df["text"], target=df["word"]) was refused ("text must be a str or a list of
+    str, got Series"); a column, or a NumPy array of texts, is the list it holds."""
+    pd = pytest.importorskip("pandas")
+    texts, words = ["the movie is", "the film was"], [" good", " bad"]
+    want = tiny_gpt2.attribute(texts, method="saliency", target=words)
+    for t, w in ((pd.Series(texts), pd.Series(words)), (np.array(texts), np.array(words)),
+                 (pd.DataFrame({"t": texts})["t"], pd.Index(words))):
+        got = tiny_gpt2.attribute(t, method="saliency", target=w)
+        assert [r.target for r in got] == [r.target for r in want]
+        assert all(torch.equal(g.scores, r.scores) for g, r in zip(got, want))
+    one = tiny_gpt2.attribute("the movie is", method="saliency", target=" good", label_set=pd.Series(words),
+                              target_fn="label_logprob")
+    assert one.target == want[0].target
+    with pytest.raises(TypeError, match=r"text\[1\] must be a str"):
+        tiny_gpt2.attribute(pd.Series(["the movie", 3]), method="saliency")
