@@ -130,7 +130,7 @@ def summarise_longra(out: Path, records: Sequence[dict], methods: Sequence[str],
                 continue
             cells.append(f"{fmt(r['mean'])}{stars(r['p_vs_reference'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    lines += flag_lines(kept)
+    lines += flag_lines(kept, methods)
     if not kept:
         why = []
         if any(k.endswith("not_one_token") for k in filtered):

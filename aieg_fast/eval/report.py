@@ -234,14 +234,17 @@ def _empty_topk_lines(records: Sequence[dict], methods: Sequence[str], topk) -> 
     return ["", note + (": the hard metrics cannot tell the methods apart here." if zero == len(ks) else ".")]
 
 
-def flag_lines(records: Sequence[dict]) -> List[str]:
+def flag_lines(records: Sequence[dict], methods: Optional[Sequence[str]] = None) -> List[str]:
     """The markdown lines counting, per method, the attributions flagged by their checks
     (:class:`~aieg_fast.AttributionWarning`, recorded as ``signal_flags``: completeness, no
     signal, non-finite); none when nothing was flagged. Controls have no findings (records
-    before 2026-12-03 copied the first method's)."""
+    before 2026-12-03 copied the first method's). ``methods``: the methods summarised (None:
+    every method of the records); a folder's records may hold others, from earlier runs."""
     flagged: Dict[str, Dict[str, int]] = {}
     for r in records:
         for m, v in r.get("methods", {}).items():
+            if methods is not None and m not in methods:
+                continue
             for kind in (v.get("signal_flags") or []) if m not in CONTROLS else []:
                 flagged.setdefault(m, {}).setdefault(kind, 0)
                 flagged[m][kind] += 1
@@ -375,7 +378,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     if config.get("task") == "generation":
         lines += step_lines(out, records, methods, metrics, config["seed"])
     lines += rounding_twin_lines(records, methods, metrics)
-    lines += flag_lines(records)
+    lines += flag_lines(records, methods)
     if refused:
         lines += ["", f"{len(refused)} example(s) skipped, their input refused (records with 'skipped'):", ""]
         lines += [f"- {r['id']}: {r['skipped']}" for r in refused]

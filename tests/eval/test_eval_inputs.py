@@ -113,6 +113,9 @@ def test_flagged_attributions_recorded_not_warned(tiny_gpt2, tmp_path, recwarn):
     assert [r["methods"]["integrated_gradients"]["signal_flags"] for r in recs] == [["completeness"], ["completeness"]]
     assert [r["methods"]["random"]["signal_flags"] for r in recs] == [[], []]  # the control has no findings of IG's
     assert "Attributions flagged (AttributionWarning; 'signal_flags' in records.jsonl): integrated_gradients: completeness × 2." in res["summary_md"]
+    # a rerun that summarises another method of the folder counted IG's flags under its table too
+    only = E.evaluate(tiny_gpt2, methods="random", n=2, out_dir=tmp_path, **dict(KW, n_steps=2))
+    assert only["computed"] == 0 and "Attributions flagged" not in only["summary_md"]
 
 
 @pytest.mark.parametrize("kw, err, match", [
