@@ -18,9 +18,10 @@ from .rows import is_empty, is_integer_text, read_rows, whole_number
 
 __all__ = ["TEMPLATE_FIELD", "template_fields", "user_records", "label_index", "check_label_words", "number_words"]
 
-#: a ``{name}`` field of a prompt template; ``{{name}}`` is text (one rule for the datasets'
-#: templates and :func:`aieg_fast.core.inputs.fill_template`)
-TEMPLATE_FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+#: a ``{name}`` field of a prompt template; ``{{name}}`` is text, and other braces stay as typed
+#: (``{"a": {text}}`` has the field ``text``) (one rule for the datasets' templates and
+#: :func:`aieg_fast.core.inputs.fill_template`)
+TEMPLATE_FIELD = re.compile(r"(?!(?<=\{)\{[A-Za-z_][A-Za-z0-9_]*\}\})\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def template_fields(template: Optional[str]) -> Tuple[str, ...]:

@@ -70,6 +70,9 @@ def test_warmup_cosine_schedule():
 @pytest.mark.parametrize("template, text, want", [
     ("Q {{text}} {text}", "x", "Q {{text}} x"),               # {{text}} is text, {text} the field
     ("Q {{p}} {p} / {q}", {"p": "a", "q": "b"}, "Q {{p}} a / b"),
+    # a brace beside a field that is not its double: JSON around the field was refused ("exactly once")
+    ('{"a": {text}}', "x", '{"a": x}'),
+    ("{{text}}{text}}", "x", "{{text}}x}"),
 ])
 def test_fill_template_double_braces_are_text(template, text, want):
     """fill_template counts and splits at the {name} fields only: '{{text}}' was taken for the
