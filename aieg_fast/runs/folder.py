@@ -199,6 +199,17 @@ def setting_differences(old: dict, new: dict, keys, absent: str = "its default (
             for k, a, b in pairs]
 
 
+def _relative_path_hint(key: str, old, new) -> str:
+    """For a recorded relative path that names no file from here while the new one, of the same
+    name, does: the run was started in another directory (a relative path is recorded as given)."""
+    if not (isinstance(old, str) and isinstance(new, str)) or os.path.isabs(old) or os.path.exists(old):
+        return ""
+    if os.path.basename(old.rstrip("/\\")) != os.path.basename(new.rstrip("/\\")) or not os.path.exists(new):
+        return ""
+    return (f"; {key} {old!r} is relative to the directory the recorded run was started in: if it is the same file, "
+            "rerun from that directory, or pass the path as recorded there")
+
+
 def _refuse_differences(out, old: dict, new: dict, keys, arg: str, hints: Optional[Dict[str, str]] = None) -> None:
     """Raise the "other settings" error naming every key of ``keys`` whose value differs, with
     the recorded and the new value of each (a setting at its default is left out of some configs),
@@ -207,6 +218,7 @@ def _refuse_differences(out, old: dict, new: dict, keys, arg: str, hints: Option
     if values:
         differing = set(_differing(old, new, keys))
         said = "".join(f"; {h}" for k, h in (hints or {}).items() if k in differing)
+        said += "".join(_relative_path_hint(k, old.get(k), new.get(k)) for k in sorted(differing))
         raise ValueError(f"{arg} {str(out)!r} holds results with other settings ({values}); use another {arg}{said}")
 
 

@@ -282,3 +282,26 @@ def test_commands_from_another_thread_on_a_folder_in_use_are_refused(tiny_gpt2, 
     finally:
         go.set()
         t.join()
+
+
+def test_a_relative_path_recorded_elsewhere_gets_a_hint(tmp_path, monkeypatch):
+    """A run started in d/ on 'lab.csv', resumed from d's parent on 'd/lab.csv' (or the other way),
+    was refused as other settings with no word that it may be the same file."""
+    import json
+
+    from aieg_fast.runs import check_recorded_config
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "lab.csv").write_text("text,label\na,0\n")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"dataset": "lab.csv", "n": 2}))
+    (out / "records.jsonl").write_text('{"id": "0"}\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"dataset: 'lab.csv' recorded, 'd/lab.csv' now.*dataset 'lab.csv' is relative to "
+                                         r"the directory the recorded run was started in"):
+        check_recorded_config(out, {"dataset": "d/lab.csv", "n": 2})
+    with pytest.raises(ValueError, match=r"other settings \(n: 2 recorded, 3 now\); use another out_dir$"):
+        check_recorded_config(out, {"dataset": "lab.csv", "n": 3})  # a plain difference: no hint
+    monkeypatch.chdir(tmp_path / "d")
+    check_recorded_config(out, {"dataset": "lab.csv", "n": 2})  # from where it was started: the same run
