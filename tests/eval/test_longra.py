@@ -200,3 +200,6 @@ def test_the_summary_counts_flagged_attributions(tmp_path):
         in res["summary_md"].splitlines()
     assert "Attributions flagged" not in summarise_longra(tmp_path, [dict(rec, methods={"saliency": metrics})], ["saliency"], config,
                                                           "saliency", plot=False)["summary_md"]
+    # a rerun summarising fewer methods of the folder: the flags of a method left out are not counted
+    only = summarise_longra(tmp_path, [rec, rec], ["saliency"], config, "saliency", plot=False)["summary_md"]
+    assert "integrated_gradients" not in only and "Attributions flagged" not in only
