@@ -176,6 +176,10 @@ def test_numpy_and_tensor_floats_taken_where_a_float_is(tiny_gpt2):
     auto = dict(method="integrated_gradients", n_steps="auto", max_steps=8)
     got = tiny_gpt2.attribute("the movie is", tolerance=np.float32(0.5), **auto)
     assert torch.equal(got.scores, tiny_gpt2.attribute("the movie is", tolerance=float(np.float32(0.5)), **auto).scores)
+    # recorded as the float it holds (as alpha_range is), not as the np.float32 / tensor given
+    assert type(got.options["tolerance"]) is float and got.options["tolerance"] == float(np.float32(0.5))
+    one = tiny_gpt2.attribute("the movie is", tolerance=torch.tensor(0.5), **auto)
+    assert type(one.options["tolerance"]) is float
     assert check_topk(np.float32(0.25)) == 0.25 and type(check_topk(np.float32(0.25))) is float
     for bad in (np.float32(1.5), np.bool_(True), torch.tensor([0.1, 0.2])):
         with pytest.raises(ValueError, match="topk must be a fraction"):
