@@ -19,7 +19,7 @@ from .core.inputs import fill_template, fixed_by_specials, inputs_and_targets
 from .core.path import bytes_per_path_point, check_chunk_settings, check_step_memory
 from .core.model_state import holding_model_lock
 from .core.tokens import check_in_vocab, continuation, encoding_warnings, merge_message, one_bos, token_text_after
-from .core.validation import DEFAULT_N_STEPS, as_int, as_real, check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
+from .core.validation import DEFAULT_N_STEPS, as_int, check_bool, check_call_settings, check_choice, check_placement, parse_device, parse_dtype
 from .display.words import token_word_index
 from .generation import attribute_generation
 from .prediction import label_probs, predict
@@ -411,7 +411,6 @@ class Explainer:
                 special-token string typed in the text, a model in training mode.
         """
         n_steps, internal_batch_size, n_baseline_samples, seed, max_steps = map(as_int, (n_steps, internal_batch_size, n_baseline_samples, seed, max_steps))
-        tolerance = as_real(tolerance)  # np.float32 / a one-element tensor: the float recorded in res.options
         m, opts, compiled = self._method_checked(method, options, n_steps, backend, tolerance, max_steps, padding_side,
                                                  internal_batch_size, max_memory, n_baseline_samples, compile, progress)
         inputs, targets, single, given_ids = inputs_and_targets(text, input_ids, target, template, self.vocab_size,

@@ -39,11 +39,19 @@ def as_int(value):
 def as_real(value):
     """``value`` as a Python float when it is a real scalar of another library (``np.float32(0.1)``,
     a one-element floating tensor); anything else as it is (a Python number, a bool, a str, a
-    tensor of several elements: the caller's check refuses or takes it)."""
+    tensor of several elements: the caller's check refuses or takes it). A float16 / float32
+    number becomes the shortest decimal that reads back as it, the number that was typed
+    (``np.float32(0.7)`` is 0.7, not 0.699999988: a top-k fraction of 10 tokens keeps 7)."""
     if torch.is_tensor(value):
-        return float(value.item()) if value.numel() == 1 and value.is_floating_point() else value
+        if value.numel() != 1 or not value.is_floating_point():
+            return value
+        if value.dtype not in (torch.float16, torch.float32):
+            return float(value.item())
+        value = value.detach().cpu().reshape(()).numpy()[()]  # the NumPy scalar of its precision
     if isinstance(value, (bool, int, float)) or type(value).__name__.startswith("bool"):
         return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("float16", "float32"):
+        return float(str(value))  # NumPy writes the shortest decimal that reads back as this value
     return float(value) if isinstance(value, numbers.Real) else value
 
 

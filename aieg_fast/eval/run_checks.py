@@ -22,7 +22,7 @@ def check_methods(methods, reference: str, controls=()) -> Tuple[List[str], Dict
     """
     if isinstance(methods, str):
         methods = split_method_specs(methods)
-    methods = list(dict.fromkeys(methods))
+    methods = list(dict.fromkeys(m.strip() if isinstance(m, str) else m for m in methods))  # " saliency" of a list too
     if not methods:
         raise ValueError("methods must name at least one method")
     if reference != REFERENCE_METHOD and reference not in methods:

@@ -118,7 +118,7 @@ class IntegratedGradients(Method):
         info = completeness_info(torch.stack([p[-1] for p in path]), torch.stack([p[0] for p in path]), scores)
         info.update(auto)
         opts = {"integration": o.integration, "token_reduction": o.token_reduction, "refine": o.refine,
-                "tolerance": tol, "max_steps": budget, "internal_batch_size": ctx.chunk, "ref_token_id": ctx.ref_token_id}
+                "tolerance": float(tol), "max_steps": budget, "internal_batch_size": ctx.chunk, "ref_token_id": ctx.ref_token_id}
         return MethodOutput(scores, opts, info)
 
     def run_sequence(self, sctx, o):

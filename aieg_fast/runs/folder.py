@@ -201,12 +201,13 @@ def setting_differences(old: dict, new: dict, keys, absent: str = "its default (
 
 def _relative_path_hint(key: str, old, new) -> str:
     """For a recorded relative path that names no file from here while the new one, of the same
-    name, does: the run was started in another directory (a relative path is recorded as given)."""
-    if not (isinstance(old, str) and isinstance(new, str)) or os.path.isabs(old) or os.path.exists(old):
+    name, does: the run was started in another directory (a relative path is recorded as given).
+    Not for ``model``, whose recorded name may be a hub id (``gpt2``) and the new one a folder."""
+    if key == "model" or not (isinstance(old, str) and isinstance(new, str)) or os.path.isabs(old) or os.path.exists(old):
         return ""
     if os.path.basename(old.rstrip("/\\")) != os.path.basename(new.rstrip("/\\")) or not os.path.exists(new):
         return ""
-    return (f"; {key} {old!r} is relative to the directory the recorded run was started in: if it is the same file, "
+    return (f"; {key} {old!r} is relative to the directory the recorded run was started in: if it is the same path, "
             "rerun from that directory, or pass the path as recorded there")
 
 

@@ -169,8 +169,7 @@ def test_numpy_and_tensor_floats_taken_where_a_float_is(tiny_gpt2):
     from aieg_fast.eval.checks import check_topk
 
     kw = dict(method="integrated_gradients", n_steps=4)
-    a32 = float(np.float32(0.1))
-    want = tiny_gpt2.attribute("the movie is", alpha_range=(a32, 1), **kw).scores
+    want = tiny_gpt2.attribute("the movie is", alpha_range=(0.1, 1), **kw).scores  # the number typed, not float32's
     for start in (np.float32(0.1), torch.tensor(0.1, dtype=torch.float32)):
         assert torch.equal(tiny_gpt2.attribute("the movie is", alpha_range=(start, 1), **kw).scores, want)
     auto = dict(method="integrated_gradients", n_steps="auto", max_steps=8)
@@ -181,6 +180,10 @@ def test_numpy_and_tensor_floats_taken_where_a_float_is(tiny_gpt2):
     one = tiny_gpt2.attribute("the movie is", tolerance=torch.tensor(0.5), **auto)
     assert type(one.options["tolerance"]) is float
     assert check_topk(np.float32(0.25)) == 0.25 and type(check_topk(np.float32(0.25))) is float
+    # float32's nearest value to 0.7 is 0.699999988: as a top-k fraction of 10 tokens it kept 6
+    assert [check_topk(v) for v in (np.float32(0.7), np.float16(0.7), torch.tensor(0.7), torch.tensor(0.9, dtype=torch.float16))] \
+        == [0.7, 0.7, 0.7, 0.9]
+    assert check_topk(np.float64(0.7)) == 0.7 and check_topk(torch.tensor(0.7, dtype=torch.float64)) == 0.7
     for bad in (np.float32(1.5), np.bool_(True), torch.tensor([0.1, 0.2])):
         with pytest.raises(ValueError, match="topk must be a fraction"):
             check_topk(bad)

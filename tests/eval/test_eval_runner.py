@@ -141,6 +141,10 @@ def test_a_list_of_specs_splits_outside_json_values():
     assert split_method_specs("a:l=[0,1,b") == ["a:l=[0,1,b"]  # unbalanced: one spec, refused by its option check
     with pytest.raises(ValueError, match=r"unknown name\(s\) \[\"information'\"\].*double quotes"):  # single quotes split
         E.evaluate("some-model", methods="heta:components='gate,information'", out_dir="unused")
+    # a list (a --config file's) is one spec per item, stripped as the text's are
+    from aieg_fast.eval.run_checks import check_methods
+    assert check_methods([" saliency", "heta:components=gate,information "], "saliency")[0] == [
+        "saliency", "heta:components=gate,information"]
 
 
 def test_evaluate_takes_list_and_comma_values_in_its_method_list(tiny_gpt2, tmp_path):

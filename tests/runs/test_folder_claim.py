@@ -299,9 +299,14 @@ def test_a_relative_path_recorded_elsewhere_gets_a_hint(tmp_path, monkeypatch):
     (out / "records.jsonl").write_text('{"id": "0"}\n')
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=r"dataset: 'lab.csv' recorded, 'd/lab.csv' now.*dataset 'lab.csv' is relative to "
-                                         r"the directory the recorded run was started in"):
+                                         r"the directory the recorded run was started in: if it is the same path"):
         check_recorded_config(out, {"dataset": "d/lab.csv", "n": 2})
     with pytest.raises(ValueError, match=r"other settings \(n: 2 recorded, 3 now\); use another out_dir$"):
         check_recorded_config(out, {"dataset": "lab.csv", "n": 3})  # a plain difference: no hint
     monkeypatch.chdir(tmp_path / "d")
     check_recorded_config(out, {"dataset": "lab.csv", "n": 2})  # from where it was started: the same run
+    (out / "config.json").write_text(json.dumps({"model": "gpt2"}))  # a hub id, now a folder of the same name
+    (tmp_path / "d" / "m").mkdir()
+    (tmp_path / "d" / "m" / "gpt2").mkdir()
+    with pytest.raises(ValueError, match=r"model: 'gpt2' recorded, 'm/gpt2' now\); use another out_dir$"):
+        check_recorded_config(out, {"model": "m/gpt2"})
