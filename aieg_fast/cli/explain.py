@@ -59,6 +59,9 @@ def add_parser(sub) -> None:
     e.add_argument("--max-steps", type=int, default=None, help="with --n-steps auto: the most path points (default 257)")
     e.add_argument("--internal-batch-size", type=int, default=None)
     e.add_argument("--template", default=None, help="prompt template with {text}; template tokens are held fixed")
+    e.add_argument("--label-set", nargs="+", default=None, metavar="WORD",
+                   help="with --target-fn label_logprob: the label words (token ids with --target-is-id) the target's "
+                        "probability is renormalised over (default with --task: its label words)")
     e.add_argument("--task", choices=list(TASKS), default=None, help="preset: sentiment prompt, label words ' positive'/' negative': explains the decision, "
                         "label against label; a --target that is no label word replaces it (its logit alone; a note says so)")
     e.add_argument("--backend", choices=list(ops.BACKENDS), default="auto")
@@ -131,8 +134,10 @@ def check_steps_given(method: str, n_steps) -> None:
 
 def _input_error(args):
     """The error message of inconsistent arguments or missing output folders, else None."""
-    if args.target_fn == "label_logprob" and args.task is None:
-        return "--target-fn label_logprob needs --task (the label words); in Python pass label_set="
+    if args.target_fn == "label_logprob" and args.task is None and args.label_set is None:
+        return "--target-fn label_logprob needs --label-set WORD WORD... (the label words) or --task"
+    if args.label_set is not None and args.target_fn != "label_logprob":
+        return f"--label-set applies with --target-fn label_logprob (the target renormalised over it), got --target-fn {args.target_fn}"
     if args.generate is not None and args.generate < 1:
         return f"--generate must be a positive int (tokens to generate), got {args.generate}"
     if args.generate is not None and args.n_steps == "auto":
@@ -153,6 +158,8 @@ def _input_error(args):
         return f"--target-is-id needs --target to be an integer (a token id or class index), got --target {args.target!r}"
     if args.target_is_id and args.contrast_target is not None and not is_integer_text(args.contrast_target):
         return f"--target-is-id needs --contrast-target to be an integer (a token id or class index), got {args.contrast_target!r}"
+    if args.target_is_id and args.label_set is not None and not all(is_integer_text(w) for w in args.label_set):
+        return f"--target-is-id needs --label-set to be integers (token ids), got {args.label_set}"
     for flag, path in (("--json", args.json), ("--html", args.html)):
         err = output_path_error(flag, path) if path else None
         if err:
@@ -299,6 +306,8 @@ def run(args) -> int:
         template, target, contrast, labels = _task_call(ex, args, text, target, contrast)
         if args.target_fn == "label_logprob":
             calls["label_set"] = labels
+    if args.label_set is not None:  # the words given (ids with --target-is-id) win over --task's
+        calls["label_set"] = [int(w) for w in args.label_set] if args.target_is_id else args.label_set
     if contrast is not None:
         calls["contrast_target"] = contrast
     if args.tolerance is not None or args.max_steps is not None:

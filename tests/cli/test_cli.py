@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import aieg_fast
 from aieg_fast import cli, datasets
@@ -404,3 +405,22 @@ def test_explain_writes_its_files_when_a_real_pipe_closes(tmp_path):
     p.wait(timeout=300)
     assert out.exists() and "Traceback" not in err, err
 
+
+
+def test_cli_explain_label_set(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """explain had no label-set option: --target-fn label_logprob needed --task (sentiment's words);
+    --label-set gives the words (ids with --target-is-id), as label_set= does in Python."""
+    from aieg_fast.cli import explain as cli_explain
+
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **kw: tiny_gpt2)
+    out = tmp_path / "r.json"
+    assert cli.main(["explain", PROMPT, "--method", "saliency", "--target", "10", "--target-is-id", "--target-fn",
+                     "label_logprob", "--label-set", "10", "11", "--json", str(out), "--no-progress"]) == 0
+    want = tiny_gpt2.attribute(PROMPT, method="saliency", target=10, target_fn="label_logprob", label_set=[10, 11], progress=False)
+    got = aieg_fast.load_attribution(out)
+    assert torch.equal(got.scores, want.scores) and got.options["target_fn"] == "label_logprob"
+    for argv, said in ((["--target-fn", "label_logprob"], "needs --label-set WORD WORD... (the label words) or --task"),
+                       (["--label-set", "10", "11"], "--label-set applies with --target-fn label_logprob"),
+                       (["--target", "10", "--target-is-id", "--target-fn", "label_logprob", "--label-set", "10", "x"],
+                        "--target-is-id needs --label-set to be integers")):
+        assert cli.main(["explain", PROMPT, "--method", "saliency", *argv]) == 2 and said in capsys.readouterr().err
