@@ -138,7 +138,10 @@ def _check_run(method, options, n_steps, target_fn, label_set, batch_size, inter
     if flags.get("parquet"):
         check_parquet()
     check_baseline_value(baseline)
-    get_method(method).options(**options)  # unknown options and bad values, named
+    m = get_method(method)
+    opts = m.options(**options)  # unknown options and bad values, named
+    if n_steps == "auto":  # a method that cannot choose its steps (was refused at the first row, after loading)
+        m.check_steps(opts, n_steps)
     if not isinstance(target_fn, str):
         raise TypeError(f"target_fn must be one of {list(TARGET_FNS)} (a callable cannot be recorded), got {type(target_fn).__name__}")
     check_choice("target_fn", target_fn, TARGET_FNS)

@@ -313,6 +313,7 @@ def test_resume_with_another_batch_size_refused_and_older_folders_adopt_it(tiny_
     (dict(label_set=[" good", " bad"]), r"label_set is used only with target_fn='label_logprob', got target_fn='logit'"),
     (dict(target_is_id=True), r"target_is_id: .* has no target or contrast column to read as ids"),
     (dict(target_fn="label_logprob", label_set=[" yes"]), r"label_set must hold at least 2 labels .*got \[' yes'\]"),
+    (dict(method="aieg", n_steps="auto"), r"n_steps='auto' is not available for method 'aieg'"),
 ])
 def test_settings_refused_before_the_model_loads(tmp_path, monkeypatch, kw, match):
     """Checked from the settings and the data alone (they were found after the model loaded, or
