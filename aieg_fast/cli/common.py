@@ -112,6 +112,11 @@ def apply_config(args, argv):
             value = ",".join(str(v) for v in value)  # a comma-separated option given as a list
         if act.choices is not None and value is not None and value not in act.choices:
             raise ValueError(f"--config {args.config!r}: {key!r} must be one of {list(act.choices)}, got {value!r}")
+        if isinstance(value, str) and callable(act.type):  # argparse converts it later, naming the flag only
+            try:
+                act.type(value)
+            except (ValueError, TypeError, argparse.ArgumentTypeError) as err:
+                raise ValueError(f"--config {args.config!r}: {key!r}: {err or 'invalid value'} (got {value!r})") from None
         defaults[dest] = value
     parser.set_defaults(**defaults)
     try:

@@ -56,6 +56,9 @@ def test_command_json_reruns_exactly_what_was_run(tmp_path, seen):
     ('{"ties": "last"}', "'ties' must be one of"),
     ('{"command": "explain"}', "written for `aieg-fast explain`"),
     ('{"teacher-forced": "false"}', "'teacher-forced' is a switch: give true or false (a JSON boolean), got 'false'"),
+    # argparse's own message named only the flag ("argument --n/--n-examples: invalid int value: 'two'")
+    ('{"n": "two"}', "'n': invalid literal for int() with base 10: 'two' (got 'two')"),
+    ('{"pis": "a,b"}', "'pis': expected comma-separated fractions, got 'a,b'"),
 ])
 def test_bad_config_is_refused_before_any_work(tmp_path, seen, capsys, content, match):
     cfg = tmp_path / "bad.json"
