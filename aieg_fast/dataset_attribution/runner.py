@@ -202,7 +202,9 @@ def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example],
                 try:
                     ex.resolve_target(value, multi_token=s.target_fn == "logprob" and role == "target", context=full)
                 except (ValueError, TypeError) as err:
-                    return skip, type(err)(f"{e.named}: {role} {value!r}: {err}")
+                    named = repr(value) in str(err)  # the value once: "target ' x' is not ..." names a target's
+                    said = "" if named and role == "target" else f"{role}: " if named else f"{role} {value!r}: "
+                    return skip, type(err)(f"{e.named}: {said}{err}")
     first = next((e for e in examples if e.index not in skip), None)
     return skip, _trial(ex, s, first) if trial and first is not None else None
 

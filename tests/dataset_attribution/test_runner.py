@@ -192,8 +192,9 @@ def test_bad_settings_refused_before_any_file(tiny_gpt2, tmp_path):
     for kw, match in bad:
         with pytest.raises(ValueError, match=match):
             attribute_dataset(data, out, tiny_gpt2, **{**KW, **kw})
-    with pytest.raises(ValueError, match=r"data\.jsonl': line 2 \(data row 1, id 1\): target ' good good'.*not a single token"):
+    with pytest.raises(ValueError, match=r"data\.jsonl': line 2 \(data row 1, id 1\): target ' good good'.*not a single token") as said:
         attribute_dataset(_data(tmp_path, [ROWS[0], {"text": "bad", "target": " good good"}]), out, tiny_gpt2, **KW)
+    assert str(said.value).count("' good good'") == 1  # the value once (the role's prefix and the reason both named it)
     with pytest.raises(ValueError, match="an Explainer already loaded"):
         attribute_dataset(data, out, tiny_gpt2, dtype="float32", **KW)
     assert not (out / "config.json").exists() and not (out / RECORDS_FILE).exists()
