@@ -16,7 +16,7 @@ from .core.validation import check_call_settings
 from .datasets import sst2_sample
 from .explainer import Explainer, load_model
 from .methods.aieg import PRESETS as AIEG_PRESETS
-from .methods.registry import check_model, get_method, list_methods
+from .methods.registry import attention_missing, check_model, get_method, list_methods
 
 __all__ = ["verify", "compare_scores", "spearman", "within_tolerance", "ATTENTION_FREE", "CPU_TOLERANCE", "KERNEL_READINGS",
            "TOLERANCE", "VERIFY_TEMPLATE"]
@@ -181,7 +181,7 @@ def _variants(ex, name: str):
     readings, else the defaults, then :data:`KERNEL_READINGS`; on a model without attention the
     attention-free reading, or none."""
     m = get_method(name)
-    if m.needs_attention(m.options()) and not ex.adapter.has_attention:  # the family's own refusal (Mamba)
+    if attention_missing(m, m.options(), ex.adapter):  # the family's own refusal (Mamba)
         opts = ATTENTION_FREE.get(name)
         if opts is None:
             return []

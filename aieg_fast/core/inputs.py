@@ -119,8 +119,11 @@ def _is_array(x) -> bool:
 
 
 def _listed(value):
-    """A pandas Series / Index (``df["text"]``) as the list it holds; anything else as it is."""
-    return value.tolist() if type(value).__module__.startswith("pandas") and callable(getattr(value, "tolist", None)) else value
+    """A pandas Series / Index (``df["text"]``) or a NumPy array of strings or objects
+    (``np.array([" good", " bad"])``) as the list it holds; anything else as it is (a numeric
+    array: token ids, for the caller)."""
+    pandas = type(value).__module__.startswith("pandas") and callable(getattr(value, "tolist", None))
+    return value.tolist() if pandas or (_is_array(value) and value.dtype.kind in "USO") else value
 
 
 def as_id_list(value, name: str):
@@ -130,11 +133,9 @@ def as_id_list(value, name: str):
     Raises:
         TypeError: a tensor / array that is not 1-D integer ids (names ``name``, its dtype and shape).
     """
-    value = _listed(value)
+    value = _listed(value)  # words: their list
     if not (torch.is_tensor(value) or _is_array(value)):
         return value
-    if _is_array(value) and value.dtype.kind in "USO":  # np.array([" good", " bad"]): its str as a list
-        return value.tolist()
     t = torch.as_tensor(value)
     if not _integer_ids(t) or t.dim() != 1:
         raise TypeError(f"{name} as a tensor must hold 1-D integer token ids, got dtype {t.dtype} and shape {tuple(t.shape)}")
@@ -288,9 +289,7 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
         tk = tokenizer
         check_no_padding(input_ids, getattr(tk, "pad_token_id", None), (getattr(tk, "bos_token_id", None), getattr(tk, "eos_token_id", None)))
     else:
-        if _is_array(text) and text.ndim == 1 and text.dtype.kind in "UO":
-            text = text.tolist()  # np.array of texts: the list it holds
-        text = _listed(text)  # a pandas column of texts (df["text"]) too
+        text = _listed(text)  # a pandas column (df["text"]) or NumPy array of texts: the list it holds
         if isinstance(text, (list, tuple)):
             bad = next((i for i, t in enumerate(text) if not is_text(t)), None)
             if bad is not None:

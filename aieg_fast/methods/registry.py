@@ -10,7 +10,7 @@ import torch
 from .base import Method, Options
 
 __all__ = ["METHODS", "FORMER_DEFAULTS", "register", "unregister", "get_method", "list_methods", "method_options", "resolved_options",
-           "check_model", "parse_method_spec", "split_method_specs", "option_value", "PYTHON_CONSTANTS"]
+           "attention_missing", "check_model", "parse_method_spec", "split_method_specs", "option_value", "PYTHON_CONSTANTS"]
 
 #: name → method instance, in registration order
 METHODS: Dict[str, Method] = {}
@@ -130,6 +130,13 @@ def resolved_options(name: str, opts: Dict[str, Any], former: bool = False) -> D
     return json.loads(json.dumps(get_method(name).options(**base).as_dict(), default=str))
 
 
+def attention_missing(method: Method, opts, adapter) -> bool:
+    """Whether ``method`` with ``opts`` needs attention layers that ``adapter``'s family lacks
+    (a state-space model such as Mamba): the refusal of :func:`check_model` that a family, not a
+    setting, causes."""
+    return method.needs_attention(opts) and not adapter.has_attention
+
+
 def check_model(method: Method, opts, adapter) -> None:
     """Refuse, before any work, a method that needs attention on a family without attention
     layers, gradients inside ``torch.inference_mode()``, or options the model cannot take
@@ -148,7 +155,7 @@ def check_model(method: Method, opts, adapter) -> None:
             f"method {method.name!r} takes gradients, which torch.inference_mode() turns off for good inside its block; "
             f"call it outside that block (inside torch.no_grad() is fine), or use one of {usable}"
         )
-    if method.needs_attention(opts) and not adapter.has_attention:
+    if attention_missing(method, opts, adapter):
         usable = [n for n, m in METHODS.items() if not m.needs_attention(m.options())]
         hint = "".join(f", or {n} with {m.without_attention}" for n, m in METHODS.items() if m.without_attention)
         raise ValueError(
