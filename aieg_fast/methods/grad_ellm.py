@@ -372,7 +372,7 @@ def _score(ad, p, layers, q, k, v, pe, g_rows, src, li, valid, use_rope):
         w = ad.sliding_window(l)
         seen = valid if w is None else valid & (pos.unsqueeze(0) > li.unsqueeze(1) - w)
         ql, kl, vl = q[l].float(), k[l].float(), v[l].float()
-        if use_rope:
+        if use_rope and ad.rotates(l):  # a NoPE layer (SmolLM3) rotates nothing
             cos, sin = pe[l]
             ql = ad.apply_rope(ql, cos.float(), sin.float(), H)
             kl = ad.apply_rope(kl, cos.float(), sin.float(), Hkv)

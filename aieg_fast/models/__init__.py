@@ -9,6 +9,8 @@
 """
 from .base import DecoderAdapter, QKVPoint, execution_device, materialized, split_last
 from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, cache_dir, embedded_model_path, nano_path, sst2_adapter_path
+from .cohere import CohereAdapter
+from .cohere2 import Cohere2Adapter
 from .falcon import FalconAdapter
 from .gemma import GemmaAdapter
 from .gemma2 import Gemma2Adapter
@@ -16,6 +18,8 @@ from .gemma3_text import Gemma3TextAdapter
 from .gpt2 import GPT2Adapter
 from .gpt_neox import GPTNeoXAdapter
 from .gptj import GPTJAdapter
+from .granite import GraniteAdapter
+from .granitemoe import GraniteMoeAdapter
 from .llama import LlamaAdapter
 from .loading import TRAINING_RECORD, home_expanded, load_hf_model, model_kind, run_model_settings, training_folder, unfinished_install, weights_digest
 from .mamba import MambaAdapter
@@ -23,13 +27,17 @@ from .mistral import MistralAdapter
 from .mixtral import MixtralAdapter
 from .olmo import OlmoAdapter
 from .olmo2 import Olmo2Adapter
+from .olmo3 import Olmo3Adapter
 from .opt import OPTAdapter
+from .phi import PhiAdapter
 from .phi3 import Phi3Adapter
 from .qwen2 import Qwen2Adapter
 from .qwen2_moe import Qwen2MoeAdapter
 from .qwen3 import Qwen3Adapter
 from .qwen3_moe import Qwen3MoeAdapter
+from .smollm3 import SmolLM3Adapter
 from .stablelm import StableLmAdapter
+from .starcoder2 import Starcoder2Adapter
 from .registry import (adapter_class, adapter_for, register_adapter, supported_architectures, supported_model_types,
                        unregister_adapter)
 
@@ -55,6 +63,14 @@ BUILTIN_FAMILIES = {
     "olmo2": Olmo2Adapter,
     "stablelm": StableLmAdapter,
     "gpt_neox": GPTNeoXAdapter,
+    "phi": PhiAdapter,
+    "olmo3": Olmo3Adapter,
+    "smollm3": SmolLM3Adapter,
+    "starcoder2": Starcoder2Adapter,
+    "granite": GraniteAdapter,
+    "granitemoe": GraniteMoeAdapter,
+    "cohere": CohereAdapter,
+    "cohere2": Cohere2Adapter,
 }
 for _model_type, _adapter in BUILTIN_FAMILIES.items():
     register_adapter(_model_type, _adapter)

@@ -325,6 +325,11 @@ class DecoderAdapter:
         t − w < i ≤ t, as the model's sliding-window mask."""
         return None
 
+    def rotates(self, layer: int) -> bool:
+        """Whether ``layer`` applies RoPE to its q and k (:meth:`apply_rope`): :attr:`has_rope`
+        for every layer, unless the family leaves RoPE out of some layers (SmolLM3's NoPE layers)."""
+        return self.has_rope
+
     def output_projection(self, layer: int) -> Tensor:
         """The output projection of ``layer`` as a matrix: Tensor[n_heads·head_dim, hidden] W with
         ``o_proj(a) = a @ W + bias`` for the heads-merged input a; rows h·head_dim … (h+1)·head_dim − 1
@@ -456,7 +461,12 @@ class DecoderAdapter:
         h = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
         return h.to(inputs_embeds.device)
 
-    def _cap(self, z: Tensor) -> Tensor:
+    def logit_transform(self, z: Tensor) -> Tensor:
+        """The model's logits from its head's output z (any shape): z itself, or for a language
+        model whose config caps its logits (Gemma-2/3, ``final_logit_softcapping`` c)
+        ``c·tanh(z/c)``. A family whose ``...ForCausalLM`` scales the head's output (Granite's
+        ``logits_scaling``, Cohere's ``logit_scale``) applies the scale here, so F and every
+        logit the package reads (:meth:`target_scores`, :meth:`full_logits`) are the model's own."""
         c = self.logit_softcap
         return z if c is None else torch.tanh(z / c) * c
 
@@ -464,8 +474,8 @@ class DecoderAdapter:
         """F for each row: the logit (or log-prob / prob) of ``target_ids`` [B] given ``hidden`` [B, D].
 
         ``target_ids`` of one element applies to every row. For ``target_fn="logit"`` and a plain
-        linear head only the target rows of the output projection are computed (then soft-capped
-        when the model caps its logits, so F equals the model's own logit); a head that computes
+        linear head only the target rows of the output projection are computed (then
+        :meth:`logit_transform`: soft-capped or scaled as the model's, so F equals its own logit); a head that computes
         more than its weight rows (a LoRA adapter on it, a quantized layer, a hook on it:
         :func:`is_hooked`) is called and its target logits read. Float16 / bfloat16 hidden
         states are projected in float32 by a plain linear head (F then carries no rounding of
@@ -485,7 +495,7 @@ class DecoderAdapter:
                 w = W[t.to(W.device)].to(hidden.device, hidden.dtype)
                 bt = None if b is None else b[t.to(b.device)].to(hidden.device)
             f = hidden @ w if t.dim() == 0 else (hidden * w).sum(-1)  # one target: a matrix-vector product
-            return self._cap(f if bt is None else f + bt.to(f.dtype))
+            return self.logit_transform(f if bt is None else f + bt.to(f.dtype))
         logits = self.full_logits(hidden).float()
         idx = target_ids.reshape(-1, 1).expand(hidden.shape[0], 1)
         logp = torch.log_softmax(logits, -1).gather(-1, idx).squeeze(-1)
@@ -500,9 +510,9 @@ class DecoderAdapter:
         if _plain_linear(head) and (hidden.dtype in low or head.weight.dtype in low):
             with materialized(head):
                 bias = None if head.bias is None else head.bias.float().to(hidden.device)
-                return self._cap(torch.nn.functional.linear(hidden.float(), head.weight.float().to(hidden.device), bias))
+                return self.logit_transform(torch.nn.functional.linear(hidden.float(), head.weight.float().to(hidden.device), bias))
         p = next(head.parameters(), None)
-        return self._cap(head(hidden if p is None else hidden.to(p.dtype)).to(hidden.device))
+        return self.logit_transform(head(hidden if p is None else hidden.to(p.dtype)).to(hidden.device))
 
     def check_rope_switch(self, lengths: Sequence[int], what: str = "the texts") -> None:
         """Refuse rows of one forward on both sides of :attr:`rope_switch`.

@@ -347,14 +347,17 @@ def test_float16_curvature_nan_warning_names_the_cause():
     assert "try baseline='mean'" in heta.non_finite_hint(heta.options(components="gate,information"), "zero", torch.float16)
 
 
-@pytest.mark.parametrize("family", ["gemma", "gemma2"])
+@pytest.mark.parametrize("family", ["gemma", "gemma2", "granite"])
 def test_gemma_curvature_is_of_the_scaled_embeddings(family):
-    """Gemma's adapter works in its unscaled embedding table (× √d inside the model); the
-    curvature is of the embeddings the decoder receives, as curvature_layers = n_layers measures
-    it, not d times larger (which would tip the S / I mix towards S)."""
+    """Gemma's adapter works in its unscaled embedding table (× √d inside the model), Granite's
+    in the table its decoder multiplies by ``embedding_multiplier``; the curvature is of the
+    embeddings the decoder receives, as curvature_layers = n_layers measures it, not d (or the
+    multiplier squared) times larger (which would tip the S / I mix towards S)."""
     ex = aieg_fast.load_model(*family_specs()[family].build(seed=1))
     a = ex.attribute(TEXT, method="heta", components="curvature", n_probes=2, target=7)
     b = ex.attribute(TEXT, method="heta", components="curvature", n_probes=2, target=7,
                      curvature_layers=ex.adapter.n_layers)
-    assert ex.adapter.token_embeddings_scale ** 2 == pytest.approx(ex.model.config.hidden_size, rel=1e-2)
+    cfg = ex.model.config
+    scale = cfg.embedding_multiplier if family == "granite" else cfg.hidden_size ** 0.5
+    assert scale != 1 and ex.adapter.token_embeddings_scale == pytest.approx(scale, rel=1e-2)
     torch.testing.assert_close(torch.tensor(a.info["curvature"]), torch.tensor(b.info["curvature"]), atol=1e-6, rtol=1e-4)

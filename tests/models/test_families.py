@@ -160,7 +160,7 @@ def test_qkv_read_where_the_family_computes_them(name):
         if not spec.qk_rebuild:
             continue
         ql, kl = q[l], k[l]
-        if ad.has_rope:
+        if ad.rotates(l):
             cos, sin = pe[l]
             ql, kl = ad.apply_rope(ql, cos, sin, H), ad.apply_rope(kl, cos, sin, Hkv)
         qh = ql[0].view(L, H, d).transpose(0, 1)
