@@ -16,6 +16,7 @@ from .gemma import GemmaAdapter
 from .gemma2 import Gemma2Adapter
 from .gemma3_text import Gemma3TextAdapter
 from .gpt2 import GPT2Adapter
+from .gpt_bigcode import GPTBigCodeAdapter
 from .gpt_neox import GPTNeoXAdapter
 from .gptj import GPTJAdapter
 from .granite import GraniteAdapter
@@ -71,6 +72,7 @@ BUILTIN_FAMILIES = {
     "granitemoe": GraniteMoeAdapter,
     "cohere": CohereAdapter,
     "cohere2": Cohere2Adapter,
+    "gpt_bigcode": GPTBigCodeAdapter,
 }
 for _model_type, _adapter in BUILTIN_FAMILIES.items():
     register_adapter(_model_type, _adapter)

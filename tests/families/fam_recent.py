@@ -1,4 +1,4 @@
-"""Phi, StarCoder2, OLMo 3, SmolLM3, Granite, Granite-MoE, Cohere and Cohere 2: tiny configs
+"""Phi, StarCoder2, OLMo 3, SmolLM3, Granite, Granite-MoE, Cohere, Cohere 2 and GPT-BigCode: tiny configs
 exercising what is special in each (2 layers, hidden 32, 4 heads over 2 KV heads).
 
 * phi: partial rotary (half of each head), q/k/v and output biases, ``dense`` output projection,
@@ -9,13 +9,16 @@ exercising what is special in each (2 layers, hidden 32, 4 heads over 2 KV heads
 * granite / granitemoe: embedding, attention, residual multipliers and a logit scaling far from 1
   (F and every logit must carry them), top-2 of 4 experts for the MoE;
 * cohere: interleaved RoPE, logit scale 0.5, tied head; ``cohere-qk_norm``: per-head q/k LayerNorm;
-* cohere2: layer 0 sliding (window 4, RoPE), layer 1 global without RoPE.
+* cohere2: layer 0 sliding (window 4, RoPE), layer 1 global without RoPE;
+* gpt_bigcode: multi-query attention (one KV head, the released StarCoder layout);
+  ``gpt_bigcode-mha``: multi-head, ``c_attn`` laid out per head, no 1/√d scale.
 
 Sliding windows of 4 are shorter than the matrix's sequences, so they cut.
 """
-from transformers import (Cohere2Config, Cohere2ForCausalLM, CohereConfig, CohereForCausalLM, GraniteConfig, GraniteForCausalLM,
-                          GraniteMoeConfig, GraniteMoeForCausalLM, Olmo3Config, Olmo3ForCausalLM, Olmo3ForSequenceClassification,
-                          PhiConfig, PhiForCausalLM, PhiForSequenceClassification, SmolLM3Config, SmolLM3ForCausalLM,
+from transformers import (Cohere2Config, Cohere2ForCausalLM, CohereConfig, CohereForCausalLM, GPTBigCodeConfig, GPTBigCodeForCausalLM,
+                          GPTBigCodeForSequenceClassification, GraniteConfig, GraniteForCausalLM, GraniteMoeConfig,
+                          GraniteMoeForCausalLM, Olmo3Config, Olmo3ForCausalLM, Olmo3ForSequenceClassification, PhiConfig,
+                          PhiForCausalLM, PhiForSequenceClassification, SmolLM3Config, SmolLM3ForCausalLM,
                           SmolLM3ForSequenceClassification, Starcoder2Config, Starcoder2ForCausalLM,
                           Starcoder2ForSequenceClassification)
 
@@ -62,6 +65,10 @@ def _cohere2(tok):
     return Cohere2Config(**TINY, logit_scale=0.5, sliding_window=WINDOW, layer_types=SLIDING_FULL, **special_ids(tok))
 
 
+def _gpt_bigcode(tok, **kw):
+    return GPTBigCodeConfig(n_layer=2, n_head=4, n_embd=32, n_positions=64, initializer_range=0.1, **special_ids(tok), **kw)
+
+
 FAMILIES = [
     FamilySpec("phi", _phi, PhiForCausalLM, PhiForSequenceClassification, tokenizer="byte_level"),
     FamilySpec("phi-qk_layernorm", lambda tok: _phi(tok, qk_layernorm=True), PhiForCausalLM, PhiForSequenceClassification,
@@ -76,4 +83,7 @@ FAMILIES = [
     FamilySpec("cohere", _cohere, CohereForCausalLM, None),  # nor a Cohere one
     FamilySpec("cohere-qk_norm", lambda tok: _cohere(tok, use_qk_norm=True), CohereForCausalLM, None),
     FamilySpec("cohere2", _cohere2, Cohere2ForCausalLM, None),
+    FamilySpec("gpt_bigcode", _gpt_bigcode, GPTBigCodeForCausalLM, GPTBigCodeForSequenceClassification, tokenizer="byte_level"),
+    FamilySpec("gpt_bigcode-mha", lambda tok: _gpt_bigcode(tok, multi_query=False, scale_attn_weights=False),
+               GPTBigCodeForCausalLM, GPTBigCodeForSequenceClassification, tokenizer="byte_level"),
 ]
