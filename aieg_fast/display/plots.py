@@ -8,7 +8,7 @@ from ..core.diagnostics import warn
 from ..core.validation import as_int, check_bool
 from .fonts import label_fonts, stand_ins
 from .scale import caution_flag_of_steps, caution_steps, fixed_columns, grid, make_scale, no_signal, row_flags, strip
-from .words import describe_step_target, describe_target
+from .words import describe_step_target, describe_target, printable
 
 __all__ = ["plot", "to_dataframe"]
 
@@ -26,7 +26,14 @@ def _title(attr, box=None) -> str:
         what = f"generation of {attr.scores.shape[0]} tokens" + (f", {step}" if step else "")
     else:
         what = f"target {describe_target(attr)}"
-    return f"{attr.method} · {what} · {attr.model or '?'}".translate(box or {})
+    return _shown(f"{attr.method} · {what} · {attr.model or '?'}", box)
+
+
+def _shown(text: str, box=None) -> str:
+    """A label as drawn: control and direction characters written as escapes
+    (:func:`~.words.printable`, as the terminal and HTML views write them: an SVG holding them raw
+    is no valid XML, and no font draws them), then the characters of ``box`` replaced."""
+    return printable(text).translate(box or {})
 
 
 def _figure(ax, size):
@@ -185,7 +192,7 @@ def plot(attr, words: bool = True, ax=None, figsize=None, wrap=None):
     drawn = attr.word_labels() if words else attr.token_labels()  # the columns, then a generation's rows
     if attr.scores.dim() == 2:
         drawn = drawn + attr.token_labels()[attr.prompt_length:]
-    families, missing = label_fonts(drawn + [_title(attr)])
+    families, missing = label_fonts([_shown(x) for x in drawn] + [_title(attr)])
     if missing and missing not in _WARNED_MISSING:  # once per set of characters in a process, at the user's line
         _WARNED_MISSING.add(missing)
         warn(f"plot: no installed font draws {len(missing)} character(s) of the labels ({missing[:20]!r}); they show "
@@ -203,7 +210,7 @@ def _plot(attr, words: bool, ax, figsize, wrap, box):
 
     if attr.scores.dim() == 2:
         labels, row_labels, rows, visible = grid(attr, words)
-        labels, row_labels = [x.translate(box) for x in labels], [x.translate(box) for x in row_labels]
+        labels, row_labels = [_shown(x, box) for x in labels], [_shown(x, box) for x in row_labels]
         silent = [t for t in range(len(rows)) if no_signal(row_flags(attr, t)) is not None]
         data = np.array([[v if ok else math.nan for v, ok in zip(r, vis)] for r, vis in zip(rows, visible)], dtype=float)
         future = np.array([[not ok for ok in vis] for vis in visible])
@@ -217,7 +224,7 @@ def _plot(attr, words: bool, ax, figsize, wrap, box):
         size = figsize or (min(2 + 0.35 * len(labels), 40), min(1.5 + 0.3 * len(row_labels), 40))
     else:
         labels, vals, fixed = strip(attr, words)
-        labels = [x.translate(box) for x in labels]
+        labels = [_shown(x, box) for x in labels]
         flags = row_flags(attr)
         per = wrap or (len(labels) if len(labels) <= WRAP_AFTER else WRAP_ROW)
         nan = [k for k, (v, fx) in enumerate(zip(vals, fixed)) if math.isnan(v) and not fx]  # attributed, NaN score

@@ -658,3 +658,26 @@ def test_from_dict_of_a_mapping_that_is_no_dict():
                               target={"kind": "token", "id": 0, "text": "x"})
     b = aieg_fast.Attribution.from_dict(types.MappingProxyType(a.to_dict()))
     assert b.tokens == a.tokens and torch.equal(b.scores, a.scores)
+
+
+def test_plot_writes_control_characters_as_escapes(tmp_path):
+    """Control characters in tokens, the target or the model name are drawn as the escapes the
+    terminal and HTML views write (``bell\\x07``): matplotlib wrote them raw into an SVG, which
+    is then no valid XML, and warned of a missing glyph at every save."""
+    import warnings
+    import xml.dom.minidom
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    res = aieg_fast.Attribution(tokens=["bell\x07", " esc\x1b[31m", " nul\x00"], token_ids=[1, 2, 3],
+                                scores=torch.tensor([0.1, -0.2, 0.3]), method="saliency",
+                                target={"kind": "token", "id": 5, "text": " \x1b"}, model="m\x07")
+    for words in (True, False):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "Glyph 27 missing" at the save either
+            fig = res.plot(words=words)
+            fig.savefig(tmp_path / "ctl.svg")
+        xml.dom.minidom.parse(str(tmp_path / "ctl.svg"))  # raised ExpatError (not well-formed)
+        labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        assert any("bell\\x07" in lab for lab in labels) and "\\x07" in fig.axes[0].get_title(), labels
