@@ -468,24 +468,53 @@ def _check_length(ex, Lp: int, gen_ids: Optional[List[int]], max_new_tokens: int
 def _continuation(ex, ctx_ids: List[int], gen_ids: List[int]):
     """(text, offsets into it) of generated tokens, by incremental decoding after the last
     context token (so a SentencePiece word start keeps its space): a token whose bytes end
-    inside a character gets an empty span, the token completing it gets the character."""
+    inside a character gets an empty span, the token completing it gets the character. Bytes
+    that end up forming no character (a later token does not continue them, or the text ends)
+    decode to replacement characters U+FFFD, which go to the tokens holding those bytes, one
+    each from the last of them back (:func:`_share`), not to the next token's label."""
     def dec(ids):
         return ex.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     base = dec(ctx_ids)
-    text, offsets = "", []
+    text, offsets, pending = "", [], []  # pending: the tokens since the last character, all with empty spans
     for k in range(len(gen_ids)):
         s = dec(ctx_ids + gen_ids[: k + 1])
         if not s.startswith(base):
             return None
-        stable = s[len(base) :]
-        if k + 1 < len(gen_ids):
+        stable, last = s[len(base) :], k + 1 == len(gen_ids)
+        if not last:
             stable = stable.rstrip("\ufffd")
         if not stable.startswith(text):
             return None
+        added = stable[len(text) :]
+        lead = len(added) - len(added.lstrip("\ufffd"))  # replacement characters the new text starts with
+        if pending and lead:
+            mine = lead == len(added)  # replacement characters only: token k's bytes formed none either
+            holders = pending + [k] if mine else pending
+            spans = _share(len(text), lead, len(holders))
+            for i, span in zip(pending, spans):
+                offsets[i] = span
+            text = text + added[:lead]
+            if mine:
+                offsets.append(spans[-1])
+                text, pending = stable, []
+                continue
         offsets.append([len(text), len(stable)])
+        pending = pending + [k] if len(stable) == len(text) else []
         text = stable
     return text, offsets
+
+
+def _share(start: int, n: int, m: int) -> List[List[int]]:
+    """Spans of ``n`` consecutive characters from ``start`` over ``m`` tokens in order: one each
+    to the last ``min(n, m)`` tokens, the first of those taking any left over; empty spans at
+    ``start`` for the tokens before them."""
+    spans, pos = [], start
+    for j in range(m):
+        width = 0 if j < m - n else (n - m + 1 if j == max(m - n, 0) and n > m else 1)
+        spans.append([pos, pos + width])
+        pos += width
+    return spans
 
 
 def _source_text(ex, full_prompt: str, prompt_offsets, prompt_ids: List[int], gen_ids: List[int], generated_text, given_offsets=None):
