@@ -15,7 +15,7 @@ from ..datasets import DATASETS, EVALUATION_DATASETS, is_dataset_file
 from ..runs import COMMAND_FILE, reports_input_errors, torchrun_rank
 from .common import DefaultsHelpFormatter, add_model_options, option_flags, placement, write_command
 from ..eval import (DEFAULT_METHODS, DEFAULT_N_NEW_TOKENS, DEFAULT_SOFT_MAPS, EVAL_TARGET_FNS, LONGRA_KS, METRIC_SETS,
-                    PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation, evaluate_longra)
+                    PROB_SPACES, REFERENCE_METHOD, SOFT_MAPS, TIE_RULES, evaluate, evaluate_generation, evaluate_longra, shown_id)
 
 __all__ = ["add_parser", "run", "parse_fractions", "parse_ints"]
 
@@ -329,7 +329,7 @@ def _run_task(args, task: str) -> int:
     if res.get("failed"):
         too_long = task != "generation" and any("but the model accepts at most" in f["reason"] for f in res["failures"])
         print(f"{res['failed']} example(s) skipped, their input refused (listed in summary.md; 'skipped' in records.jsonl): "
-              + "; ".join(f"{f['id']}: {f['reason']}" for f in res["failures"][:3]) + (" ..." if res["failed"] > 3 else "")
+              + "; ".join(f"{shown_id(f['id'])}: {f['reason']}" for f in res["failures"][:3]) + (" ..." if res["failed"] > 3 else "")
               + ("; --max-tokens N cuts the texts to N tokens" if too_long and args.max_tokens is None else ""))
     if res.get("failed") and not any(r.get("n") for r in res.get("rows", [])):
         print(f"error: no example was evaluated: the model refused every input (see above); {res['out_dir']!r} holds their "

@@ -55,12 +55,12 @@ from .context import step_attribution
 from .generation_runner import DEFAULT_N_NEW_TOKENS, evaluate_generation, load_prompts
 from .records import RECORDS_FILE, append_record, json_safe, read_records
 from .longra import LONGRA_KS, LONGRA_TARGET_FNS, evaluate_longra, longra_filter, longra_metrics, longra_spans
-from .report import chance_lines, fmt, plot_pi_soft, topk_lines, write_csv, write_summary
+from .report import chance_lines, fmt, plot_pi_soft, shown_id, topk_lines, write_csv, write_summary
 from .runner import CONFIG_FILE, CONTROLS, DEFAULT_METHODS, EVAL_TARGET_FNS, TOPK_SWEEP, RunSettings, eval_target_fn, evaluate, evaluate_example
 from .stats import REFERENCE_METHOD, bootstrap_ci, chance_check, mean_ci, paired_test, summarise, summarise_steps, summarise_topk
 
 __all__ = [
-    "CONFIG_FILE", "CONTROLS", "LONGRA_KS", "LONGRA_TARGET_FNS", "chance_check", "chance_lines", "evaluate_longra",
+    "CONFIG_FILE", "CONTROLS", "LONGRA_KS", "LONGRA_TARGET_FNS", "chance_check", "chance_lines", "shown_id", "evaluate_longra",
     "longra_filter", "longra_metrics", "longra_spans", "DEFAULT_METHODS", "DEFAULT_N_NEW_TOKENS", "DEFAULT_PI_GRID", "EVAL_TARGET_FNS", "eval_target_fn", "DEFAULT_SOFT_MAPS", "HARD_METRICS", "METRICS",
     "METRIC_SETS", "NORMALISATIONS", "PROB_SPACES", "RECORDS_FILE", "REFERENCE_METHOD", "SOFT_MAPS", "TIE_RULES",
     "TOPK_SWEEP", "MetricContext", "RunSettings", "append_record", "bootstrap_ci", "check_choices", "check_pis",

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -30,7 +32,7 @@ from .metrics import CONTROLS, HARD_METRICS, METRICS, run_metric_names, soft_key
 from .records import RECORDS_FILE, read_records
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise, summarise_steps, summarise_topk
 
-__all__ = ["write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "rounding_twin_lines", "ROUNDING_TOL", "machine_lines", "topk_lines", "step_lines", "write_summary", "summarise_run",
+__all__ = ["shown_id", "write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "rounding_twin_lines", "ROUNDING_TOL", "machine_lines", "topk_lines", "step_lines", "write_summary", "summarise_run",
            "run_title", "pi_soft_figure", "plot_pi_soft", "records_beyond"]
 
 
@@ -80,6 +82,18 @@ def machine_lines(records: Sequence[dict], dtype: Optional[str] = None) -> List[
         text += (f" In {dtype}, other CPU code paths (AVX2 against AVX-512), kernels or torch versions round otherwise: "
                  "these machines' results agree only to that precision (benchmarks/RESULTS.md).")
     return ["", text]
+
+
+def shown_id(eid) -> str:
+    """An example id as summary.md and the command line write it: as it is when it is plain (word
+    characters and ``.:/@+-``, single spaces between), else as a JSON string in a code span, so
+    a newline, ``#``, ``|`` or HTML in a user's id stays inside its line and reads as text."""
+    text = str(eid)
+    if re.fullmatch(r"[\w.:/@+-]+( [\w.:/@+-]+)*", text):
+        return text
+    quoted = json.dumps(text, ensure_ascii=False)
+    fence = "`" * (max((len(run) for run in re.findall("`+", quoted)), default=0) + 1)
+    return f"{fence} {quoted} {fence}"
 
 
 def write_csv(path: Path, rows: List[dict]) -> None:
@@ -381,7 +395,7 @@ def write_summary(out: Path, rows: List[dict], config: dict, records: Sequence[d
     lines += flag_lines(records, methods)
     if refused:
         lines += ["", f"{len(refused)} example(s) skipped, their input refused (records with 'skipped'):", ""]
-        lines += [f"- {r['id']}: {r['skipped']}" for r in refused]
+        lines += [f"- {shown_id(r['id'])}: {r['skipped']}" for r in refused]
     text = "\n".join(lines) + "\n"
     replace_file(out / "summary.md", text.encode("utf-8"))  # whole or not at all (a kill mid-write)
     return text

@@ -382,3 +382,20 @@ def test_a_class_index_typed_as_digits_is_taken_for_a_classifier_head(tiny_gpt2_
         ex.resolve_target("x")
     with pytest.raises(ValueError, match=rf"target must be a class index in \[0, {n}\), got {n}"):
         ex.resolve_target(str(n))
+
+
+def test_a_user_id_stays_on_its_line_in_summary_md(tiny_gpt2, tmp_path):
+    """An id of a user's file with a newline, '#', '|' or HTML is written quoted in a code span in
+    summary.md's list of skipped examples (it was written raw: the list broke into a heading and
+    raw HTML); a plain id stays as it is."""
+    long = " ".join(["good"] * 80)  # more tokens than the tiny model's 64 positions: skipped, listed
+    rows = [{"text": long, "label": 0, "k": "a|b\n# Heading <script>x</script>"}, {"text": long, "label": 1, "k": "plain-7"},
+            {"text": "the film was good", "label": 1, "k": "ok"}]
+    f = tmp_path / "adv.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    res = E.evaluate(tiny_gpt2, dataset=str(f), label_field="label", id_field="k", out_dir=tmp_path / "run", **KW)
+    assert res["failed"] == 2
+    md = (tmp_path / "run" / "summary.md").read_text()
+    listed = md[md.index("example(s) skipped"):].splitlines()
+    assert '- ` "a|b\\n# Heading <script>x</script>" `: ' in listed[2] and listed[3].startswith("- plain-7: ")
+    assert "\n# Heading" not in md
