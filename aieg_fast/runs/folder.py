@@ -80,6 +80,7 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir", records
     results = holds_results(out)
     _refuse_results_without_config(out, arg, results)
     _refuse_other_records(out, arg, results, records, kind)
+    _check_settings_files(out, arg, config)
     if cfg_path.exists() and results:
         for key in ADOPTED_SETTINGS:  # a folder from before the setting was recorded: taken to hold what runs now
             if key in config:
@@ -89,6 +90,42 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir", records
     else:
         _forget_settings_without_results(out, config)
         write_json(cfg_path, config)
+
+
+def read_settings(path: Path, arg: str = "out_dir", expected: Optional[dict] = None) -> dict:
+    """A run's settings file in its folder (``config.json``, ``methods.json``) as the object a run
+    writes; ``expected``: this run's settings, of which a run's ``config.json`` holds some.
+
+    Raises:
+        ValueError: names the file and ``arg``: it is not JSON, not an object, holds none of
+            ``expected``'s keys (a model's ``config.json``, say), or (``methods.json``) an entry
+            that is not the options of a method; nothing in the folder is changed.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        why = f"it is not JSON: {err}"
+    else:
+        if not isinstance(data, dict):
+            why = f"it holds a JSON {type(data).__name__}, where a run writes an object"
+        elif path.name == METHODS_FILE and any(not isinstance(v, dict) for v in data.values()):
+            bad = next(k for k, v in data.items() if not isinstance(v, dict))
+            why = f"its entry {bad!r} is {data[bad]!r}, not the options of a method"
+        elif expected and data and not set(data) & set(expected):
+            why = f"it holds none of a run's settings (its keys: {', '.join(sorted(map(str, data))[:5])})"
+        else:
+            return data
+    raise ValueError(f"{arg} {str(path.parent)!r}: its {path.name} is not the settings file of a run ({why}); use another "
+                     f"{arg} (or move {path.name} away, if the folder is not a run's)")
+
+
+def _check_settings_files(out, arg: str, settings: dict) -> None:
+    """:func:`read_settings` of the folder's ``config.json`` (holding some of ``settings``'
+    keys) and ``methods.json`` where they exist: a file that is not a run's is neither replaced
+    nor read as one."""
+    for path, expected in ((Path(out) / CONFIG_FILE, settings), (Path(out) / METHODS_FILE, None)):
+        if path.is_file():
+            read_settings(path, arg, expected)
 
 
 def holds_results(out) -> bool:
@@ -241,7 +278,7 @@ def check_or_record_methods(out, resolved: Dict[str, dict], former: Callable[[st
     """
     path = Path(out) / METHODS_FILE
     if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
+        old = read_settings(path, arg)
     else:
         old = {m: o for m in sorted(set(record_specs)) if (o := former(m)) is not None}
     for m, new in resolved.items():
@@ -263,7 +300,7 @@ def record_former_setting(out, key: str, former: Callable[[dict], Any]) -> None:
     cfg_path = Path(out) / CONFIG_FILE
     if not cfg_path.is_file():
         return
-    old = json.loads(cfg_path.read_text(encoding="utf-8"))
+    old = read_settings(cfg_path)
     if key in old:
         return
     value = former(old)
@@ -391,6 +428,7 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir", records: Op
     results = holds_results(out)
     _refuse_results_without_config(out, arg, results)
     _refuse_other_records(out, arg, results, records, kind)
+    _check_settings_files(out, arg, settings)
     if not cfg_path.is_file() or not results:
         return
     old = json.loads(cfg_path.read_text(encoding="utf-8"))
