@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import os
+import threading
 from pathlib import Path
 from typing import Iterable, List, Optional, Tuple
 
@@ -201,7 +202,7 @@ def replace_file(path, data: bytes) -> None:
                 fh.write(data)
             return
         path = real
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")  # a name per thread: two saves at once
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)

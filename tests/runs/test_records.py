@@ -89,3 +89,27 @@ def test_a_failed_write_names_the_path_asked_for(tmp_path):
     with pytest.raises(FileNotFoundError) as err:
         write_json(target, {"a": 1})
     assert err.value.filename == str(target) and ".tmp" not in str(err.value)
+
+
+def test_saves_to_one_path_from_several_threads_all_succeed(tmp_path):
+    """Threads of one process saving to one path at once: each save lands whole (they shared one
+    temporary name, so one thread's rename took another's file away: FileNotFoundError, the save
+    lost)."""
+    import threading
+
+    path, errors = tmp_path / "out.json", []
+
+    def save(i):
+        try:
+            for k in range(150):
+                write_json(path, {"thread": i, "k": k, "pad": "x" * 2000})
+        except OSError as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=save, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:2]
+    assert json.loads(path.read_text())["k"] == 149 and not list(tmp_path.glob(".out.json.tmp*"))
