@@ -85,6 +85,8 @@ def _resolve_as(ex, value, name: str, context=None):
     except (TypeError, ValueError) as err:
         msg = str(err).split("; with target_fn='logprob'")[0]  # that advice is the target's: a contrast / label is one token
         msg = name + msg[len("target"):] if msg.startswith("target") else f"{name}: {msg}"
+        if name.startswith("label_set"):  # None (the prediction) is a target's value, not a label's
+            msg = msg.replace("a token string, a token id or None", "a token string or a token id")
         raise type(err)(msg) from None
 
 
@@ -113,6 +115,9 @@ def _resolve_target_fn(ex, target_fn, label_set, context=None, gradients: bool =
         label_set = as_id_list(label_set, "label_set")
         if isinstance(label_set, str) or not isinstance(label_set, (list, tuple)):
             raise TypeError(f"label_set must be a list of labels (token strings or ids), got {type(label_set).__name__}")
+        none = next((i for i, l in enumerate(label_set) if l is None), None)
+        if none is not None:
+            raise TypeError(f"label_set[{none}] is None: each label is a token string or a token id, got {list(label_set)!r}")
         ids = [_resolve_as(ex, l, f"label_set[{i}]", context)["id"] for i, l in enumerate(label_set)]
         if len(set(ids)) != len(ids):
             raise ValueError(f"label_set has repeated labels: {list(label_set)} (ids {ids})")

@@ -172,6 +172,15 @@ def test_numpy_and_tensor_ids_are_ids(tiny_gpt2):
         ex.attribute("the movie", method="saliency", target_fn="label_logprob", label_set=torch.tensor([5.0, 6.0]))
 
 
+def test_a_label_set_entry_that_is_no_label_is_named(tiny_gpt2):
+    """None in label_set (a target's "the prediction", no label) was a bare int() TypeError; a
+    float entry's message offered None as a choice."""
+    with pytest.raises(TypeError, match=r"label_set\[0\] is None: each label is a token string or a token id, got \[None, 5\]"):
+        tiny_gpt2.attribute("the movie", target_fn="label_logprob", label_set=[None, 5], method="saliency")
+    with pytest.raises(TypeError, match=r"label_set\[1\] must be a token string or a token id, got float"):
+        tiny_gpt2.attribute("the movie", target_fn="label_logprob", label_set=[5, 6.0], method="saliency")
+
+
 def test_generation_of_a_list_of_prompts_names_prompt(tiny_gpt2):
     with pytest.raises(TypeError, match=r"prompt must be a str .* got list; a generation explains one prompt"):
         tiny_gpt2.attribute_generation(["a b", "c"], method="saliency")
