@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["DecoderAdapter", "QKVPoint", "split_last", "merge_heads", "separate_qkv", "config_window", "layer_types_window",
-           "materialized", "execution_device", "longrope_switch", "routes_experts", "is_hooked", "class_kind"]
+           "refuse_non_causal", "materialized", "execution_device", "longrope_switch", "routes_experts", "is_hooked", "class_kind"]
 
 
 def class_kind(*class_names: str) -> str:
@@ -66,6 +66,27 @@ def _refuse_meta_weights(model: nn.Module) -> None:
             raise ValueError(f"model: parameter {full!r} is on the meta device (shapes without values, e.g. after "
                              "model.to('meta') or init_empty_weights); load the weights (from_pretrained, load_state_dict) "
                              "before explaining the model")
+
+
+def refuse_non_causal(config) -> None:
+    """Refuse a config whose ``is_causal`` is false (set on the config or in ``config.json``):
+    transformers' mask functions (``create_causal_mask``, ``create_sliding_window_causal_mask``)
+    then build a bidirectional mask for every family that uses them, so each position also reads
+    the later ones; the attributions assume a causal decoder (generated rows from one forward,
+    positions after a cached prefix, Grad-ELLM's causal λ). Read as transformers reads it
+    (``not getattr(config, "is_causal", True)``). Called for every adapter (registered ones too),
+    after its own :meth:`DecoderAdapter.check_config`: before the weights load
+    (:func:`~.registry.adapter_class`) and by the constructor for a model object.
+
+    Raises:
+        ValueError: names the setting.
+    """
+    value = getattr(config, "is_causal", True)
+    if not value:
+        raise ValueError(f"model_type {getattr(config, 'model_type', None)!r} with config.is_causal={value!r} is not causal: "
+                         "transformers builds a bidirectional attention mask from it, so every position also reads the later "
+                         "ones; attributions need a causal decoder (set config.is_causal = True, or remove it from config.json, "
+                         "only if the model was trained causal)")
 
 
 def is_hooked(module: nn.Module) -> bool:
@@ -243,6 +264,7 @@ class DecoderAdapter:
         _refuse_meta_weights(model)
         cfg = model.config
         self.check_config(cfg)
+        refuse_non_causal(cfg)
         self.model = model
         self.arch = arch
         self.model_type = cfg.model_type

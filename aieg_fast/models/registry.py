@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 from typing import Dict, Tuple, Type
 
-from .base import DecoderAdapter, class_kind
+from .base import DecoderAdapter, class_kind, refuse_non_causal
 
 __all__ = ["register_adapter", "unregister_adapter", "adapter_for", "adapter_class", "supported_architectures", "supported_model_types"]
 
@@ -130,6 +130,7 @@ def adapter_class(config) -> Type[DecoderAdapter]:
     if heads and class_kind(*cls.architectures) != "classifier":
         raise _unsupported(mt, arch=heads[0])
     cls.check_config(config)
+    refuse_non_causal(config)
     return cls
 
 

@@ -477,6 +477,34 @@ def test_a_refused_family_setting_is_refused_before_the_weights_load(tmp_path, m
     assert calls == []
 
 
+NON_CAUSAL = "with config.is_causal=False is not causal: transformers builds a bidirectional attention mask"
+
+
+@pytest.mark.parametrize("family", ["llama", "phi", "smollm3", "cohere2", "granite", "olmo3", "starcoder2"])
+def test_a_config_made_bidirectional_by_is_causal_false_is_refused(tmp_path, monkeypatch, family):
+    """config.is_causal = False (on the object or in config.json) makes transformers' mask
+    functions bidirectional for every family using them: position 2's logits then change with the
+    tokens after it, which no attribution here can explain (generated rows from one forward,
+    cached prefixes, Grad-ELLM's causal λ). Refused for a model object and, from a folder,
+    before the weights load."""
+    from builders import family_specs
+
+    model, tok = family_specs()[family].build()
+    model.config.is_causal = False
+    ids = torch.tensor([tok(TEXT)["input_ids"]])
+    with torch.no_grad():  # the setting is live: the model reads later tokens
+        assert not torch.allclose(model(ids).logits[0, 2], model(ids[:, :3]).logits[0, 2], atol=1e-5)
+    with pytest.raises(ValueError, match=NON_CAUSAL):
+        aieg_fast.load_model(model, tok)
+    path = _saved(tmp_path, family, is_causal=False)
+    calls = _spy_loading(monkeypatch)
+    with pytest.raises(ValueError, match=NON_CAUSAL):
+        aieg_fast.load_model(path)
+    assert calls == []
+    model.config.is_causal = True  # a causal config with the attribute set is explained
+    aieg_fast.load_model(model, tok)
+
+
 def test_a_classification_head_the_adapter_does_not_serve_is_refused_by_name(tmp_path, monkeypatch):
     """Mamba has no classification head in transformers: a config naming one gets the package's
     refusal (the class, the adapter's classes), not transformers' list of every config class."""
