@@ -41,7 +41,7 @@ from ..models import materialized
 from .diagnostics import warn
 from .validation import as_real, check_number
 
-__all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "row_noise", "shift_baseline"]
+__all__ = ["BASELINE_NAMES", "default_ref_token", "baseline_rows", "check_alpha_range", "check_baseline", "check_baseline_value", "check_baseline_noise", "describe_baseline", "noisy_baseline", "row_noise", "shift_baseline"]
 
 #: the baselines named by a string.
 BASELINE_NAMES = ("reference", "zero", "mean", "unk", "pad", "eos")
@@ -151,6 +151,32 @@ def _token_row(adapter, token_id: int) -> Tensor:
         return emb(torch.tensor([token_id], device=adapter.input_device))[0].detach()
 
 
+def check_baseline(adapter, baseline, special: Dict[str, Optional[int]]) -> None:
+    """Everything of ``baseline`` that :func:`baseline_rows` checks but the texts' lengths, before
+    any model work: a name (and the special token it needs), a token id in the vocabulary, a
+    tensor of floating values (an integer, bool or complex tensor is no embedding: a token id
+    is an int or a 0-d integer tensor), finite, of shape [d] or [L, d].
+
+    Raises:
+        ValueError / TypeError: as :func:`baseline_rows`, naming ``baseline`` and the value.
+    """
+    if baseline is None:
+        return
+    check_baseline_value(baseline, adapter.embeddings.weight.shape[0])
+    if isinstance(baseline, str) and baseline in ("unk", "pad", "eos") and special.get(baseline) is None:
+        raise ValueError(f"baseline={baseline!r}: the tokenizer has no {baseline} token")
+    if not isinstance(baseline, Tensor):
+        return
+    if not baseline.is_floating_point():
+        raise TypeError(f"baseline tensor must hold embeddings (floating values), got dtype {baseline.dtype}; a token id is "
+                        "an int (or a 0-d integer tensor)")
+    d = adapter.embeddings.weight.shape[1]
+    if not (baseline.dim() in (1, 2) and baseline.shape[-1] == d):
+        raise ValueError(f"baseline tensor must be [d] or [L, d] with d = {d}, got shape {tuple(baseline.shape)}")
+    if not bool(torch.isfinite(baseline).all()):
+        raise ValueError("baseline tensor has non-finite values")
+
+
 def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, special: Dict[str, Optional[int]]) -> Tuple[List[Tensor], str]:
     """The baseline rows of each example and a description for the records.
 
@@ -174,21 +200,17 @@ def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, 
     V = adapter.embeddings.weight.shape[0]
     if baseline is None or (isinstance(baseline, str) and baseline == "reference"):
         return [_token_row(adapter, ref_token_id)] * len(lengths), f"reference:{ref_token_id}"
-    check_baseline_value(baseline, V)
+    check_baseline(adapter, baseline, special)
     if isinstance(baseline, str):
         if baseline == "zero":
             return [torch.zeros(d, dtype=adapter.embeddings.weight.dtype, device=adapter.input_device)] * len(lengths), "zero"
         if baseline == "mean":
             return [_mean_embedding(adapter)] * len(lengths), "mean"
-        tid = special.get(baseline)
-        if tid is None:
-            raise ValueError(f"baseline={baseline!r}: the tokenizer has no {baseline} token")
+        tid = special[baseline]  # present: check_baseline
         return [_token_row(adapter, int(tid))] * len(lengths), f"{baseline}:{int(tid)}"
     if isinstance(baseline, int) and not isinstance(baseline, bool):
         return [_token_row(adapter, baseline)] * len(lengths), f"token:{baseline}"
-    t = baseline.detach().to(adapter.input_device)  # a tensor: the rest is refused above
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError("baseline tensor has non-finite values")
+    t = baseline.detach().to(adapter.input_device)  # a floating, finite [d] or [L, d] tensor: the rest is refused above
     dtype = adapter.embeddings.weight.dtype
     scale = adapter.inputs_embeds_scale  # inputs_embeds space → the adapter's (Gemma's unscaled table)
     t = t.to(dtype) if scale == 1.0 else (t.to(torch.promote_types(dtype, torch.float32)) / scale).to(dtype)
@@ -199,7 +221,6 @@ def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, 
         if bad:
             raise ValueError(f"baseline tensor [L, d] must have one row per token; it has {t.shape[0]} rows, the text has {bad[0]} tokens")
         return [t] * len(lengths), "tensor[L,d]"
-    raise ValueError(f"baseline tensor must be [d] or [L, d] with d = {d}, got shape {tuple(t.shape)}")
 
 
 def describe_baseline(description: str, alpha0: float, n_samples: int, noise: Optional[float], seed: int) -> Dict[str, object]:

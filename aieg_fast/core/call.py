@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from .baselines import baseline_rows, check_alpha_range, check_baseline_noise, describe_baseline, noisy_baseline, row_noise, shift_baseline
+from .baselines import baseline_rows, check_alpha_range, check_baseline, check_baseline_noise, describe_baseline, noisy_baseline, row_noise, shift_baseline
 from .batch import Batch
 from .diagnostics import NO_SIGNAL_KINDS, low_precision_hint, method_flags, warn_flags
 from .inputs import as_id_list, per_text_ids
@@ -132,6 +132,12 @@ def _resolve_target_fn(ex, target_fn, label_set, context=None, gradients: bool =
     return target_fn
 
 
+def _special_ids(ex) -> Dict[str, Optional[int]]:
+    """{"unk", "pad", "eos"} → the tokenizer's id of that token, or None (a baseline name)."""
+    special = {k: getattr(ex.tokenizer, f"{k}_token_id", None) for k in ("unk", "pad", "eos")}
+    return {k: (v if isinstance(v, int) else None) for k, v in special.items()}
+
+
 def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None, contrast_target=None, baseline=None,
                  alpha_range=None, n_baseline_samples: int = 1, baseline_noise: Optional[float] = None, seed: int = 0,
                  contexts: Optional[Sequence[str]] = None, opts=None) -> CallSettings:
@@ -170,6 +176,7 @@ def resolve_call(ex, method, n_texts: int, *, target_fn="logit", label_set=None,
     check_int("n_baseline_samples", n_baseline_samples, 1)
     check_baseline_noise(baseline_noise, n_baseline_samples)
     check_int("seed", seed, 0, 2**64 - 1)  # what torch.Generator.manual_seed takes
+    check_baseline(ex.adapter, baseline, _special_ids(ex))  # all but a [L, d] tensor's rows, before any model work
     custom = baseline is not None or alpha0 > 0 or n_baseline_samples > 1
     if custom and not getattr(method, "uses_baseline", False):
         raise ValueError(
@@ -204,9 +211,7 @@ def apply_baseline(ex, batch: Batch, settings: CallSettings, uses_baseline: bool
     if not uses_baseline:
         settings.record = {}
         return batch
-    special = {k: getattr(ex.tokenizer, f"{k}_token_id", None) for k in ("unk", "pad", "eos")}
-    special = {k: (v if isinstance(v, int) else None) for k, v in special.items()}
-    rows, desc = baseline_rows(ex.adapter, settings.baseline, batch.lengths, ex.ref_token_id, special)
+    rows, desc = baseline_rows(ex.adapter, settings.baseline, batch.lengths, ex.ref_token_id, _special_ids(ex))
     if settings.baseline is not None:
         batch = _with_rows(batch, rows)
     if settings.alpha0 > 0:

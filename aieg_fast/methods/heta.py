@@ -467,6 +467,8 @@ class HETA(Method):
             k = getattr(opts, name)
             if k is not None and k > adapter.n_layers:
                 raise ValueError(f"{name} must be at most the model's {adapter.n_layers} layers, got {k}")
+        if "curvature" in opts.component_set():  # probes that overflow memory for one token, before any work
+            _check_probe_memory(1, opts.n_probes, adapter.hidden_size)
 
     def _settings(self, ctx, o) -> Dict[str, Any]:
         ad = ctx.adapter

@@ -245,3 +245,38 @@ def test_a_peer_library_name_or_a_near_miss_is_pointed_to_the_name_here(tiny_gpt
     with pytest.raises(ValueError, match=rf"unknown option\(s\) .*; {re.escape(hint)}$"):
         tiny_gpt2.attribute("the movie is good", method="integrated_gradients", **kw)
     assert model_state(tiny_gpt2) == before
+
+
+@pytest.mark.parametrize("baseline, err, match", [
+    ("bogus", ValueError, r"baseline must be one of \['reference', 'zero', 'mean', 'unk', 'pad', 'eos'\]"),
+    (10**6, ValueError, r"baseline token id must be in \[0, \d+\), got 1000000"),
+    (torch.zeros(7), ValueError, r"baseline tensor must be \[d\] or \[L, d\] with d = 32, got shape \(7,\)"),
+    (torch.full((32,), float("nan")), ValueError, r"baseline tensor has non-finite values"),
+    (torch.arange(32), TypeError, r"baseline tensor must hold embeddings \(floating values\), got dtype torch.int64; a token id"),
+    (torch.ones(32, dtype=torch.bool), TypeError, r"got dtype torch.bool"),
+])
+def test_a_bad_baseline_is_refused_before_any_model_work(tiny_gpt2, baseline, err, match):
+    """attribute_generation checked the baseline only after greedy decoding (the whole
+    generate), attribute after the embedding lookup; integer and bool tensors of width d were
+    cast to embeddings silently."""
+    calls = []
+    handle = tiny_gpt2.model.get_input_embeddings().register_forward_pre_hook(lambda mod, args: calls.append(1))
+    try:
+        with pytest.raises(err, match=match):
+            tiny_gpt2.attribute_generation("the movie is", max_new_tokens=3, method="integrated_gradients", baseline=baseline)
+        with pytest.raises(err, match=match):
+            tiny_gpt2.attribute("the movie is", method="integrated_gradients", baseline=baseline)
+    finally:
+        handle.remove()
+    assert calls == []
+
+
+def test_heta_probes_that_cannot_fit_are_refused_before_generation(tiny_gpt2):
+    calls = []
+    handle = tiny_gpt2.model.get_input_embeddings().register_forward_pre_hook(lambda mod, args: calls.append(1))
+    try:
+        with pytest.raises(ValueError, match=r"n_probes=1000000000000 would need about .* GB for the probes alone"):
+            tiny_gpt2.attribute_generation("the movie is", max_new_tokens=3, method="heta", n_probes=10**12)
+    finally:
+        handle.remove()
+    assert calls == []
