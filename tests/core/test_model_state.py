@@ -96,6 +96,29 @@ def test_module_added_after_first_call_is_switched_too():
     assert model.transformer.h[0].mlp.dropout.training
 
 
+def test_a_module_put_in_place_without_registering_is_switched_too():
+    """A module set through ``_modules[...]`` (as quantisation and tracing tools replace modules;
+    torch's registration hooks do not see it) and a parameter set through ``_parameters[...]``
+    are switched to eval mode / frozen for the call too (kept lists missed them on GPT-2, whose
+    forward registers nothing: dropout ran, and two equal calls differed, without a warning)."""
+    model, tok = make_tiny_gpt2()
+    ex = aieg_fast.load_model(model, tok)
+    ref = ex.attribute(TEXT, method="saliency").scores
+    model.transformer.h[0].mlp._modules["dropout"] = torch.nn.Dropout(p=0.9)  # training mode, unregistered
+    lin = model.transformer.h[1].mlp.c_fc
+    lin._parameters["bias"] = torch.nn.Parameter(lin.bias.detach().clone())  # requires_grad, unregistered
+    seen = []
+    handle = lin.register_forward_pre_hook(lambda mod, args: seen.append(mod.bias.requires_grad))
+    try:
+        with pytest.warns(AttributionWarning, match="training mode"):
+            got = ex.attribute(TEXT, method="saliency").scores
+    finally:
+        handle.remove()
+    torch.testing.assert_close(got, ref)
+    assert seen and not any(seen)  # frozen during the call
+    assert model.transformer.h[0].mlp.dropout.training and lin.bias.requires_grad  # given back
+
+
 def test_dtype_and_device_untouched():
     model, tok = make_tiny_gpt2()
     model.to(torch.float64)
