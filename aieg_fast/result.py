@@ -99,8 +99,12 @@ class Attribution:
         Raises:
             ValueError: ``token_ids``, ``attributable``, ``raw_tokens``, ``special`` or ``offsets``
                 given with another length than ``tokens``, or ``scores`` of a shape that is not
-                [L] or [T, L]; names the field, its length and the number of tokens.
+                [L] or [T, L]; names the field, its length and the number of tokens. ``target``,
+                ``options``, ``backend``, ``timing`` or ``info`` not a dict, an entry of
+                ``degenerate`` without a ``kind`` and ``message``, an offset that is not None
+                nor a [start, end) pair (a hand-edited file; the views would fail on them later).
         """
+        self._check_fields()
         self.scores = torch.as_tensor(self.scores, dtype=torch.float32).detach().cpu()
         L = len(self.tokens)
         if len(self.token_ids) != L:
@@ -121,6 +125,18 @@ class Attribution:
             if any("\ufffd" in t for t in self.tokens):  # only such tokens take their text from ``text``
                 from_text = token_display_texts(self.text, self.offsets, self.tokens, self.raw_tokens)
                 self.tokens = [f if "\ufffd" in t else t for t, f in zip(self.tokens, from_text)]
+
+    def _check_fields(self) -> None:
+        """The types :meth:`__post_init__` promises of the fields that are not lists of tokens."""
+        for name in ("target", "options", "backend", "timing", "info"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise ValueError(f"{name} must be a dict, got {getattr(self, name)!r:.80}")
+        for i, f in enumerate(self.degenerate):
+            if not (isinstance(f, Mapping) and isinstance(f.get("kind"), str) and isinstance(f.get("message"), str)):
+                raise ValueError(f"degenerate[{i}] must be a dict with a 'kind' and a 'message', got {f!r:.80}")
+        for i, o in enumerate(self.offsets):
+            if o is not None and not (isinstance(o, (list, tuple)) and len(o) == 2 and all(hasattr(v, "__index__") for v in o)):
+                raise ValueError(f"offsets[{i}] must be None or a [start, end) pair of ints, got {o!r:.80}")
 
     # ------------------------------------------------------------------ views
     @property

@@ -555,6 +555,24 @@ def test_save_and_load_errors_name_the_path(tmp_path):
         aieg_fast.save_attributions(res, tmp_path / "all.json")
 
 
+@pytest.mark.parametrize("field, value, match", [
+    ("target", "x", r"target must be a dict, got 'x'"),
+    ("info", [1], r"info must be a dict, got \[1\]"),
+    ("degenerate", [{"kind": "zero_signal"}], r"degenerate\[0\] must be a dict with a 'kind' and a 'message'"),
+    ("offsets", "pairs", r"offsets\[0\] must be None or a \[start, end\) pair of ints, got \[0\]"),
+])
+def test_a_hand_edited_file_is_refused_at_load_not_in_the_views(tmp_path, field, value, match):
+    """A saved result edited by hand loaded and then failed in to_html() / show() with an
+    AttributeError or KeyError, or at load with a bare IndexError; it is refused at load, naming
+    the file and the field."""
+    d = _result().to_dict()
+    d[field] = [[0]] * len(d["tokens"]) if value == "pairs" else value
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"edited.json is not a saved attribution \(ValueError: " + match):
+        aieg_fast.load_attribution(path)
+
+
 def test_show_infinite_score():
     """An infinite score (e.g. edited by hand, no degenerate flag) is printed with a full bar
     (the bar length raised OverflowError)."""
