@@ -455,6 +455,12 @@ def describe_step_target(attr) -> str:
 
 
 def _fn_suffix(attr) -> str:
-    """`` [fn]`` for an explained F other than the logit (and its contrast), else ''."""
+    """`` [fn]`` for an explained F other than the logit (and its contrast), else ''; for
+    ``label_logprob`` with the label set: `` [label_logprob of ' yes', ' no']``."""
     fn = (attr.options or {}).get("target_fn")
-    return f" [{fn}]" if fn and fn not in ("logit", "logit-contrast") else ""
+    if not fn or fn in ("logit", "logit-contrast"):
+        return ""
+    labels = (attr.options or {}).get("label_set") if fn == "label_logprob" else None
+    if isinstance(labels, (list, tuple)) and labels:
+        return f" [{fn} of {', '.join(_token_label(l, None) if isinstance(l, str) else _token_label(None, l) for l in labels)}]"
+    return f" [{fn}]"

@@ -3,6 +3,7 @@
 several results in one file."""
 from __future__ import annotations
 
+import html
 import io
 import json
 import math
@@ -259,6 +260,10 @@ def test_plot_strip_and_matrix(tmp_path, gen):
     res.target = dict(res.target, contrast_id=7, contrast_text=" bad")
     res.options = {"target_fn": "label_logprob"}
     assert "target ' great' vs ' bad' [label_logprob]" in res.plot().axes[0].get_title()
+    # with its label set, the header names it (it named only the target word, not what F sums over)
+    res.options = {"target_fn": "label_logprob", "label_set": [" great", " bad"]}
+    assert "[label_logprob of ' great', ' bad']" in res.plot().axes[0].get_title()
+    assert "[label_logprob of ' great', ' bad']" in html.unescape(res.to_html())
 
 
 def test_to_dataframe(gen):
@@ -693,9 +698,10 @@ def test_plot_writes_control_characters_as_escapes(tmp_path):
                                 target={"kind": "token", "id": 5, "text": " \x1b"}, model="m\x07")
     for words in (True, False):
         with warnings.catch_warnings():
-            warnings.simplefilter("error")  # no "Glyph 27 missing" at the save either
+            warnings.simplefilter("error", UserWarning)  # no "Glyph 27 missing" at the save either
             fig = res.plot(words=words)
             fig.savefig(tmp_path / "ctl.svg")
         xml.dom.minidom.parse(str(tmp_path / "ctl.svg"))  # raised ExpatError (not well-formed)
+        matplotlib.pyplot.close(fig)
         labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
         assert any("bell\\x07" in lab for lab in labels) and "\\x07" in fig.axes[0].get_title(), labels
