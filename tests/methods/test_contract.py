@@ -219,3 +219,15 @@ def test_generation_rows_equal_per_prefix_calls(tiny, method, opts, interpolate_
         assert torch.equal(torch.isfinite(row[:n]), attr)
         torch.testing.assert_close(row[:n][attr], single.scores[attr], atol=1e-5, rtol=1e-4)
         assert res.info["steps"][t]["target"]["id"] == y
+
+
+@pytest.mark.parametrize("method", aieg_fast.list_methods())
+def test_a_progress_bar_only_for_methods_that_move_it(tiny_gpt2, capsys, method):
+    """progress=True draws a bar for the methods that move it (path points, masked copies,
+    probes, rows) and none for the one-pass ones, which drew an empty "saliency: 0pt" bar."""
+    m = aieg_fast.get_method(method)
+    capsys.readouterr()
+    tiny_gpt2.attribute("the movie is good", method=method, n_steps=4, progress=True)
+    tiny_gpt2.attribute_generation("the movie is", generated_text=" good", method=method, n_steps=4, progress=True)
+    err = capsys.readouterr().err
+    assert (method in err) == m.reports_progress, err[-300:]
