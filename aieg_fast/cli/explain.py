@@ -16,6 +16,7 @@ from ..datasets import DATASETS, TASKS, load_dataset
 from ..datasets.rows import is_integer_text
 from ..explainer import load_model
 from ..methods.registry import get_method, list_methods, option_value
+from ..runs import replace_file
 from .common import add_model_options, option_flags, placement, stdout_gone
 
 __all__ = ["add_parser", "run", "parse_option", "parse_steps", "parse_baseline", "option_dict", "check_steps_given",
@@ -246,8 +247,8 @@ def _write_outputs(res, args) -> int:
             if flag == "--json":
                 res.save(path)
             else:
-                with open(path, "w", encoding="utf-8") as fh:
-                    fh.write("<!doctype html><meta charset='utf-8'>" + res.to_html(words=not args.tokens))
+                page = "<!doctype html><meta charset='utf-8'>" + res.to_html(words=not args.tokens)
+                replace_file(path, page.encode("utf-8"))  # whole or not at all, as --json (a kill mid-write)
             print(f"wrote {path}")
         except OSError as err:
             fd, rescue = tempfile.mkstemp(prefix="aieg-fast-result-", suffix=".json")

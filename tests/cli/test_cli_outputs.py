@@ -74,6 +74,32 @@ def test_failed_write_keeps_the_result(tiny_gpt2, tmp_path, capsys, monkeypatch)
     assert rescue.startswith(str(tmp_path)) and json.loads(open(rescue).read())["method"] == "saliency"
 
 
+def test_a_failed_html_write_leaves_the_old_file_whole(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    """--html replaces its file whole or not at all, as --json: the page was written into the
+    file opened for writing, so a failure while writing it (a full disk) left the old page cut."""
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **placement: tiny_gpt2)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    page = tmp_path / "page.html"
+    page.write_text("<p>the last run's page</p>")
+    from aieg_fast.runs import records
+
+    real_fsync, calls = records.os.fsync, []
+
+    def full_disk_once(fd):  # the page's write fails; the rescued JSON after it lands
+        calls.append(fd)
+        if len(calls) == 1:
+            raise OSError(28, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(records.os, "fsync", full_disk_once)
+    assert cli.main(["explain", "the movie is", "--method", "saliency", "--html", str(page), "--no-progress"]) == 1
+    assert "could not be written (No space left on device)" in capsys.readouterr().err
+    assert page.read_text() == "<p>the last run's page</p>"
+
+
 def test_html_shows_tokens_with_tokens(tiny_gpt2, tmp_path, monkeypatch, capsys):
     """``--tokens --html F`` wrote the words view to F (the terminal showed tokens)."""
     monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **placement: tiny_gpt2)
