@@ -262,7 +262,7 @@ class Explainer:
         if target is None:
             return {"kind": "token", "id": None, "text": None}
         if isinstance(target, bool) or not isinstance(target, (int, str)):
-            raise TypeError(f"target must be a token string, a token id or None, got {type(target).__name__}")
+            raise TypeError(f"target must be a token string, a token id or None, got {type(target).__name__} {target!r:.60}")
         if target == "":
             raise ValueError("target is empty: pass a token string, a token id, or None for the model's prediction")
         if isinstance(target, int):

@@ -117,7 +117,7 @@ def check_baseline_value(baseline, vocab_size: Optional[int] = None) -> None:
             bound = f"in [0, {vocab_size})" if vocab_size is not None else ">= 0"
             raise ValueError(f"baseline token id must be {bound}, got {baseline}")
         return
-    raise TypeError(f"baseline must be None, a name, a token id or a tensor, got {type(baseline).__name__}")
+    raise TypeError(f"baseline must be None, a name, a token id or a tensor, got {type(baseline).__name__} {baseline!r:.60}")
 
 
 def check_baseline_noise(baseline_noise, n_baseline_samples=None) -> None:

@@ -534,7 +534,7 @@ def test_missing_model_path(tmp_path):
         (lambda ex: ex.attribute(123), r"text must be a str or a list of str, got int"),
         (lambda ex: ex.attribute(b"hello"), r"text must be a str or a list of str, got bytes"),
         (lambda ex: ex.attribute(TEXT, template=5), r"template must be a str .* got int"),
-        (lambda ex: ex.attribute(TEXT, target=3.5), r"target must be a token string, a token id or None, got float"),
+        (lambda ex: ex.attribute(TEXT, target=3.5), r"target must be a token string, a token id or None, got float 3.5"),
         (lambda ex: ex.attribute(TEXT, target=torch.tensor(3.0)), r"target must be a token string, a token id or None, got Tensor"),
         (lambda ex: ex.attribute(TEXT, target=np.bool_(True)), r"target must be a token string, a token id or None, got bool"),
     ],
