@@ -3,6 +3,7 @@ token with ``--generate N``; print a heatmap, optionally write JSON / HTML."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -17,7 +18,7 @@ from ..datasets.rows import is_integer_text
 from ..explainer import load_model
 from ..methods.registry import get_method, list_methods, option_value
 from ..runs import replace_file
-from .common import add_model_options, option_flags, placement, stdout_gone
+from .common import add_model_options, as_flags, option_flags, placement, stdout_gone
 
 __all__ = ["add_parser", "run", "parse_option", "parse_steps", "parse_baseline", "option_dict", "check_steps_given",
            "output_path_error"]
@@ -327,7 +328,8 @@ def run(args) -> int:
             template=template, backend=args.backend, progress=not args.no_progress, **calls, **options,
         )
     try:
-        res.show(words=not args.tokens)
+        shown = dataclasses.replace(res, degenerate=[dict(f, message=as_flags(f["message"], args.flags)) for f in res.degenerate])
+        shown.show(words=not args.tokens)  # its findings' advice in this command's options (--n-steps, not n_steps)
         print(f"backend: {res.backend or 'no kernel op used'}   time: {res.timing.get('total', 0):.2f} s")
         sys.stdout.flush()
     except BrokenPipeError:  # `... | head`: the view is cut short, the --json / --html files are still written

@@ -274,3 +274,17 @@ def test_a_comma_list_of_layers_shows_the_json_spelling(capsys, no_model):
     assert cli.main(["explain", "the movie", "--method", "attention", "--option", "attn_layers=0,1", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "got '0,1'; a list of layers is written as JSON: attn_layers=[0,1] (on the command line --option attn_layers=[0,1])" in err, err
+
+
+def test_the_view_gives_its_advice_in_the_commands_options(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    """The heatmap's caution line (a finding's advice) names the command's options, as its
+    warning on stderr does ("raise --n-steps", not "raise n_steps"); the saved result keeps the
+    library's names."""
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **placement: tiny_gpt2)
+    out = tmp_path / "r.json"
+    assert cli.main(["explain", "the movie is good and the actors are great", "--method", "integrated_gradients",
+                     "--n-steps", "2", "--json", str(out), "--no-progress"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())  # the caution line wraps
+    assert "caution: IG completeness error" in shown and "raise --n-steps" in shown and "raise n_steps" not in shown
+    saved = json.loads(out.read_text())["degenerate"]
+    assert any("raise n_steps" in f["message"] for f in saved)
