@@ -68,7 +68,7 @@ import torch
 from ..core.context import progress_bar
 from ..core.diagnostics import AttributionWarning
 from ..core.path import check_chunk_settings
-from ..core.validation import as_int, check_placement, check_positive_int
+from ..core.validation import as_int, check_bool, check_placement, check_positive_int
 from ..datasets import DATASETS, is_dataset_file, load_records, template_fields, user_dataset
 from ..datasets.user import TEMPLATE_FIELD
 from ..generation import continuation_ids
@@ -412,8 +412,11 @@ def _work(ex: "Explainer", s: GenerationSettings, todo: list, done: Dict[str, di
     return computed
 
 
-def _check_generation_args(n_new_tokens, teacher_forced, target_fn, template) -> str:
-    """Check the generation settings (ValueError naming the argument); the F explained."""
+def _check_generation_args(n_new_tokens, teacher_forced, target_fn, template, interpolate_generated=True) -> str:
+    """Check the generation settings (ValueError naming the argument; the two flags must be
+    bools: "no" is truthy); the F explained."""
+    check_bool("teacher_forced", teacher_forced)
+    check_bool("interpolate_generated", interpolate_generated)
     if n_new_tokens is None and not teacher_forced:
         raise ValueError("n_new_tokens must be a positive int for greedy decoding (None = the whole reference, with teacher_forced)")
     if n_new_tokens is not None and (isinstance(n_new_tokens, bool) or not isinstance(n_new_tokens, int) or n_new_tokens < 1):
@@ -523,9 +526,9 @@ def evaluate_generation(
     rows = check_prompt_records(raw, teacher_forced, dataset)
     n = len(rows) if n is None else n
     topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, None, 0, seed, topk, metrics, topk_sweep, n_samples, pis, "vocab",
-                                                    normalise, soft_maps, ties)
+                                                    normalise, soft_maps, ties, dict(progress=progress, plot=plot))
     rows = rows[:n]
-    target_fn = _check_generation_args(n_new_tokens, teacher_forced, target_fn, template)
+    target_fn = _check_generation_args(n_new_tokens, teacher_forced, target_fn, template, interpolate_generated)
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)
     check_chunk_settings(internal_batch_size, None)

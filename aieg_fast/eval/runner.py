@@ -503,8 +503,8 @@ def evaluate(
     n, max_tokens, seed, start, n_steps, n_samples, internal_batch_size = map(  # a NumPy int as the int it holds
         as_int, (n, max_tokens, seed, start, n_steps, n_samples, internal_batch_size))
     methods, specs = check_methods(methods, reference, CONTROLS)
-    topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep,
-                                                 n_samples, pis, prob_space, normalise, soft_maps, ties)
+    topk_sweep, pis, soft_maps = check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_sweep, n_samples, pis,
+                                                 prob_space, normalise, soft_maps, ties, dict(progress=progress, plot=plot))
     prob_space = prob_space or "labels"  # a label task: the label words / classes
     method_options = check_method_options(method_options, specs, CONTROLS)
     check_placement(device, dtype, device_map)

@@ -399,3 +399,17 @@ def test_a_user_id_stays_on_its_line_in_summary_md(tiny_gpt2, tmp_path):
     listed = md[md.index("example(s) skipped"):].splitlines()
     assert '- ` "a|b\\n# Heading <script>x</script>" `: ' in listed[2] and listed[3].startswith("- plain-7: ")
     assert "\n# Heading" not in md
+
+
+@pytest.mark.parametrize("runner, flag", [("evaluate", "progress"), ("evaluate", "plot"), ("evaluate_generation", "teacher_forced"),
+                                          ("evaluate_generation", "interpolate_generated"), ("evaluate_longra", "plot")])
+def test_a_flag_that_is_not_a_bool_is_refused(tiny_gpt2, tmp_path, runner, flag):
+    """progress="no" turned the bar on ("no" is truthy), as plot="no" the plots; the runners'
+    flags must be bools, refused before any file is written."""
+    kw = {"evaluate": dict(KW), "evaluate_longra": dict(n_steps=4, progress=False, plot=False),
+          "evaluate_generation": dict(n_steps=4, n_samples=1, pis=(0.5,), progress=False, plot=False, metrics="hard", n_new_tokens=1,
+                                      records=[{"prompt": "the movie is", "reference": " good"}])}[runner]
+    kw[flag] = "no"
+    with pytest.raises(ValueError, match=rf"{flag} must be True or False, got 'no'"):
+        getattr(E, runner)(tiny_gpt2, methods="saliency", n=1, out_dir=tmp_path / "run", **kw)
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
