@@ -342,8 +342,8 @@ def random_attribution(attr: Attribution, seed: int = 0, instance_id=0) -> Attri
     """A copy of ``attr`` with scores ~ U(0, 1) on attributable positions (0 elsewhere), method "random".
 
     Seeded by (seed, instance_id), so the control is reproducible and the same for every run.
-    Only the tokens, target and positions are kept: the method's options, diagnostics, findings
-    (``degenerate``) and backend are not the control's.
+    Only the tokens, target, positions and what was explained are kept: the method's other
+    options, diagnostics, findings (``degenerate``) and backend are not the control's.
 
     Args:
         attr: a next-token :class:`~aieg_fast.result.Attribution` (``attr.scores`` Tensor[L]);
@@ -352,7 +352,9 @@ def random_attribution(attr: Attribution, seed: int = 0, instance_id=0) -> Attri
 
     Returns:
         The control: an :class:`~aieg_fast.result.Attribution` with ``scores`` Tensor[L] (float32,
-        unitless, in [0, 1)), ``method="random"``, ``options={"seed": seed}``.
+        unitless, in [0, 1)), ``method="random"``, ``options`` ``{"seed": seed}`` and what
+        ``attr`` explained (its ``target_fn`` and label set: the control is scored in the same
+        probability space).
 
     Raises:
         ValueError: ``seed`` not an int >= 0 (as :func:`prepare`). TypeError / ValueError: what
@@ -367,8 +369,14 @@ def random_attribution(attr: Attribution, seed: int = 0, instance_id=0) -> Attri
     u = torch.rand(len(attr.token_ids), generator=g, dtype=torch.float32)
     e = torch.tensor(attr.attributable, dtype=torch.bool)
     s = torch.where(e, u, torch.zeros_like(u))
-    return dataclasses.replace(attr, scores=s, method="random", options={"seed": int(seed)}, info={}, timing={},
+    return dataclasses.replace(attr, scores=s, method="random", options={**_explained(attr), "seed": int(seed)}, info={}, timing={},
                                degenerate=[], backend={})
+
+
+def _explained(attr: Attribution) -> dict:
+    """The options of ``attr`` that say what it explained (``target_fn`` and its label set), which
+    :func:`prepare` reads to score a control in the same probability space as ``attr``."""
+    return {k: v for k, v in (attr.options or {}).items() if k in ("target_fn", "label_set", "label_ids")}
 
 
 def recency_attribution(attr: Attribution) -> Attribution:
@@ -387,7 +395,8 @@ def recency_attribution(attr: Attribution) -> Attribution:
 
     Returns:
         The control: an :class:`~aieg_fast.result.Attribution` with ``scores`` Tensor[L] (float32,
-        unitless, in (0, 1] on attributable positions), ``method="recency"``, no options.
+        unitless, in (0, 1] on attributable positions), ``method="recency"``, of the options only
+        what ``attr`` explained (its ``target_fn`` and label set, as :func:`random_attribution`).
 
     Raises:
         TypeError / ValueError: what :func:`~aieg_fast.eval.context.check_attribution` raises
@@ -398,7 +407,8 @@ def recency_attribution(attr: Attribution) -> Attribution:
     e = torch.tensor(attr.attributable, dtype=torch.bool)
     rank = torch.cumsum(e.to(torch.float32), 0) / max(1, int(e.sum()))
     s = torch.where(e, rank, torch.zeros_like(rank))
-    return dataclasses.replace(attr, scores=s, method="recency", options={}, info={}, timing={}, degenerate=[], backend={})
+    return dataclasses.replace(attr, scores=s, method="recency", options=_explained(attr), info={}, timing={}, degenerate=[],
+                               backend={})
 
 
 def control_attribution(name: str, attr: Attribution, seed: int = 0, instance_id=0) -> Attribution:

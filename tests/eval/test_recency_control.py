@@ -78,4 +78,17 @@ def test_a_numpy_or_tensor_seed_is_the_int_it_holds(tiny_gpt2):
     want = random_attribution(a, seed=3)
     for seed in (np.int64(3), torch.tensor(3)):
         got = random_attribution(a, seed=seed)
-        assert torch.equal(got.scores, want.scores) and got.options == {"seed": 3} and type(got.options["seed"]) is int
+        assert torch.equal(got.scores, want.scores) and got.options["seed"] == 3 and type(got.options["seed"]) is int
+
+
+@pytest.mark.parametrize("control", ["random", "recency"])
+def test_a_control_is_scored_in_its_results_probability_space(tiny_llama, control):
+    """A control of a label_logprob result is scored over the label words, as the result is: the
+    control dropped the result's target_fn and label set, so its metrics were read over the
+    whole vocabulary (p 0.006 beside the method's 0.52 on the same input)."""
+    r = tiny_llama.attribute("the movie is good", method="saliency", template="Review: {text}\nAnswer:",
+                             target_fn="label_logprob", label_set=[" good", " bad"])
+    c = control_attribution(control, r, seed=0)
+    assert c.options["target_fn"] == "label_logprob" and c.options["label_set"] == [" good", " bad"]
+    assert hard_metrics(tiny_llama, c)["p"] == pytest.approx(hard_metrics(tiny_llama, r)["p"])
+    assert hard_metrics(tiny_llama, c)["p"] == pytest.approx(hard_metrics(tiny_llama, c, ctx=prepare(tiny_llama, r))["p"])
