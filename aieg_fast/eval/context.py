@@ -41,13 +41,18 @@ def check_attribution(attr) -> None:
     if not isinstance(attr, Attribution):
         raise TypeError(f"attr must be an aieg_fast Attribution, got {type(attr).__name__}")
     L = len(attr.token_ids)
+    if not torch.is_tensor(attr.scores):  # assigned after the result was made: __post_init__ converts only when made
+        raise TypeError(f"attr.scores must be a tensor, got {type(attr.scores).__name__}; set new scores with "
+                        "dataclasses.replace(attr, scores=...), which converts a list or NumPy array")
     if attr.scores.dim() != 1 or attr.scores.numel() != L:
-        raise ValueError(f"attr.scores must have one score per token ({L}), got shape {tuple(attr.scores.shape)}")
+        step = "; a generation result is scored one step at a time: step_attribution(gen, t)" if attr.scores.dim() == 2 else ""
+        raise ValueError(f"attr.scores must have one score per token ({L}), got shape {tuple(attr.scores.shape)}{step}")
     if len(attr.attributable) != L:
         raise ValueError(f"attr.attributable must have {L} entries, got {len(attr.attributable)}")
     if not any(attr.attributable):
         raise ValueError("attr has no attributable position")
-    if not isinstance(attr.target, dict) or not isinstance(attr.target.get("id"), int):
+    tid = as_int(attr.target.get("id")) if isinstance(attr.target, dict) else None  # np.int64(5), torch.tensor(5) too
+    if isinstance(tid, bool) or not isinstance(tid, int):
         raise ValueError(f"attr.target must hold the target id, got {attr.target!r}")
     if not torch.isfinite(attr.scores.float()).all():
         raise ValueError("attr.scores contains NaN or infinite values")
@@ -86,7 +91,7 @@ def step_attribution(gen: Attribution, t: int) -> Attribution:
     eligible = list(gen.attributable[:n])
     row = gen.scores[t, :n]
     row = torch.where(torch.tensor(eligible, dtype=torch.bool), row, torch.zeros_like(row))
-    y = int(gen.info["generated_ids"][t])
+    y = int((gen.info.get("generated_ids") or gen.token_ids[gen.prompt_length:])[t])  # the ids after the prompt
     return Attribution(
         tokens=gen.tokens[:n], token_ids=list(gen.token_ids[:n]), scores=row, method=gen.method,
         target={"kind": "token", "id": y, "text": gen.tokens[n], "step": t}, options=gen.options, model=gen.model,

@@ -123,7 +123,8 @@ def longra_metrics(scores, attributable: Sequence[bool], relative_pos: int, dist
 
     Raises:
         ValueError: scores not 1-D, ``relative_pos`` not an int, out of range or not
-            attributable, a distractor position out of range, lengths that differ.
+            attributable, a distractor position out of range, lengths that differ, ``ks`` not
+            positive ints.
     """
     s, relative_pos = torch.as_tensor(scores, dtype=torch.float64), as_int(relative_pos)  # a NumPy int as an int
     if s.dim() != 1:
@@ -137,6 +138,10 @@ def longra_metrics(scores, attributable: Sequence[bool], relative_pos: int, dist
     distractor_pos = as_ints(list(distractor_pos))  # NumPy / 0-d tensor positions as ints (torch indexes with them)
     if any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < s.numel() for p in distractor_pos):
         raise ValueError(f"distractor_pos must be positions in [0, {s.numel()}), got {list(distractor_pos)}")
+    ks = as_int(ks)  # one k, a list of them, or a 1-D NumPy array
+    ks = [ks] if isinstance(ks, int) and not isinstance(ks, bool) else as_ints(list(ks.tolist() if getattr(ks, "ndim", 0) == 1 else ks))
+    if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+        raise ValueError(f"ks must be positive ints (the k of relative_top<k>), got {list(ks)}")
     if not bool(torch.isfinite(s[e]).all()):
         return {"relative_rank": math.nan, **{f"relative_top{k}": math.nan for k in ks}, "distractor_mass": math.nan,
                 "non_finite": True}

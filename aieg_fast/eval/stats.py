@@ -21,6 +21,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..core.validation import as_int, check_int
+from .checks import check_seed
 from .metrics import HARD_METRICS, METRICS, metric_base
 
 __all__ = ["REFERENCE_METHOD", "bootstrap_ci", "bootstrap_band", "paired_test", "mean_ci", "chance_check", "summarise",
@@ -36,10 +37,10 @@ def bootstrap_ci(x: Sequence[float], n_boot: int = 2000, seed: int = 0, level: f
     (0, 1) (0.95 for a 95 % interval).
 
     Raises:
-        ValueError: ``x`` not 1-D, ``level`` outside (0, 1) (e.g. 95 for 0.95), ``n_boot`` < 1.
+        ValueError: ``x`` not 1-D, ``level`` outside (0, 1) (e.g. 95 for 0.95), ``n_boot`` < 1, ``seed`` not an int >= 0.
     """
     _check_level(level)
-    n_boot, seed = as_int(n_boot), as_int(seed)  # a NumPy or one-element tensor integer as an int
+    n_boot, seed = as_int(n_boot), check_seed(seed)  # a NumPy or one-element tensor integer as an int
     check_int("n_boot", n_boot, 1)
     x = np.asarray(x, dtype=float)
     if x.ndim != 1:
@@ -70,6 +71,7 @@ def bootstrap_band(curves, n_boot: int = 1000, seed: int = 0, level: float = 0.9
         (lo, hi), each ndarray[P]; NaN everywhere when n < 2.
     """
     _check_level(level)
+    seed = check_seed(seed)
     c = np.asarray(curves, dtype=float)
     if c.ndim != 2:
         raise ValueError(f"curves must be [n, P] (one curve per example), got shape {c.shape}")

@@ -10,6 +10,7 @@ import torch
 
 from aieg_fast.core.model_state import model_prepared
 from aieg_fast.eval import metrics as M
+from aieg_fast.eval.context import step_attribution
 
 
 TEMPLATE = "Review: {text} Answer:"
@@ -581,3 +582,26 @@ def test_settings_beside_a_ctx_are_refused_for_the_uniform_control_too(case):
     with pytest.raises(ValueError, match=r"ctx was prepared with its own settings; \['seed'\] would be ignored"):
         M.pi_soft(ex, None, uniform=True, ctx=ctx, seed=3, pis=[0.5], n_samples=1)
     assert M.pi_soft(ex, None, uniform=True, ctx=ctx, pis=[0.5], n_samples=1)["nc"]["pi"] == [0.5]
+
+
+def test_a_users_scores_and_target_are_named_or_taken(tiny_gpt2):
+    """Scores set by plain assignment (a list: __post_init__ does not run) were an AttributeError,
+    a NumPy / tensor target id (from argmax) was refused as no id, a generation result's message
+    did not point at step_attribution, and step_attribution needed info['generated_ids']."""
+    import numpy as np
+
+    res = tiny_gpt2.attribute(TEXT, method="saliency", template=TEMPLATE)
+    listed = dataclasses.replace(res)
+    listed.scores = [0.1] * len(res.tokens)
+    with pytest.raises(TypeError, match=r"attr.scores must be a tensor, got list; set new scores with dataclasses.replace"):
+        M.hard_metrics(tiny_gpt2, listed)
+    want = M.hard_metrics(tiny_gpt2, res)
+    for tid in (np.int64(res.target["id"]), torch.tensor(res.target["id"])):
+        got = M.hard_metrics(tiny_gpt2, dataclasses.replace(res, target=dict(res.target, id=tid)))
+        assert got == want
+    gen = tiny_gpt2.attribute_generation("the movie is", generated_text=" good and", method="saliency")
+    with pytest.raises(ValueError, match=r"a generation result is scored one step at a time: step_attribution\(gen, t\)"):
+        M.hard_metrics(tiny_gpt2, gen)
+    bare = dataclasses.replace(gen, info={k: v for k, v in gen.info.items() if k != "generated_ids"})
+    for t in range(gen.scores.shape[0]):
+        assert step_attribution(bare, t).target == step_attribution(gen, t).target

@@ -266,3 +266,13 @@ def test_rounding_twins_named_once_whatever_the_order_and_nan_on_both_sides_pass
         "partial = x on log_odds", "partial = x_half_nan on log_odds", "x = x_copy on every metric",
         "x = x_half_nan on log_odds"]  # x_copy is named beside x only
     assert rounding_twin_lines(records, ["x", "x_half_nan"], ["soft_nc"]) == []
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0"])
+def test_a_bootstrap_seed_is_named(seed):
+    """numpy's own messages ("expected non-negative integer", SeedSequence's TypeError) did not
+    name seed."""
+    with pytest.raises(ValueError, match=rf"seed must be an int >= 0, got {seed!r}"):
+        E.bootstrap_ci([1.0, 2.0, 3.0], seed=seed)
+    with pytest.raises(ValueError, match=r"seed must be an int >= 0"):
+        E.bootstrap_band([[1.0, 2.0], [3.0, 4.0]], seed=seed)

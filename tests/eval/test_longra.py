@@ -203,3 +203,11 @@ def test_the_summary_counts_flagged_attributions(tmp_path):
     # a rerun summarising fewer methods of the folder: the flags of a method left out are not counted
     only = summarise_longra(tmp_path, [rec, rec], ["saliency"], config, "saliency", plot=False)["summary_md"]
     assert "integrated_gradients" not in only and "Attributions flagged" not in only
+
+
+def test_longra_metrics_names_bad_ks_and_takes_one_k():
+    """ks=(0, "a") gave "'<=' not supported between int and str"; one k (an int) is the list of it."""
+    with pytest.raises(ValueError, match=r"ks must be positive ints \(the k of relative_top<k>\), got \[0, 'a'\]"):
+        L.longra_metrics([0, 1.0, 9.0, 0.1], [False, True, True, True], 2, [3], ks=(0, "a"))
+    one = L.longra_metrics([0, 1.0, 9.0, 0.1], [False, True, True, True], 2, [3], ks=1)
+    assert one["relative_top1"] == 1.0 and "relative_top3" not in one
