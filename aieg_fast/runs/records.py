@@ -202,7 +202,10 @@ def replace_file(path, data: bytes) -> None:
                 fh.write(data)
             return
         path = real
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")  # a name per thread: two saves at once
+    # a name per process and thread (two saves at once), of the target's name cut to 100 bytes: the
+    # suffix must not take a name the folder takes over the file system's 255-byte limit
+    stem = os.fsencode(path.name)[:100].decode("utf-8", "ignore") if len(os.fsencode(path.name)) > 100 else path.name
+    tmp = path.with_name(f".{stem}.tmp{os.getpid()}.{threading.get_ident()}")
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
@@ -212,7 +215,8 @@ def replace_file(path, data: bytes) -> None:
     except OSError as err:  # named by the path asked for, not the temporary file's
         raise OSError(err.errno, err.strerror, str(path)) from err
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a failing clean-up must not replace the error that names path
+            tmp.unlink(missing_ok=True)
 
 
 def write_jsonl(path, records: Iterable[dict]) -> None:

@@ -113,3 +113,20 @@ def test_saves_to_one_path_from_several_threads_all_succeed(tmp_path):
         t.join()
     assert not errors, errors[:2]
     assert json.loads(path.read_text())["k"] == 149 and not list(tmp_path.glob(".out.json.tmp*"))
+
+
+def test_a_long_file_name_saves_and_a_too_long_one_is_named(tmp_path):
+    """The temporary name (the target's, a process and a thread id added) is kept under the file
+    system's 255-byte limit: a 240-byte name the folder takes saved (ENAMETOOLONG for the
+    temporary file since the thread id was added); a name too long for the folder itself is
+    refused naming the path asked for (the clean-up of the temporary file raised over it,
+    naming the temporary file)."""
+    import pytest
+
+    ok = tmp_path / ("r" * 235 + ".json")
+    write_json(ok, {"a": 1})
+    assert json.loads(ok.read_text()) == {"a": 1} and [p.name for p in tmp_path.iterdir()] == [ok.name]
+    bad = tmp_path / ("r" * 260 + ".json")
+    with pytest.raises(OSError) as err:
+        write_json(bad, {"a": 1})
+    assert err.value.filename == str(bad) and ".tmp" not in str(err.value)
