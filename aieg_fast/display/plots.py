@@ -259,7 +259,7 @@ def _plot(attr, words: bool, ax, figsize, wrap, box):
     ax.set_yticks(range(0, len(row_labels), every_row), row_labels[::every_row], parse_math=False)
     thinned = [f"1 in {n} of the {len(labs)} {what} labelled" for n, labs, what in
                ((every, labels, "columns"), (every_row, row_labels, "rows")) if n > 1]
-    extra = "; ".join(x for x in [_caveat(scale, flags)] + thinned if x)
+    extra = _shown("; ".join(x for x in [_caveat(scale, flags)] + thinned if x), box)  # a finding's message, as the labels
     title = _title(attr, box) + (f"\n{extra}" if extra else "")
     ax.set_title(title, fontsize=9, parse_math=False)
     if own and figsize is None:  # a few tokens' figure: as wide as its title (9 pt: about 0.075 in a character)
@@ -298,7 +298,7 @@ def _wrapped_strip(attr, strip_, flags, per: int, ax, figsize, words: bool, box)
     ax.set_xticks([])
     ax.set_yticks(range(n_rows), [str(r * per) for r in range(n_rows)])
     ax.set_ylabel(f"index of the row's first {'word' if words else 'token'}")
-    extra = _caveat(scale, flags)
+    extra = _shown(_caveat(scale, flags), box)  # a finding's message, as the labels
     ax.set_title(_title(attr, box) + f" · {len(labels)} cells in rows of {per}" + (f"\n{extra}" if extra else ""), fontsize=9,
                  parse_math=False)
     fig.colorbar(im, ax=ax, shrink=0.8, label="score")

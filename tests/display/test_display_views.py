@@ -705,3 +705,27 @@ def test_plot_writes_control_characters_as_escapes(tmp_path):
         matplotlib.pyplot.close(fig)
         labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
         assert any("bell\\x07" in lab for lab in labels) and "\\x07" in fig.axes[0].get_title(), labels
+
+
+@pytest.mark.parametrize("n_tokens", [3, 45])  # one strip; rows of cells labelled inside (_wrapped_strip)
+def test_plot_writes_control_characters_of_a_finding_as_escapes(tmp_path, n_tokens):
+    """The title's second line (the findings' messages, e.g. of a saved result) is drawn as the
+    labels are: a control character in it was written raw into the SVG (no valid XML) and
+    warned of a missing glyph at every save."""
+    import warnings
+    import xml.dom.minidom
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    res = aieg_fast.Attribution(tokens=[f" t{i}" for i in range(n_tokens)], token_ids=list(range(n_tokens)),
+                                scores=torch.linspace(-1, 1, n_tokens), method="saliency",
+                                target={"kind": "token", "id": 5, "text": " x"}, model="m",
+                                degenerate=[{"kind": "caveat", "message": "token 'z\x07' odd"}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "Glyph 7 missing" at the save
+        fig = res.plot(words=False)
+        fig.savefig(tmp_path / "f.svg")
+    matplotlib.pyplot.close(fig)
+    xml.dom.minidom.parse(str(tmp_path / "f.svg"))  # raised ExpatError (not well-formed)
+    assert "token 'z\\x07' odd" in fig.axes[0].get_title()
