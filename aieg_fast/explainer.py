@@ -428,7 +428,7 @@ class Explainer:
         check_targets_against(call, [ti["id"] for ti in tinfo], [ti.get("text") for ti in tinfo])
         batch = apply_baseline(self, self.build_batch(encoded, padding_side), call, m.uses_baseline)
         words = self._word_ids(batch, sources) if m.needs_words(opts) else None
-        with progress_bar(progress and m.reports_progress, method) as bar:
+        with progress_bar(progress, method, on_first_move=True) as bar:
             ctx = self.context(batch, [ti["id"] for ti in tinfo], n_steps=n_steps, internal_batch_size=internal_batch_size,
                                max_memory=max_memory, target_fn=call.target_fn, backend=backend, progress=bar,
                                contrast=call.contrast_tensor(self.device), step_ids=step_ids, word_ids=words,

@@ -303,7 +303,7 @@ def attribute_generation(
     source = _source_text(ex, full_prompt, prompt_offsets, prompt_ids, gen_ids, generated_text, gen_offsets)
     settings = dict(n_steps=n_steps, internal_batch_size=internal_batch_size, max_memory=max_memory, target_fn=call.target_fn,
                     backend=backend, words=_sequence_words(ex, m, opts, prompt_ids + gen_ids[:-1], source, prompt_fixed + gen_fixed[:-1], Lp))
-    with progress_bar(progress and m.reports_progress, f"{method} ({T} steps)") as bar:
+    with progress_bar(progress, f"{method} ({T} steps)", on_first_move=True) as bar:
         out, used = _run(ex, m, opts, encoded, Lp, gen_ids, shared and call.n_samples == 1, settings, timing, bar, call)
     timing["total"] = time.perf_counter() - t0
     full_fixed = torch.tensor(encoded[-1][1], dtype=torch.bool)  # row t covers the first Lp + t tokens

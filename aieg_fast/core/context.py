@@ -396,16 +396,39 @@ def _check_output(method, out, batch) -> None:
                              f"length {L} (the padded batch: ctx.batch.ids.shape[1])")
 
 
+class _FirstMoveBar:
+    """A tqdm bar drawn at its first :meth:`update` only: a call whose method moves no bar (one
+    pass: saliency, input × gradient, attention) draws none, and a method a user registers that
+    moves one (``ctx.advance``) draws it without declaring anything."""
+
+    def __init__(self, **kwargs):
+        self.kwargs, self.bar = kwargs, None
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(**self.kwargs)
+        self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 @contextlib.contextmanager
-def progress_bar(enabled: bool, desc: str, total: Optional[int] = None, unit: str = "pt", leave: bool = False):
+def progress_bar(enabled: bool, desc: str, total: Optional[int] = None, unit: str = "pt", leave: bool = False,
+                 on_first_move: bool = False):
     """A tqdm progress bar (closed on exit), or None when not ``enabled``: by default over path
-    points, left off the screen when done; ``total``, ``unit`` and ``leave`` as tqdm's."""
+    points, left off the screen when done; ``total``, ``unit`` and ``leave`` as tqdm's;
+    ``on_first_move``: drawn at its first ``update`` only (:class:`_FirstMoveBar`)."""
     if not enabled:
         yield None
         return
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc=desc, total=total, unit=unit, leave=leave)
+    kwargs = dict(desc=desc, total=total, unit=unit, leave=leave)
+    bar = _FirstMoveBar(**kwargs) if on_first_move else tqdm(**kwargs)
     try:
         yield bar
     finally:

@@ -197,7 +197,6 @@ class AIEG(Method):
     Options = AIEGOptions
     uses_baseline = True
     uses_steps = True
-    reports_progress = True
     shares_pilot = True
     pilot_option = "n_pilot"
     raw_signal = "ieg"

@@ -73,9 +73,6 @@ class Method:
     #: whether the method integrates along a path of ``n_steps`` steps (recorded in its results'
     #: options only then; the others take no steps)
     uses_steps: ClassVar[bool] = False
-    #: whether a call moves a progress bar (path points, masked copies, probes, rows): the
-    #: one-pass methods (saliency, input × gradient, attention) draw none
-    reports_progress: ClassVar[bool] = False
     #: whether the method explains a multi-token target (F = Σ_t log p(y_t), teacher-forced):
     #: methods that reach the model only through the context's F and gradients
     multi_token_targets: ClassVar[bool] = False

@@ -289,7 +289,6 @@ class GradELLM(Method):
     """
 
     name = "grad_ellm"
-    reports_progress = True
     doc = "Grad-ELLM: gradient x value x loosened attention, top layers (Huang & Chan 2026, arXiv 2601.03089)"
     Options = GradELLMOptions
 

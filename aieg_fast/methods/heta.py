@@ -443,7 +443,6 @@ class HETA(Method):
     """
 
     name = "heta"
-    reports_progress = True
     token_info = ("gate", "curvature", "information")
     without_attention = "components='curvature,information'"
     doc = "HETA: attention-value gate x (Hessian sensitivity + KL of masking) (Pramanik et al., ICLR 2026)"

@@ -67,7 +67,6 @@ class IntegratedDecisionGradients(Method):
     multi_token_targets = True
     uses_baseline = True
     uses_steps = True
-    reports_progress = True
     shares_pilot = True
     pilot_option = "n_pilot"
     auto_steps_refusal = (

@@ -69,7 +69,6 @@ class IntegratedGradients(Method):
     multi_token_targets = True
     uses_baseline = True
     uses_steps = True
-    reports_progress = True
     completeness = True
     auto_steps = True
 

@@ -73,7 +73,6 @@ class Occlusion(Method):
     """
 
     name = "occlusion"
-    reports_progress = True
     doc = "Occlusion / leave-one-out: output change when tokens, words or spans are replaced (Zeiler & Fergus 2014)"
     Options = OcclusionOptions
     uses_baseline = True

@@ -266,3 +266,20 @@ def test_get_method_of_a_name_that_is_not_a_str_lists_the_methods(name):
     """get_method([]) raised "unhashable type: 'list'"."""
     with pytest.raises(ValueError, match=rf"^method must be one of \['integrated_gradients', .*\], got {re.escape(repr(name))}$"):
         A.get_method(name)
+
+
+def test_a_users_method_that_moves_the_bar_draws_it(tiny_gpt2, capsys):
+    """The bar is drawn at its first move: a registered method that advances it (as the path
+    engine does) gets one without declaring anything, one that does not gets none."""
+
+    def moving(ctx):
+        for _ in range(5):
+            ctx.advance(1)
+        return _ones(ctx)
+
+    with registered(_method("user_moving", moving)) as moves, registered(_method("user_still", _ones)) as still:
+        capsys.readouterr()
+        tiny_gpt2.attribute("the movie is good", method=moves, progress=True)
+        tiny_gpt2.attribute("the movie is good", method=still, progress=True)
+        err = capsys.readouterr().err
+    assert "user_moving" in err and "user_still" not in err
