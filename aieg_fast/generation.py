@@ -490,9 +490,9 @@ def _continuation(ex, ctx_ids: List[int], gen_ids: List[int]):
         lead = len(added) - len(added.lstrip("\ufffd"))  # replacement characters the new text starts with
         if pending and lead:
             mine = lead == len(added)  # replacement characters only: token k's bytes formed none either
-            holders = pending + [k] if mine else pending
+            holders = pending + [k] if mine else pending[: _completing(dec, ctx_ids, gen_ids, pending, k, base, added[lead:])]
             spans = _share(len(text), lead, len(holders))
-            for i, span in zip(pending, spans):
+            for i, span in zip(pending, spans + [[len(text) + lead] * 2 for _ in pending]):  # the completing ones: empty
                 offsets[i] = span
             text = text + added[:lead]
             if mine:
@@ -503,6 +503,17 @@ def _continuation(ex, ctx_ids: List[int], gen_ids: List[int]):
         pending = pending + [k] if len(stable) == len(text) else []
         text = stable
     return text, offsets
+
+
+def _completing(dec, ctx_ids, gen_ids, pending: List[int], k: int, base: str, rest: str) -> int:
+    """The index into ``pending`` where the bytes token ``k`` completes into ``rest`` begin: the
+    last i whose tokens ``pending[i]`` … ``k`` decode to ``rest`` alone (the tokens before it
+    hold bytes that formed no character); ``len(pending)`` when none does."""
+    for i in range(len(pending) - 1, -1, -1):
+        s = dec(ctx_ids + gen_ids[pending[i] : k + 1])
+        if s.startswith(base) and s[len(base) :] == rest:
+            return i
+    return len(pending)
 
 
 def _share(start: int, n: int, m: int) -> List[List[int]]:
