@@ -80,7 +80,7 @@ from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, control_attribution, fl
 from .records import RECORDS_FILE, append_record
 from .run_checks import check_methods, check_run_settings
 from .folder import run_shards
-from .report import summarise_run
+from .report import shown_id, summarise_run
 from .runner import CONTROLS, DEFAULT_METHODS, NO_SUMMARY, NONE_MEANS, RunSettings, eval_target_fn, explainer_for, run_config, settings_config
 from .stats import REFERENCE_METHOD
 
@@ -171,9 +171,9 @@ def check_prompt_records(records, teacher_forced: bool, dataset: str) -> List[di
         refs = r.get("references") or []
         ref = r.get("reference") if r.get("reference") is not None else (refs[0] if refs else None)
         if ref is not None and (not isinstance(ref, str) or not ref.strip()):
-            raise ValueError(f"records[{i}] ({eid}): the reference must be a non-empty string, got {ref!r}")
+            raise ValueError(f"records[{i}] ({shown_id(eid)}): the reference must be a non-empty string, got {ref!r}")
         if teacher_forced and ref is None:
-            raise ValueError(f"teacher_forced needs a reference for every prompt; records[{i}] ({eid}) has none (a file's "
+            raise ValueError(f"teacher_forced needs a reference for every prompt; records[{i}] ({shown_id(eid)}) has none (a file's "
                              "reference column is named by target_field / --target-field)")
         out.append({"id": eid, "index": i, "prompt": prompt, "reference": ref})
     if not out:
@@ -257,14 +257,14 @@ def _method_entry(ex: "Explainer", s: GenerationSettings, eid: str, prompt: str,
                                           interpolate_generated=s.interpolate_generated, **s.attribute_kwargs(),
                                           **{**s.method_options.get(name, {}), **opts})
         except (ValueError, TypeError) as err:
-            raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
+            raise type(err)(f"methods: {m!r} on {shown_id(eid)}: {err}") from err
         steps = [step_attribution(gen, t) for t in range(len(gen_ids))]
     t_attr = time.perf_counter() - t0
     t0 = time.perf_counter()
     per_step = [dict(score_attribution(ex, s, a, ctx), step=t) for t, (a, ctx) in enumerate(zip(steps, ctxs))]
     bad = [r["step"] for r in per_step if r.get("non_finite")]
     if bad:
-        print(f"note: {m!r} gave scores that are not finite on {eid} at step(s) {bad}; its metrics there are NaN", file=sys.stderr)
+        print(f"note: {m!r} gave scores that are not finite on {shown_id(eid)} at step(s) {bad}; its metrics there are NaN", file=sys.stderr)
     entry = dict(mean_over_steps(per_step), steps=per_step, time_attribution_s=t_attr, time_metrics_s=time.perf_counter() - t0)
     if gen is not None:
         entry["scores"] = gen.scores.tolist()
@@ -296,7 +296,7 @@ def _continuation(ex: "Explainer", s: GenerationSettings, eid, prompt, forced: O
         notes.append(f"the reference follows the prompt with no space ({end[-12:]!r} + {forced[:12]!r}), so the first word "
                      "is read glued to the prompt; start the references with a space where they begin a new word")
     for note in notes:
-        print(f"note: {eid}: {note}", file=sys.stderr)
+        print(f"note: {shown_id(eid)}: {note}", file=sys.stderr)
     return ids, notes
 
 

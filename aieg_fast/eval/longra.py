@@ -54,6 +54,7 @@ from ..models import run_model_settings
 from ..runs import check_recorded_config, made_folder, rank_device, start as start_processes
 from .checks import check_method_options, check_models, check_n_steps, check_positive_int, check_seed, method_settings
 from .longra_report import LONGRA_KS, summarise_longra
+from .report import shown_id
 from .metrics import CONTROLS, control_attribution
 from .records import RECORDS_FILE, append_record, read_records
 from .run_checks import check_methods
@@ -216,11 +217,11 @@ def _instance(ex: "Explainer", rec: dict, kept: dict, methods: Sequence[str], sp
                 a = ex.attribute(rec["prompt"], method=name, target=kept["target_id"], n_steps=settings["n_steps"],
                                  target_fn=settings["target_fn"], **{**settings["method_options"].get(name, {}), **opts})
             except (ValueError, TypeError) as err:
-                raise type(err)(f"methods: {m!r} on {rec['id']}: {err}") from err
+                raise type(err)(f"methods: {m!r} on {shown_id(rec['id'])}: {err}") from err
             base = base or a
         r = longra_metrics(a.scores, a.attributable, kept["relative_pos"], kept["distractor_pos"], settings["ks"])
         if r.get("non_finite"):
-            print(f"note: {m!r} gave scores that are not finite on {rec['id']}; its metrics there are NaN", file=sys.stderr)
+            print(f"note: {m!r} gave scores that are not finite on {shown_id(rec['id'])}; its metrics there are NaN", file=sys.stderr)
         r.update(time_attribution_s=time.perf_counter() - t0, scores=[float(x) for x in a.scores.tolist()],
                  signal_flags=[f["kind"] for f in a.degenerate])
         out["methods"][m] = r

@@ -86,12 +86,15 @@ def machine_lines(records: Sequence[dict], dtype: Optional[str] = None) -> List[
 
 def shown_id(eid) -> str:
     """An example id as summary.md and the command line write it: as it is when it is plain (word
-    characters and ``.:/@+-``, single spaces between), else as a JSON string in a code span, so
-    a newline, ``#``, ``|`` or HTML in a user's id stays inside its line and reads as text."""
+    characters and ``.:/@+-``, single spaces between, no ``_`` that Markdown reads as emphasis),
+    else as a JSON string in a code span (C1 controls and direction marks escaped too), so a
+    newline, ``#``, ``|``, HTML or a right-to-left override in a user's id stays inside its line
+    and reads as text, in summary.md and on a terminal."""
     text = str(eid)
-    if re.fullmatch(r"[\w.:/@+-]+( [\w.:/@+-]+)*", text):
+    if re.fullmatch(r"[\w.:/@+-]+( [\w.:/@+-]+)*", text) and not re.search(r"(^|\W)_|_(\W|$)", text):  # _x_ is emphasis
         return text
-    quoted = json.dumps(text, ensure_ascii=False)
+    quoted = re.sub("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}",
+                    json.dumps(text, ensure_ascii=False))  # C1 controls and direction marks as JSON escapes too
     fence = "`" * (max((len(run) for run in re.findall("`+", quoted)), default=0) + 1)
     return f"{fence} {quoted} {fence}"
 

@@ -65,7 +65,7 @@ from .metrics import (
 from .examples import example_text, label_token_ids, load_examples, truncate
 from .folder import run_shards
 from .records import RECORDS_FILE, append_record
-from .report import summarise_run
+from .report import shown_id, summarise_run
 from .run_checks import check_methods, check_run_settings
 from .stats import REFERENCE_METHOD
 from .trained import check_not_trained_on
@@ -344,7 +344,7 @@ def _attribute_methods(ex: "Explainer", s: RunSettings, eid: str, text: str, tar
                                  internal_batch_size=s.internal_batch_size, **s.attribute_kwargs(contrast),
                                  **{**s.method_options.get(name, {}), **opts})
             except (ValueError, TypeError) as err:
-                raise type(err)(f"methods: {m!r} on {eid}: {err}") from err
+                raise type(err)(f"methods: {m!r} on {shown_id(eid)}: {err}") from err
             attrs[m] = (a, time.perf_counter() - t0)
             if base is None and bool(torch.isfinite(a.scores.float()).all()):
                 base = a
@@ -394,7 +394,7 @@ def evaluate_example(ex: "Explainer", settings: RunSettings, eid: str, index: in
         t0 = time.perf_counter()
         r = score_attribution(ex, s, a, ctx)
         if r.get("non_finite"):
-            print(f"note: {m!r} gave scores that are not finite on {eid}; its metrics there are NaN", file=sys.stderr)
+            print(f"note: {m!r} gave scores that are not finite on {shown_id(eid)}; its metrics there are NaN", file=sys.stderr)
         r["time_attribution_s"] = t_attr
         r["time_metrics_s"] = time.perf_counter() - t0
         r["scores"] = [float(x) for x in a.scores.tolist()]
