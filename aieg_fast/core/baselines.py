@@ -173,8 +173,12 @@ def check_baseline(adapter, baseline, special: Dict[str, Optional[int]]) -> None
     d = adapter.embeddings.weight.shape[1]
     if not (baseline.dim() in (1, 2) and baseline.shape[-1] == d):
         raise ValueError(f"baseline tensor must be [d] or [L, d] with d = {d}, got shape {tuple(baseline.shape)}")
+    dtype = adapter.embeddings.weight.dtype
     if not bool(torch.isfinite(baseline).all()):
         raise ValueError("baseline tensor has non-finite values")
+    if not bool(torch.isfinite(baseline.to(dtype)).all()):  # 1e300 in float64: inf in the model's float32
+        raise ValueError(f"baseline tensor has values beyond the model's {dtype} range (largest |value| "
+                         f"{float(baseline.abs().max()):.3g}): they would be infinite")
 
 
 def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, special: Dict[str, Optional[int]]) -> Tuple[List[Tensor], str]:

@@ -30,8 +30,9 @@ def word_markers(tokens: Sequence[str]) -> dict:
 
 #: characters a terminal or a browser would act on instead of showing: C0 / C1 controls (ESC starts
 #: colour and cursor sequences) but tab and newline, and the bidirectional overrides and isolates
-#: (they reverse the order in which the rest of a line is drawn)
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: (they reverse the order in which the rest of a line is drawn), and the noncharacters U+FFFE /
+#: U+FFFF (no valid XML: an SVG plot holding one does not parse)
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
 
 
 def printable(s: str) -> str:
@@ -462,5 +463,7 @@ def _fn_suffix(attr) -> str:
         return ""
     labels = (attr.options or {}).get("label_set") if fn == "label_logprob" else None
     if isinstance(labels, (list, tuple)) and labels:
-        return f" [{fn} of {', '.join(_token_label(l, None) if isinstance(l, str) else _token_label(None, l) for l in labels)}]"
+        named = [_token_label(l, None) if isinstance(l, str) else _token_label(None, l) for l in labels[:6]]
+        more = f" and {len(labels) - 6} more" if len(labels) > 6 else ""  # a header line, not the whole set
+        return f" [{fn} of {', '.join(named)}{more}]"
     return f" [{fn}]"

@@ -264,6 +264,8 @@ def test_plot_strip_and_matrix(tmp_path, gen):
     res.options = {"target_fn": "label_logprob", "label_set": [" great", " bad"]}
     assert "[label_logprob of ' great', ' bad']" in res.plot().axes[0].get_title()
     assert "[label_logprob of ' great', ' bad']" in html.unescape(res.to_html())
+    res.options = {"target_fn": "label_logprob", "label_set": [f" w{i}" for i in range(150)]}  # a line, not 150 labels
+    assert "[label_logprob of ' w0', ' w1', ' w2', ' w3', ' w4', ' w5' and 144 more]" in res.plot().axes[0].get_title()
 
 
 def test_to_dataframe(gen):
@@ -693,8 +695,8 @@ def test_plot_writes_control_characters_as_escapes(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    res = aieg_fast.Attribution(tokens=["bell\x07", " esc\x1b[31m", " nul\x00"], token_ids=[1, 2, 3],
-                                scores=torch.tensor([0.1, -0.2, 0.3]), method="saliency",
+    res = aieg_fast.Attribution(tokens=["bell\x07", " esc\x1b[31m", " nul\x00", " non\uffff"], token_ids=[1, 2, 3, 4],
+                                scores=torch.tensor([0.1, -0.2, 0.3, 0.1]), method="saliency",
                                 target={"kind": "token", "id": 5, "text": " \x1b"}, model="m\x07")
     for words in (True, False):
         with warnings.catch_warnings():

@@ -255,6 +255,7 @@ def test_a_peer_library_name_or_a_near_miss_is_pointed_to_the_name_here(tiny_gpt
     (torch.arange(32), TypeError, r"baseline tensor must hold embeddings \(floating values\), got dtype torch.int64; a token id"),
     (torch.ones(32, dtype=torch.bool), TypeError, r"got dtype torch.bool"),
     (1.5, TypeError, r"baseline must be None, a name, a token id or a tensor, got float 1.5"),  # the value named too
+    (torch.full((32,), 1e300, dtype=torch.float64), ValueError, r"beyond the model's torch.float32 range .* 1e\+300"),
 ])
 def test_a_bad_baseline_is_refused_before_any_model_work(tiny_gpt2, baseline, err, match):
     """attribute_generation checked the baseline only after greedy decoding (the whole
