@@ -128,15 +128,24 @@ class Attribution:
 
     def _check_fields(self) -> None:
         """The types :meth:`__post_init__` promises of the fields that are not lists of tokens."""
+        for name in ("options", "backend", "timing", "info"):
+            if getattr(self, name) is None:  # None for "none", as the views read it
+                setattr(self, name, {})
         for name in ("target", "options", "backend", "timing", "info"):
             if not isinstance(getattr(self, name), Mapping):
                 raise ValueError(f"{name} must be a dict, got {getattr(self, name)!r:.80}")
+        for name in ("attributable", "special"):
+            bad = next((v for v in getattr(self, name) if not any(v is b or v == b for b in (True, False))), None)
+            if bad is not None:
+                raise ValueError(f"{name} must hold True / False per token, got {bad!r:.40}")
         for i, f in enumerate(self.degenerate):
             if not (isinstance(f, Mapping) and isinstance(f.get("kind"), str) and isinstance(f.get("message"), str)):
                 raise ValueError(f"degenerate[{i}] must be a dict with a 'kind' and a 'message', got {f!r:.80}")
         for i, o in enumerate(self.offsets):
-            if o is not None and not (isinstance(o, (list, tuple)) and len(o) == 2 and all(hasattr(v, "__index__") for v in o)):
-                raise ValueError(f"offsets[{i}] must be None or a [start, end) pair of ints, got {o!r:.80}")
+            if o is not None and not (isinstance(o, (list, tuple)) and len(o) == 2 and all(hasattr(v, "__index__") for v in o)
+                                      and 0 <= o[0] <= o[1] <= (len(self.text) if self.text else o[1])):
+                raise ValueError(f"offsets[{i}] must be None or a [start, end) pair of ints within text "
+                                 f"({len(self.text)} characters), got {o!r:.80}")
 
     # ------------------------------------------------------------------ views
     @property

@@ -566,14 +566,18 @@ def test_save_and_load_errors_name_the_path(tmp_path):
     ("target", "x", r"target must be a dict, got 'x'"),
     ("info", [1], r"info must be a dict, got \[1\]"),
     ("degenerate", [{"kind": "zero_signal"}], r"degenerate\[0\] must be a dict with a 'kind' and a 'message'"),
-    ("offsets", "pairs", r"offsets\[0\] must be None or a \[start, end\) pair of ints, got \[0\]"),
+    ("offsets", "pairs", r"offsets\[0\] must be None or a \[start, end\) pair of ints within text \(19 characters\), got \[0\]"),
+    ("offsets", "reversed", r"offsets\[0\] must be None or a \[start, end\) pair .* got \[5, 2\]"),
+    ("offsets", "outside", r"offsets\[0\] must be None or a \[start, end\) pair .* got \[0, 99\]"),
+    ("attributable", "no", r"attributable must hold True / False per token, got 'no'"),
 ])
 def test_a_hand_edited_file_is_refused_at_load_not_in_the_views(tmp_path, field, value, match):
     """A saved result edited by hand loaded and then failed in to_html() / show() with an
     AttributeError or KeyError, or at load with a bare IndexError; it is refused at load, naming
     the file and the field."""
     d = _result().to_dict()
-    d[field] = [[0]] * len(d["tokens"]) if value == "pairs" else value
+    spoiled = {"pairs": [0], "reversed": [5, 2], "outside": [0, 99], "no": "no"}
+    d[field] = [spoiled[value]] + d[field][1:] if isinstance(value, str) and value in spoiled else value
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(d))
     with pytest.raises(ValueError, match=r"edited.json is not a saved attribution \(ValueError: " + match):
@@ -731,3 +735,11 @@ def test_plot_writes_control_characters_of_a_finding_as_escapes(tmp_path, n_toke
     matplotlib.pyplot.close(fig)
     xml.dom.minidom.parse(str(tmp_path / "f.svg"))  # raised ExpatError (not well-formed)
     assert "token 'z\\x07' odd" in fig.axes[0].get_title()
+
+
+def test_none_for_an_empty_dict_field_is_taken():
+    """options=None (or info / backend / timing) built in memory reads as no options, as the views
+    read it before the fields were checked."""
+    res = aieg_fast.Attribution(tokens=["a", " b"], token_ids=[1, 2], scores=torch.tensor([0.1, 0.2]), method="m",
+                                target={"kind": "token", "id": 3}, options=None, info=None, backend=None, timing=None)
+    assert res.options == {} and res.info == {} and "m" in res.to_html()
