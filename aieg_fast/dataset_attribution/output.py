@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import List, Sequence
+
+from ..runs import replace_file
 
 __all__ = ["check_parquet", "write_parquet", "LIST_COLUMNS"]
 
@@ -43,8 +44,7 @@ def write_parquet(records: Sequence[dict], path) -> Path:
 
     keys = list(dict.fromkeys(k for r in records for k in r))
     table = pa.table({k: _column(records, k) for k in keys})
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-    return path
+    buffer = pa.BufferOutputStream()  # written in memory, then replaced whole (a kill leaves the old file or the new one)
+    pq.write_table(table, buffer)
+    replace_file(path, buffer.getvalue().to_pybytes())
+    return Path(path)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runs import replace_file
 from .metrics import CONTROLS
-from .report import flag_lines, fmt, machine_lines, paired_test_names, run_title, stars, write_csv
+from .report import flag_lines, fmt, machine_lines, paired_test_names, run_title, save_figure, stars, write_csv
 from .stats import mean_ci, vs_reference
 
 __all__ = ["LONGRA_KS", "longra_metric_names", "summarise_longra", "plot_longra_topk"]
@@ -88,7 +88,7 @@ def plot_longra_topk(out: Path, records: Sequence[dict], methods: Sequence[str],
         ax.set_title(title, fontsize=8, parse_math=False)
     fig.tight_layout()
     path = out / "longra_topk.png"
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path
 

@@ -32,7 +32,7 @@ from .metrics import CONTROLS, HARD_METRICS, METRICS, run_metric_names, soft_key
 from .records import RECORDS_FILE, read_records
 from .stats import REFERENCE_METHOD, bootstrap_band, chance_check, summarise, summarise_steps, summarise_topk
 
-__all__ = ["shown_id", "write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "rounding_twin_lines", "ROUNDING_TOL", "machine_lines", "topk_lines", "step_lines", "write_summary", "summarise_run",
+__all__ = ["shown_id", "save_figure", "write_csv", "fmt", "stars", "paired_test_names", "chance_lines", "flag_lines", "rounding_twin_lines", "ROUNDING_TOL", "machine_lines", "topk_lines", "step_lines", "write_summary", "summarise_run",
            "run_title", "pi_soft_figure", "plot_pi_soft", "records_beyond"]
 
 
@@ -82,6 +82,15 @@ def machine_lines(records: Sequence[dict], dtype: Optional[str] = None) -> List[
         text += (f" In {dtype}, other CPU code paths (AVX2 against AVX-512), kernels or torch versions round otherwise: "
                  "these machines' results agree only to that precision (benchmarks/RESULTS.md).")
     return ["", text]
+
+
+def save_figure(fig, path, **kwargs) -> None:
+    """``fig.savefig(path, **kwargs)`` drawn in memory and written whole or not at all
+    (:func:`~aieg_fast.runs.replace_file`: a kill mid-write leaves the old plot or the new one);
+    the format from ``path``'s suffix."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png", **kwargs)
+    replace_file(path, buf.getvalue())
 
 
 def shown_id(eid) -> str:
@@ -477,7 +486,7 @@ def plot_pi_soft(out: Path, records: Sequence[dict], methods: Sequence[str], pis
         return None
     fig = pi_soft_figure(records, methods, pis, soft_map, title)
     path = out / ("pi_soft_curves.png" if soft_map == "relu" else f"pi_soft_curves_{soft_map}.png")
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    save_figure(fig, path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 
