@@ -56,3 +56,30 @@ def test_evaluate_plot_names_model_and_dataset(tiny_gpt2, tmp_path, monkeypatch)
     assert config["model"] in want and "sst2-sample" in want
     assert all(titles[0] == want for titles in saved)
     assert res["summary_md"].splitlines()[0] == f"# Faithfulness: {want}"
+
+
+def test_a_plot_is_written_whole_or_not_at_all(tmp_path):
+    """save_figure draws in memory and replaces the file whole: a failed draw leaves the last
+    plot as it was (savefig into the file cut it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from aieg_fast.eval.report import save_figure
+
+    path = tmp_path / "pi_soft_curves.png"
+    fig = plt.figure()
+    save_figure(fig, path, dpi=50)
+    first = path.read_bytes()
+    assert first.startswith(b"\x89PNG")
+
+    def broken(target, **kw):
+        target.write(b"half a plot")
+        raise RuntimeError("the renderer failed")
+
+    fig.savefig = broken
+    with pytest.raises(RuntimeError, match="the renderer failed"):
+        save_figure(fig, path, dpi=50)
+    assert path.read_bytes() == first
+    plt.close(fig)
