@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import torch
 
-__all__ = ["DEFAULT_N_STEPS", "as_int", "as_real", "as_scalar_int", "as_ints", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
+__all__ = ["DEFAULT_N_STEPS", "as_bool", "as_int", "as_real", "as_scalar_int", "as_ints", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
            "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
@@ -118,10 +118,19 @@ def check_number(name: str, value, minimum: float = 0.0, *, strict: bool = False
         raise ValueError(f"{name} must be a finite number {bound}{' or None' if optional else ''}, got {value!r}")
 
 
-def check_bool(name: str, value) -> None:
-    """Raise ValueError unless ``value`` is a bool."""
+def as_bool(value):
+    """``value`` as a Python bool when it is a NumPy bool (``np.bool_(True)``, ``mask.any()``);
+    anything else as it is (a str or an int is refused by :func:`check_bool`)."""
+    return bool(value) if type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool") else value
+
+
+def check_bool(name: str, value) -> bool:
+    """``value`` as a bool (a NumPy bool too, :func:`as_bool`); ValueError unless it is one ("no"
+    is truthy: a str would silently turn a flag on)."""
+    value = as_bool(value)
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 #: names that Captum and Inseq users type for settings of the calls here, and the name here (a

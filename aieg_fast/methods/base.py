@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ..core.diagnostics import warn
 from ..core.path import BYTES_PER_STEP
-from ..core.validation import as_ints, check_options
+from ..core.validation import as_bool, as_ints, check_options
 
 __all__ = ["Method", "MethodOutput", "Options"]
 
@@ -23,12 +23,12 @@ class Options:
     model work). Checks that need the model (layer ranges) run in the method. An integer of
     another library (``np.int64(4)``, a 0-d integer tensor, also as an item of a list) is stored
     as the Python int it holds, and a 1-D NumPy integer array (``np.arange(2)``) as a list of them
-    (:func:`~aieg_fast.core.validation.as_ints`), so the options record as JSON; bools and floats
-    stay as given, for ``validate`` to refuse."""
+    (:func:`~aieg_fast.core.validation.as_ints`), and a NumPy bool as the bool it holds, so the
+    options record as JSON; floats stay as given, for ``validate`` to refuse."""
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, as_ints(getattr(self, f.name)))
+            object.__setattr__(self, f.name, as_ints(as_bool(getattr(self, f.name))))
         self.validate()
 
     def validate(self) -> None:

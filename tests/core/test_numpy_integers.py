@@ -248,3 +248,20 @@ def test_pandas_and_numpy_columns_of_texts_and_words(tiny_gpt2):
     assert one.target == want[0].target
     with pytest.raises(TypeError, match=r"text\[1\] must be a str"):
         tiny_gpt2.attribute(pd.Series(["the movie", 3]), method="saliency")
+
+
+def test_numpy_bools_are_the_bools_they_hold(tiny_gpt2, tmp_path):
+    """np.bool_ (a mask's .any(), a DataFrame cell) was refused by every flag ("must be True or
+    False, got np.False_"); it is taken as the bool it holds and recorded as one."""
+    from aieg_fast import eval as E
+
+    text = "the movie is good"
+    res = tiny_gpt2.attribute(text, method="aieg", n_steps=4, adaptive=np.False_, progress=np.False_)
+    assert res.options["adaptive"] is False
+    gen = tiny_gpt2.attribute_generation(text, generated_text=" and", method="saliency", interpolate_generated=np.True_,
+                                         shared=np.True_)
+    assert gen.options["interpolate_generated"] is True and gen.options["shared"] is True
+    assert "aieg-fast" in res.to_html(words=np.False_, values=np.True_)
+    run = E.evaluate(tiny_gpt2, methods="saliency", n=1, out_dir=tmp_path / "run", n_steps=4, n_samples=1, pis=(0.5,),
+                     progress=np.False_, plot=np.False_, labels=(10, 11), template="{text} :", metrics="hard")
+    assert run["computed"] == 1

@@ -53,7 +53,7 @@ def test_generation_takes_a_numpy_baseline(tiny_gpt2):
 
 @pytest.mark.parametrize("bad, match", [
     (dict(method="integrated_gradients", n_steps="auto", max_steps=np.float64(20.0)), r"max_steps must be an int >= 2, got np.float64\(20.0\)"),
-    (dict(method="integrated_decision_gradients", n_steps=4, n_pilot=np.bool_(True)), r"n_pilot must be an int >= 2, got np.True_"),
+    (dict(method="integrated_decision_gradients", n_steps=4, n_pilot=np.bool_(True)), r"n_pilot must be an int >= 2, got True"),
     (dict(method="occlusion", granularity="span", span_width=torch.tensor(2.0)), r"span_width must be a positive int, got tensor\(2.\)"),
     (dict(method="attention", attn_layers=[True]), r"attn_layers must be .* got \[True\]"),
     # a tensor of one or more dimensions is no scalar: refused as passed, not shown as the int it holds
