@@ -201,7 +201,6 @@ def baseline_rows(adapter, baseline, lengths: Sequence[int], ref_token_id: int, 
             of range, a tensor of the wrong shape or with non-finite values.
     """
     d = adapter.embeddings.weight.shape[1]
-    V = adapter.embeddings.weight.shape[0]
     if baseline is None or (isinstance(baseline, str) and baseline == "reference"):
         return [_token_row(adapter, ref_token_id)] * len(lengths), f"reference:{ref_token_id}"
     check_baseline(adapter, baseline, special)
