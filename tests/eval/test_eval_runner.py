@@ -148,12 +148,12 @@ def test_a_list_of_specs_splits_outside_json_values():
 
 
 def test_evaluate_takes_list_and_comma_values_in_its_method_list(tiny_gpt2, tmp_path):
-    methods = 'aieg:attn_layers=[0,1]:n_pilot=4,heta:components="gate,information":n_probes=1,saliency'
+    methods = 'aieg:attn_layers=[0,1]:n_pilot=4,heta:components="gate,information":gate_layers=1,saliency'
     res = E.evaluate(tiny_gpt2, dataset="sst2-sample", methods=methods, n=1, out_dir=tmp_path, n_steps=4, progress=False,
                      plot=False, labels=(10, 11), template="{text} :", max_tokens=20, metrics="hard")
     assert res["computed"] == 1
     got = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])["methods"]
-    assert set(got) == {"aieg:attn_layers=[0,1]:n_pilot=4", 'heta:components="gate,information":n_probes=1', "saliency"}
+    assert set(got) == {"aieg:attn_layers=[0,1]:n_pilot=4", 'heta:components="gate,information":gate_layers=1', "saliency"}
 
 
 def test_evaluate_variants_sweep_hard_only(tiny_gpt2, tmp_path):
