@@ -63,7 +63,7 @@ def _renamed(text: str, flags: dict) -> str:
     for name, flag in flags.items():
         text = re.sub(rf"(?<![\w/.\\'\"-]){re.escape(name)}(?:(=)|(?![\w/.=\-'\"]))",
                       lambda m, flag=flag: flag + (" " if m.group(1) else ""), text)
-    text = re.sub(r" or None\b", "", text)  # "a positive int or None": leaving an option out is its None
+    text = re.sub(r" or None\b(?! \()", "", text)  # "a positive int or None": leaving an option out is its None (not when explained)
     return re.sub(r"(--[\w-]+)(?: \(\1\)| / \1)", r"\1", text)  # a message that named both: "label_field (--label-field)"
 
 

@@ -327,6 +327,9 @@ def test_option_names_leave_quoted_values_and_escapes_alone():
     # "or None" is the library's word for an argument left out; on the command line it is the option left out
     assert as_flags("n_steps must be a positive int or None, got 0", flags) == "--n-steps must be a positive int, got 0"
     assert as_flags("a value 'x or None' as typed", flags) == "a value 'x or None' as typed"
+    # ... but not where the message goes on to say what None means (the sentence would explain a value it no longer names)
+    assert as_flags("rope must be True, False or None (the preset's), got 'None'", flags) == \
+        "rope must be True, False or None (the preset's), got 'None'"
 
 
 @pytest.mark.parametrize("argv", [["explain", "the movie is good", "--model", "no-such-model"],
