@@ -43,12 +43,15 @@ writes, up to the timings.
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
+
+import torch
 
 from ..core.baselines import check_baseline_value
 from ..core.call import check_label_set_use
@@ -145,6 +148,8 @@ def _check_run(method, options, n_steps, target_fn, label_set, batch_size, inter
     if not isinstance(target_fn, str):
         raise TypeError(f"target_fn must be one of {list(TARGET_FNS)} (a callable cannot be recorded), got {type(target_fn).__name__}")
     check_choice("target_fn", target_fn, TARGET_FNS)
+    if isinstance(label_set, str):  # list() would split it into characters
+        raise TypeError(f"label_set must be a list of labels (token strings or ids), got str {label_set!r}")
     if target_fn == "label_logprob" and not label_set:
         raise ValueError("target_fn='label_logprob' needs label_set (the label tokens)")
     if target_fn == "label_logprob" and isinstance(label_set, (list, tuple)) and len(label_set) < 2:
@@ -200,13 +205,25 @@ def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example],
                 if value is None:
                     continue
                 try:
-                    ex.resolve_target(value, multi_token=s.target_fn == "logprob" and role == "target", context=full)
+                    got = ex.resolve_target(value, multi_token=s.target_fn == "logprob" and role == "target", context=full)
+                    _check_in_label_set(ex, s, role, value, got["id"], full)
                 except (ValueError, TypeError) as err:
                     named = repr(value) in str(err)  # the value once: "target ' x' is not ..." names a target's
                     said = "" if named and role == "target" else f"{role}: " if named else f"{role} {value!r}: "
                     return skip, type(err)(f"{e.named}: {said}{err}")
     first = next((e for e in examples if e.index not in skip), None)
     return skip, _trial(ex, s, first) if trial and first is not None else None
+
+
+def _check_in_label_set(ex: "Explainer", s: DatasetRun, role: str, value, tid, context: str) -> None:
+    """ValueError unless a row's target is one of ``label_set`` (read as the call reads it, after
+    the row's text) with ``target_fn="label_logprob"``: a data error, refused before any work,
+    not a row skipped for good."""
+    if role != "target" or s.target_fn != "label_logprob" or not s.label_set:
+        return
+    ids = [ex.resolve_target(l, context=context)["id"] if isinstance(l, str) else int(l) for l in s.label_set]
+    if tid not in ids:
+        raise ValueError(f"target {value!r} (id {tid}) is not in label_set {list(s.label_set)} (ids {ids})")
 
 
 def _trial(ex: "Explainer", s: DatasetRun, e: Example) -> Optional[BaseException]:
@@ -467,8 +484,20 @@ def _config(ex: "Explainer", s: DatasetRun, examples: Sequence[Example], text_co
 def _settings(s: DatasetRun, text_column, target_is_id) -> dict:
     """The part of the recorded settings that needs no model (checked before it is loaded)."""
     return {"method": s.method, "options": s.options, "option_values": resolved_options(s.method, s.options), "n_steps": s.n_steps, "target_fn": s.target_fn, "label_set": s.label_set,
-            "template": s.template, "baseline": s.baseline if s.baseline is None or isinstance(s.baseline, (str, int)) else "tensor",
+            "template": s.template, "baseline": _baseline_setting(s.baseline),
             "text_column": text_column or "text", "target_is_id": bool(target_is_id), "batch_size": s.batch_size}
+
+
+def _baseline_setting(baseline):
+    """How config.json records the baseline: a name or id as given, a tensor as
+    ``"tensor:<16 hex digits of the SHA-256 of its dtype, shape and values>"``, so a resume with
+    another tensor is refused (as "tensor" alone, records of two baselines met in one folder)."""
+    if baseline is None or isinstance(baseline, (str, int)):
+        return baseline
+    t = baseline.detach().cpu().contiguous()
+    h = hashlib.sha256(f"{t.dtype}|{tuple(t.shape)}".encode())
+    h.update(memoryview(t.flatten().view(torch.uint8).numpy()))
+    return "tensor:" + h.hexdigest()[:16]
 
 
 def _former_option_values(recorded: dict) -> Optional[dict]:

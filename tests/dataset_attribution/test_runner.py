@@ -397,3 +397,39 @@ def test_records_of_rows_beyond_the_run_are_kept_and_said(tiny_gpt2, tmp_path, c
     res = attribute_dataset(_data(tmp_path, rows), out, tiny_gpt2, limit=1, **kw)
     assert res["kept_beyond"] == 2 and len(_records(out)) == 3
     assert "keeps 2 record(s) of rows beyond this run's 1 row(s) (index 1, 2)" in capsys.readouterr().err
+
+
+def test_a_target_outside_the_label_set_is_refused_before_any_work(tiny_llama, tmp_path):
+    """A row's target that is not one of label_set became a 'skipped' record for good (and a
+    fixed file was then refused as another target); it is a data error, refused naming the row."""
+    rows = [{"text": "the film is great", "target": " good"}, {"text": "bad film", "target": " awful"}]
+    out = tmp_path / "o"
+    with pytest.raises(ValueError, match=r"row 1.*target ' awful' \(id \d+\) is not in label_set \[' good', ' bad'\]"):
+        attribute_dataset(_data(tmp_path, rows), out, tiny_llama, method="saliency", target_fn="label_logprob",
+                          label_set=[" good", " bad"], progress=False)
+    assert not out.exists()
+
+
+def test_a_text_with_a_lone_surrogate_is_refused_naming_its_row(tiny_gpt2, tmp_path):
+    """The tokenizer's TypeError ("TextEncodeInput must be ...") named no row, after the model loaded."""
+    with pytest.raises(ValueError, match=r"data: row 1: the text \(.text.\) holds '\\ud800' at character 4, which UTF-8 cannot encode"):
+        attribute_dataset([{"text": "good film"}, {"text": "bad \ud800 film"}], tmp_path / "o", tiny_gpt2, **KW)
+
+
+def test_a_string_label_set_is_refused(tiny_gpt2, tmp_path):
+    """list(" good") ran with the labels [' ', 'g', 'o', 'o', 'd']."""
+    with pytest.raises(TypeError, match=r"label_set must be a list of labels \(token strings or ids\), got str 'ab'"):
+        attribute_dataset(["the film"], tmp_path / "o", tiny_gpt2, method="saliency", target_fn="label_logprob",
+                          label_set="ab", progress=False)
+
+
+def test_a_resume_with_another_tensor_baseline_is_refused(tiny_gpt2, tmp_path):
+    """Every tensor was recorded as "tensor": a resume with another one mixed the records of two
+    baselines in one folder."""
+    data, out = ["the movie is good", "bad film", "the film"], tmp_path / "mix"
+    d = tiny_gpt2.adapter.hidden_size
+    attribute_dataset(data, out, tiny_gpt2, baseline=torch.zeros(d), limit=1, batch_size=1, **KW)
+    with pytest.raises(ValueError, match=r"baseline: 'tensor:[0-9a-f]{16}' recorded, 'tensor:[0-9a-f]{16}' now"):
+        attribute_dataset(data, out, tiny_gpt2, baseline=torch.ones(d), batch_size=1, **KW)
+    attribute_dataset(data, out, tiny_gpt2, baseline=torch.zeros(d), batch_size=1, **KW)  # the same tensor resumes
+    assert len(_records(out)) == 3
