@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -377,7 +378,11 @@ def run_model_settings(ex) -> dict:
     (a model object of another seed, a fine-tune or a weight ablated in memory; a folder or
     ``gpt-nano`` trained again in place) is refused rather than resumed with the first model's
     records. ``model_weights`` is None for the models the installed package fixes
-    (SmolLM2-135M-Instruct, ``smollm2-sst2``): they are not read again."""
+    (SmolLM2-135M-Instruct, ``smollm2-sst2``): they are not read again. A model loaded from a
+    folder named by a relative path is recorded by its absolute path, so the run resumes from
+    another working directory."""
     name = ex.name or type(ex.model).__name__
     fixed = getattr(ex, "loaded_by_name", False) and name in (DEFAULT_MODEL, SST2_NAME)
+    if getattr(ex, "loaded_by_name", False) and not fixed and os.path.isdir(name):  # a folder named relative to here
+        name = os.path.abspath(name)  # a rerun from another directory names the same folder (a relative record compares too)
     return {"model": name, "model_weights": None if fixed else "sha256:" + weights_digest(ex.model)[:16]}

@@ -310,3 +310,24 @@ def test_a_relative_path_recorded_elsewhere_gets_a_hint(tmp_path, monkeypatch):
     (tmp_path / "d" / "m" / "gpt2").mkdir()
     with pytest.raises(ValueError, match=r"model: 'gpt2' recorded, 'm/gpt2' now\); use another out_dir$"):
         check_recorded_config(out, {"model": "m/gpt2"})
+
+
+def test_a_run_on_a_model_folder_named_relatively_resumes_from_another_directory(tiny_gpt2, tmp_path, monkeypatch):
+    """attribute-dataset started in work/ with --model m, resumed from work's parent with
+    --model work/m: refused as another model ('m' recorded, 'work/m' now), the weights the same;
+    the folder is recorded by its absolute path."""
+    import json
+
+    from aieg_fast import cli
+
+    work = tmp_path / "work"
+    tiny_gpt2.model.save_pretrained(work / "m")
+    tiny_gpt2.tokenizer.save_pretrained(work / "m")
+    (work / "d.jsonl").write_text('{"text": "a fine film"}\n{"text": "a dull film"}\n')
+    monkeypatch.chdir(work)
+    argv = ["--method", "saliency", "--no-progress"]
+    assert cli.main(["attribute-dataset", "d.jsonl", "--out", "o", "--model", "m", "--limit", "1", *argv]) == 0
+    assert json.loads((work / "o" / "config.json").read_text())["model"] == str(work / "m")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["attribute-dataset", "work/d.jsonl", "--out", "work/o", "--model", "work/m", *argv]) == 0
+    assert len((work / "o" / "attributions.jsonl").read_text().splitlines()) == 2
