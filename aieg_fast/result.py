@@ -402,6 +402,9 @@ def _flatten_rows(x):
 def _read_json(path):
     """The JSON value in the file ``path``; ValueError naming the file when it is not UTF-8 JSON
     (for JSON Lines, one record per line as ``attribute-dataset`` writes, it says how to read it)."""
+    if Path(path).is_dir():
+        raise ValueError(f"{path} is a folder, not a saved result (attribute-dataset's results are its attributions.jsonl, "
+                         "one record per line: aieg_fast.Attribution.from_dict(json.loads(line)))")
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
@@ -409,7 +412,8 @@ def _read_json(path):
         if isinstance(err, json.JSONDecodeError) and err.msg == "Extra data" and _first_line_is_object(path):
             raise ValueError(f"{path} holds one JSON record per line (JSON Lines, as attribute-dataset's attributions.jsonl), "
                              "not a saved result; read each line with aieg_fast.Attribution.from_dict(json.loads(line)), "
-                             "or the whole file with pandas.read_json(path, lines=True)") from None
+                             "or the whole file with pandas.read_json(path, lines=True, dtype=False) (dtype=False keeps "
+                             "ids such as '007' and token texts such as '5' as typed)") from None
         raise ValueError(f"{path} is not a JSON file of attributions ({type(err).__name__}: {err})") from None
 
 

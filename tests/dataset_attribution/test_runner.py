@@ -433,3 +433,17 @@ def test_a_resume_with_another_tensor_baseline_is_refused(tiny_gpt2, tmp_path):
         attribute_dataset(data, out, tiny_gpt2, baseline=torch.ones(d), batch_size=1, **KW)
     attribute_dataset(data, out, tiny_gpt2, baseline=torch.zeros(d), batch_size=1, **KW)  # the same tensor resumes
     assert len(_records(out)) == 3
+
+
+def test_loading_a_runs_records_as_a_saved_result_says_how(tiny_gpt2, tmp_path):
+    """load_attributions on the run's folder raised a bare IsADirectoryError, and on its JSON Lines
+    file suggested pandas.read_json without dtype=False (ids '007' came back as 7.0)."""
+    from aieg_fast import load_attributions
+
+    out = tmp_path / "o"
+    attribute_dataset([{"text": "a fine film", "id": "007"}], out, tiny_gpt2, id_column="id", **KW)
+    with pytest.raises(ValueError, match=r"is a folder, not a saved result .*Attribution.from_dict\(json.loads\(line\)\)"):
+        load_attributions(out)
+    (out / "two.jsonl").write_text((out / RECORDS_FILE).read_text() * 2)
+    with pytest.raises(ValueError, match=r"pandas.read_json\(path, lines=True, dtype=False\) \(dtype=False keeps ids"):
+        load_attributions(out / "two.jsonl")
