@@ -50,8 +50,7 @@ def writable_folder(out_dir, arg: str = "out_dir") -> Path:
     Raises:
         ValueError: it is empty, or cannot be created or written to (names ``arg``).
     """
-    if not str(out_dir).strip():
-        raise ValueError(f"{arg} is empty ({str(out_dir)!r}); name a folder for the results")
+    _refuse_empty(out_dir, arg)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"{arg} {str(out)!r} is a file, not a folder; name a folder for the results")
@@ -63,6 +62,13 @@ def writable_folder(out_dir, arg: str = "out_dir") -> Path:
     except OSError as err:
         raise ValueError(f"{arg} {str(out)!r} is not a writable folder ({err.strerror or err})") from None
     return out
+
+
+def _refuse_empty(out_dir, arg: str) -> None:
+    """ValueError for an empty folder name (Path("") is the working directory, whose files a
+    check would read as the folder's)."""
+    if not str(out_dir).strip():
+        raise ValueError(f"{arg} is empty ({str(out_dir)!r}); name a folder for the results")
 
 
 def check_or_write_config(out: Path, config: dict, arg: str = "out_dir", records: Optional[str] = None,
@@ -297,6 +303,7 @@ def record_former_setting(out, key: str, former: Callable[[dict], Any]) -> None:
     """For a folder whose ``config.json`` predates the setting ``key``: add ``key`` with the value
     its records were computed with, ``former(recorded settings)`` (None: unknown, nothing is
     written and the usual check refuses the folder), so later checks compare it like any other."""
+    _refuse_empty(out, "out_dir")
     cfg_path = Path(out) / CONFIG_FILE
     if not cfg_path.is_file():
         return
@@ -424,6 +431,7 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir", records: Op
     Raises:
         ValueError: names the settings that differ and ``arg``, as :func:`check_or_write_config`.
     """
+    _refuse_empty(out, arg)
     cfg_path = Path(out) / CONFIG_FILE
     results = holds_results(out)
     _refuse_results_without_config(out, arg, results)

@@ -51,3 +51,14 @@ def test_attribute_dataset_refuses_a_config_json_that_is_not_an_object(tiny_gpt2
     (out / "attributions.jsonl").write_text(json.dumps({"id": 0}) + "\n")
     with pytest.raises(ValueError, match=r"its config.json is not the settings file of a run \(it holds a JSON list"):
         attribute_dataset(rows, out, tiny_gpt2, method="saliency", progress=False)
+
+
+def test_an_empty_out_dir_is_named_as_such(tiny_gpt2, tmp_path, monkeypatch):
+    """out_dir "" was read as the working directory: a run there was refused as a folder holding
+    results (its files) without config.json."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("a user's file")
+    with pytest.raises(ValueError, match=r"out_dir is empty \(''\); name a folder for the results"):
+        attribute_dataset(["a film"], "", tiny_gpt2, method="saliency", progress=False)
+    with pytest.raises(ValueError, match=r"out_dir is empty \(''\); name a folder for the results"):
+        E.evaluate(tiny_gpt2, out_dir="", **KW)
