@@ -257,7 +257,8 @@ def _prepare(out: Path, config: dict, examples: Sequence[Example], s: DatasetRun
             if i >= len(examples):
                 continue
             now = _head(examples[i], s)
-            changed = [k for k in _ROW_KEYS if k in r and r[k] != now[k]]  # records from before a key: not compared
+            changed = [k for k in _ROW_KEYS if k in r and (str(r[k]) != str(now[k]) if k == "id" else r[k] != now[k])]
+            # (records from before a key: not compared; ids that print the same are one, 1 in a JSON file and "1" in a CSV)
             if changed:
                 k = changed[0]
                 raise ValueError(f"out_dir {str(out)!r} holds a record of data row {i} with another {_ROW_KEYS[k]} "

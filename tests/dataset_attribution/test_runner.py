@@ -447,3 +447,15 @@ def test_loading_a_runs_records_as_a_saved_result_says_how(tiny_gpt2, tmp_path):
     (out / "two.jsonl").write_text((out / RECORDS_FILE).read_text() * 2)
     with pytest.raises(ValueError, match=r"pandas.read_json\(path, lines=True, dtype=False\) \(dtype=False keeps ids"):
         load_attributions(out / "two.jsonl")
+
+
+def test_the_same_data_in_another_format_resumes(tiny_gpt2, tmp_path):
+    """Data converted from JSON Lines (id 1) to CSV (id "1") was refused on resume as another id,
+    although ids that print the same are one id."""
+    out = tmp_path / "o"
+    attribute_dataset([{"text": "a fine film", "id": 1}, {"text": "a dull film", "id": 2}], out, tiny_gpt2, id_column="id",
+                      limit=1, **KW)
+    csv = tmp_path / "d.csv"
+    csv.write_text("text,id\na fine film,1\na dull film,2\n")
+    attribute_dataset(csv, out, tiny_gpt2, id_column="id", **KW)
+    assert [r["index"] for r in _records(out)] == [0, 1]
