@@ -131,6 +131,9 @@ class Attribution:
         for name in ("options", "backend", "timing", "info"):
             if getattr(self, name) is None:  # None for "none", as the views read it
                 setattr(self, name, {})
+        for name in ("attributable", "raw_tokens", "special", "offsets", "degenerate"):
+            if getattr(self, name) is None:  # None for "not given": the defaults, as before the fields were checked
+                setattr(self, name, [])
         for name in ("target", "options", "backend", "timing", "info"):
             if not isinstance(getattr(self, name), Mapping):
                 raise ValueError(f"{name} must be a dict, got {getattr(self, name)!r:.80}")
@@ -145,7 +148,7 @@ class Attribution:
             if o is not None and not (isinstance(o, (list, tuple)) and len(o) == 2 and all(hasattr(v, "__index__") for v in o)
                                       and 0 <= o[0] <= o[1] <= (len(self.text) if self.text else o[1])):
                 raise ValueError(f"offsets[{i}] must be None or a [start, end) pair of ints within text "
-                                 f"({len(self.text)} characters), got {o!r:.80}")
+                                 f"({len(self.text or '')} characters), got {o!r:.80}")
 
     # ------------------------------------------------------------------ views
     @property

@@ -743,3 +743,16 @@ def test_none_for_an_empty_dict_field_is_taken():
     res = aieg_fast.Attribution(tokens=["a", " b"], token_ids=[1, 2], scores=torch.tensor([0.1, 0.2]), method="m",
                                 target={"kind": "token", "id": 3}, options=None, info=None, backend=None, timing=None)
     assert res.options == {} and res.info == {} and "m" in res.to_html()
+
+
+def test_none_for_a_per_token_list_is_its_default(tmp_path):
+    """attributable=None or special=None (in memory, or null in a saved file) read as their
+    defaults, as before the fields were checked (a bare "'NoneType' object is not iterable"
+    TypeError since); offsets / degenerate / raw_tokens None as empty too."""
+    kw = dict(tokens=["a", " b"], token_ids=[1, 2], scores=torch.tensor([0.1, 0.2]), method="m", target={"kind": "token", "id": 3})
+    res = aieg_fast.Attribution(**kw, attributable=None, special=None, offsets=None, degenerate=None, raw_tokens=None)
+    assert res.attributable == [True, True] and res.special == [False, False] and res.offsets == [] and res.degenerate == []
+    d = aieg_fast.Attribution(**kw).to_dict()
+    d.update(attributable=None, special=None)
+    (tmp_path / "r.json").write_text(json.dumps(d))
+    assert aieg_fast.load_attribution(tmp_path / "r.json").attributable == [True, True]
