@@ -399,21 +399,34 @@ def _check_output(method, out, batch) -> None:
 class _FirstMoveBar:
     """A tqdm bar drawn at its first :meth:`update` only: a call whose method moves no bar (one
     pass: saliency, input × gradient, attention) draws none, and a method a user registers that
-    moves one (``ctx.advance``) draws it without declaring anything."""
+    moves one (``ctx.advance``) draws it without declaring anything. The rest of tqdm's interface
+    (``set_postfix``, ``total = n``, ``refresh``...) reaches the bar, drawn at that use."""
 
     def __init__(self, **kwargs):
-        self.kwargs, self.bar = kwargs, None
+        object.__setattr__(self, "kwargs", kwargs)
+        object.__setattr__(self, "bar", None)
 
-    def update(self, n: int = 1) -> None:
+    def _drawn(self):
         if self.bar is None:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(**self.kwargs)
-        self.bar.update(n)
+            object.__setattr__(self, "bar", tqdm(**self.kwargs))
+        return self.bar
+
+    def update(self, n: int = 1) -> None:
+        self._drawn().update(n)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+    def __getattr__(self, name):  # what the class does not define: tqdm's (a "tqdm-like bar", Context.progress)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._drawn(), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._drawn(), name, value)
 
 
 @contextlib.contextmanager

@@ -283,3 +283,22 @@ def test_a_users_method_that_moves_the_bar_draws_it(tiny_gpt2, capsys):
         tiny_gpt2.attribute("the movie is good", method=still, progress=True)
         err = capsys.readouterr().err
     assert "user_moving" in err and "user_still" not in err
+
+
+def test_a_users_method_reaches_the_bars_tqdm_interface(tiny_gpt2, capsys):
+    """ctx.progress is "a tqdm-like bar": a registered method that sets its total or postfix got
+    an AttributeError from the bar drawn at its first move ('_FirstMoveBar' object has no
+    attribute 'set_postfix'); those reach the tqdm bar, drawn at that use."""
+
+    def described(ctx):
+        if ctx.progress is not None:
+            ctx.progress.total = 2
+            ctx.progress.set_postfix(stage="one")
+            ctx.advance(2)
+        return _ones(ctx)
+
+    with registered(_method("user_described", described)) as name:
+        capsys.readouterr()
+        tiny_gpt2.attribute("the movie is good", method=name, progress=True)
+        err = capsys.readouterr().err
+    assert "user_described" in err and "/2 [" in err and "stage=one" in err, err[-300:]
