@@ -111,6 +111,11 @@ class HETAOptions(Options):
             None (default) = the whole input.
         window_overlap: the fraction of a window shared with the next (0 ≤ overlap < 1, default 0.5).
         probe_seed: seed of the probes (int ≥ 0).
+
+    An option of a term that ``components`` leaves out (``n_probes`` without curvature,
+    ``gate_layers`` without the gate, ``window_overlap`` without ``window``) has no effect and
+    is recorded as given, as AIEG's options that do not apply: a method-wide option
+    (``--method-options``) reaches every spec of the method, the ablations of single terms too.
     """
 
     preset: str = "paper"
@@ -147,28 +152,6 @@ class HETAOptions(Options):
         if not self.window_overlap < 1:
             raise ValueError(f"window_overlap must be in [0, 1), got {self.window_overlap!r}")
         check_int("probe_seed", self.probe_seed, 0)
-        self._refuse_unused()
-
-    #: the options each term reads (an option set away from its default for a term left out of
-    #: ``components`` is refused: a result would record a setting that never ran)
-    TERM_OPTIONS = {"curvature": ("beta", "n_probes", "objective", "curvature_layers", "probe_seed"),
-                    "information": ("gamma",),
-                    "gate": ("gate_layers", "rollout", "value_source", "gate_norm")}
-
-    def _refuse_unused(self) -> None:
-        """ValueError naming an option set (away from its default) that no computed term reads,
-        or ``window_overlap`` without ``window``."""
-        defaults = {f.name: f.default for f in dataclasses.fields(self)}
-        terms = self.component_set()
-        for term, names in self.TERM_OPTIONS.items():
-            given = [f"{n}={getattr(self, n)!r}" for n in names if term not in terms and getattr(self, n) != defaults[n]]
-            if given:
-                raise ValueError(f"{', '.join(given)}: the {term} term reads it, and components={list(terms)} leaves it out")
-        if self.component_norm != defaults["component_norm"] and not {"curvature", "information"} & set(terms):
-            raise ValueError(f"component_norm={self.component_norm!r} scales the curvature and information terms, and "
-                             f"components={list(terms)} has neither")
-        if self.window is None and self.window_overlap != defaults["window_overlap"]:
-            raise ValueError(f"window_overlap={self.window_overlap!r} applies to windows; give window=N too")
 
     def component_set(self) -> Tuple[str, ...]:
         """The components as a tuple in the order of :data:`COMPONENTS`.
