@@ -119,8 +119,11 @@ def check_number(name: str, value, minimum: float = 0.0, *, strict: bool = False
 
 
 def as_bool(value):
-    """``value`` as a Python bool when it is a NumPy bool (``np.bool_(True)``, ``mask.any()``);
-    anything else as it is (a str or an int is refused by :func:`check_bool`)."""
+    """``value`` as a Python bool when it is a NumPy bool (``np.bool_(True)``) or a one-element
+    bool tensor (``mask.any()``); anything else as it is (a str or an int is refused by
+    :func:`check_bool`)."""
+    if torch.is_tensor(value):
+        return bool(value.item()) if value.dtype == torch.bool and value.numel() == 1 else value
     return bool(value) if type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool") else value
 
 

@@ -32,7 +32,7 @@ def word_markers(tokens: Sequence[str]) -> dict:
 #: colour and cursor sequences) but tab and newline, and the bidirectional overrides and isolates
 #: (they reverse the order in which the rest of a line is drawn), and the noncharacters U+FFFE /
 #: U+FFFF (no valid XML: an SVG plot holding one does not parse)
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
 
 
 def printable(s: str) -> str:

@@ -102,7 +102,7 @@ def shown_id(eid) -> str:
     text = str(eid)
     if re.fullmatch(r"[\w.:/@+-]+( [\w.:/@+-]+)*", text) and not re.search(r"(^|\W)_|_(\W|$)", text):  # _x_ is emphasis
         return text
-    quoted = re.sub("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}",
+    quoted = re.sub("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}",
                     json.dumps(text, ensure_ascii=False))  # C1 controls and direction marks as JSON escapes too
     fence = "`" * (max((len(run) for run in re.findall("`+", quoted)), default=0) + 1)
     return f"{fence} {quoted} {fence}"

@@ -256,7 +256,7 @@ def test_numpy_bools_are_the_bools_they_hold(tiny_gpt2, tmp_path):
     from aieg_fast import eval as E
 
     text = "the movie is good"
-    res = tiny_gpt2.attribute(text, method="aieg", n_steps=4, adaptive=np.False_, progress=np.False_)
+    res = tiny_gpt2.attribute(text, method="aieg", n_steps=4, adaptive=np.False_, progress=torch.tensor([0, 0]).bool().any())
     assert res.options["adaptive"] is False
     gen = tiny_gpt2.attribute_generation(text, generated_text=" and", method="saliency", interpolate_generated=np.True_,
                                          shared=np.True_)

@@ -417,7 +417,7 @@ def test_a_flag_that_is_not_a_bool_is_refused(tiny_gpt2, tmp_path, runner, flag)
 
 @pytest.mark.parametrize("eid, shown", [("sst2-dev:12", "sst2-dev:12"), ("wikibio_test_49", "wikibio_test_49"),
                                         ("__init__", '` "__init__" `'), ("a\u202eb", '` "a\\u202eb" `'), ("x\x85y", '` "x\\u0085y" `'),
-                                        ("a`b\n", '`` "a`b\\n" ``')])
+                                        ("a`b\n", '`` "a`b\\n" ``'), ("a\u061cb\u2028", '` "a\\u061cb\\u2028" `')])
 def test_shown_id(eid, shown):
     """Plain ids as they are; an id Markdown would read as emphasis, or holding a right-to-left
     override or a C1 control (which reversed or broke a terminal line), quoted and escaped."""
