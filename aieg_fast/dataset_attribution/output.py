@@ -46,5 +46,5 @@ def write_parquet(records: Sequence[dict], path) -> Path:
     table = pa.table({k: _column(records, k) for k in keys})
     buffer = pa.BufferOutputStream()  # written in memory, then replaced whole (a kill leaves the old file or the new one)
     pq.write_table(table, buffer)
-    replace_file(path, buffer.getvalue().to_pybytes())
+    replace_file(path, memoryview(buffer.getvalue()))  # the buffer itself, not a copy of it
     return Path(path)

@@ -184,8 +184,8 @@ def append_jsonl(path, records: Iterable[dict]) -> None:
         os.fsync(fh.fileno())
 
 
-def replace_file(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, flushed to the
+def replace_file(path, data) -> None:
+    """Write ``data`` (bytes, or any object with the buffer protocol) to ``path`` atomically: a temporary file in the same folder, flushed to the
     disk, renamed over ``path`` (a kill leaves the old file or the new one, and a failed write
     leaves no temporary file). A symbolic link to a file has that file replaced (the link stays);
     a path that is not a regular file (a device such as ``/dev/stdout``, a named pipe, a link to
