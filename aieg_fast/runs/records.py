@@ -185,9 +185,10 @@ def append_jsonl(path, records: Iterable[dict]) -> None:
 
 
 def replace_file(path, data) -> None:
-    """Write ``data`` (bytes, or any object with the buffer protocol) to ``path`` atomically: a temporary file in the same folder, flushed to the
-    disk, renamed over ``path`` (a kill leaves the old file or the new one, and a failed write
-    leaves no temporary file). A symbolic link to a file has that file replaced (the link stays);
+    """Write ``data`` (bytes, or any object with the buffer protocol) to ``path`` atomically: a
+    temporary file in the same folder, flushed to the disk, renamed over ``path`` (a kill leaves
+    the old file or the new one, and a failed write leaves no temporary file). A symbolic link
+    to a file has that file replaced (the link stays);
     a path that is not a regular file (a device such as ``/dev/stdout``, a named pipe, a link to
     one) is written through, as ``open`` would.
 
