@@ -469,9 +469,9 @@ def _continuation(ex, ctx_ids: List[int], gen_ids: List[int]):
     """(text, offsets into it) of generated tokens, by incremental decoding after the last
     context token (so a SentencePiece word start keeps its space): a token whose bytes end
     inside a character gets an empty span, the token completing it gets the character. Bytes
-    that end up forming no character (a later token does not continue them, or the text ends)
-    decode to replacement characters U+FFFD, which go to the tokens holding those bytes, one
-    each from the last of them back (:func:`_share`), not to the next token's label."""
+    that form no character (not continued, or at the end) decode to U+FFFD, which goes to the
+    tokens holding them (not those of a character completed after them, :func:`_completing`),
+    one each from the last back (:func:`_share`), not to the next token's label."""
     def dec(ids):
         return ex.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
