@@ -76,8 +76,8 @@ def holding_model_lock(fn):
 
 
 def _lists(model):
-    """(parameters, modules) of ``model`` as they are now, walked at every call (about 0.1 ms on a
-    2-layer model, 1 ms on 30 layers): a module or parameter put in place without registering
+    """(parameters, modules) of ``model`` as they are now, walked at every call (a walk of the
+    module tree, small beside a forward): a module or parameter put in place without registering
     it (``model._modules[name] = ...``, as some quantisation and tracing tools do) is switched to
     eval mode and frozen too. (A list kept between calls and renewed when torch registered a
     module missed those; and the LLaMA-type forwards, which register modules at every call,
