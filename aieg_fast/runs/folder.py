@@ -83,18 +83,15 @@ def check_or_write_config(out: Path, config: dict, arg: str = "out_dir", records
             results without ``config.json`` (settings unknown), or another kind of run's records.
     """
     cfg_path = Path(out) / CONFIG_FILE
-    results = holds_results(out)
-    _refuse_results_without_config(out, arg, results)
-    _refuse_other_records(out, arg, results, records, kind)
-    _check_settings_files(out, arg, config)
-    if cfg_path.exists() and results:
+    results, old = _recorded(out, arg, records, kind, config)
+    if old is not None and results:
         for key in ADOPTED_SETTINGS:  # a folder from before the setting was recorded: taken to hold what runs now
             if key in config:
                 record_former_setting(out, key, lambda recorded, value=config[key]: value)
-        old = json.loads(cfg_path.read_text(encoding="utf-8"))
+        old = json.loads(cfg_path.read_text(encoding="utf-8"))  # as the adopted settings left it
         _refuse_differences(out, old, config, set(config) | set(old), arg)
     else:
-        _forget_settings_without_results(out, config)
+        _forget_settings_without_results(out, old, config)
         write_json(cfg_path, config)
 
 
@@ -125,13 +122,22 @@ def read_settings(path: Path, arg: str = "out_dir", expected: Optional[dict] = N
                      f"{arg} (or move {path.name} away, if the folder is not a run's)")
 
 
-def _check_settings_files(out, arg: str, settings: dict) -> None:
-    """:func:`read_settings` of the folder's ``config.json`` (holding some of ``settings``'
-    keys) and ``methods.json`` where they exist: a file that is not a run's is neither replaced
-    nor read as one."""
-    for path, expected in ((Path(out) / CONFIG_FILE, settings), (Path(out) / METHODS_FILE, None)):
-        if path.is_file():
-            read_settings(path, arg, expected)
+def _recorded(out, arg: str, records: Optional[str], kind: str, settings: dict) -> Tuple[bool, Optional[dict]]:
+    """The checks of a run's folder before its settings are compared (:func:`check_or_write_config`,
+    :func:`check_recorded_config`): a name that is not empty, results only with ``config.json``,
+    no other kind of run's records, and settings files that are a run's (:func:`read_settings`
+    of ``config.json``, holding some of ``settings``' keys, and ``methods.json``: a file that is
+    not a run's is neither replaced nor read as one). Returns (whether the folder holds results,
+    its recorded ``config.json`` or None)."""
+    _refuse_empty(out, arg)
+    results = holds_results(out)
+    _refuse_results_without_config(out, arg, results)
+    _refuse_other_records(out, arg, results, records, kind)
+    cfg_path, methods_path = Path(out) / CONFIG_FILE, Path(out) / METHODS_FILE
+    old = read_settings(cfg_path, arg, settings) if cfg_path.is_file() else None
+    if methods_path.is_file():
+        read_settings(methods_path, arg)
+    return results, old
 
 
 def holds_results(out) -> bool:
@@ -167,14 +173,12 @@ def _refuse_results_without_config(out, arg: str, results: bool) -> None:
                          f"computed with are unknown; use another {arg} (or restore its {CONFIG_FILE})")
 
 
-def _forget_settings_without_results(out, config: dict) -> None:
-    """Before a run writes its settings into a folder that holds no results: settings recorded
-    there by a run that computed nothing are replaced (said on stderr), and that run's
-    ``methods.json`` is removed (it speaks only of records, of which there are none)."""
-    cfg_path = Path(out) / CONFIG_FILE
-    if not cfg_path.is_file():
+def _forget_settings_without_results(out, old: Optional[dict], config: dict) -> None:
+    """Before a run writes its settings into a folder that holds no results: settings ``old``
+    recorded there by a run that computed nothing (None: none) are replaced (said on stderr), and
+    that run's ``methods.json`` is removed (it speaks only of records, of which there are none)."""
+    if old is None:
         return
-    old = json.loads(cfg_path.read_text(encoding="utf-8"))
     diff = _differing(old, config, set(config) | set(old))
     if diff:
         print(f"note: {str(out)!r} held the settings of a run that wrote no results ({', '.join(diff)} differ); "
@@ -431,15 +435,9 @@ def check_recorded_config(out, settings: dict, arg: str = "out_dir", records: Op
     Raises:
         ValueError: names the settings that differ and ``arg``, as :func:`check_or_write_config`.
     """
-    _refuse_empty(out, arg)
-    cfg_path = Path(out) / CONFIG_FILE
-    results = holds_results(out)
-    _refuse_results_without_config(out, arg, results)
-    _refuse_other_records(out, arg, results, records, kind)
-    _check_settings_files(out, arg, settings)
-    if not cfg_path.is_file() or not results:
+    results, old = _recorded(out, arg, records, kind, settings)
+    if old is None or not results:
         return
-    old = json.loads(cfg_path.read_text(encoding="utf-8"))
     keys = [k for k in settings if k in old or k not in ADOPTED_SETTINGS]  # an adopted one is recorded later
     _refuse_differences(out, old, settings, keys, arg, hints)
 
