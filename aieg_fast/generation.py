@@ -48,7 +48,7 @@ from .core.path import check_chunk_settings, check_step_memory, chunk_size, sequ
 from .core.model_state import holding_model_lock, model_prepared
 from .core.inputs import as_id_list
 from .core.tokens import check_in_vocab, continuation, merge_message, token_text_after, typed_specials, unknown_message, unknown_pieces
-from .core.validation import DEFAULT_N_STEPS, as_int, as_ints, as_scalar_int, check_bool, check_call_settings, check_int
+from .core.validation import DEFAULT_N_STEPS, as_int, as_ints, as_scalar_int, check_bools, check_call_settings, check_int
 from .methods.registry import check_model, get_method
 from .result import Attribution
 
@@ -346,8 +346,7 @@ def _check_generation_call(ex, max_new_tokens, options, target_fn, contrast_targ
                            flags=None) -> None:
     """What :func:`attribute_generation` refuses of its model and per-call settings (ValueError);
     ``flags`` {name: value} must be bools ("no" is truthy: a str would silently turn one on)."""
-    for name, flag in (flags or {}).items():
-        check_bool(name, flag)
+    check_bools(flags or {})
     check_chunk_settings(internal_batch_size, max_memory)
     if ex.adapter.kind != "causal_lm":
         raise ValueError("attribute_generation needs a causal language model, not a classification head")

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import torch
 
-__all__ = ["DEFAULT_N_STEPS", "as_bool", "as_int", "as_real", "as_scalar_int", "as_ints", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_options", "parse_memory", "parse_dtype",
+__all__ = ["DEFAULT_N_STEPS", "as_bool", "as_int", "as_real", "as_scalar_int", "as_ints", "CALL_SETTINGS", "check_call_settings", "check_choice", "check_int", "check_positive_int", "check_number", "check_bool", "check_bools", "check_options", "parse_memory", "parse_dtype",
            "parse_device", "check_device_map", "check_placement", "BACKENDS", "TARGET_FNS", "DTYPES", "DEVICE_MAPS"]
 
 BACKENDS = ("auto", "ext", "reference")
@@ -134,6 +134,12 @@ def check_bool(name: str, value) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+def check_bools(flags: Mapping[str, Any]) -> None:
+    """:func:`check_bool` of each ``{name: value}`` of ``flags``, in order (the first refused is named)."""
+    for name, value in flags.items():
+        check_bool(name, value)
 
 
 #: names that Captum and Inseq users type for settings of the calls here, and the name here (a

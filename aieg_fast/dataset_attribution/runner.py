@@ -57,7 +57,7 @@ from ..core.baselines import check_baseline_value
 from ..core.call import check_label_set_use
 from ..core.diagnostics import FLAG_KINDS, AttributionWarning
 from ..core.inputs import fill_template
-from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, as_int, as_ints, as_scalar_int, check_bool, check_call_settings, check_choice, check_placement, check_positive_int
+from ..core.validation import DEFAULT_N_STEPS, TARGET_FNS, as_int, as_ints, as_scalar_int, check_bools, check_call_settings, check_choice, check_placement, check_positive_int
 from ..explainer import load_model
 from ..methods.registry import check_model, get_method, list_methods, resolved_options
 from ..models import run_model_settings
@@ -136,8 +136,7 @@ def _check_run(method, options, n_steps, target_fn, label_set, batch_size, inter
     """The settings that need no model (ValueError / TypeError naming each); ``flags``: name →
     a value that must be a bool (``parquet`` True: pyarrow must be installed)."""
     check_call_settings(n_steps, backend)
-    for name, flag in flags.items():  # "no" is truthy: a bar, a parquet file, ids read as ids
-        check_bool(name, flag)
+    check_bools(flags)  # "no" is truthy: a bar, a parquet file, ids read as ids
     if flags.get("parquet"):
         check_parquet()
     check_baseline_value(baseline)

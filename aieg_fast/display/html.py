@@ -8,7 +8,7 @@ import itertools
 import math
 import secrets
 
-from ..core.validation import check_bool
+from ..core.validation import check_bools
 from .scale import caution, caution_flag_of_steps, fixed_columns, grid, make_scale, no_signal, row_flags, strip
 from .words import describe_step_target, describe_target, printable, target_probability
 
@@ -194,8 +194,7 @@ def to_html(attr, words: bool = True, values: bool = False, toggle: bool = False
     Raises:
         ValueError: ``words``, ``values`` or ``toggle`` not a bool.
     """
-    for name, flag in (("words", words), ("values", values), ("toggle", toggle)):
-        check_bool(name, flag)
+    check_bools(dict(words=words, values=values, toggle=toggle))
     if toggle:
         return _toggle_html(attr, values)
     if attr.scores.dim() == 2:

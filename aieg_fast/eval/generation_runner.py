@@ -68,7 +68,7 @@ import torch
 from ..core.context import progress_bar
 from ..core.diagnostics import AttributionWarning
 from ..core.path import check_chunk_settings
-from ..core.validation import as_int, check_bool, check_placement, check_positive_int
+from ..core.validation import as_int, check_bools, check_placement, check_positive_int
 from ..datasets import DATASETS, is_dataset_file, load_records, template_fields, user_dataset
 from ..datasets.user import TEMPLATE_FIELD
 from ..generation import continuation_ids
@@ -415,8 +415,7 @@ def _work(ex: "Explainer", s: GenerationSettings, todo: list, done: Dict[str, di
 def _check_generation_args(n_new_tokens, teacher_forced, target_fn, template, interpolate_generated=True) -> str:
     """Check the generation settings (ValueError naming the argument; the two flags must be
     bools: "no" is truthy); the F explained."""
-    check_bool("teacher_forced", teacher_forced)
-    check_bool("interpolate_generated", interpolate_generated)
+    check_bools(dict(teacher_forced=teacher_forced, interpolate_generated=interpolate_generated))
     if n_new_tokens is None and not teacher_forced:
         raise ValueError("n_new_tokens must be a positive int for greedy decoding (None = the whole reference, with teacher_forced)")
     if n_new_tokens is not None and (isinstance(n_new_tokens, bool) or not isinstance(n_new_tokens, int) or n_new_tokens < 1):

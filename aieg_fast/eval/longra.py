@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Sequence, Union
 import torch
 
 from ..core.diagnostics import AttributionWarning
-from ..core.validation import as_int, as_ints, check_bool, check_placement
+from ..core.validation import as_int, as_ints, check_bools, check_placement
 from ..datasets import DATASETS, load_records
 from ..models import run_model_settings
 from ..runs import check_recorded_config, made_folder, rank_device, start as start_processes
@@ -325,8 +325,7 @@ def evaluate_longra(
     check_positive_int("n", n)
     check_n_steps(n_steps)
     seed = check_seed(seed)
-    for name, flag in (("progress", progress), ("plot", plot)):  # "no" is truthy
-        check_bool(name, flag)
+    check_bools(dict(progress=progress, plot=plot))  # "no" is truthy
     ks = sorted({check_positive_int("ks", k) for k in ([ks] if isinstance(ks, int) else ks)})
     if not ks:
         raise ValueError("ks must hold at least one positive int")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..core.validation import check_bool
+from ..core.validation import check_bools
 from ..methods.registry import get_method, list_methods, method_options as allowed_options, parse_method_spec, split_method_specs
 from .checks import BASELINE_KEYS, check_choices, check_n_steps, check_pis, check_positive_int, check_seed, check_topk
 from .metrics import METRIC_SETS, NORMALISATIONS, PROB_SPACES, SOFT_MAPS, TIE_RULES
@@ -52,8 +52,7 @@ def check_run_settings(n, n_steps, max_tokens, start, seed, topk, metrics, topk_
     """Check the numeric and named settings (in this order) and ``flags`` {name: value}, which
     must be bools ("no" is truthy: a str would turn a bar or the plots on); return the top-k
     sweep (sorted, no repeats, None when empty), the π grid and the soft maps as lists."""
-    for name, flag in (flags or {}).items():
-        check_bool(name, flag)
+    check_bools(flags or {})
     check_positive_int("n", n)
     check_n_steps(n_steps)
     check_positive_int("max_tokens", max_tokens, optional=True)
