@@ -17,21 +17,32 @@ import torch
 
 from ..datasets.user import TEMPLATE_FIELD
 
-__all__ = ["inputs_and_targets", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text", "as_id_list",
+__all__ = ["inputs_and_targets", "unencodable", "check_input_ids", "check_no_padding", "fixed_by_specials", "fill_template", "is_text", "as_id_list",
            "per_text_ids"]
 
 
+def unencodable(text: str) -> str:
+    """The empty string when UTF-8 encodes ``text``, else what stops it, for a message after the
+    text's name:
+    ``"holds '\\ud800' at character 4, which UTF-8 cannot encode (a lone surrogate, ...)"``. The
+    tokenizers raise a TypeError that names nothing for such a text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return (f"holds {text[err.start]!r} at character {err.start}, which UTF-8 cannot encode (a lone surrogate, e.g. "
+                "from decoding bytes with errors='surrogateescape')")
+    return ""
+
+
 def _check_encodable(texts: Sequence, single: bool) -> None:
-    """ValueError naming the text and the position of a character UTF-8 cannot encode (a lone
-    surrogate, e.g. from a bad decode): the tokenizer raised a TypeError that named nothing."""
+    """ValueError naming the text and the position of a character UTF-8 cannot encode
+    (:func:`unencodable`)."""
     for i, t in enumerate(texts):
         for field, s in ([(None, t)] if isinstance(t, str) else t.items()):
-            try:
-                s.encode("utf-8")
-            except UnicodeEncodeError as err:
+            why = unencodable(s)
+            if why:
                 name = ("text" if single else f"text[{i}]") + ("" if field is None else f"[{field!r}]")
-                raise ValueError(f"{name} holds {s[err.start]!r} at character {err.start}, which UTF-8 cannot encode (a lone "
-                                 "surrogate, e.g. from decoding bytes with errors='surrogateescape'); fix the text") from None
+                raise ValueError(f"{name} {why}; fix the text")
 
 
 def is_text(x) -> bool:

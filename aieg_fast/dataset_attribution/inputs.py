@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..core.inputs import fill_template
+from ..core.inputs import fill_template, unencodable
 from ..datasets.rows import FILE_TYPES, is_empty, read_rows, whole_number
 
 __all__ = ["Example", "read_examples", "read_examples_and_notes", "DEFAULT_COLUMNS", "FILE_TYPES"]
@@ -180,10 +180,9 @@ def _read(data, text_column=None, target_column=None, contrast_column=None, temp
         text = r.get(cols["text"])
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f"{loc}: the text ({cols['text']!r}) must be a non-empty string, got {text!r}")
-        bad = next((j for j, c in enumerate(text) if "\ud800" <= c <= "\udfff"), None)  # the tokenizer's error named no row
-        if bad is not None:
-            raise ValueError(f"{loc}: the text ({cols['text']!r}) holds {text[bad]!r} at character {bad}, which UTF-8 cannot "
-                             "encode (a lone surrogate, e.g. from a bad decode)")
+        why = unencodable(text)
+        if why:  # the tokenizer's error named no row
+            raise ValueError(f"{loc}: the text ({cols['text']!r}) {why}")
         get = lambda role: None if cols[role] is None else r.get(cols[role])  # noqa: E731
         template = None if is_empty(get("template")) else get("template")
         if template is not None:
