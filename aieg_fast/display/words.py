@@ -10,7 +10,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
-__all__ = ["printable", "aggregate_words", "describe_target", "describe_step_target", "offset_groups", "marker_groups", "reads_as_bytes", "word_markers", "group_text", "reduce_groups", "visible", "token_display_texts",
+__all__ = ["UNSAFE_CHARACTERS", "printable", "aggregate_words", "describe_target", "describe_step_target", "offset_groups", "marker_groups", "reads_as_bytes", "word_markers", "group_text", "reduce_groups", "visible", "token_display_texts",
            "token_word_index", "word_groups_of"]
 
 #: what each word-start marker stands for: byte-level BPE's space and newline (Ġ, Ċ),
@@ -31,8 +31,9 @@ def word_markers(tokens: Sequence[str]) -> dict:
 #: characters a terminal or a browser would act on instead of showing: C0 / C1 controls (ESC starts
 #: colour and cursor sequences) but tab and newline, and the bidirectional overrides and isolates
 #: (they reverse the order in which the rest of a line is drawn), and the noncharacters U+FFFE /
-#: U+FFFF (no valid XML: an SVG plot holding one does not parse)
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
+#: U+FFFF (no valid XML: an SVG plot holding one does not parse); the body of a regex character class
+UNSAFE_CHARACTERS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufffe\uffff"
+_UNSAFE = re.compile(f"[{UNSAFE_CHARACTERS}]")
 
 
 def printable(s: str) -> str:

@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..display.words import UNSAFE_CHARACTERS
 from ..runs import replace_file
 from .metrics import CONTROLS, HARD_METRICS, METRICS, run_metric_names, soft_key
 from .records import RECORDS_FILE, read_records
@@ -102,8 +103,8 @@ def shown_id(eid) -> str:
     text = str(eid)
     if re.fullmatch(r"[\w.:/@+-]+( [\w.:/@+-]+)*", text) and not re.search(r"(^|\W)_|_(\W|$)", text):  # _x_ is emphasis
         return text
-    quoted = re.sub("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]", lambda m: f"\\u{ord(m.group()):04x}",
-                    json.dumps(text, ensure_ascii=False))  # C1 controls and direction marks as JSON escapes too
+    quoted = re.sub(f"[{UNSAFE_CHARACTERS}\u2028\u2029]", lambda m: f"\\u{ord(m.group()):04x}",  # what the views escape,
+                    json.dumps(text, ensure_ascii=False))  # and line separators, as JSON escapes (JSON writes C0 so already)
     fence = "`" * (max((len(run) for run in re.findall("`+", quoted)), default=0) + 1)
     return f"{fence} {quoted} {fence}"
 
