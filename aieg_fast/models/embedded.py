@@ -87,12 +87,11 @@ def load_embedded(dtype: torch.dtype, **from_pretrained):
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    mode = (tmp / "config.json").stat().st_mode & 0o777  # safetensors writes its file 0600; the rest follow the umask
-    for f in tmp.iterdir():
-        f.chmod(mode)  # a cache shared by several users ($AIEG_FAST_CACHE) is readable as the umask allows
+    try:
+        _write_cache(model, tok, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # no half-written folder left beside the cache
+        raise
     try:
         tmp.rename(target)  # atomic; fails when another process (a torchrun rank) got there first
     except OSError:
@@ -109,6 +108,27 @@ def load_embedded(dtype: torch.dtype, **from_pretrained):
     if dtype != torch.float32:
         model = model.to(dtype)
     return model, tok, DEFAULT_MODEL
+
+
+def _write_cache(model, tok, folder: Path) -> None:
+    """Write the de-quantized model and its tokenizer to ``folder`` in the layout
+    ``from_pretrained`` reads.
+
+    The weights are written with safetensors' ``save_model`` (which keeps one name of tied
+    weights), not ``model.save_pretrained``: under an initialised process group (torchrun),
+    transformers' ``save_pretrained`` writes nothing on ranks other than 0, so a rank that built
+    the cache found no ``config.json`` in it."""
+    from safetensors.torch import save_model
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model.config.save_pretrained(folder)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(folder)
+    save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    tok.save_pretrained(folder)
+    mode = (folder / "config.json").stat().st_mode & 0o777  # safetensors writes its file 0600; the rest follow the umask
+    for f in folder.iterdir():
+        f.chmod(mode)  # a cache shared by several users ($AIEG_FAST_CACHE) is readable as the umask allows
 
 
 def nano_path(arch: str = "gpt2") -> Path:
