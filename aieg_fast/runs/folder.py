@@ -33,6 +33,9 @@ PARTS_DIR = "parts"
 #: its records were computed with is not known; from then on they are checked): the model's
 #: weights digest (``models.run_model_settings``) and attribute-dataset's batch size.
 ADOPTED_SETTINGS = ("model_weights", "batch_size")
+#: a setting recorded as given → the setting recording what it resolves to; only the latter is
+#: compared where both are recorded (restating a default, or leaving it out, changes no record)
+RESOLVED_SETTINGS = {"options": "option_values"}
 #: the empty file a running command holds locked (:func:`claim_folder`).
 LOCK_FILE = ".lock"
 #: the files that record how a run was asked for, not what it computed.
@@ -201,8 +204,12 @@ def same_setting(a, b) -> bool:
 
 
 def _differing(old: dict, new: dict, keys) -> List[str]:
-    """The keys of ``keys`` whose values in ``old`` and ``new`` differ, sorted."""
-    return sorted(k for k in keys if not same_setting(old.get(k), new.get(k)))
+    """The keys of ``keys`` whose values in ``old`` and ``new`` differ, sorted; a key of
+    :data:`RESOLVED_SETTINGS` is left to its resolved twin where both sides record that."""
+    def resolved_on_both(k):
+        twin = RESOLVED_SETTINGS.get(k)
+        return twin is not None and twin in old and twin in new
+    return sorted(k for k in keys if not same_setting(old.get(k), new.get(k)) and not resolved_on_both(k))
 
 
 def _what_differs(a, b):

@@ -459,3 +459,17 @@ def test_the_same_data_in_another_format_resumes(tiny_gpt2, tmp_path):
     csv.write_text("text,id\na fine film,1\na dull film,2\n")
     attribute_dataset(csv, out, tiny_gpt2, id_column="id", **KW)
     assert [r["index"] for r in _records(out)] == [0, 1]
+
+
+def test_a_resume_restating_a_default_option_resumes(tiny_gpt2, tmp_path):
+    """A resume that gave a method option at its default value (or left out one given at its
+    default) was refused as 'other settings (options: ...)', although every record is the same:
+    the options as given are recorded, the values they resolve to are what is compared."""
+    out = tmp_path / "o"
+    attribute_dataset(_data(tmp_path), out, tiny_gpt2, **KW)
+    again = attribute_dataset(_data(tmp_path), out, tiny_gpt2, **dict(KW, options={"integration": "trapezoid"}))
+    assert again["done_before"] == len(ROWS) and again["computed"] == 0
+    assert json.loads((out / "config.json").read_text())["options"] == {}  # as the first run gave them
+    with pytest.raises(ValueError, match=r"other settings \(option_values: \{'integration': 'trapezoid'\} recorded, "
+                       r"\{'integration': 'riemann_left'\} now\)"):  # a value that changes the records is still refused
+        attribute_dataset(_data(tmp_path), out, tiny_gpt2, **dict(KW, options={"integration": "riemann_left"}))
