@@ -77,7 +77,8 @@ def step_attribution(gen: Attribution, t: int) -> Attribution:
     Returns:
         An :class:`Attribution` with ``scores`` Tensor[L_p + t] and target ``{"kind": "token",
         "id": y_t, "text", "step": t}`` (specs/grad_ellm.md §5.3, item 6: generation has one
-        instance per generated step).
+        instance per generated step); its ``text`` and ``offsets`` are the generation's up to the
+        context's end, so its words are grouped as the generation's views group the prompt's.
 
     Raises:
         ValueError: ``gen`` is not a generation result, or ``t`` is out of range.
@@ -92,11 +93,14 @@ def step_attribution(gen: Attribution, t: int) -> Attribution:
     row = gen.scores[t, :n]
     row = torch.where(torch.tensor(eligible, dtype=torch.bool), row, torch.zeros_like(row))
     y = int((gen.info.get("generated_ids") or gen.token_ids[gen.prompt_length:])[t])  # the ids after the prompt
+    offsets = list(gen.offsets[:n])  # words grouped as in the generation's own views (by offsets where it has them)
+    ends = [o[1] for o in offsets if o is not None]
     return Attribution(
         tokens=gen.tokens[:n], token_ids=list(gen.token_ids[:n]), scores=row, method=gen.method,
         target={"kind": "token", "id": y, "text": gen.tokens[n], "step": t}, options=gen.options, model=gen.model,
         attributable=eligible, raw_tokens=gen.raw_tokens[:n], special=gen.special[:n],
         degenerate=[f for f in gen.degenerate if f.get("step") == t],
+        text=gen.text[: max(ends)] if offsets and ends else "", offsets=offsets if offsets and ends else [],
     )
 
 

@@ -286,3 +286,19 @@ def test_teacher_forced_reference_cautions_are_said_and_recorded(tiny_gpt2, tmp_
     finally:
         ex.model.eval()
     assert "notes" not in read_records(tmp_path / "greedy" / "records.jsonl")["clean"] and "note: " not in capsys.readouterr().err
+
+
+def test_a_step_groups_the_prompts_words_as_its_generation_does(tiny_gpt2):
+    """step_attribution left out the generation's character offsets, so its words followed the
+    token markers instead (word_rule 'markers'): a double space or a newline of the prompt was
+    merged into or dropped from the next word, unlike the generation's own views. (The generated
+    tokens before step t, each a word of its own in the generation's rows, are grouped by their
+    text in the step, as the context they are there.)"""
+    gen = tiny_gpt2.attribute_generation("the movie  is\n\ngood", max_new_tokens=3, method="saliency")
+    assert gen.word_rule == "offsets"
+    for t in range(3):
+        step = step_attribution(gen, t)
+        assert step.word_rule == "offsets"
+        prefix = [g for g in gen.word_groups() if g[-1] < gen.prompt_length]  # the prompt's words
+        assert step.word_groups()[: len(prefix)] == prefix
+        assert step.word_labels()[: len(prefix)] == gen.word_labels()[: len(prefix)]
