@@ -15,6 +15,7 @@ engine), :mod:`aieg_fast.ops` / :mod:`aieg_fast.reference` (kernels and their Py
 """
 from . import ops, reference
 from ._ext import EXT_ERROR, HAS_EXT, WITH_CUDA, ExtensionWarning, build_info
+from .core.chat import chat_template
 from .core.diagnostics import AttributionWarning, NonFiniteAttributionWarning
 from .core.quadrature import quadrature
 from .core.validation import parse_memory
@@ -46,6 +47,7 @@ __all__ = [
     "aggregate_words",
     "attribute_generation",
     "build_info",
+    "chat_template",
     "get_method",
     "list_methods",
     "load_attribution",

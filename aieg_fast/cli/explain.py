@@ -10,6 +10,7 @@ import tempfile
 
 from .. import ops
 from ..core.baselines import BASELINE_NAMES
+from ..core.chat import chat_template
 from ..core.inputs import fill_template
 from ..core.path import check_chunk_settings
 from ..core.validation import CALL_SETTINGS, DEFAULT_N_STEPS, TARGET_FNS, check_call_settings, check_int
@@ -61,6 +62,9 @@ def add_parser(sub) -> None:
     e.add_argument("--max-steps", type=int, default=None, help="with --n-steps auto: the most path points (default 257)")
     e.add_argument("--internal-batch-size", type=int, default=None)
     e.add_argument("--template", default=None, help="prompt template with {text}; template tokens are held fixed")
+    e.add_argument("--chat", action="store_true", help="chat models: the text is a user message in the model's chat template "
+                   "(the template held fixed, the assistant's turn opened: the next token starts its answer)")
+    e.add_argument("--system", default=None, metavar="TEXT", help="with --chat: a system message first (held fixed)")
     e.add_argument("--label-set", nargs="+", default=None, metavar="WORD",
                    help="with --target-fn label_logprob: the label words (token ids with --target-is-id) the target's "
                         "probability is renormalised over (default with --task: its label words)")
@@ -151,6 +155,10 @@ def _input_error(args):
     if args.no_contrast and args.task is None:
         return ("--no-contrast applies with --task (which contrasts the predicted label with the other one); "
                 "without --task nothing is contrasted unless --contrast-target is given")
+    if args.chat and (args.template is not None or args.task is not None):
+        return "--chat wraps the text in the model's chat template: not with --template or --task (they give their own prompt)"
+    if args.system is not None and not args.chat:
+        return "--system is the system message of --chat: add --chat (or put it in --template)"
     if args.text is None and args.task is None:
         return "TEXT is required (or use --task sentiment to explain a shipped SST-2 sentence)"
     if args.target_is_id and args.target is None and args.contrast_target is None:
@@ -298,7 +306,7 @@ def run(args) -> int:
     options = option_dict(args.option, CALL_SETTINGS)
     _check_before_loading(args, text, options)
     ex = load_model(args.model, **placement(args))
-    template = args.template
+    template = chat_template(ex.tokenizer, system=args.system) if args.chat else args.template
     target, contrast = args.target, args.contrast_target
     if args.target_is_id:  # the ids given; no --target: the prediction (with --task: the predicted label word)
         target = None if target is None else int(target)
