@@ -115,8 +115,9 @@ def encoding_warnings(tokenizer, text, full: str, ids: Sequence[int], offsets: O
     typed = typed_specials(tokenizer, text if isinstance(text, str) else "\n".join(text.values()), ids, leading_bos_ok)
     if typed:
         out.append(f"text holds {typed}, typed as text: the tokenizer reads each as its special token, which is held fixed "
-                   "(not attributed); remove it from the text, or put such markup in template= (a chat template rendered "
-                   "to text belongs there)")
+                   "(not attributed) while the text around it is attributed (a chat template's role words and system prompt "
+                   "too); remove it from the text, or hold such markup fixed in a template (a chat model's conversation: "
+                   "aieg_fast.chat_template, or explain --chat)")
     unknown = unknown_pieces(tokenizer, full, ids, offsets)
     if unknown:
         out.append(f"text has {_pieces(unknown)} that the tokenizer can only encode as its unknown token "

@@ -192,14 +192,20 @@ def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example],
     as an error naming the row), from the tokenizer; then, with ``trial``, the first example
     whose text passed attributed once (:func:`_trial`)."""
     skip: Dict[int, str] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", AttributionWarning)
+    noted: Dict[str, List[Example]] = {}  # what encoding a text warns of (a special token typed in it, say) → its rows
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AttributionWarning)
         for e in examples:
+            n = len(caught)
             try:
                 full = ex.encode_with_offsets(e.text, template_of(e, s))[2]
             except ValueError as err:
                 skip[e.index] = str(err)
                 continue
+            finally:
+                for w in caught[n:]:
+                    if issubclass(w.category, AttributionWarning):
+                        noted.setdefault(str(w.message), []).append(e)
             for role, value in (("target", e.target), ("contrast", e.contrast)):
                 if value is None:
                     continue
@@ -210,6 +216,12 @@ def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example],
                     named = repr(value) in str(err)  # the value once: "target ' x' is not ..." names a target's
                     said = "" if named and role == "target" else f"{role}: " if named else f"{role} {value!r}: "
                     return skip, type(err)(f"{e.named}: {said}{err}")
+    for w in caught:  # other kinds of warning as they came
+        if not issubclass(w.category, AttributionWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for message, rows in noted.items():  # once each (the attribution calls' own warnings are ignored: their flags are recorded)
+        more = f" and {len(rows) - 1} more row{'s' if len(rows) > 2 else ''}" if len(rows) > 1 else ""
+        warnings.warn(f"{rows[0].named}{more}: {message}", AttributionWarning, stacklevel=2)
     first = next((e for e in examples if e.index not in skip), None)
     return skip, _trial(ex, s, first) if trial and first is not None else None
 

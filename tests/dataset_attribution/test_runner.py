@@ -4,12 +4,13 @@ recomputed, settings and data changes refused, parquet, progress; on the tiny ra
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
 import torch
 
-from aieg_fast import Attribution
+from aieg_fast import Attribution, AttributionWarning
 from aieg_fast.dataset_attribution import PARQUET_FILE, RECORDS_FILE, attribute_dataset
 from aieg_fast.runs import TORN_SUFFIX
 from aieg_fast.runs.machine import machine_tag
@@ -473,3 +474,16 @@ def test_a_resume_restating_a_default_option_resumes(tiny_gpt2, tmp_path):
     with pytest.raises(ValueError, match=r"other settings \(option_values: \{'integration': 'trapezoid'\} recorded, "
                        r"\{'integration': 'riemann_left'\} now\)"):  # a value that changes the records is still refused
         attribute_dataset(_data(tmp_path), out, tiny_gpt2, **dict(KW, options={"integration": "riemann_left"}))
+
+
+def test_a_special_token_typed_in_rows_is_warned_once_naming_the_rows(tiny_gpt2, tmp_path):
+    """attribute_dataset ignored every AttributionWarning (a result's flags are recorded), so a
+    special-token string typed in the texts (a rendered chat template) went unsaid, although
+    explain and attribute warn of it: the tokens around it were attributed silently."""
+    rows = [{"text": "<|endoftext|>the movie is good"}, {"text": "great"}, {"text": "bad film<|endoftext|>"},
+            {"text": "a story<|endoftext|>"}]
+    with pytest.warns(AttributionWarning) as got:
+        attribute_dataset(_data(tmp_path, rows), tmp_path / "o", tiny_gpt2, **KW)
+    typed = [str(w.message) for w in got if "typed as text" in str(w.message)]
+    assert len(typed) == 1, typed  # once, not once per row or per call
+    assert re.match(r".*data\.jsonl': line 3 \(data row 2, id 2\) and 1 more row: text holds \['<\|endoftext\|>'\]", typed[0])
