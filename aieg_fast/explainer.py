@@ -354,8 +354,8 @@ class Explainer:
                 gives one result per text (same scores as one at a time). A text may be a mapping
                 of fields, each at its ``{field}`` of the template (all attributed).
             input_ids: token ids in place of ``text``, used as given (no tokenisation, no BOS
-                added, no template): a list of ints or Tensor[L] long, or a batch (a list of
-                such lists, or Tensor[B, L] long). Special tokens are held fixed.
+                added, no template): a list of ints or Tensor[L] long, a batch (a list of such
+                lists, Tensor[B, L] long), or a tokenizer's output (its mask unpads). Special tokens held fixed.
             method (str): one of :func:`list_methods` (default ``"aieg"``).
             target: token string (single token), token id, or class index / label for a
                 classification head; None = the model's own prediction (greedy next token or

@@ -173,7 +173,21 @@ def _integer_ids(t: torch.Tensor) -> bool:
 
 
 def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
-    """(rows, single): the id sequences of ``input_ids`` as lists, unchecked values."""
+    """(rows, single): the id sequences of ``input_ids`` as lists, unchecked values; of a
+    tokenizer's output (a mapping such as ``BatchEncoding``) its ``input_ids`` without the
+    positions its ``attention_mask`` marks 0 (the padding)."""
+    if isinstance(input_ids, Mapping):
+        if "input_ids" not in input_ids:
+            raise TypeError(f"input_ids is a {type(input_ids).__name__} without an 'input_ids' entry (keys {sorted(map(str, input_ids))[:6]}): "
+                            "give token ids, or a tokenizer's output")
+        rows, single = _as_id_rows(input_ids["input_ids"])
+        mask = input_ids.get("attention_mask")
+        if mask is not None:
+            keep, _ = _as_id_rows(mask)
+            if [len(r) for r in keep] != [len(r) for r in rows]:
+                raise ValueError("input_ids['attention_mask'] has another shape than input_ids['input_ids']")
+            rows = [[i for i, m in zip(r, k) if m] for r, k in zip(rows, keep)]
+        return rows, single
     if _is_array(input_ids):  # a numpy array (return_tensors="np")
         input_ids = torch.as_tensor(input_ids)
     if isinstance(input_ids, torch.Tensor):
@@ -197,7 +211,8 @@ def check_input_ids(input_ids, vocab_size: int, max_positions: int) -> Tuple[Lis
     Args:
         input_ids: one sequence (list of int, Tensor[L] long, a numpy integer array) or a batch
             (list of sequences, Tensor[B, L] long, a 2-D numpy integer array); numpy integers
-            count as ints.
+            count as ints; or a tokenizer's output (``BatchEncoding``, a mapping with
+            ``input_ids``), whose ``attention_mask`` takes its padding off each row.
         vocab_size: rows of the input embedding matrix (ids must be in [0, vocab_size)).
         max_positions: the model's most positions.
 
@@ -298,6 +313,8 @@ def inputs_and_targets(text, input_ids, target, template, vocab_size: int, max_p
                              "(they are then attributed, except special tokens)")
         inputs, single = check_input_ids(input_ids, vocab_size, max_positions)
         tk = tokenizer
+        if isinstance(input_ids, Mapping) and input_ids.get("attention_mask") is None:
+            input_ids = input_ids["input_ids"]  # no mask to take the padding off with: checked as the ids alone
         check_no_padding(input_ids, getattr(tk, "pad_token_id", None), (getattr(tk, "bos_token_id", None), getattr(tk, "eos_token_id", None)))
     else:
         text = _listed(text)  # a pandas column (df["text"]) or NumPy array of texts: the list it holds

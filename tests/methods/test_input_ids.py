@@ -179,3 +179,28 @@ def test_a_list_of_numpy_integers_is_one_sequence(tiny_gpt2):
     a = tiny_gpt2.attribute(input_ids=[np.int64(4), np.int64(6), np.int32(7)], method="saliency")
     b = tiny_gpt2.attribute(input_ids=[4, 6, 7], method="saliency")
     assert a.token_ids == [4, 6, 7] and torch.equal(a.scores, b.scores)
+
+
+def test_a_tokenizers_output_is_taken_with_its_padding_taken_off(tiny_llama):
+    """A tokenizer's output (BatchEncoding; transformers 5's apply_chat_template returns one) was
+    refused as input_ids: its ids are taken, and its attention_mask takes the padding off each
+    row, so a padded batch equals its rows given as lists."""
+    tok = tiny_llama.tokenizer
+    rows = [tiny_llama.encode(t)[0] for t in (TEXT, SHORT)]
+    expected = tiny_llama.attribute(input_ids=rows, method="saliency")
+    for side in ("right", "left"):
+        tok.padding_side = side
+        try:
+            enc = tok([TEXT, SHORT], padding=True, return_tensors="pt")
+        finally:
+            tok.padding_side = "right"
+        got = tiny_llama.attribute(input_ids=enc, method="saliency")
+        assert [r.token_ids for r in got] == rows
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g.scores, e.scores)
+    one = tiny_llama.attribute(input_ids=tok(TEXT), method="saliency")  # lists, one sequence
+    assert one.token_ids == rows[0] and torch.equal(one.scores, tiny_llama.attribute(input_ids=rows[0], method="saliency").scores)
+    with pytest.raises(TypeError, match=r"input_ids is a dict without an 'input_ids' entry \(keys \['ids'\]\)"):
+        tiny_llama.attribute(input_ids={"ids": rows[0]}, method="saliency")
+    with pytest.raises(ValueError, match=r"input_ids\['attention_mask'\] has another shape"):
+        tiny_llama.attribute(input_ids={"input_ids": rows[0], "attention_mask": [1]}, method="saliency")
