@@ -36,7 +36,7 @@ from typing import List, Optional
 from . import attribute_dataset, evaluate, explain, info, methods, train_nano, train_sentiment, verify
 from ..core.diagnostics import AttributionWarning
 from ..runs import PARTS_DIR, reports_input_errors, torchrun_rank, torchrun_world_size
-from .common import apply_config, as_flags, expand_home, stdout_gone
+from .common import apply_config, as_flags, expand_home, note_typed_escapes, stdout_gone
 
 __all__ = ["build_parser", "main", "COMMANDS", "RUN_COMMANDS"]
 
@@ -68,6 +68,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     args = expand_home(build_parser().parse_args(argv))
+    note_typed_escapes(args)
     if torchrun_world_size() > 1 and args.cmd not in RUN_COMMANDS:
         if torchrun_rank() == 0:  # said once
             print(f"error: aieg-fast {args.cmd} runs in one process: under torchrun (WORLD_SIZE={torchrun_world_size()}) "

@@ -149,6 +149,22 @@ def expand_home(args):
     return args
 
 
+def note_typed_escapes(args) -> None:
+    """A note on stderr for each text option (:data:`_TEXT_OPTIONS`) holding a backslash and
+    ``n`` or ``t`` as typed: the shell passes ``'...\\n...'`` as those two characters, not a newline,
+    so a chat or prompt template built that way silently held a backslash and an ``n``."""
+    for key, flag in _TEXT_OPTIONS.items():
+        value = getattr(args, key, None)
+        if isinstance(value, str) and ("\\n" in value or "\\t" in value):
+            print(f"note: {flag} holds a backslash followed by n or t, as typed: the shell passes these as two "
+                  "characters, not a newline or tab; for a real newline write $'...\\n...' in bash (or a newline "
+                  "inside the quotes)", file=sys.stderr)
+
+
+#: text options whose newlines users type as \n → the option (:func:`note_typed_escapes`)
+_TEXT_OPTIONS = {"template": "--template", "system": "--system"}
+
+
 #: names the commands resolve before any path (the shipped models and the registry's datasets)
 _NAMES = frozenset((DEFAULT_MODEL, NANO_NAME, LLAMA_NANO_NAME, SST2_NAME, *DATASETS))
 

@@ -288,3 +288,15 @@ def test_the_view_gives_its_advice_in_the_commands_options(tiny_gpt2, tmp_path, 
     assert "caution: IG completeness error" in shown and "raise --n-steps" in shown and "raise n_steps" not in shown
     saved = json.loads(out.read_text())["degenerate"]
     assert any("raise n_steps" in f["message"] for f in saved)
+
+
+def test_a_template_typed_with_backslash_n_gets_a_note(tiny_gpt2, monkeypatch, capsys):
+    """'--template "Q: {text}\\nA:"' in a shell passes a backslash and an n, not a newline: the
+    prompt silently held them (and the model read them). A note says so; the run goes on."""
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **placement: tiny_gpt2)
+    assert cli.main(["explain", "the movie is good", "--template", "review: {text}\\nanswer:", "--method", "saliency",
+                     "--no-progress"]) == 0
+    assert "note: --template holds a backslash followed by n or t, as typed" in capsys.readouterr().err
+    assert cli.main(["explain", "the movie is good", "--template", "review: {text}\nanswer:", "--method", "saliency",
+                     "--no-progress"]) == 0
+    assert "backslash" not in capsys.readouterr().err  # a real newline: no note
