@@ -79,6 +79,8 @@ def add_parser(sub) -> None:
     e.add_argument("--html", metavar="FILE", help="write an HTML heatmap")
     e.add_argument("--no-progress", action="store_true")
     e.add_argument("--generate", type=int, default=None, metavar="N", help="generate N tokens greedily and explain each one (per-step heatmap)")
+    e.add_argument("--generated-text", default=None, metavar="TEXT",
+                   help="explain each token of TEXT as the continuation (teacher forcing: a given answer, per-step heatmap)")
     e.set_defaults(fn=run, flags=option_flags(e, tolerance="--tolerance"))
 
 
@@ -146,10 +148,13 @@ def _input_error(args):
         return f"--label-set applies with --target-fn label_logprob (the target renormalised over it), got --target-fn {args.target_fn}"
     if args.generate is not None and args.generate < 1:
         return f"--generate must be a positive int (tokens to generate), got {args.generate}"
-    if args.generate is not None and args.n_steps == "auto":
-        return "--n-steps auto: not with --generate (it refines integrated_gradients for one target); give an int (50 is usual)"
-    if args.generate is not None and (args.task is not None or args.target is not None):
-        return "--generate explains the generated tokens; it cannot be combined with --task or --target"
+    if args.generate is not None and args.generated_text is not None:
+        return "--generate N decodes the continuation, --generated-text gives it: give one of them"
+    steps = "--generate" if args.generate is not None else "--generated-text" if args.generated_text is not None else None
+    if steps and args.n_steps == "auto":
+        return f"--n-steps auto: not with {steps} (it refines integrated_gradients for one target); give an int (50 is usual)"
+    if steps and (args.task is not None or args.target is not None):
+        return f"{steps} explains each token of the continuation; it cannot be combined with --task or --target"
     if args.no_contrast and args.contrast_target is not None:
         return "--no-contrast and --contrast-target exclude each other (one says no contrast, the other names it)"
     if args.no_contrast and args.task is None:
@@ -324,9 +329,9 @@ def run(args) -> int:
         calls.update(tolerance=args.tolerance, max_steps=args.max_steps)
     if args.baseline is not None or args.alpha_start != 0 or args.n_baseline_samples != 1:
         calls.update(baseline=args.baseline, alpha_range=(args.alpha_start, 1.0), n_baseline_samples=args.n_baseline_samples, seed=args.seed)
-    if args.generate is not None:
+    if args.generate is not None or args.generated_text is not None:
         res = ex.attribute_generation(
-            text, max_new_tokens=args.generate, method=args.method, n_steps=_n_steps(args),
+            text, max_new_tokens=args.generate, generated_text=args.generated_text, method=args.method, n_steps=_n_steps(args),
             internal_batch_size=args.internal_batch_size, template=template, backend=args.backend,
             progress=not args.no_progress, **calls, **options,
         )

@@ -8,6 +8,7 @@ import os
 import re
 
 import pytest
+import torch
 
 import aieg_fast
 from aieg_fast import cli
@@ -300,3 +301,21 @@ def test_a_template_typed_with_backslash_n_gets_a_note(tiny_gpt2, monkeypatch, c
     assert cli.main(["explain", "the movie is good", "--template", "review: {text}\nanswer:", "--method", "saliency",
                      "--no-progress"]) == 0
     assert "backslash" not in capsys.readouterr().err  # a real newline: no note
+
+
+def test_explain_generated_text_explains_a_given_answer(tiny_gpt2, tmp_path, monkeypatch, capsys):
+    """The command line had no teacher forcing (--generate refuses --target): --generated-text
+    explains each token of a given continuation, as attribute_generation(generated_text=...)."""
+    monkeypatch.setattr(cli_explain, "load_model", lambda model=None, **placement: tiny_gpt2)
+    out = tmp_path / "g.json"
+    assert cli.main(["explain", "the movie is", "--generated-text", " good and great", "--method", "saliency",
+                     "--no-progress", "--json", str(out)]) == 0
+    saved = aieg_fast.load_attribution(out)
+    expected = tiny_gpt2.attribute_generation("the movie is", generated_text=" good and great", method="saliency")
+    assert saved.info["teacher_forced"] and saved.info["generated_ids"] == expected.info["generated_ids"]
+    torch.testing.assert_close(saved.scores, expected.scores, equal_nan=True)
+    for argv, said in ((["--generate", "2"], "--generate N decodes the continuation, --generated-text gives it"),
+                       (["--target", " good"], "--generated-text explains each token of the continuation; it cannot be combined"),
+                       (["--n-steps", "auto"], "--n-steps auto: not with --generated-text")):
+        assert cli.main(["explain", "the movie is", "--generated-text", " good", *argv]) == 2
+        assert said in capsys.readouterr().err
