@@ -60,6 +60,8 @@ def torchrun_rank() -> int:
 
 #: whether this process has joined a process group (:func:`start`)
 _JOINED = False
+#: process groups :func:`start` has made in this process (each gets its own rendezvous keys)
+_MADE = 0
 
 
 def reports_input_errors() -> bool:
@@ -200,7 +202,14 @@ def start(distributed: Optional[bool] = None) -> Dist:
     if torch.distributed.is_initialized():
         group = torch.distributed.new_group(backend="gloo", timeout=DIST_TIMEOUT)
         return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, group, False)
-    torch.distributed.init_process_group(backend="gloo", timeout=DIST_TIMEOUT)
+    global _MADE
+    # torchrun's rendezvous store outlives a group: a second group made under the same keys (a
+    # script calling two of the package's runs) read the first one's gloo addresses and failed
+    # ("connectFullMesh failed ... Connection refused") or hung; each group gets keys of its own.
+    store, rank, world = next(torch.distributed.rendezvous("env://", timeout=DIST_TIMEOUT))
+    store = torch.distributed.PrefixStore(f"aieg_fast/group{_MADE}", store)
+    _MADE += 1
+    torch.distributed.init_process_group(backend="gloo", store=store, rank=rank, world_size=world, timeout=DIST_TIMEOUT)
     return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, None, True)
 
 

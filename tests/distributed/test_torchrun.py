@@ -336,3 +336,25 @@ def test_the_benchmark_scripts_torchrun_lines_pass_through():
     for ln in lines:
         args = shlex.split(ln.split("-m aieg_fast.cli", 1)[1], comments=True)
         assert _torchrun_passes(args), ln
+
+
+TWICE_SCRIPT = """
+import os, time
+from aieg_fast.runs import start
+for k in range(2):
+    if k == 1 and os.environ["RANK"] == "0":
+        time.sleep(3)  # rank 0 comes to the second run later (it merged the files and wrote the summary)
+    with start() as procs:
+        print(f"rank {procs.rank} run {k}: {procs.gather(procs.rank)}", flush=True)
+"""
+
+
+def test_a_script_makes_two_runs_one_after_the_other(tmp_path):
+    """Two of the package's runs in one torchrun script (attribute_dataset, then evaluate): the
+    second process group was made under the first one's rendezvous keys, which torchrun's store
+    keeps, so rank 1 read rank 0's old gloo address and failed ('connectFullMesh failed ...
+    Connection refused') or hung. Each group start() makes now has keys of its own."""
+    script = tmp_path / "twice.py"
+    script.write_text(TWICE_SCRIPT, encoding="utf-8")
+    said = _torchrun(str(script))
+    assert sorted(re.findall(r"rank \d run \d: \[0, 1\]", said)) == [f"rank {r} run {k}: [0, 1]" for r in (0, 1) for k in (0, 1)], said
