@@ -8,7 +8,8 @@
   embedded SmolLM2-135M-Instruct and the user cache.
 """
 from .base import DecoderAdapter, QKVPoint, execution_device, materialized, split_last
-from .embedded import DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, cache_dir, embedded_model_path, nano_path, sst2_adapter_path
+from .embedded import (DEFAULT_MODEL, LLAMA_NANO_NAME, NANO_NAME, SST2_NAME, cache_dir, embedded_model_path, nano_path, save_model_files,
+                       sst2_adapter_path)
 from .cohere import CohereAdapter
 from .cohere2 import Cohere2Adapter
 from .falcon import FalconAdapter
@@ -83,5 +84,5 @@ SUPPORTED_ARCHITECTURES = supported_architectures()
 __all__ = [
     "BUILTIN_FAMILIES", "DEFAULT_MODEL", "TRAINING_RECORD", "LLAMA_NANO_NAME", "NANO_NAME", "SST2_NAME", "SUPPORTED_ARCHITECTURES", "DecoderAdapter", "QKVPoint",
     "adapter_class", "adapter_for", "cache_dir", "embedded_model_path", "execution_device", "home_expanded", "load_hf_model", "materialized", "model_kind", "nano_path", "register_adapter", "run_model_settings", "sst2_adapter_path",
-    "split_last", "supported_architectures", "supported_model_types", "training_folder", "unfinished_install", "unregister_adapter", "weights_digest",
+    "save_model_files", "split_last", "supported_architectures", "supported_model_types", "training_folder", "unfinished_install", "unregister_adapter", "weights_digest",
 ] + [a.__name__ for a in BUILTIN_FAMILIES.values()]

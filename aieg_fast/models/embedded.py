@@ -18,7 +18,7 @@ from typing import Tuple
 
 import torch
 
-__all__ = ["DEFAULT_MODEL", "LLAMA_NANO_NAME", "NANO_NAME", "SST2_NAME", "cache_dir", "embedded_model_path", "load_embedded", "nano_path", "sst2_adapter_path"]
+__all__ = ["DEFAULT_MODEL", "LLAMA_NANO_NAME", "NANO_NAME", "SST2_NAME", "cache_dir", "embedded_model_path", "load_embedded", "nano_path", "save_model_files", "sst2_adapter_path"]
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 #: name of the GPT-nano SST-2 classifier trained by ``aieg-fast train-nano``
@@ -110,21 +110,30 @@ def load_embedded(dtype: torch.dtype, **from_pretrained):
     return model, tok, DEFAULT_MODEL
 
 
-def _write_cache(model, tok, folder: Path) -> None:
-    """Write the de-quantized model and its tokenizer to ``folder`` in the layout
-    ``from_pretrained`` reads.
+def save_model_files(model, folder) -> None:
+    """Write ``model`` (a transformers ``PreTrainedModel``) into ``folder`` as ``from_pretrained``
+    reads it: ``config.json``, ``generation_config.json`` and ``model.safetensors`` (safetensors'
+    ``save_model``, which keeps one name of tied weights).
 
-    The weights are written with safetensors' ``save_model`` (which keeps one name of tied
-    weights), not ``model.save_pretrained``: under an initialised process group (torchrun),
-    transformers' ``save_pretrained`` writes nothing on ranks other than 0, so a rank that built
-    the cache found no ``config.json`` in it."""
+    ``model.save_pretrained`` writes nothing on ranks other than 0 once a process group exists
+    (torchrun), so a cache built or a model trained there was missing its weights; this writes
+    them on every rank."""
     from safetensors.torch import save_model
 
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model.config.save_pretrained(folder)
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.save_pretrained(folder)
     save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def _write_cache(model, tok, folder: Path) -> None:
+    """Write the de-quantized model and its tokenizer to ``folder`` in the layout
+    ``from_pretrained`` reads, on any rank of a process group (:func:`save_model_files`:
+    under torchrun, ``model.save_pretrained`` wrote nothing on rank 1, which then found no
+    ``config.json`` in the cache it built)."""
+    save_model_files(model, folder)
     tok.save_pretrained(folder)
     mode = (folder / "config.json").stat().st_mode & 0o777  # safetensors writes its file 0600; the rest follow the umask
     for f in folder.iterdir():

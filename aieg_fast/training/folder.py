@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
+from transformers import PreTrainedModel
 
-from ..models import TRAINING_RECORD, unfinished_install
+from ..models import TRAINING_RECORD, save_model_files, unfinished_install
 from ..runs import setting_differences
 from ..runs.records import write_json
 
@@ -267,7 +268,10 @@ def save_trained(out: Path, record: dict, *savers, former_files: Sequence[str] =
     staged = staging_folder(out)
     try:
         for saver in savers:
-            saver.save_pretrained(staged)
+            if isinstance(saver, PreTrainedModel):  # written on every rank (save_pretrained writes only on rank 0 of a group)
+                save_model_files(saver, staged)
+            else:
+                saver.save_pretrained(staged)
         for name in left_out:
             (staged / name).unlink(missing_ok=True)
         record["files"] = sorted(f.name for f in staged.iterdir())

@@ -155,3 +155,25 @@ def test_train_nano_command_names_the_folder_it_saved_to(tmp_path, monkeypatch, 
         cli.main(["train-nano", "--help"])
     helptext = " ".join(capsys.readouterr().out.split())
     assert "<cache>/llama-nano-sst2 with --arch llama" in helptext and "<cache>/gpt-nano-sst2 with --arch gpt2" in helptext
+
+
+def test_train_nano_on_rank_1_of_a_process_group_saves_the_model(tmp_path, monkeypatch):
+    """Under a process group (torchrun), transformers' save_pretrained writes nothing on ranks
+    other than 0: train_nano there reported success with a folder holding no config.json and no
+    weights, which load_model refused. The model is now written on every rank."""
+    from aieg_fast import load_model
+    from aieg_fast.training.nano import train_nano
+
+    _write(tmp_path / "train.tsv", 64, 0)
+    _write(tmp_path / "dev.tsv", 32, 1)
+    with monkeypatch.context() as m:  # this process is rank 1 of 2 of an initialised group
+        m.setattr(torch.distributed, "is_initialized", lambda: True)
+        m.setattr(torch.distributed, "get_rank", lambda *a, **k: 1)
+        m.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
+        res = train_nano(tmp_path / "train.tsv", tmp_path / "dev.tsv", out_dir=tmp_path / "nano", epochs=1, batch_size=32,
+                         tokenizer=byte_level_tokenizer(), progress=False)
+    assert {"config.json", "model.safetensors"} <= {p.name for p in (tmp_path / "nano").iterdir()}
+    ex = load_model(str(tmp_path / "nano"))
+    with torch.no_grad():
+        logits = ex.model(torch.tensor([ex.encode("the film is wonderful")[0]])).logits
+    assert res["out_dir"] == str(tmp_path / "nano") and torch.isfinite(logits).all()
