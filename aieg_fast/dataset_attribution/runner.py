@@ -47,7 +47,7 @@ import hashlib
 import sys
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -457,6 +457,7 @@ def attribute_dataset(
         skip, err = _precheck(ex, s, [e for b in mine for e in b], trial=not (out / RECORDS_FILE).exists())
         procs.check(err)
         config = _config(ex, s, examples, text_column, target_is_id)
+        procs.check(procs.unlike(config, [astuple(e) for e in examples]))  # every process given the same run
         procs.check(_prepare(out, config, examples, s) if procs.main else None)
         done = {r["index"] for r in read_jsonl(out / RECORDS_FILE)[0]}
         todo = [b for b in mine if any(e.index not in done for e in b)]  # whole batches, as planned

@@ -82,6 +82,7 @@ def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, d
     rec_path = out / RECORDS_FILE
     done = read_records(rec_path)
     todo = procs.checked(plan, done)  # a refusal (a changed prompt) said once
+    procs.check(procs.unlike(config, todo))  # every process given the same run
     path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
     computed = work(shard(todo, procs), done, path, progress and procs.main)
     computed = sum(procs.gather(computed))

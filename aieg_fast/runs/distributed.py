@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
@@ -135,6 +137,26 @@ class Dist:
         copy.reported_by = first
         raise copy
 
+    def unlike(self, settings: dict, data) -> Optional[ValueError]:
+        """A ValueError (the same on every process) when a process was given other ``settings``
+        (the run's recorded settings, its model's weights digest included) or other ``data`` (the
+        examples in order, JSON-able) than rank 0, else None; a collective call. Each process
+        reads its own arguments: an unseeded shuffle of the data, or a model made per process,
+        wrote records of other examples or weights into one folder, silently."""
+        if not self.parallel:
+            return None
+        digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+        every = self.gather((settings, digest))
+        first, first_digest = every[0]
+        for rank, (theirs, their_digest) in enumerate(every):
+            keys = sorted(k for k in {*first, *theirs} if first.get(k) != theirs.get(k))
+            keys += ["the data (its examples, in order)"] if their_digest != first_digest else []
+            if keys:
+                return ValueError(f"the processes were given different runs: rank {rank} differs from rank 0 in {', '.join(keys)}; "
+                                  "every process must get the same data in the same order and the same model (a shuffle "
+                                  "without a fixed seed, or a model made or changed in each process, does this)")
+        return None
+
     def checked(self, fn, *args):
         """``fn(*args)`` on every process, its result; a ValueError / TypeError it raises is
         raised on every process and reported once (:meth:`check`). A collective call."""
@@ -174,34 +196,40 @@ class Dist:
 
 
 def start(distributed: Optional[bool] = None) -> Dist:
-    """This process's place in a torchrun group.
+    """This process's place in a torchrun group, or in a process group the caller made.
 
     Args:
         distributed: None (default): data parallel when started by torchrun with
-            ``WORLD_SIZE`` > 1, a single process otherwise; False: a single process whatever the
-            environment; True: requires torchrun.
+            ``WORLD_SIZE`` > 1, or inside a process group of more than one process the caller
+            made (``torch.multiprocessing.spawn`` and ``init_process_group``, without torchrun's
+            environment), a single process otherwise; False: a single process whatever the
+            environment; True: requires one of the two.
 
     Returns:
         A :class:`Dist`; joins (or creates) the process group when parallel. A group the caller
-        already made (``torch.distributed.init_process_group`` in a script) is used through a
-        gloo subgroup (destroyed by :meth:`Dist.close`) and left as it was.
+        already made is used through a gloo subgroup (destroyed by :meth:`Dist.close`) and left
+        as it was; without ``LOCAL_RANK`` / ``LOCAL_WORLD_SIZE`` in the environment its
+        processes are taken to share one machine.
 
     Raises:
-        ValueError: ``distributed=True`` without torchrun's environment.
+        ValueError: ``distributed=True`` with neither.
     """
-    world = torchrun_world_size()
+    made = torch.distributed.is_available() and torch.distributed.is_initialized()
+    world = torch.distributed.get_world_size() if made else torchrun_world_size()
     if distributed is False or (distributed is None and world <= 1):
         return Dist()
-    if world <= 1 or "RANK" not in os.environ:
-        raise ValueError("distributed=True needs torchrun's environment (RANK, WORLD_SIZE); "
-                         "start the command with `torchrun --nproc-per-node N ...`")
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if world <= 1 or not (made or "RANK" in os.environ):
+        raise ValueError("distributed=True needs torchrun's environment (RANK, WORLD_SIZE) or a process group of several "
+                         "processes; start the command with `torchrun --nproc-per-node N ...`")
     global _JOINED
     _JOINED = True
-    if torch.distributed.is_initialized():
+    if made:
+        rank = torch.distributed.get_rank()
+        local, local_world = int(os.environ.get("LOCAL_RANK", rank)), int(os.environ.get("LOCAL_WORLD_SIZE", world))
         group = torch.distributed.new_group(backend="gloo", timeout=DIST_TIMEOUT)
-        return Dist(torch.distributed.get_rank(), torch.distributed.get_world_size(), local, local_world, group, False)
+        return Dist(rank, world, local, local_world, group, False)
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     global _MADE
     # torchrun's rendezvous store outlives a group: a second group made under the same keys (a
     # script calling two of the package's runs) read the first one's gloo addresses and failed

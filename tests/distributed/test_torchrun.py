@@ -358,3 +358,81 @@ def test_a_script_makes_two_runs_one_after_the_other(tmp_path):
     script.write_text(TWICE_SCRIPT, encoding="utf-8")
     said = _torchrun(str(script))
     assert sorted(re.findall(r"rank \d run \d: \[0, 1\]", said)) == [f"rank {r} run {k}: [0, 1]" for r in (0, 1) for k in (0, 1)], said
+
+
+UNLIKE_SCRIPT = """
+import os, random, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "tests"))
+import aieg_fast
+from builders import make_tiny_gpt2
+from aieg_fast.dataset_attribution import attribute_dataset
+from aieg_fast.eval import evaluate
+rank, case, out = int(os.environ["RANK"]), sys.argv[2], sys.argv[3]
+texts = ["the movie is good", "bad film", "great story", "a slow and boring film", "what a wonderful story", "terrible"]
+try:
+    if case == "shuffled":  # an unseeded shuffle: each process its own order
+        random.Random(rank).shuffle(texts)
+        attribute_dataset(texts, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False)
+    else:  # a model made in each process with its own seed
+        rows = [{"text": t, "label": i % 2} for i, t in enumerate(texts)]
+        evaluate(aieg_fast.load_model(*make_tiny_gpt2(seed=rank)), rows, methods=["saliency"], out_dir=out, progress=False,
+                 labels=[" good", " bad"], template="{text}", label_field="label")
+except ValueError as err:
+    print(f"rank {rank}: {err}")
+"""
+
+
+@pytest.mark.parametrize("case, differs", [("shuffled", "the data (its examples, in order)"), ("model", "model_weights")])
+def test_processes_given_different_runs_are_refused(tmp_path, case, differs):
+    """Each process reads its own arguments: an unseeded shuffle of the data (12 records held 10
+    of the texts, two twice) or a model made per process (records of other weights under rank 0's
+    digest) was run silently. Every process is now checked against rank 0 before any record."""
+    script = tmp_path / "unlike.py"
+    script.write_text(UNLIKE_SCRIPT, encoding="utf-8")
+    said = _torchrun(str(script), str(ROOT), case, str(tmp_path / "out"))
+    for rank in (0, 1):
+        assert re.search(rf"rank {rank}: the processes were given different runs: rank 1 differs from rank 0 in [^;]*{re.escape(differs)}", said), said
+    assert not (tmp_path / "out" / RECORDS_FILE).exists()
+
+
+SPAWN_SCRIPT = """
+import json, os, socket, sys
+import torch
+sys.path.insert(0, os.path.join(sys.argv[1], "tests"))
+
+def work(rank, port, out):
+    import aieg_fast
+    from builders import make_tiny_gpt2
+    from aieg_fast.dataset_attribution import attribute_dataset
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    texts = ["the movie is good", "bad film", "great story", "a slow and boring film", "what a wonderful story"]
+    res = attribute_dataset(texts, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False)
+    print(json.dumps({"rank": rank, "world_size": res["world_size"], "computed": res["computed"]}), flush=True)
+    torch.distributed.destroy_process_group()
+
+if __name__ == "__main__":
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torch.multiprocessing.spawn(work, args=(port, sys.argv[2]), nprocs=2)
+"""
+
+
+def test_a_process_group_made_without_torchrun_is_used(tmp_path, tiny_gpt2):
+    """A group made with torch.multiprocessing.spawn and init_process_group (no torchrun
+    environment) was ignored: each process ran alone, one computed everything and the other was
+    refused ('in use by another run'). Its processes now share the work, as under torchrun."""
+    from aieg_fast.dataset_attribution import attribute_dataset
+
+    script = tmp_path / "spawn.py"
+    script.write_text(SPAWN_SCRIPT, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
+    out = subprocess.run([sys.executable, str(script), str(ROOT), str(tmp_path / "two")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600, env=dict(env, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    reports = sorted((json.loads(m) for m in re.findall(r'\{"rank": [^{}]*\}', out.stdout)), key=lambda r: r["rank"])
+    assert [(r["rank"], r["world_size"], r["computed"]) for r in reports] == [(0, 2, 5), (1, 2, 5)]
+    texts = ["the movie is good", "bad film", "great story", "a slow and boring film", "what a wonderful story"]
+    attribute_dataset(texts, tmp_path / "one", tiny_gpt2, method="saliency", progress=False)
+    assert _records(tmp_path / "two") == _records(tmp_path / "one")
