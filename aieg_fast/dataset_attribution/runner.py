@@ -186,6 +186,15 @@ def _explainer(model, **placement) -> "Explainer":
     return load_model(model, **placement)
 
 
+def _checked_explainer(procs: Dist, model, s: DatasetRun, device, dtype, device_map) -> "Explainer":
+    """The model on this process's device (:func:`_explainer`), checked to take the run's method
+    and options (ValueError / TypeError: its family or an option refused)."""
+    ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
+    m = get_method(s.method)
+    check_model(m, m.options(**s.options), ex.adapter)
+    return ex
+
+
 def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example],
               trial: bool = True) -> Tuple[Dict[int, str], Optional[BaseException]]:
     """({index: why the model cannot take the example's text}, the first bad target or contrast
@@ -449,9 +458,7 @@ def attribute_dataset(
     check_recorded_config(out_dir, _settings(s, text_column, target_is_id), records=RECORDS_FILE,  # before the model is loaded
                           kind="attribute_dataset", hints={"batch_size": BATCH_SIZE_KEPT})
     with start(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
-        ex = _explainer(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
-        m = get_method(s.method)
-        check_model(m, m.options(**s.options), ex.adapter)
+        ex = procs.checked(_checked_explainer, procs, model, s, device, dtype, device_map)  # a refusal said once
         batches = plan_batches(examples, s)
         mine = shard(batches, procs)
         skip, err = _precheck(ex, s, [e for b in mine for e in b], trial=not (out / RECORDS_FILE).exists())

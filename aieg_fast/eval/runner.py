@@ -38,7 +38,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -162,6 +162,18 @@ def explainer_for(model, **placement) -> "Explainer":
             raise ValueError(f"{', '.join(sorted(placement))}: model is an Explainer already loaded; pass them to load_model")
         return model
     return load_model(model, **placement)
+
+
+def run_explainer(procs: Dist, model, device, dtype, device_map, check: Callable[["Explainer"], None]) -> "Explainer":
+    """:func:`explainer_for` ``model`` placed on this process's device (:func:`~aieg_fast.runs.rank_device`)
+    and ``check(ex)``, on every process of ``procs``: a ValueError / TypeError they all find (a
+    model family, option or label word the model refuses) is said once, not once per process
+    (:meth:`~aieg_fast.runs.Dist.checked`)."""
+    def load():
+        ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
+        check(ex)
+        return ex
+    return procs.checked(load)
 
 
 _NO_LABELS = ("labels: dataset {!r} names no label words and the model is a causal LM (a classification head would "
@@ -518,9 +530,8 @@ def evaluate(
               normalise=normalise, method_options=method_options, soft_maps=tuple(soft_maps), target_fn=target_fn, topk_sweep=topk_sweep)
     check_recorded_config(out_dir, settings_config(dataset, metrics, **kw), records=RECORDS_FILE, kind="an evaluation", hints=NONE_MEANS)
     with start_processes(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
-        ex = explainer_for(model, device=rank_device(device, procs, device_map), dtype=dtype, device_map=device_map)
-        template, labels, label_ids = _prompt(ex, spec, template, labels)
-        check_models(ex, specs, method_options, CONTROLS)
+        ex = run_explainer(procs, model, device, dtype, device_map, lambda ex: check_models(ex, specs, method_options, CONTROLS))
+        template, labels, label_ids = procs.checked(_prompt, ex, spec, template, labels)
         settings = RunSettings(specs=specs, template=template, labels=labels, label_ids=label_ids,
                                internal_batch_size=internal_batch_size, hard_only=metrics == "hard", **kw)
         config = run_config(ex, dataset, settings, metrics)

@@ -436,3 +436,20 @@ def test_a_process_group_made_without_torchrun_is_used(tmp_path, tiny_gpt2):
     texts = ["the movie is good", "bad film", "great story", "a slow and boring film", "what a wonderful story"]
     attribute_dataset(texts, tmp_path / "one", tiny_gpt2, method="saliency", progress=False)
     assert _records(tmp_path / "two") == _records(tmp_path / "one")
+
+
+def test_refusals_found_once_the_model_loads_are_said_once(tiny_gpt2_dir, tmp_path):
+    """A refusal each process finds after the processes meet (a method option the model refuses,
+    label words that are not one token of its vocabulary) was printed by every process."""
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in ("the movie is good", "bad film")), encoding="utf-8")
+    common = ["--model", str(tiny_gpt2_dir), "--device", "cpu", "--no-progress"]
+    runs = {
+        "attn_layers": ["attribute-dataset", str(data), "--out", str(tmp_path / "ad"), "--method", "aieg", "--option", "attn_layers=[9]"],
+        "not a single token": ["evaluate", "--dataset", "sst2-sample", "--methods", "saliency", "--n-examples", "2",
+                               "--out", str(tmp_path / "ev")],
+    }
+    for said, argv in runs.items():
+        out = _torchrun("-m", "aieg_fast.cli", *argv, *common, ok=False)
+        errors = [ln for ln in out.stderr.splitlines() if ln.startswith("error: ")]
+        assert out.returncode != 0 and len(errors) == 1 and said in errors[0], out.stderr[-3000:]
