@@ -84,6 +84,9 @@ def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, d
     todo = procs.checked(plan, done)  # a refusal (a changed prompt) said once
     procs.check(procs.unlike(config, todo))  # every process given the same run
     path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
+    if progress and procs.main and procs.parallel:  # the bar is rank 0's: say what it counts
+        print(f"note: {procs.world_size} processes share the {len(todo)} examples to compute; the progress bar counts rank 0's "
+              f"share ({len(shard(todo, procs))})", file=sys.stderr)
     computed = work(shard(todo, procs), done, path, progress and procs.main)
     computed = sum(procs.gather(computed))
     procs.barrier()

@@ -193,8 +193,10 @@ def test_notes_and_refusals_are_said_once(tiny_gpt2_dir, tmp_path):
     def errors(out):
         return [ln for ln in out.stderr.splitlines() if ln.startswith("error: ")]
 
-    out = _torchrun(*args, "--methods", "saliency", ok=False)
+    shown = [a for a in args if a != "--no-progress"]  # with the progress bar: a note says what it counts, once
+    out = _torchrun(*shown, "--methods", "saliency", ok=False)
     assert out.returncode == 0 and out.stderr.count("has no --label-field") == 1, out.stderr[-3000:]
+    assert out.stderr.count("note: 2 processes share the 2 examples to compute; the progress bar counts rank 0's share (1)") == 1, out.stderr[-3000:]
     bad = _torchrun(*args, "--methods", "saliency,bogus", ok=False)
     assert bad.returncode != 0 and len(errors(bad)) == 1 and "bogus" in errors(bad)[0], bad.stderr[-3000:]
     prompts.write_text(prompts.read_text(encoding="utf-8").replace("the movie is", "the film is"), encoding="utf-8")
