@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import re
 import signal
 import sys
 import threading
@@ -100,7 +101,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (ValueError, TypeError, RuntimeError, OSError) as err:
         said = isinstance(err, (ValueError, TypeError, FileNotFoundError)) and not reports_input_errors()  # by rank 0
         if getattr(err, "reported_by", None) is None and not said:  # under torchrun: printed by the rank that found it
-            print(f"error: {as_flags(str(err), getattr(args, 'flags', {}))}{_resume_hint(args, err)}", file=sys.stderr)
+            print(f"error: {_peer_gone(err)}{as_flags(str(err), getattr(args, 'flags', {}))}{_resume_hint(args, err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         hint = f" ({KEPT}; rerun the same command to resume)" if args.cmd in RUN_COMMANDS else ""
@@ -110,6 +111,14 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 #: what a run command stopped before its end has written
 KEPT = "finished examples are kept in the records"
+
+
+def _peer_gone(err: BaseException) -> str:
+    """What a run's process says first when the connection to another one broke under torchrun
+    (gloo's "Connection closed by peer"): the other stopped, and its own error says why."""
+    if torchrun_world_size() > 1 and isinstance(err, RuntimeError) and re.search(r"Connection (closed|reset) by peer", str(err)):
+        return "another process of this run stopped (its error, printed by it, says why), so this one stopped too: "
+    return ""
 
 
 def _resume_hint(args, err: BaseException) -> str:

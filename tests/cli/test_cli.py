@@ -427,3 +427,19 @@ def test_cli_explain_label_set(tiny_gpt2, tmp_path, monkeypatch, capsys):
                        (["--target", "10", "--target-is-id", "--target-fn", "label_logprob", "--label-set", "10", "x"],
                         "--target-is-id needs --label-set to be integers")):
         assert cli.main(["explain", PROMPT, "--method", "saliency", *argv]) == 2 and said in capsys.readouterr().err
+
+
+def test_a_process_that_lost_its_peer_says_another_one_stopped(tmp_path, monkeypatch, capsys):
+    """Under torchrun, when one process failed, the others stopped on gloo's 'Connection closed by
+    peer' alone, which did not say that another process had failed (and printed why)."""
+    from aieg_fast.cli import evaluate as cli_evaluate
+
+    def gone(*a, **k):
+        raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:41234")
+
+    monkeypatch.setattr(cli_evaluate, "evaluate", gone)
+    for k, v in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(k, v)
+    assert cli.main(["evaluate", "--methods", "saliency", "--n-examples", "1", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "error: another process of this run stopped (its error, printed by it, says why), so this one stopped too: [" in err, err
