@@ -8,6 +8,7 @@ second. The cache also holds models trained by :mod:`aieg_fast.training` (:func:
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -69,10 +70,47 @@ def load_embedded(dtype: torch.dtype, **from_pretrained):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target = cache_dir() / DEFAULT_MODEL
-    if (target / "model.safetensors").exists() and (target / "tokenizer.json").exists():
-        tok = AutoTokenizer.from_pretrained(target)
-        model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, **from_pretrained)
-        return model, tok, DEFAULT_MODEL
+    if not _cached(target):
+        with _building(target):  # one process builds the cache (torchrun's ranks, parallel jobs); the others wait for it
+            if not _cached(target):
+                return _build_cache(target, dtype, **from_pretrained)
+    tok = AutoTokenizer.from_pretrained(target)
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype, **from_pretrained)
+    return model, tok, DEFAULT_MODEL
+
+
+def _cached(target: Path) -> bool:
+    return (target / "model.safetensors").exists() and (target / "tokenizer.json").exists()
+
+
+@contextlib.contextmanager
+def _building(target: Path):
+    """Held while this process builds the cache ``target``: an exclusive lock on a file beside it,
+    so that processes starting together (torchrun's ranks) de-quantize once, not each, and read
+    the cache the first one wrote. Without ``fcntl`` (Windows) or a writable lock file, nothing
+    is held (each process then builds its own copy; the first rename wins)."""
+    try:
+        import fcntl
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(target.parent / f".{target.name}.lock", "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            print(f"aieg_fast: another process is building the cache {target}; waiting for it ...", file=sys.stderr)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def _build_cache(target: Path, dtype: torch.dtype, **from_pretrained):
+    """De-quantize the GGUF file, write the cache ``target`` and return (model, tokenizer, name)
+    as :func:`load_embedded`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     folder, fname = embedded_model_path()
     print(
         f"aieg_fast: de-quantizing the embedded {DEFAULT_MODEL} from {fname} (first run only) "

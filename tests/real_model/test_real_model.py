@@ -86,8 +86,41 @@ def test_the_cache_is_built_by_a_rank_other_than_0_of_a_process_group(smollm, tm
         m.setattr(torch.distributed, "get_rank", lambda *a, **k: 1)
         m.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
         built, tok, _ = load_embedded(torch.float32)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [DEFAULT_MODEL]  # no temporary folder left
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [DEFAULT_MODEL]  # no temporary folder left
     cached, _, _ = load_embedded(torch.float32)  # from the cache now
     ids = torch.tensor([tok("a charming journey")["input_ids"]])
     with torch.no_grad():
         assert torch.equal(built(ids).logits, cached(ids).logits)
+
+
+def test_processes_starting_together_build_the_cache_once(smollm, tmp_path, monkeypatch, capsys):
+    """torchrun's ranks (or parallel jobs) on a machine without the cache each de-quantized the
+    GGUF file (N times the work and memory, their messages interleaved). One builds it under a
+    lock beside the cache; the others wait, then read what it wrote."""
+    import fcntl
+    import shutil
+    import threading
+    import time
+
+    from aieg_fast.models import embedded
+
+    built = embedded.cache_dir() / embedded.DEFAULT_MODEL  # the cache the session's model came from
+    monkeypatch.setenv("AIEG_FAST_CACHE", str(tmp_path))
+    holder = open(tmp_path / f".{embedded.DEFAULT_MODEL}.lock", "a")
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another process is building the cache
+
+    def other_process_finishes():
+        time.sleep(1)
+        shutil.copytree(built, tmp_path / embedded.DEFAULT_MODEL)
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        holder.close()
+
+    monkeypatch.setattr(embedded, "embedded_model_path", lambda: pytest.fail("this process de-quantized the model too"))
+    other = threading.Thread(target=other_process_finishes)
+    other.start()
+    model, tok, _ = embedded.load_embedded(torch.float32)
+    other.join()
+    assert "another process is building the cache" in capsys.readouterr().err
+    ids = torch.tensor([tok("a charming journey")["input_ids"]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, smollm.model(ids).logits)
