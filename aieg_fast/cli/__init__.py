@@ -69,7 +69,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     args = expand_home(build_parser().parse_args(argv))
-    note_typed_escapes(args)
+    if torchrun_rank() == 0:  # said once under torchrun
+        note_typed_escapes(args)
     if torchrun_world_size() > 1 and args.cmd not in RUN_COMMANDS:
         if torchrun_rank() == 0:  # said once
             print(f"error: aieg-fast {args.cmd} runs in one process: under torchrun (WORLD_SIZE={torchrun_world_size()}) "

@@ -148,6 +148,8 @@ def _input_error(args):
         return f"--label-set applies with --target-fn label_logprob (the target renormalised over it), got --target-fn {args.target_fn}"
     if args.generate is not None and args.generate < 1:
         return f"--generate must be a positive int (tokens to generate), got {args.generate}"
+    if args.generated_text == "":
+        return "--generated-text is empty: give the continuation to explain, or --generate N to decode one"
     if args.generate is not None and args.generated_text is not None:
         return "--generate N decodes the continuation, --generated-text gives it: give one of them"
     steps = "--generate" if args.generate is not None else "--generated-text" if args.generated_text is not None else None

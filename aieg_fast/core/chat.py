@@ -47,7 +47,8 @@ def chat_template(tokenizer, messages: Sequence[Mapping[str, str]] = (), system:
         ValueError: no chat template on the tokenizer; ``system`` besides a system turn; a fixed
             message holding a ``{name}`` (a template reads it as a field, and a template has no
             escape for it: render such a conversation yourself and attribute it whole); a chat
-            template that drops or changes the ``{text}`` placeholder.
+            template that drops or changes the ``{text}`` placeholder, or refuses the conversation
+            (some refuse a system turn, or turns that do not alternate).
     """
     tok = getattr(tokenizer, "tokenizer", None) if not hasattr(tokenizer, "apply_chat_template") else tokenizer
     if tok is None or not hasattr(tok, "apply_chat_template"):
@@ -71,8 +72,13 @@ def chat_template(tokenizer, messages: Sequence[Mapping[str, str]] = (), system:
             raise ValueError(f"{name} holds {field.group(0)!r}, which a template reads as a field, so it cannot be held "
                              "fixed (a template has no escape for it): render this conversation with "
                              "tokenizer.apply_chat_template(..., tokenize=False) and attribute it as text")
-    rendered = tok.apply_chat_template(turns + [{"role": "user", "content": _FIELD}], tokenize=False,
-                                       add_generation_prompt=add_generation_prompt)
+    from jinja2 import TemplateError
+
+    try:
+        rendered = tok.apply_chat_template(turns + [{"role": "user", "content": _FIELD}], tokenize=False,
+                                           add_generation_prompt=add_generation_prompt)
+    except TemplateError as err:  # the template's own refusal ("System role not supported", roles that must alternate)
+        raise ValueError(f"the tokenizer's chat template refused this conversation: {err}") from None
     if not isinstance(rendered, str) or rendered.count(_FIELD) != 1:
         raise ValueError(f"the tokenizer's chat template did not keep the message {_FIELD} as it is (rendered: {rendered!r}): "
                          "render the conversation yourself and put {text} where the message goes")

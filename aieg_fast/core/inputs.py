@@ -183,7 +183,7 @@ def _as_id_rows(input_ids) -> Tuple[List[list], bool]:
         rows, single = _as_id_rows(input_ids["input_ids"])
         mask = input_ids.get("attention_mask")
         if mask is not None:
-            keep, _ = _as_id_rows(mask)
+            keep, _ = _as_id_rows(torch.as_tensor(mask).long() if torch.is_tensor(mask) or _is_array(mask) else mask)  # bools too
             if [len(r) for r in keep] != [len(r) for r in rows]:
                 raise ValueError("input_ids['attention_mask'] has another shape than input_ids['input_ids']")
             rows = [[i for i, m in zip(r, k) if m] for r, k in zip(rows, keep)]

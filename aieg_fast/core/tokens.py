@@ -117,7 +117,7 @@ def encoding_warnings(tokenizer, text, full: str, ids: Sequence[int], offsets: O
         out.append(f"text holds {typed}, typed as text: the tokenizer reads each as its special token, which is held fixed "
                    "(not attributed) while the text around it is attributed (a chat template's role words and system prompt "
                    "too); remove it from the text, or hold such markup fixed in a template (a chat model's conversation: "
-                   "aieg_fast.chat_template, or explain --chat)")
+                   "aieg_fast.chat_template; on the command line, explain --chat)")
     unknown = unknown_pieces(tokenizer, full, ids, offsets)
     if unknown:
         out.append(f"text has {_pieces(unknown)} that the tokenizer can only encode as its unknown token "

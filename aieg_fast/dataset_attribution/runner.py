@@ -196,10 +196,10 @@ def _checked_explainer(procs: Dist, model, s: DatasetRun, device, dtype, device_
 
 
 def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example],
-              trial: bool = True) -> Tuple[Dict[int, str], Optional[BaseException]]:
+              trial: bool = True) -> Tuple[Dict[int, str], Optional[BaseException], Dict[str, List[Example]]]:
     """({index: why the model cannot take the example's text}, the first bad target or contrast
-    as an error naming the row), from the tokenizer; then, with ``trial``, the first example
-    whose text passed attributed once (:func:`_trial`)."""
+    as an error naming the row, {what encoding a text warned of: its rows}), from the tokenizer;
+    then, with ``trial``, the first example whose text passed attributed once (:func:`_trial`)."""
     skip: Dict[int, str] = {}
     noted: Dict[str, List[Example]] = {}  # what encoding a text warns of (a special token typed in it, say) → its rows
     with warnings.catch_warnings(record=True) as caught:
@@ -224,15 +224,26 @@ def _precheck(ex: "Explainer", s: DatasetRun, examples: Sequence[Example],
                 except (ValueError, TypeError) as err:
                     named = repr(value) in str(err)  # the value once: "target ' x' is not ..." names a target's
                     said = "" if named and role == "target" else f"{role}: " if named else f"{role} {value!r}: "
-                    return skip, type(err)(f"{e.named}: {said}{err}")
+                    return skip, type(err)(f"{e.named}: {said}{err}"), noted
     for w in caught:  # other kinds of warning as they came
         if not issubclass(w.category, AttributionWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    for message, rows in noted.items():  # once each (the attribution calls' own warnings are ignored: their flags are recorded)
-        more = f" and {len(rows) - 1} more row{'s' if len(rows) > 2 else ''}" if len(rows) > 1 else ""
-        warnings.warn(f"{rows[0].named}{more}: {message}", AttributionWarning, stacklevel=2)
     first = next((e for e in examples if e.index not in skip), None)
-    return skip, _trial(ex, s, first) if trial and first is not None else None
+    return skip, _trial(ex, s, first) if trial and first is not None else None, noted
+
+
+def _say_noted(procs: Dist, noted: Dict[str, List[Example]]) -> None:
+    """Warn once of each thing encoding the texts warned of (:func:`_precheck`; every process's
+    rows together, by rank 0), naming its first row and how many more: the attribution calls'
+    own warnings are ignored (their flags are recorded). A collective call."""
+    together: Dict[str, List[Example]] = {}
+    for part in procs.gather(noted):
+        for message, rows in part.items():
+            together.setdefault(message, []).extend(rows)
+    for message, rows in together.items() if procs.main else ():
+        rows = sorted(rows, key=lambda e: e.index)
+        more = f" and {len(rows) - 1} more row{'s' if len(rows) > 2 else ''}" if len(rows) > 1 else ""
+        warnings.warn(f"{rows[0].named}{more}: {message}", AttributionWarning, stacklevel=3)
 
 
 def _check_in_label_set(ex: "Explainer", s: DatasetRun, role: str, value, tid, context: str) -> None:
@@ -461,10 +472,11 @@ def attribute_dataset(
         ex = procs.checked(_checked_explainer, procs, model, s, device, dtype, device_map)  # a refusal said once
         batches = plan_batches(examples, s)
         mine = shard(batches, procs)
-        skip, err = _precheck(ex, s, [e for b in mine for e in b], trial=not (out / RECORDS_FILE).exists())
+        skip, err, noted = _precheck(ex, s, [e for b in mine for e in b], trial=not (out / RECORDS_FILE).exists())
         procs.check(err)
+        _say_noted(procs, noted)
         config = _config(ex, s, examples, text_column, target_is_id)
-        procs.check(procs.unlike(config, [astuple(e) for e in examples]))  # every process given the same run
+        procs.check(procs.unlike(config, [astuple(e)[:-1] for e in examples]))  # every process given the same run (not .where: a path as given)
         procs.check(_prepare(out, config, examples, s) if procs.main else None)
         done = {r["index"] for r in read_jsonl(out / RECORDS_FILE)[0]}
         todo = [b for b in mine if any(e.index not in done for e in b)]  # whole batches, as planned

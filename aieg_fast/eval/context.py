@@ -78,7 +78,9 @@ def step_attribution(gen: Attribution, t: int) -> Attribution:
         An :class:`Attribution` with ``scores`` Tensor[L_p + t] and target ``{"kind": "token",
         "id": y_t, "text", "step": t}`` (specs/grad_ellm.md §5.3, item 6: generation has one
         instance per generated step); its ``text`` and ``offsets`` are the generation's up to the
-        context's end, so its words are grouped as the generation's views group the prompt's.
+        context's end, so its words are grouped by their characters as the generation's views
+        group the prompt's (but the prompt's last word, which joins the generated tokens of the
+        context where they go on without a space: the views split prompt and generation).
 
     Raises:
         ValueError: ``gen`` is not a generation result, or ``t`` is out of range.

@@ -78,11 +78,12 @@ def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, d
     Returns:
         (examples computed by all processes, examples that were left to compute).
     """
+    procs.check(procs.unlike(config, None))  # every process given the same settings and model, before any file
     procs.check(prepare_folder(out, config, *methods) if procs.main else None)
     rec_path = out / RECORDS_FILE
     done = read_records(rec_path)
     todo = procs.checked(plan, done)  # a refusal (a changed prompt) said once
-    procs.check(procs.unlike(config, todo))  # every process given the same run
+    procs.check(procs.unlike(config, todo))  # and the same examples
     path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
     if progress and procs.main and procs.parallel:  # the bar is rank 0's: say what it counts
         print(f"note: {procs.world_size} processes share the {len(todo)} examples to compute; the progress bar counts rank 0's "

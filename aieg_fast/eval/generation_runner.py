@@ -74,14 +74,14 @@ from ..datasets.user import TEMPLATE_FIELD
 from ..generation import continuation_ids
 from ..result import Attribution
 from ..runs import check_recorded_config, made_folder, start as start_processes
-from .checks import check_method_options, check_models, method_settings
+from .checks import check_method_options, method_settings
 from .context import prepare, step_attribution
 from .metrics import DEFAULT_PI_GRID, DEFAULT_SOFT_MAPS, control_attribution, flat_metrics, pi_soft, score_attribution
 from .records import RECORDS_FILE, append_record
 from .run_checks import check_methods, check_run_settings
 from .folder import run_shards
 from .report import shown_id, summarise_run
-from .runner import CONTROLS, DEFAULT_METHODS, NO_SUMMARY, NONE_MEANS, RunSettings, eval_target_fn, run_config, run_explainer, settings_config
+from .runner import CONTROLS, DEFAULT_METHODS, NO_SUMMARY, NONE_MEANS, RunSettings, causal_lm_check, eval_target_fn, run_config, run_explainer, settings_config
 from .stats import REFERENCE_METHOD
 
 if TYPE_CHECKING:
@@ -538,7 +538,7 @@ def evaluate_generation(
     check_recorded_config(out_dir, dict(settings_config(dataset, metrics, **kw), template=template, labels=[], task="generation",
                                         **gen), records=RECORDS_FILE, kind="an evaluation", hints=NONE_MEANS)  # before the model loads
     with start_processes(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
-        ex = run_explainer(procs, model, device, dtype, device_map, lambda ex: _check_model(ex, specs, method_options))
+        ex = run_explainer(procs, model, device, dtype, device_map, causal_lm_check("evaluate_generation", specs, method_options))
         s = GenerationSettings(specs=specs, template=template, labels=[], label_ids=[], internal_batch_size=internal_batch_size,
                                hard_only=metrics == "hard", **kw, **gen)
         config = dict(run_config(ex, dataset, s, metrics), task="generation", **gen)
@@ -549,11 +549,3 @@ def evaluate_generation(
             return dict(NO_SUMMARY, computed=computed, skipped=len(rows) - left, out_dir=str(out), rank=procs.rank)
         return dict(summarise_run(out, [r["id"] for r in rows], methods, config, s, reference, metrics, plot),
                     computed=computed, skipped=len(rows) - left, out_dir=str(out))
-
-
-def _check_model(ex: "Explainer", specs, method_options) -> None:
-    """ValueError unless ``ex`` is a causal LM that takes every method spec and option."""
-    if ex.adapter.kind != "causal_lm":
-        raise ValueError("model: evaluate_generation needs a causal language model, not a classification head")
-    check_models(ex, specs, method_options, CONTROLS)
-

@@ -52,14 +52,14 @@ from ..core.validation import as_int, as_ints, check_bools, check_placement
 from ..datasets import DATASETS, load_records
 from ..models import run_model_settings
 from ..runs import check_recorded_config, made_folder, start as start_processes
-from .checks import check_method_options, check_models, check_n_steps, check_positive_int, check_seed, method_settings
+from .checks import check_method_options, check_n_steps, check_positive_int, check_seed, method_settings
 from .longra_report import LONGRA_KS, summarise_longra
 from .report import shown_id
 from .metrics import CONTROLS, control_attribution
 from .records import RECORDS_FILE, append_record, read_records
 from .run_checks import check_methods
 from .folder import run_shards
-from .runner import run_explainer
+from .runner import causal_lm_check, run_explainer
 from .stats import REFERENCE_METHOD
 
 if TYPE_CHECKING:
@@ -343,7 +343,7 @@ def evaluate_longra(
     with start_processes(distributed) as procs, made_folder(out_dir, procs=procs) as out:  # refused: no new folder left
         if looked_at < n and procs.main:
             print(f"note: {dataset} has {looked_at} instances; looking at {looked_at}, not n = {n}", file=sys.stderr)
-        ex = run_explainer(procs, model, device, dtype, device_map, lambda ex: _check_model(ex, specs, method_options))
+        ex = run_explainer(procs, model, device, dtype, device_map, causal_lm_check("LongRA", specs, method_options))
         config = {**run_model_settings(ex), **settings,
                   "filter": "one-token target and relative word; greedy prediction right with and without the distractor"}
         dtype_now = next(ex.model.parameters()).dtype
@@ -359,11 +359,3 @@ def evaluate_longra(
         records = [found[r["id"]] for r in data if r["id"] in found]
         res = summarise_longra(out, records, methods, config, reference, plot)
         return dict(res, computed=computed, out_dir=str(out))
-
-
-def _check_model(ex: "Explainer", specs, method_options) -> None:
-    """ValueError unless ``ex`` takes every method spec and option and is a causal LM."""
-    check_models(ex, specs, method_options, CONTROLS)
-    if ex.adapter.kind != "causal_lm":
-        raise ValueError("model: LongRA needs a causal LM (it predicts the next word), got a classification head")
-

@@ -176,6 +176,17 @@ def run_explainer(procs: Dist, model, device, dtype, device_map, check: Callable
     return procs.checked(load)
 
 
+def causal_lm_check(what: str, specs, method_options) -> Callable[["Explainer"], None]:
+    """The check :func:`run_explainer` makes for a run that predicts the next token: the model
+    takes every method spec and option (:func:`~aieg_fast.eval.checks.check_models`) and is a
+    causal LM (``what``: the run, named in the ValueError)."""
+    def check(ex: "Explainer") -> None:
+        if ex.adapter.kind != "causal_lm":
+            raise ValueError(f"model: {what} needs a causal language model (it predicts the next token), not a classification head")
+        check_models(ex, specs, method_options, CONTROLS)
+    return check
+
+
 _NO_LABELS = ("labels: dataset {!r} names no label words and the model is a causal LM (a classification head would "
               "give its classes); give the label words (--labels), one per label index, e.g. ' no' ' yes'")
 

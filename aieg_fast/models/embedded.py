@@ -150,8 +150,8 @@ def _build_cache(target: Path, dtype: torch.dtype, **from_pretrained):
 
 def save_model_files(model, folder) -> None:
     """Write ``model`` (a transformers ``PreTrainedModel``) into ``folder`` as ``from_pretrained``
-    reads it: ``config.json``, ``generation_config.json`` and ``model.safetensors`` (safetensors'
-    ``save_model``, which keeps one name of tied weights).
+    reads it: ``config.json`` (its ``architectures`` set to the model's class, as ``save_pretrained`` does),
+    ``generation_config.json`` and ``model.safetensors`` (safetensors' ``save_model``, which keeps one name of tied weights).
 
     ``model.save_pretrained`` writes nothing on ranks other than 0 once a process group exists
     (torchrun), so a cache built or a model trained there was missing its weights; this writes
@@ -160,6 +160,7 @@ def save_model_files(model, folder) -> None:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    model.config.architectures = [type(model).__name__]  # as save_pretrained records it: load_model reads the head from it
     model.config.save_pretrained(folder)
     if getattr(model, "generation_config", None) is not None:
         model.generation_config.save_pretrained(folder)

@@ -200,10 +200,11 @@ def start(distributed: Optional[bool] = None) -> Dist:
 
     Args:
         distributed: None (default): data parallel when started by torchrun with
-            ``WORLD_SIZE`` > 1, or inside a process group of more than one process the caller
-            made (``torch.multiprocessing.spawn`` and ``init_process_group``, without torchrun's
-            environment), a single process otherwise; False: a single process whatever the
-            environment; True: requires one of the two.
+            ``WORLD_SIZE`` > 1, a single process otherwise; False: a single process whatever the
+            environment; True: data parallel under torchrun, or inside a process group of more
+            than one process the caller made without torchrun's environment
+            (``torch.multiprocessing.spawn`` and ``init_process_group``; not by default, since
+            such scripts often call on rank 0 alone, where joining would wait for the others).
 
     Returns:
         A :class:`Dist`; joins (or creates) the process group when parallel. A group the caller
@@ -215,7 +216,7 @@ def start(distributed: Optional[bool] = None) -> Dist:
         ValueError: ``distributed=True`` with neither.
     """
     made = torch.distributed.is_available() and torch.distributed.is_initialized()
-    world = torch.distributed.get_world_size() if made else torchrun_world_size()
+    world = torchrun_world_size() if "RANK" in os.environ or distributed is not True or not made else torch.distributed.get_world_size()
     if distributed is False or (distributed is None and world <= 1):
         return Dist()
     if world <= 1 or not (made or "RANK" in os.environ):

@@ -319,3 +319,5 @@ def test_explain_generated_text_explains_a_given_answer(tiny_gpt2, tmp_path, mon
                        (["--n-steps", "auto"], "--n-steps auto: not with --generated-text")):
         assert cli.main(["explain", "the movie is", "--generated-text", " good", *argv]) == 2
         assert said in capsys.readouterr().err
+    assert cli.main(["explain", "the movie is", "--generated-text", ""]) == 2  # said as an option, not as Python's None
+    assert "error: --generated-text is empty: give the continuation to explain, or --generate N to decode one" in capsys.readouterr().err

@@ -77,6 +77,17 @@ def test_bad_conversations_are_refused_naming_the_argument(chat_ex, kw, err, mat
         aieg_fast.chat_template(chat_ex, **kw)
 
 
+def test_a_conversation_the_chat_template_refuses_is_a_value_error(tiny_llama):
+    """A template that refuses a conversation (Gemma's and Mistral's refuse a system turn) raised
+    jinja's TemplateError: explain --chat --system ended in a traceback, not 'error: ...'."""
+    m, t = make_tiny_llama()
+    t.chat_template = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+                       "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    with pytest.raises(ValueError, match="the tokenizer's chat template refused this conversation: System role not supported"):
+        aieg_fast.chat_template(t, system="slow")
+    assert aieg_fast.chat_template(t) == "{text}"
+
+
 def test_a_tokenizer_without_a_chat_template_is_refused(tiny_llama):
     with pytest.raises(ValueError, match="has no chat template"):
         aieg_fast.chat_template(tiny_llama.tokenizer)

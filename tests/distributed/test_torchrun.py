@@ -375,6 +375,11 @@ try:
     if case == "shuffled":  # an unseeded shuffle: each process its own order
         random.Random(rank).shuffle(texts)
         attribute_dataset(texts, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False)
+    elif case == "copies":  # the same rows from a copy of the file per process (a node's own copy): not a difference
+        path = f"{out}.rank{rank}.jsonl"
+        open(path, "w").write("".join('{"text": "%s"}\\n' % t for t in texts))
+        res = attribute_dataset(path, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False)
+        print(f"rank {rank}: computed {res['computed']}")
     else:  # a model made in each process with its own seed
         rows = [{"text": t, "label": i % 2} for i, t in enumerate(texts)]
         evaluate(aieg_fast.load_model(*make_tiny_gpt2(seed=rank)), rows, methods=["saliency"], out_dir=out, progress=False,
@@ -397,6 +402,15 @@ def test_processes_given_different_runs_are_refused(tmp_path, case, differs):
     assert not (tmp_path / "out" / RECORDS_FILE).exists()
 
 
+def test_the_same_rows_from_a_copy_per_process_are_not_a_difference(tmp_path):
+    """Dist.unlike compared each row's place in the data as written (its file's path): processes
+    reading the same rows from copies of the file at other paths (a node's own copy) were refused."""
+    script = tmp_path / "unlike.py"
+    script.write_text(UNLIKE_SCRIPT, encoding="utf-8")
+    said = _torchrun(str(script), str(ROOT), "copies", str(tmp_path / "out"))
+    assert "rank 0: computed 6" in said and "rank 1: computed 6" in said and "different runs" not in said, said
+
+
 SPAWN_SCRIPT = """
 import json, os, socket, sys
 import torch
@@ -409,7 +423,8 @@ def work(rank, port, out):
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     texts = ["the movie is good", "bad film", "great story", "a slow and boring film", "what a wonderful story"]
-    res = attribute_dataset(texts, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False)
+    res = attribute_dataset(texts, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False,
+                            distributed=True)
     print(json.dumps({"rank": rank, "world_size": res["world_size"], "computed": res["computed"]}), flush=True)
     torch.distributed.destroy_process_group()
 
@@ -423,8 +438,9 @@ if __name__ == "__main__":
 
 def test_a_process_group_made_without_torchrun_is_used(tmp_path, tiny_gpt2):
     """A group made with torch.multiprocessing.spawn and init_process_group (no torchrun
-    environment) was ignored: each process ran alone, one computed everything and the other was
-    refused ('in use by another run'). Its processes now share the work, as under torchrun."""
+    environment) was ignored even with distributed=True: each process ran alone, one computed
+    everything and the other was refused ('in use by another run'). With distributed=True its
+    processes now share the work, as under torchrun."""
     from aieg_fast.dataset_attribution import attribute_dataset
 
     script = tmp_path / "spawn.py"

@@ -182,7 +182,7 @@ def test_bad_settings_refused_before_any_work(tiny_gpt2, tmp_path, monkeypatch, 
 
 
 def test_refused_model_leaves_no_folder(tiny_gpt2_clf, tmp_path):
-    with pytest.raises(ValueError, match="LongRA needs a causal LM"):
+    with pytest.raises(ValueError, match="LongRA needs a causal language model"):
         E.evaluate_longra(tiny_gpt2_clf, dataset="longra", methods="saliency", n=2, out_dir=tmp_path / "o", progress=False)
     assert not (tmp_path / "o").exists()
 

@@ -198,6 +198,8 @@ def test_a_tokenizers_output_is_taken_with_its_padding_taken_off(tiny_llama):
         assert [r.token_ids for r in got] == rows
         for g, e in zip(got, expected):
             torch.testing.assert_close(g.scores, e.scores)
+    masked = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"].bool()}  # a bool mask too
+    assert [r.token_ids for r in tiny_llama.attribute(input_ids=masked, method="saliency")] == rows
     one = tiny_llama.attribute(input_ids=tok(TEXT), method="saliency")  # lists, one sequence
     assert one.token_ids == rows[0] and torch.equal(one.scores, tiny_llama.attribute(input_ids=rows[0], method="saliency").scores)
     with pytest.raises(TypeError, match=r"input_ids is a dict without an 'input_ids' entry \(keys \['ids'\]\)"):

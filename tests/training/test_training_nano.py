@@ -177,3 +177,18 @@ def test_train_nano_on_rank_1_of_a_process_group_saves_the_model(tmp_path, monke
     with torch.no_grad():
         logits = ex.model(torch.tensor([ex.encode("the film is wonderful")[0]])).logits
     assert res["out_dir"] == str(tmp_path / "nano") and torch.isfinite(logits).all()
+
+
+def test_a_classifier_written_by_save_model_files_loads_as_a_classifier(tmp_path):
+    """save_model_files wrote config.json without ``architectures`` (save_pretrained records the
+    class there), so a classification head was loaded back as a causal LM."""
+    import aieg_fast
+    from aieg_fast.models import save_model_files
+    from builders import make_tiny_gpt2
+
+    m, t = make_tiny_gpt2(classifier=True)
+    save_model_files(m, tmp_path / "clf")
+    t.save_pretrained(tmp_path / "clf")
+    ex = aieg_fast.load_model(str(tmp_path / "clf"))
+    assert ex.adapter.kind == "classifier" and type(ex.model).__name__ == type(m).__name__
+
