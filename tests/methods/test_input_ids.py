@@ -88,16 +88,20 @@ def test_text_or_ids(tiny_gpt2, kwargs, match):
         tiny_gpt2.attribute(method="saliency", **kwargs)
 
 
+def _padded(tok, side: str):
+    """The tokenizer's padded [2, L] output of TEXT and SHORT, padded on ``side``."""
+    tok.padding_side = side
+    try:
+        return tok([TEXT, SHORT], padding=True, return_tensors="pt")
+    finally:
+        tok.padding_side = "right"
+
+
 def test_padded_tensor_batch_is_refused(tiny_llama):
     """A tokenizer's padded [B, L] output would make the pads input (there is no attention mask):
     refused before any work, naming the row; the same rows as a list of lists run and equal texts."""
-    tok = tiny_llama.tokenizer
     for side in ("right", "left"):
-        tok.padding_side = side
-        try:
-            enc = tok([TEXT, SHORT], padding=True, return_tensors="pt")
-        finally:
-            tok.padding_side = "right"
+        enc = _padded(tiny_llama.tokenizer, side)
         with pytest.raises(ValueError, match=r"input_ids\[1\] (ends|starts) with \d+ padding token"):
             tiny_llama.attribute(input_ids=enc["input_ids"], method="saliency")
     rows = [tiny_llama.encode(t)[0] for t in (TEXT, SHORT)]
@@ -189,11 +193,7 @@ def test_a_tokenizers_output_is_taken_with_its_padding_taken_off(tiny_llama):
     rows = [tiny_llama.encode(t)[0] for t in (TEXT, SHORT)]
     expected = tiny_llama.attribute(input_ids=rows, method="saliency")
     for side in ("right", "left"):
-        tok.padding_side = side
-        try:
-            enc = tok([TEXT, SHORT], padding=True, return_tensors="pt")
-        finally:
-            tok.padding_side = "right"
+        enc = _padded(tok, side)
         got = tiny_llama.attribute(input_ids=enc, method="saliency")
         assert [r.token_ids for r in got] == rows
         for g, e in zip(got, expected):
