@@ -145,7 +145,11 @@ class Dist:
         wrote records of other examples or weights into one folder, silently."""
         if not self.parallel:
             return None
-        digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+        try:
+            text = json.dumps(data, sort_keys=True, default=str)
+        except TypeError:  # keys of several types cannot be sorted: as written
+            text = json.dumps(data, default=str)
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         every = self.gather((settings, digest))
         first, first_digest = every[0]
         for rank, (theirs, their_digest) in enumerate(every):
