@@ -369,46 +369,45 @@ import aieg_fast
 from builders import make_tiny_gpt2
 from aieg_fast.dataset_attribution import attribute_dataset
 from aieg_fast.eval import evaluate
-rank, case, out = int(os.environ["RANK"]), sys.argv[2], sys.argv[3]
-texts = ["the movie is good", "bad film", "great story", "a slow and boring film", "what a wonderful story", "terrible"]
-try:
-    if case == "shuffled":  # an unseeded shuffle: each process its own order
-        random.Random(rank).shuffle(texts)
-        attribute_dataset(texts, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False)
-    elif case == "copies":  # the same rows from a copy of the file per process (a node's own copy): not a difference
-        path = f"{out}.rank{rank}.jsonl"
-        open(path, "w").write("".join('{"text": "%s"}\\n' % t for t in texts))
-        res = attribute_dataset(path, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False)
-        print(f"rank {rank}: computed {res['computed']}")
-    else:  # a model made in each process with its own seed
-        rows = [{"text": t, "label": i % 2} for i, t in enumerate(texts)]
-        evaluate(aieg_fast.load_model(*make_tiny_gpt2(seed=rank)), rows, methods=["saliency"], out_dir=out, progress=False,
-                 labels=[" good", " bad"], template="{text}", label_field="label")
-except ValueError as err:
-    print(f"rank {rank}: {err}")
+rank, base = int(os.environ["RANK"]), sys.argv[2]
+for case in ("shuffled", "model", "copies"):
+  out = os.path.join(base, case)
+  texts = ["the movie is good", "bad film", "great story", "a slow and boring film", "what a wonderful story", "terrible"]
+  try:
+      if case == "shuffled":  # an unseeded shuffle: each process its own order
+          random.Random(rank).shuffle(texts)
+          attribute_dataset(texts, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False)
+      elif case == "copies":  # the same rows from a copy of the file per process (a node's own copy): not a difference
+          path = f"{out}.rank{rank}.jsonl"
+          open(path, "w").write("".join('{"text": "%s"}\\n' % t for t in texts))
+          res = attribute_dataset(path, out, aieg_fast.load_model(*make_tiny_gpt2()), method="saliency", progress=False)
+          print(f"rank {rank} {case}: computed {res['computed']}")
+      else:  # a model made in each process with its own seed
+          rows = [{"text": t, "label": i % 2} for i, t in enumerate(texts)]
+          evaluate(aieg_fast.load_model(*make_tiny_gpt2(seed=rank)), rows, methods=["saliency"], out_dir=out, progress=False,
+                   labels=[" good", " bad"], template="{text}", label_field="label")
+  except ValueError as err:
+      print(f"rank {rank} {case}: {err}")
 """
 
 
-@pytest.mark.parametrize("case, differs", [("shuffled", "the data (its examples, in order)"), ("model", "model_weights")])
-def test_processes_given_different_runs_are_refused(tmp_path, case, differs):
+def test_processes_given_different_runs_are_refused(tmp_path):
     """Each process reads its own arguments: an unseeded shuffle of the data (12 records held 10
     of the texts, two twice) or a model made per process (records of other weights under rank 0's
-    digest) was run silently. Every process is now checked against rank 0 before any record."""
+    digest) was run silently. Every process is now checked against rank 0 before any record. The
+    same rows read from a copy of the file per process (a node's own copy, at another path) are
+    not a difference: the row's place in the data as written was compared, and they were refused.
+    One launch for the three cases."""
     script = tmp_path / "unlike.py"
     script.write_text(UNLIKE_SCRIPT, encoding="utf-8")
-    said = _torchrun(str(script), str(ROOT), case, str(tmp_path / "out"))
-    for rank in (0, 1):
-        assert re.search(rf"rank {rank}: the processes were given different runs: rank 1 differs from rank 0 in [^;]*{re.escape(differs)}", said), said
-    assert not (tmp_path / "out" / RECORDS_FILE).exists()
+    said = _torchrun(str(script), str(ROOT), str(tmp_path))
+    for case, differs in (("shuffled", "the data (its examples, in order)"), ("model", "model_weights")):
+        for rank in (0, 1):
+            assert re.search(rf"rank {rank} {case}: the processes were given different runs: rank 1 differs from rank 0 in "
+                             rf"[^;]*{re.escape(differs)}", said), said
+        assert not (tmp_path / case / RECORDS_FILE).exists()
+    assert "rank 0 copies: computed 6" in said and "rank 1 copies: computed 6" in said and "copies: the processes" not in said, said
 
-
-def test_the_same_rows_from_a_copy_per_process_are_not_a_difference(tmp_path):
-    """Dist.unlike compared each row's place in the data as written (its file's path): processes
-    reading the same rows from copies of the file at other paths (a node's own copy) were refused."""
-    script = tmp_path / "unlike.py"
-    script.write_text(UNLIKE_SCRIPT, encoding="utf-8")
-    said = _torchrun(str(script), str(ROOT), "copies", str(tmp_path / "out"))
-    assert "rank 0: computed 6" in said and "rank 1: computed 6" in said and "different runs" not in said, said
 
 
 SPAWN_SCRIPT = """

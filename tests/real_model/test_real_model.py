@@ -56,9 +56,14 @@ def test_path_gradient_matches_finite_difference(smollm):
         assert abs(directional - fd) <= 0.01 * abs(fd) + 1e-2
 
 
-def test_the_cache_built_from_the_gguf_file_follows_the_umask(smollm, tmp_path, monkeypatch):
-    """The de-quantized weights were cached 0600 (safetensors' own mode) while the other files
-    followed the umask: a cache shared through $AIEG_FAST_CACHE could not be read by other users."""
+def test_the_cache_built_on_rank_1_is_whole_and_follows_the_umask(smollm, tmp_path, monkeypatch):
+    """One de-quantization, two checks. (1) Under torchrun on a machine without the cache, rank 1
+    saved with save_pretrained, which writes nothing on ranks other than 0 once a process group
+    exists: the command stopped with 'No such file or directory: ...tmp<pid>/config.json' and
+    left the half-written folder; any rank now writes a whole cache, which loads as the model it
+    came from. (2) The de-quantized weights were cached 0600 (safetensors' own mode) while the
+    other files followed the umask: a cache shared through $AIEG_FAST_CACHE could not be read by
+    other users."""
     import os
 
     from aieg_fast.models.embedded import DEFAULT_MODEL, load_embedded
@@ -66,27 +71,16 @@ def test_the_cache_built_from_the_gguf_file_follows_the_umask(smollm, tmp_path, 
     monkeypatch.setenv("AIEG_FAST_CACHE", str(tmp_path))
     old = os.umask(0o022)
     try:
-        load_embedded(torch.float32)
+        with monkeypatch.context() as m:  # this process is rank 1 of 2 of an initialised group
+            m.setattr(torch.distributed, "is_initialized", lambda: True)
+            m.setattr(torch.distributed, "get_rank", lambda *a, **k: 1)
+            m.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
+            built, tok, _ = load_embedded(torch.float32)
     finally:
         os.umask(old)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [DEFAULT_MODEL]  # no temporary folder left
     modes = {f.name: f.stat().st_mode & 0o777 for f in (tmp_path / DEFAULT_MODEL).iterdir()}
     assert modes["model.safetensors"] == modes["config.json"] == 0o644, modes
-
-
-def test_the_cache_is_built_by_a_rank_other_than_0_of_a_process_group(smollm, tmp_path, monkeypatch):
-    """Under torchrun on a machine without the cache, rank 1 de-quantized the model and saved it
-    with save_pretrained, which writes nothing on ranks other than 0 once a process group exists:
-    the command stopped with 'No such file or directory: ...tmp<pid>/config.json' and left the
-    half-written folder. Any rank now writes a whole cache, which loads as the model it came from."""
-    from aieg_fast.models.embedded import DEFAULT_MODEL, load_embedded
-
-    monkeypatch.setenv("AIEG_FAST_CACHE", str(tmp_path))
-    with monkeypatch.context() as m:  # this process is rank 1 of 2 of an initialised group
-        m.setattr(torch.distributed, "is_initialized", lambda: True)
-        m.setattr(torch.distributed, "get_rank", lambda *a, **k: 1)
-        m.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
-        built, tok, _ = load_embedded(torch.float32)
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [DEFAULT_MODEL]  # no temporary folder left
     cached, _, _ = load_embedded(torch.float32)  # from the cache now
     ids = torch.tensor([tok("a charming journey")["input_ids"]])
     with torch.no_grad():
