@@ -47,7 +47,7 @@ import hashlib
 import sys
 import time
 import warnings
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -62,7 +62,7 @@ from ..explainer import load_model
 from ..methods.registry import check_model, get_method, list_methods, resolved_options
 from ..models import run_model_settings
 from ..runs.machine import machine_tag
-from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, claim_folder, made_folder, part_files, part_path, rank_device, read_jsonl,
+from ..runs import (Dist, append_jsonl, check_or_write_config, check_recorded_config, claim_folder, differing_settings, made_folder, part_files, part_path, rank_device, read_jsonl,
                     record_former_setting, recorded_and_now, remove_parts, repair_jsonl, shard, start, torchrun_rank, write_jsonl)
 from .inputs import Example, read_examples_and_notes
 from .output import check_parquet, write_parquet
@@ -184,6 +184,12 @@ def _explainer(model, **placement) -> "Explainer":
             raise ValueError(f"{', '.join(sorted(placement))}: model is an Explainer already loaded; pass them to load_model")
         return model
     return load_model(model, **placement)
+
+
+def _compared(e: Example) -> tuple:
+    """The fields of ``e`` its equality compares (not ``where``: the data's path as given, which
+    a node's own copy of the file changes)."""
+    return tuple(getattr(e, f.name) for f in fields(e) if f.compare)
 
 
 def _checked_explainer(procs: Dist, model, s: DatasetRun, device, dtype, device_map) -> "Explainer":
@@ -476,7 +482,7 @@ def attribute_dataset(
         procs.check(err)
         _say_noted(procs, noted)
         config = _config(ex, s, examples, text_column, target_is_id)
-        procs.check(procs.unlike(config, [astuple(e)[:-1] for e in examples]))  # every process given the same run (not .where: a path as given)
+        procs.check(procs.unlike(config, [_compared(e) for e in examples], differing_settings))  # every process given the same run
         procs.check(_prepare(out, config, examples, s) if procs.main else None)
         done = {r["index"] for r in read_jsonl(out / RECORDS_FILE)[0]}
         todo = [b for b in mine if any(e.index not in done for e in b)]  # whole batches, as planned

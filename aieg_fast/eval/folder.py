@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..runs import Dist, append_jsonl, check_or_record_methods, check_or_write_config, claim_folder, part_files, part_path, remove_parts, shard
+from ..runs import Dist, append_jsonl, differing_settings, check_or_record_methods, check_or_write_config, claim_folder, part_files, part_path, remove_parts, shard
 from .records import RECORDS_FILE, read_records, repair_records
 
 __all__ = ["prepare_folder", "gather_parts", "run_shards"]
@@ -78,12 +78,12 @@ def run_shards(procs: Dist, config: dict, out: Path, plan: Callable[[Dict[str, d
     Returns:
         (examples computed by all processes, examples that were left to compute).
     """
-    procs.check(procs.unlike(config, None))  # every process given the same settings and model, before any file
+    procs.check(procs.unlike(config, None, differing_settings))  # every process given the same settings and model, before any file
     procs.check(prepare_folder(out, config, *methods) if procs.main else None)
     rec_path = out / RECORDS_FILE
     done = read_records(rec_path)
     todo = procs.checked(plan, done)  # a refusal (a changed prompt) said once
-    procs.check(procs.unlike(config, todo))  # and the same examples
+    procs.check(procs.unlike({}, todo))  # and the same examples (the settings compared above)
     path = part_path(out, RECORDS_FILE, procs.rank) if procs.parallel else rec_path
     if progress and procs.main and procs.parallel:  # the bar is rank 0's: say what it counts
         print(f"note: {procs.world_size} processes share the {len(todo)} examples to compute; the progress bar counts rank 0's "

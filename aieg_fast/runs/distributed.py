@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import torch
 
@@ -137,12 +137,14 @@ class Dist:
         copy.reported_by = first
         raise copy
 
-    def unlike(self, settings: dict, data) -> Optional[ValueError]:
+    def unlike(self, settings: dict, data, differing: Optional[Callable[[dict, dict], List[str]]] = None) -> Optional[ValueError]:
         """A ValueError (the same on every process) when a process was given other ``settings``
         (the run's recorded settings, its model's weights digest included) or other ``data`` (the
         examples in order, JSON-able) than rank 0, else None; a collective call. Each process
         reads its own arguments: an unseeded shuffle of the data, or a model made per process,
-        wrote records of other examples or weights into one folder, silently."""
+        wrote records of other examples or weights into one folder, silently. ``differing(first,
+        theirs)``: the keys of two settings that differ (default: the keys whose values are not
+        equal; the runs give the folder check's own comparison, :func:`~aieg_fast.runs.folder.differing_settings`)."""
         if not self.parallel:
             return None
         try:
@@ -153,7 +155,7 @@ class Dist:
         every = self.gather((settings, digest))
         first, first_digest = every[0]
         for rank, (theirs, their_digest) in enumerate(every):
-            keys = sorted(k for k in {*first, *theirs} if first.get(k) != theirs.get(k))
+            keys = (differing or _unequal)(first, theirs)
             keys += ["the data (its examples, in order)"] if their_digest != first_digest else []
             if keys:
                 return ValueError(f"the processes were given different runs: rank {rank} differs from rank 0 in {', '.join(keys)}; "
@@ -197,6 +199,10 @@ class Dist:
     def __exit__(self, *exc) -> bool:
         self.close(sync=exc[0] is None)
         return False
+
+
+def _unequal(a: dict, b: dict) -> List[str]:
+    return sorted(k for k in {*a, *b} if a.get(k) != b.get(k))
 
 
 def start(distributed: Optional[bool] = None) -> Dist:

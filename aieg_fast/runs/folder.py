@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from .distributed import Dist
 from .records import read_jsonl, repair_jsonl, write_json
 
-__all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods", "claim_folder", "LOCK_FILE", "recorded_and_now",
+__all__ = ["CONFIG_FILE", "METHODS_FILE", "COMMAND_FILE", "PARTS_DIR", "writable_folder", "holds_results", "check_or_write_config", "check_or_record_methods", "claim_folder", "differing_settings", "LOCK_FILE", "recorded_and_now",
            "record_former_setting", "same_setting", "setting_differences", "part_path", "part_files", "remove_parts"]
 
 #: file name of the settings in an output folder.
@@ -201,6 +201,12 @@ def same_setting(a, b) -> bool:
         return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def differing_settings(old: dict, new: dict) -> List[str]:
+    """The keys of two runs' settings whose values differ, as a folder's check compares them
+    (:func:`same_setting`; :data:`RESOLVED_SETTINGS`), sorted."""
+    return _differing(old, new, {*old, *new})
 
 
 def _differing(old: dict, new: dict, keys) -> List[str]:
