@@ -18,6 +18,22 @@ def test_paired_test_and_bootstrap():
     assert 1.0 <= lo < 2.5 < hi <= 4.0
 
 
+def test_paired_test_is_scipys_wilcoxon_on_ties_zeros_and_large_samples():
+    """paired_test enumerates the sign flips itself where scipy would (at most 13 differences, a
+    zero or a tie among them): the p-value must stay scipy's wilcoxon(d).pvalue to the bit, there
+    and on either side of the switch (no ties; 14 and more differences)."""
+    import numpy as np
+    from scipy.stats import wilcoxon
+
+    rng = np.random.default_rng(3)
+    cases = [np.array([0.5, -0.5]), np.array([0.0, 1.0, 2.0, 2.0, -3.0]), np.array([1e-3, -2e-3, 2e-3, 0.0, 0.0, 5e-3])]
+    cases += [rng.integers(-3, 4, size=n) * 0.25 for n in (4, 7, 9, 12, 13, 14, 30)]
+    cases += [rng.normal(size=n) for n in (3, 13, 20)]
+    for d in cases:
+        d = d.astype(float)
+        assert E.paired_test(d, np.zeros_like(d)) == (float(wilcoxon(d).pvalue), "wilcoxon"), d
+
+
 def test_bootstrap_band_and_pi_soft_figure():
     import numpy as np
 
