@@ -172,17 +172,21 @@ def prepare(
         prob_space: ``"vocab"`` (softmax over all outputs), ``"labels"`` (softmax over
             ``label_ids``) or None (default): ``"labels"`` when ``label_ids`` are given (or
             taken from ``attr``, below), else ``"vocab"``.
-        label_ids: label token ids or single-token strings (class indices for a classifier);
-            must contain the target; ignored with ``"vocab"``. None, with ``prob_space`` None or
-            ``"labels"``: an attribution explained with ``target_fn="label_logprob"`` is scored
-            over the label ids it recorded (the probability it explained); ``"labels"`` needs
-            them given otherwise.
+        label_ids: label token ids or single-token strings (class indices for a classifier):
+            at least two, no two alike, the target among them; ignored with ``"vocab"``. None,
+            with ``prob_space`` None or ``"labels"``: an attribution explained with
+            ``target_fn="label_logprob"`` is scored over the label ids it recorded, and a
+            contrast attribution (``contrast_target=``) over its target and contrast (the
+            probability each explained; ``prob_space="vocab"`` scores p(target) over the whole
+            vocabulary instead); ``"labels"`` needs them given otherwise.
         seed, instance_id: seed of the common random numbers of the soft metrics and of the
             top-k tie order (``tie_seed``).
         batch_size: rows per forward.
 
     Raises:
-        ValueError: bad ``prob_space`` / ``label_ids`` / ``batch_size``, an attribution without
+        TypeError: ``label_ids`` not a list, or an entry neither an int nor a str (named).
+        ValueError: bad ``prob_space`` / ``label_ids`` (an id out of range, a string that is not
+            one token, a repeat, fewer than two: ``label_ids[i]`` named) / ``batch_size``, an attribution without
             target or attributable positions, one made by another model (``attr.model`` is
             not ``ex.name`` nor a path of the same folder; both named), or ``token_ids`` that do
             not fit the model.
@@ -193,9 +197,9 @@ def prepare(
                          "tokens through ex's model; pass the explainer that made it (the same model under another name: "
                          "set attr.model = ex.name)")
     if prob_space != "vocab" and label_ids is None:
-        label_ids = _explained_labels(attr.options or {})
+        label_ids = _explained_labels(attr)
     if prob_space is None:
-        prob_space = "labels" if label_ids else "vocab"
+        prob_space = "labels" if label_ids is not None else "vocab"
     if prob_space not in PROB_SPACES:
         raise ValueError(f"prob_space must be one of {list(PROB_SPACES)} or None, got {prob_space!r}")
     batch_size = check_positive_int("batch_size", batch_size)
@@ -207,9 +211,9 @@ def prepare(
     if any(not (0 <= int(i) < ex.vocab_size) for i in attr.token_ids):
         raise ValueError("attr.token_ids contains ids outside the model's vocabulary")
     if prob_space == "labels":
-        if not label_ids:
+        if label_ids is None:
             raise ValueError("label_ids must be given (token ids or single-token strings) when prob_space='labels'")
-        label_ids = [ex.resolve_target(l, context=attr.text or None)["id"] if isinstance(l, str) else int(l) for l in label_ids]
+        label_ids = _label_id_list(ex, attr, label_ids, n_out)
         if target not in label_ids:
             raise ValueError(f"label_ids {label_ids} must contain the attribution target {target}")
     else:
@@ -227,10 +231,46 @@ def prepare(
     )
 
 
-def _explained_labels(opts: dict) -> Optional[list]:
-    """The label set a ``target_fn="label_logprob"`` attribution explained: the ids it recorded
-    (``label_ids``), else (a result saved before they were) its ``label_set`` when no two
-    entries repeat (a classifier's class names may); None for other attributions."""
+def _label_id_list(ex: Explainer, attr: Attribution, label_ids, n_out: int) -> List[int]:
+    """``label_ids`` as ids: strings resolved by the tokenizer, each an int in [0, n_out), no
+    two alike, at least two (a softmax over one label is 1 whatever the input).
+
+    Raises:
+        TypeError / ValueError: naming ``label_ids[i]`` and what it holds."""
+    if isinstance(label_ids, (str, bytes)) or not hasattr(label_ids, "__len__"):
+        raise TypeError(f"label_ids must be a list of token ids or single-token strings, got {type(label_ids).__name__}")
+    ids = []
+    for i, lab in enumerate(label_ids):
+        if isinstance(lab, str):
+            try:
+                ids.append(int(ex.resolve_target(lab, context=attr.text or None)["id"]))
+            except ValueError as err:
+                raise ValueError(f"label_ids[{i}]: {err}") from None
+        elif isinstance(lab, bool) or not isinstance(as_int(lab), int):
+            raise TypeError(f"label_ids[{i}] must be a token id (int) or a single-token string, got {lab!r}")
+        elif not 0 <= as_int(lab) < n_out:
+            raise ValueError(f"label_ids[{i}] must be an id in [0, {n_out}) (the model's outputs), got {lab!r}")
+        else:
+            ids.append(as_int(lab))
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ValueError(f"label_ids names the same output more than once (ids {twice}): {list(label_ids)!r}")
+    if len(ids) < 2:
+        raise ValueError(f"label_ids needs at least 2 labels to renormalise over, got {list(label_ids)!r} (a softmax "
+                         "over one output is 1 whatever the input: every metric would be 0)")
+    return ids
+
+
+def _explained_labels(attr: Attribution) -> Optional[list]:
+    """The outputs an attribution's explained quantity compares: the target and contrast ids of
+    a contrast attribution (z_target − z_contrast is log p(target) over the two, renormalised),
+    the ids a ``target_fn="label_logprob"`` attribution recorded (``label_ids``), else (a result
+    saved before they were) its ``label_set`` when no two entries repeat (a classifier's class
+    names may); None for other attributions."""
+    contrast = (attr.target or {}).get("contrast_id")
+    if contrast is not None:
+        return [int(attr.target["id"]), int(contrast)]
+    opts = attr.options or {}
     if opts.get("target_fn") != "label_logprob":
         return None
     if opts.get("label_ids"):

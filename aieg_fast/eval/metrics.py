@@ -11,9 +11,10 @@ Probability p(y | x): for a causal LM, the softmax over the full vocabulary of t
 logits at the last position, read at the target token y (``prob_space="vocab"``), or the
 softmax restricted to ``label_ids`` such as the ids of " negative" / " positive"
 (``prob_space="labels"``, the "verbalizer" option of specs/aieg.md §7). The default
-``prob_space=None`` is ``"labels"`` when ``label_ids`` are given (a label task, or the
-``label_set`` an attribution with ``target_fn="label_logprob"`` explained) and ``"vocab"``
-otherwise. For a classification head, the softmax over the classes (``"labels"`` then
+``prob_space=None`` is ``"labels"`` when ``label_ids`` are given (a label task, the
+``label_set`` an attribution with ``target_fn="label_logprob"`` explained, or the target and
+contrast of a contrast attribution, whose z_target − z_contrast is the log of p(target) over
+those two) and ``"vocab"`` otherwise. For a classification head, the softmax over the classes (``"labels"`` then
 restricts to a subset of classes).
 
 Hard metrics (DIG, Sanyal & Ren 2021; adapted to causal LMs in specs/aieg.md §5, §7). The

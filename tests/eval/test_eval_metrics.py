@@ -178,6 +178,52 @@ def test_prob_space_defaults_to_labels_for_label_tasks(case):
     assert abs(ctx.p - plain.p) > 1e-6  # the two spaces are really different here
 
 
+def test_a_contrast_attribution_is_scored_over_its_target_and_contrast(case):
+    """A contrast attribution explains z_target − z_contrast, the log of p(target) over the two:
+    the metrics score that by default, as evaluate --target-fn contrast does (they had scored
+    p(target) over the whole vocabulary, another quantity, without a word)."""
+    ex, a = case
+    other = (a.target["id"] + 1) % ex.vocab_size
+    rc = ex.attribute(TEXT, method="saliency", template=TEMPLATE, target=a.target["id"], contrast_target=other)
+    ctx = M.prepare(ex, rc)
+    assert ctx.prob_space == "labels" and ctx.label_ids == [a.target["id"], other]
+    assert ctx.p == pytest.approx(M.prepare(ex, rc, label_ids=[a.target["id"], other]).p, abs=1e-12)
+    assert M.hard_metrics(ex, rc) == M.hard_metrics(ex, rc, label_ids=[a.target["id"], other])
+    vocab = M.prepare(ex, rc, prob_space="vocab")  # the whole vocabulary when asked for
+    assert vocab.label_ids is None and abs(vocab.p - ctx.p) > 1e-6
+
+
+@pytest.mark.parametrize("label_ids, error, match", [
+    ([0, -1], ValueError, r"label_ids\[1\] must be an id in \[0, "),
+    ([0, 10 ** 6], ValueError, r"label_ids\[1\] must be an id in \[0, "),
+    ([0, 0], ValueError, "same output more than once"),
+    ([0], ValueError, "at least 2"),
+    ([], ValueError, "at least 2"),
+    ([0, True], TypeError, r"label_ids\[1\] must be a token id"),
+    ([0, 1.5], TypeError, r"label_ids\[1\] must be a token id"),
+    ([0, " zzqx qqq"], ValueError, r"label_ids\[1\]: "),
+    (" good", TypeError, "label_ids must be a list"),
+])
+def test_bad_label_ids_are_refused_naming_the_entry(case, label_ids, error, match):
+    """label_ids of the metrics get evaluate's checks of labels: a -1 had silently been the last
+    vocabulary id, an id past the vocabulary an IndexError, a repeat or a single label every
+    metric 0, and an empty list the whole vocabulary."""
+    ex, a = case
+    ids = [a.target["id"] if isinstance(x, int) and not isinstance(x, bool) and x == 0 else x for x in label_ids] \
+        if isinstance(label_ids, list) else label_ids
+    with pytest.raises(error, match=match):
+        M.hard_metrics(ex, a, label_ids=ids)
+
+
+def test_a_classifiers_class_indices_are_checked_against_its_classes(tiny_gpt2_clf):
+    ex = tiny_gpt2_clf
+    a = ex.attribute(TEXT, method="saliency")
+    n = ex.adapter.num_labels
+    assert M.prepare(ex, a, label_ids=[a.target["id"], (a.target["id"] + 1) % n]).prob_space == "labels"
+    with pytest.raises(ValueError, match=rf"label_ids\[1\] must be an id in \[0, {n}\)"):
+        M.prepare(ex, a, label_ids=[a.target["id"], n])
+
+
 # ------------------------------------------------------------------ π-Soft retention
 @pytest.mark.parametrize("scores", [
     [3.0, 1.0, 0.0, 0.0, -2.0, 0.5, 7.0, 0.1],
