@@ -33,7 +33,8 @@ not favour early positions and the choice is reproducible; ``ties="first"`` take
 index (the rule before). With k = 0 every hard metric is 0.
 
 * :func:`log_odds`          LO   = log p(y | x') − log p(y | x), x' = top-k ids replaced in place
-  by the reference token (the IG baseline token ``ex.ref_token_id``). Lower is better.
+  by the reference token (the IG baseline token ``ex.ref_token_id``). Lower is better. A
+  probability below 1e-30 counts as 1e-30.
 * :func:`comprehensiveness` Comp = p(y | x) − p(y | x without the top-k tokens). Higher is better.
 * :func:`sufficiency`       Suff = p(y | x) − p(y | top-k tokens + fixed positions only). Lower is
   better. Deleting tokens shortens the sequence; positions are re-indexed 0..L'−1.
@@ -286,7 +287,11 @@ def log_odds(ex: Explainer, attr: Attribution, topk: float = 0.20, **kw) -> floa
 
     Returns:
         LO in nats (a difference of natural logarithms of probabilities; ≤ 0 when the
-        replacement lowers p(y)); 0 when k = 0.
+        replacement lowers p(y)); 0 when k = 0. The probabilities are the model's softmax in
+        its own precision (float32 for a float32 model), and one below 1e-30 counts as 1e-30:
+        LO lies within about ±69 nats, and is 0 when both are below (a far likelier output
+        makes p(y) that small). Such a value is a bound, not a log-ratio: read ``p`` and
+        ``p_log_odds`` of :func:`hard_metrics`.
 
     Source: specs/aieg.md §5.5 (DIG's metric), §7 (adapted to causal LMs).
     """
