@@ -51,6 +51,10 @@ def check_attribution(attr) -> None:
         raise ValueError(f"attr.attributable must have {L} entries, got {len(attr.attributable)}")
     if not any(attr.attributable):
         raise ValueError("attr has no attributable position")
+    if isinstance(attr.target, dict) and attr.target.get("kind") == "tokens":
+        raise ValueError(f"attr explains a multi-token target ({attr.target.get('text')!r}, ids {attr.target.get('ids')}): "
+                         "the metrics score one next token's probability; attribute a single-token target, or score "
+                         "generated text one step at a time (attribute_generation, then step_attribution)")
     tid = as_int(attr.target.get("id")) if isinstance(attr.target, dict) else None  # np.int64(5), torch.tensor(5) too
     if isinstance(tid, bool) or not isinstance(tid, int):
         raise ValueError(f"attr.target must hold the target id, got {attr.target!r}")

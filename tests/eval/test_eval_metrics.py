@@ -215,6 +215,12 @@ def test_bad_label_ids_are_refused_naming_the_entry(case, label_ids, error, matc
         M.hard_metrics(ex, a, label_ids=ids)
 
 
+def test_a_multi_token_target_is_refused_saying_why(tiny_gpt2):
+    r = tiny_gpt2.attribute("the movie is", method="saliency", target=" very good", target_fn="logprob")
+    with pytest.raises(ValueError, match="multi-token target.*one next token's probability"):
+        M.hard_metrics(tiny_gpt2, r)
+
+
 def test_a_classifiers_class_indices_are_checked_against_its_classes(tiny_gpt2_clf):
     ex = tiny_gpt2_clf
     a = ex.attribute(TEXT, method="saliency")
