@@ -191,13 +191,16 @@ def _settings_lines(config: dict, records: Sequence[dict], hard: bool) -> List[s
     n = len(records)
     generation = config.get("task") == "generation"
     if generation:
-        steps = [st for r in records for st in r.get("steps", [])]
-        what = f"n = {n} examples, {len(steps)} generated steps; "
-        deg = f"degenerate steps for soft metrics (p(y_t|x_∅) ≥ p(y_t|x)): {sum(bool(st.get('degenerate')) for st in steps)}; "
+        units = [st for r in records for st in r.get("steps", [])]
+        what = f"n = {n} examples, {len(units)} generated steps; "
+        deg = "degenerate steps for soft metrics (p(y_t|x_∅) ≥ p(y_t|x)): "
     else:
+        units = records
         acc = np.mean([r["pred_label"] == r["label"] for r in records]) if records else float("nan")
         what = f"n = {n} examples; accuracy of the predicted label = {fmt(float(acc))}; "
-        deg = f"degenerate for soft metrics (p(y|x_∅) ≥ p(y|x)): {sum(bool(r.get('degenerate')) for r in records)}; "
+        deg = "degenerate for soft metrics (p(y|x_∅) ≥ p(y|x)): "
+    n_deg = sum(bool(u.get("degenerate")) for u in units)
+    deg += f"{n_deg}; "
     soft_info = "" if hard else (
         f"{deg}soft samples K = {config['n_samples']}; π grid = {config['pis']}; soft maps = {config.get('soft_maps', ['relu'])}; "
     )
@@ -206,6 +209,11 @@ def _settings_lines(config: dict, records: Sequence[dict], hard: bool) -> List[s
     max_tokens = "" if generation else f"max_tokens = {config['max_tokens']}; "
     lines = [what + soft_info + f"top-k = {config['topk']}; n_steps = {config['n_steps']}; {max_tokens}seed = {config['seed']}; "
              f"prob_space = {config['prob_space']}; {tie_info}" + ("; hard metrics only." if hard else "."),
+             *([] if hard or not units or n_deg < len(units) else
+               ["", f"**Every {'step' if generation else 'example'} is degenerate** (the empty input is at least as likely as "
+                "the full one), so the soft metrics are undefined: the tables have no Soft-NC/NS or π-Soft columns and the "
+                "π-Soft figures no curve. A model no likelier to give the target on the full input than on the empty one "
+                "gives this: a small or untrained model, or --prob-space vocab on a label task."]),
              "", f"Prompt template: {config.get('template')!r} (None: the text alone)"
              + ("" if generation else f"; label words: {config.get('labels')}") + f"; every method explains F = {config.get('target_fn')}"
              + ("; p is p(pred) over the predicted and the runner-up label, the two F contrasts."
@@ -460,6 +468,9 @@ def pi_soft_figure(records: Sequence[dict], methods: Sequence[str], pis: Sequenc
             if np.isfinite(lo).all():
                 ax.fill_between(xs, [ends[0]] + list(lo) + [ends[1]], [ends[0]] + list(hi) + [ends[1]],
                                 color=line.get_color(), alpha=0.15, linewidth=0)
+        if not ax.lines:
+            ax.text(0.5, 0.5, "no curve: every example is degenerate\n(p(y|x_∅) ≥ p(y|x): soft metrics undefined)",
+                    ha="center", va="center", transform=ax.transAxes, fontsize=9)
         ax.set_xlabel("expected retention π")
         ax.set_ylabel(f"π-Soft-{c.upper()} (mean, 95 % bootstrap band)")
         ax.set_title(f"soft map: {soft_map}", fontsize=9)

@@ -83,3 +83,26 @@ def test_a_plot_is_written_whole_or_not_at_all(tmp_path):
         save_figure(fig, path, dpi=50)
     assert path.read_bytes() == first
     plt.close(fig)
+
+
+def test_a_run_where_every_example_is_degenerate_says_so(tiny_gpt2, tmp_path, monkeypatch):
+    """Every example degenerate (the empty input at least as likely as the full one): summary.md
+    had dropped its soft columns and the π-Soft figures were empty axes, without a word."""
+    kw = dict(dataset="sst2-sample", n=2, methods="saliency", out_dir=tmp_path, n_steps=2, n_samples=1, pis=(0.5,),
+              labels=(10, 11), template="{text} :", max_tokens=12, progress=False, plot=False)
+    E.evaluate(tiny_gpt2, **kw)
+    records = tmp_path / "records.jsonl"
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    for r in rows:  # as an evaluation whose examples are all degenerate records them
+        r["degenerate"] = True
+        for part in list(r["methods"].values()) + list(r["controls"].values()):
+            for key, value in part.items():
+                if "soft" in key:
+                    part[key] = [None] * len(value) if isinstance(value, list) else None
+    records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    drawn = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, *a, **k: drawn.append(
+        [t.get_text() for ax in fig.axes for t in ax.texts]))
+    res = E.evaluate(tiny_gpt2, **dict(kw, plot=True))
+    assert res["computed"] == 0 and "**Every example is degenerate**" in res["summary_md"]
+    assert drawn and all(any("every example is degenerate" in t for t in texts) for texts in drawn)
