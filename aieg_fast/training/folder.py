@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 import torch
-from transformers import PreTrainedModel
 
 from ..models import TRAINING_RECORD, save_model_files, unfinished_install
 from ..runs import setting_differences
@@ -265,6 +264,8 @@ def save_trained(out: Path, record: dict, *savers, former_files: Sequence[str] =
         ValueError: ``out`` is not writable (:func:`staging_folder`).
         OSError: a file could not be moved (:func:`install_model`).
     """
+    from transformers import PreTrainedModel  # here: its import costs seconds, which `aieg-fast --help` need not pay
+
     staged = staging_folder(out)
     try:
         for saver in savers:

@@ -134,6 +134,15 @@ def test_cli_bad_input_exit_code():
     assert proc.returncode != 0 and "invalid choice" in proc.stderr
 
 
+def test_the_command_line_starts_without_the_model_classes():
+    """`aieg-fast --help` and refusals before a model loads need not import transformers' model
+    classes (transformers.modeling_utils: torch's compiler and distributed tensors with it, about
+    2 s, which training.folder paid at import for one isinstance check)."""
+    code = "import sys, aieg_fast.cli; print('transformers.modeling_utils' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stdout + proc.stderr[-2000:]
+
+
 def test_cli_target_is_id_needs_an_integer(capsys):
     from aieg_fast.cli import main
 
