@@ -10,7 +10,6 @@ calls and their ratio; it stops with an error if the two p-values differ.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -30,11 +29,7 @@ def _median_s(fn, runs: int) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=3, help="timed calls of each (median reported)")
-    args = ap.parse_args(argv)
-    if args.runs < 1:
-        ap.error(f"--runs must be >= 1, got {args.runs}")
+    args = machine.parse_runs(__doc__, argv, default=3, what="timed calls of each (median reported)")
     import numpy as np
     from scipy.stats import wilcoxon
 

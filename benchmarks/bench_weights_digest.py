@@ -9,7 +9,6 @@ calls (after one warm-up call).
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -20,11 +19,7 @@ import machine  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5, help="timed calls (after one warm-up call)")
-    args = ap.parse_args(argv)
-    if args.runs < 1:
-        ap.error(f"--runs must be >= 1, got {args.runs}")
+    args = machine.parse_runs(__doc__, argv, default=5, what="timed calls (after one warm-up call)")
     import aieg_fast
     from aieg_fast.models import weights_digest
 

@@ -93,3 +93,14 @@ def csv_of(choices, joined: bool = False):
             raise argparse.ArgumentTypeError(f"unknown value(s) {', '.join(bad) or repr(text)}; choose from {', '.join(choices)}")
         return ",".join(items) if joined else items
     return parse
+
+
+def parse_runs(doc: str, argv=None, default: int = 5, what: str = "timed calls") -> argparse.Namespace:
+    """The arguments of a script whose only option is ``--runs`` (an int >= 1, else an argparse
+    error); ``doc``: the script's docstring (its first line describes the script)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=default, help=what)
+    args = ap.parse_args(argv)
+    if args.runs < 1:
+        ap.error(f"--runs must be >= 1, got {args.runs}")
+    return args
