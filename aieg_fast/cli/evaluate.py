@@ -146,7 +146,7 @@ def add_parser(sub) -> None:
                          "here win. Each run writes its resolved options to OUT/command.json: --config OUT/command.json "
                          "runs it again")
     ev.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ev.set_defaults(fn=run, config_parser=ev, flags=option_flags(ev, skip=tuple(SETTING_OPTIONS), out_dir="--out"))
+    ev.set_defaults(fn=run, config_parser=ev, flags=option_flags(ev, skip=tuple(SETTING_OPTIONS), out_dir="--out", topk="--topk", pis="--pis", seed="--seed"))
 
 
 def _task(args) -> str:
