@@ -127,7 +127,7 @@ def test_command_json_resumes_a_run_given_relative_paths(tiny_gpt2_dir, tmp_path
     assert "(dataset: 'data.jsonl' recorded, " in capsys.readouterr().err
     monkeypatch.chdir(work)
     assert cli.main([*argv, "--seed", "5"]) == 2
-    assert "other settings (seed: 0 recorded, 5 now)" in capsys.readouterr().err
+    assert "other settings (--seed: 0 recorded, 5 now)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("cmd", ["evaluate", "train-nano", "train-sentiment"])
