@@ -239,21 +239,27 @@ class Attribution:
             return labels, reduce_groups(groups, scores.tolist(), reduce)
         return labels, [reduce_groups(groups, r, reduce) for r in scores.tolist()]
 
-    def top_tokens(self, k: int = 5, row: Optional[int] = None):
-        """The k attributable tokens with the largest scores, as (token, score) pairs.
+    def top_tokens(self, k: int = 5, row: Optional[int] = None, absolute: bool = False):
+        """The k attributable tokens with the largest scores, as (token, score) pairs: the
+        largest signed scores (the tokens that raised F most), or with ``absolute=True`` the
+        largest |score| (those that moved F most either way, the order of :meth:`show`'s top
+        tokens).
 
-        For a 2-D result: the pairs of generation step ``row``, or (``row=None``) a list with
-        the pairs of every row; NaN cells are skipped.
+        For a 2-D result: the pairs of generation step ``row`` (counted from 0, as ``scores``'
+        rows and the warnings count them; the views number rows from 1), or (``row=None``) a
+        list with the pairs of every row; NaN cells are skipped.
 
         Raises:
             ValueError: ``k`` not an int ≥ 1; ``row`` not an int in [−T, T) for a generation
-                result of T steps, or given for a 1-D result.
+                result of T steps, or given for a 1-D result; ``absolute`` not a bool.
         """
         k, row = as_int(k), as_int(row)  # a NumPy or one-element tensor integer as an int
         check_int("k", k, 1)
+        if not isinstance(absolute, bool):
+            raise ValueError(f"absolute must be a bool, got {absolute!r}")
         if self.scores.dim() == 2:
             if row is None:
-                return [self.top_tokens(k, r) for r in range(self.scores.shape[0])]
+                return [self.top_tokens(k, r, absolute) for r in range(self.scores.shape[0])]
             T = self.scores.shape[0]
             if isinstance(row, bool) or not isinstance(row, int) or not -T <= row < T:
                 raise ValueError(f"row must be a generation step, an int in [0, {T}) (or from -{T} counting from the "
@@ -265,7 +271,7 @@ class Attribution:
                                  f"has one row, got row={row!r}")
             vals = self.scores
         idx = [i for i in range(len(self.tokens)) if self.attributable[i] and not math.isnan(float(vals[i]))]
-        idx.sort(key=lambda i: -float(vals[i]))
+        idx.sort(key=lambda i: -abs(float(vals[i])) if absolute else -float(vals[i]))
         return [(self.tokens[i], float(vals[i])) for i in idx[:k]]
 
     # ------------------------------------------------------------------ display
@@ -303,7 +309,8 @@ class Attribution:
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-serialisable dict: scores as a list; tensors, numpy arrays and numpy scalars (e.g.
         in ``info``) as lists and numbers; NaN and ±inf written as null. :meth:`from_dict` reads a
-        null score back as NaN; a null elsewhere (``info``, ``timing``, ``target_prob``) stays None,
+        null score back as NaN (in ``scores`` and in ``info["sequence_scores"]``, a generation's score
+        per token); a null elsewhere (``info``, ``timing``, ``target_prob``) stays None,
         as JSON keeps no difference between a missing value and a non-finite one."""
         words, wscores = self.words()
         return json_safe(
@@ -382,7 +389,7 @@ class Attribution:
             attributable=d.get("attributable", []),
             raw_tokens=d.get("raw_tokens", []),
             special=d.get("special", []),
-            info=d.get("info", {}),
+            info=_scores_in_info(d.get("info", {})),
             text=d.get("text") or "",
             offsets=d.get("offsets") or [],
             target_prob=d.get("target_prob"),
@@ -426,6 +433,15 @@ def _first_line_is_object(path) -> bool:
             return isinstance(json.loads(fh.readline()), dict)
         except json.JSONDecodeError:
             return False
+
+
+def _scores_in_info(info):
+    """``info`` of a saved result with the nulls of its ``sequence_scores`` (a score per token,
+    NaN where none was computed) read back as NaN, as those of ``scores`` are."""
+    seq = info.get("sequence_scores") if isinstance(info, Mapping) else None
+    if not isinstance(seq, list):
+        return info
+    return {**info, "sequence_scores": [float("nan") if v is None else v for v in seq]}
 
 
 def load_attribution(path) -> Attribution:

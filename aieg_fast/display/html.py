@@ -32,6 +32,7 @@ _CSS = """
 #{id} {{ color: #111; background: #fff; font-family: system-ui, -apple-system, 'Segoe UI', sans-serif;
   font-size: 14px; line-height: 1.9; padding: 8px 10px; border: 1px solid #ddd; border-radius: 6px; }}
 #{id} .aieg-legend {{ font-size: 12px; color: #333; margin-bottom: 6px; line-height: 1.5; }}
+#{id} .aieg-text {{ white-space: pre-wrap; }}
 #{id} .aieg-bar {{ display: inline-block; width: 140px; height: 10px; vertical-align: middle;
   border: 1px solid #999; margin: 0 4px; background: linear-gradient(to right, {grad}); }}
 #{id} .aieg-w {{ padding: 1px 3px; margin: 1px; border-radius: 3px; border: 1px solid #e0e0e0;
@@ -142,7 +143,9 @@ def _grid_html(attr, words: bool, values: bool) -> str:
         trs.append(f"<tr><th>{head_cell}</th>{''.join(cells)}</tr>")
     gen = _esc(str(attr.info.get("generated_text", "")))
     prompt = _esc(str(attr.info.get("prompt", "")))
-    intro = f'<div class="aieg-legend">prompt: <b><bdi>{prompt}</bdi></b> · generated: <b><bdi>{gen}</bdi></b></div>'
+    # pre-wrap: the prompt's and the answer's newlines and runs of spaces as they are (HTML collapses them)
+    intro = (f'<div class="aieg-legend">prompt: <b><bdi class="aieg-text">{prompt}</bdi></b> · generated: '
+             f'<b><bdi class="aieg-text">{gen}</bdi></b></div>')
     return _wrap(attr, scale, f'{intro}<div class="aieg-scroll"><table>{"".join(trs)}</table></div>', words)
 
 

@@ -84,6 +84,8 @@ def test_html_generation_grid(gen):
     # a wide grid scrolls inside its own box, the row labels (generated tokens) sticky on the left
     assert re.search(r'<div class="aieg-scroll"><table>.*</table></div>', h, re.S)
     assert re.search(r"\.aieg-scroll \{ overflow-x: auto;", h) and "th:first-child { position: sticky; left: 0;" in h
+    # the legend shows the answer's newline as it is (HTML had collapsed it into a space)
+    assert '<bdi class="aieg-text">.\nIs it</bdi>' in h and re.search(r"\.aieg-text \{ white-space: pre-wrap; \}", h)
 
 
 def _console(width, color=True):
@@ -456,7 +458,7 @@ def test_html_lays_out_right_to_left_text_from_the_right(gen):
     res.target = {"kind": "token", "id": 5, "text": " \u05d8\u05d5\u05d1"}
     html = res.to_html()
     assert '<div class="aieg-text" dir="auto">' in html and "<bdi>&#x27; \u05d8\u05d5\u05d1&#x27;</bdi>" in html
-    assert "prompt: <b><bdi>" in gen.to_html() and "generated: <b><bdi>" in gen.to_html()
+    assert "prompt: <b><bdi class=\"aieg-text\">" in gen.to_html() and "generated: <b><bdi class=\"aieg-text\">" in gen.to_html()
 
 
 def test_plot_title_of_a_short_text_fits_its_figure():

@@ -1,6 +1,7 @@
 """Per-generation-step attribution (Explainer.attribute_generation) on the tiny GPT-2 and LLaMA models."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -143,6 +144,9 @@ def test_json_roundtrip_and_display(tmp_path, tiny_llama):
     torch.testing.assert_close(back.scores, res.scores, equal_nan=True)
     assert back.info["generated_ids"] == res.info["generated_ids"]
     assert back.attributable == res.attributable and back.token_ids == res.token_ids
+    seq = torch.tensor(res.info["sequence_scores"])
+    assert seq.isnan().any()  # the case: tokens with no score (the last generated one)
+    torch.testing.assert_close(torch.tensor(back.info["sequence_scores"]), seq, equal_nan=True)  # None had come back
     # views
     words, rows = res.words()
     assert len(rows) == T and all(len(r) == len(words) for r in rows)
@@ -153,6 +157,14 @@ def test_json_roundtrip_and_display(tmp_path, tiny_llama):
         with pytest.raises(ValueError, match=rf"row must be a generation step, an int in \[0, {T}\)"):
             res.top_tokens(3, row=bad)
     assert all(not math.isnan(v) for tp in tops for _, v in tp)
+    for t in range(T):  # signed: the tokens that raised F most; absolute: that moved it most either way
+        vals = [v for _, v in res.top_tokens(len(res.tokens), row=t)]
+        assert vals == sorted(vals, reverse=True)
+        mags = [abs(v) for _, v in res.top_tokens(len(res.tokens), row=t, absolute=True)]
+        assert mags == sorted(mags, reverse=True) and sorted(mags) == sorted(abs(v) for v in vals)
+    neg = dataclasses.replace(res, scores=-res.scores)  # the leading scores negative: signed ranking drops them
+    assert neg.top_tokens(2, absolute=True) == [[(w, -v) for w, v in tp] for tp in res.top_tokens(2, absolute=True)]
+    assert neg.top_tokens(1) != [[(w, -v) for w, v in tp] for tp in res.top_tokens(1)]
     # terminal heatmap: one line per generated token
     for use_words in (True, False):
         buf = io.StringIO()
