@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from .core.validation import as_int, check_int
+from .core.validation import as_int, check_bool, check_int
 from .runs.records import json_safe, replace_file
 from .display import aggregate_words, html, plots, terminal
 from .display.words import group_text, marker_text, reads_as_bytes, reduce_groups, token_display_texts, visible, word_groups_of, word_markers
@@ -251,12 +251,11 @@ class Attribution:
 
         Raises:
             ValueError: ``k`` not an int ≥ 1; ``row`` not an int in [−T, T) for a generation
-                result of T steps, or given for a 1-D result; ``absolute`` not a bool.
+                result of T steps, or given for a 1-D result; ``absolute`` not True or False.
         """
         k, row = as_int(k), as_int(row)  # a NumPy or one-element tensor integer as an int
         check_int("k", k, 1)
-        if not isinstance(absolute, bool):
-            raise ValueError(f"absolute must be a bool, got {absolute!r}")
+        absolute = check_bool("absolute", absolute)  # a NumPy bool too
         if self.scores.dim() == 2:
             if row is None:
                 return [self.top_tokens(k, r, absolute) for r in range(self.scores.shape[0])]

@@ -165,6 +165,8 @@ def test_json_roundtrip_and_display(tmp_path, tiny_llama):
     neg = dataclasses.replace(res, scores=-res.scores)  # the leading scores negative: signed ranking drops them
     assert neg.top_tokens(2, absolute=True) == [[(w, -v) for w, v in tp] for tp in res.top_tokens(2, absolute=True)]
     assert neg.top_tokens(1) != [[(w, -v) for w, v in tp] for tp in res.top_tokens(1)]
+    with pytest.raises(ValueError, match="absolute must be True or False, got 'yes'"):
+        res.top_tokens(3, absolute="yes")  # a str would turn it on
     # terminal heatmap: one line per generated token
     for use_words in (True, False):
         buf = io.StringIO()
